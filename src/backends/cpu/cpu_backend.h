@@ -1,0 +1,58 @@
+// backends/cpu/cpu_backend.h — the embedded default backend: no GPU needed.
+//
+// Compile: Clang libraries -> LLVM IR (-O3, host CPU) -> object file.
+// Load:    ORC LLJIT, one JITDylib per kernel.
+// Launch:  the kernel's entry runs the grid's work items on a thread pool and
+//          returns when they are done (the CPU "stream" is synchronous).
+#ifndef TAILOR_BACKENDS_CPU_CPU_BACKEND_H_
+#define TAILOR_BACKENDS_CPU_CPU_BACKEND_H_
+
+#include "absl/strings/string_view.h"
+#include <memory>
+#include <string>
+
+#include "backends/cpu/clang_compiler.h"
+#include "backends/cpu/orc_loader.h"
+#include "core/backend.h"
+#include "core/thread_pool.h"
+
+namespace tailor::internal::cpu {
+
+class CpuKernel : public Kernel {
+ public:
+  explicit CpuKernel(std::unique_ptr<LoadedObject> object) : object_(std::move(object)) {}
+  CpuEntry entry() const { return object_->entry(); }
+
+ private:
+  std::unique_ptr<LoadedObject> object_;
+};
+
+class CpuBackend : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(int num_threads);
+
+  BackendKind kind() const override { return BackendKind::kCpu; }
+  const std::string& arch() const override { return arch_; }
+  const std::string& compiler_identity() const override { return compiler_identity_; }
+  const Hash128& headers_hash() const override { return headers_hash_; }
+  absl::Status Supports(const SpecKey& key) const override;
+  absl::StatusOr<std::string> Compile(const SpecKey& key, const KernelSource& source) override;
+  absl::StatusOr<std::shared_ptr<Kernel>> Load(const SpecKey& key, const KernelSource& source,
+                                               absl::string_view binary) override;
+  absl::Status Launch(const Kernel& kernel, const LaunchConfig& config, const void* params,
+                      size_t params_size) override;
+
+ private:
+  CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads);
+
+  const HostTarget& target_;
+  std::string arch_;
+  std::string compiler_identity_;
+  Hash128 headers_hash_;
+  std::unique_ptr<OrcLoader> loader_;
+  ThreadPool pool_;
+};
+
+}  // namespace tailor::internal::cpu
+
+#endif  // TAILOR_BACKENDS_CPU_CPU_BACKEND_H_

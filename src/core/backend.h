@@ -1,0 +1,87 @@
+// core/backend.h — the one interface every backend implements.
+//
+// A backend turns generated kernel source into a binary (object file, cubin,
+// code object), loads a binary into a callable Kernel, and launches a Kernel
+// over a grid. Backends live in src/backends/<name>/, one folder each, and are
+// registered in core/backend_registry.cc (one line per backend).
+//
+// The kernel ABI is the same on every backend: a kernel takes exactly one
+// argument, a trivially-copyable params struct defined beside its template,
+// passed by value (CUDA: `__grid_constant__ const Params`; CPU: a pointer to
+// it plus a range of work items). Launch copies nothing it does not need.
+#ifndef TAILOR_CORE_BACKEND_H_
+#define TAILOR_CORE_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "core/spec_key.h"
+
+namespace tailor::internal {
+
+// What a generator emits for one SpecKey: includes plus one explicit
+// instantiation. `entry` is the symbol the backend looks up after loading.
+struct KernelSource {
+  std::string code;
+  std::string entry;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  uint64_t count() const { return uint64_t{x} * y * z; }
+};
+
+struct LaunchConfig {
+  Dim3 grid;          // CPU: work items = grid.count()
+  Dim3 block;         // GPU threads per block; ignored on CPU
+  Dim3 cluster;       // GPU thread-block cluster; {1,1,1} = none
+  uint32_t shared_bytes = 0;  // dynamic shared memory
+  void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
+};
+
+// A loaded kernel. Backends subclass it; the cache shares it (shared_ptr),
+// so an evicted kernel stays valid until its last launch returns.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendKind kind() const = 0;
+  // Exact target of the binaries: "x86_64-znver3", "sm_90a". Part of keys.
+  virtual const std::string& arch() const = 0;
+  // Compiler name, version and flags; part of every disk entry's identity.
+  virtual const std::string& compiler_identity() const = 0;
+  // Hash of every runtime/ and templates/ file this backend's kernels may
+  // include (computed once). Part of every disk entry's identity.
+  virtual const Hash128& headers_hash() const = 0;
+
+  // OkStatus if this backend can build `key`; Unimplemented otherwise, so the
+  // op front can pick another path.
+  virtual absl::Status Supports(const SpecKey& key) const = 0;
+
+  // Compiles `source` to a binary. Internal with the compiler's log attached
+  // when the source does not compile.
+  virtual absl::StatusOr<std::string> Compile(const SpecKey& key,
+                                              const KernelSource& source) = 0;
+
+  // Loads a binary made by Compile (possibly by another process).
+  virtual absl::StatusOr<std::shared_ptr<Kernel>> Load(
+      const SpecKey& key, const KernelSource& source, absl::string_view binary) = 0;
+
+  // Launches `kernel` with one params struct of `params_size` bytes. No
+  // allocation, no host sync on GPU backends.
+  virtual absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
+                              const void* params, size_t params_size) = 0;
+};
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_CORE_BACKEND_H_

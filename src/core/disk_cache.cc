@@ -1,0 +1,237 @@
+#include "absl/strings/string_view.h"
+#include "core/disk_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/container/flat_hash_map.h"
+
+namespace tailor::internal {
+namespace {
+
+constexpr absl::string_view kMagic = "TAILORKC";
+constexpr size_t kFixedPrefix = 8 + 4 + 4;  // magic, version, header length
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+
+void PutU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+uint64_t GetLe(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  return v;
+}
+
+std::string Header(const EntryIdentity& id, absl::string_view payload) {
+  return absl::StrCat("tailor_version=", id.tailor_version, "\ncompiler=", id.compiler,
+                      "\narch=", id.arch, "\nspec=", id.spec, "\nspec_hash=", id.spec_hash.Hex(),
+                      "\nsource_hash=", id.source_hash.Hex(),
+                      "\nheaders_hash=", id.headers_hash.Hex(),
+                      "\npayload_size=", payload.size(),
+                      "\npayload_xxh3=", Checksum64(payload), "\n");
+}
+
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
+  int err = errno;
+  std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string prefix = dir.substr(0, pos);
+    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoStatus("cannot create cache directory", prefix);
+    }
+  }
+  return absl::OkStatus();
+}
+
+ReadResult Reject(EntryProblem problem, std::string detail) {
+  return ReadResult{.problem = problem, .detail = std::move(detail)};
+}
+
+// Compares the header's fields with what this process expects.
+ReadResult CheckHeader(absl::string_view header, const EntryIdentity& id, size_t payload_size,
+                       absl::string_view payload) {
+  absl::flat_hash_map<std::string, std::string> fields;
+  for (absl::string_view line : absl::StrSplit(header, '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    fields[kv.first] = kv.second;
+  }
+  const std::pair<const char*, std::string> expected[] = {
+      {"tailor_version", id.tailor_version}, {"compiler", id.compiler},
+      {"arch", id.arch},                     {"spec", id.spec},
+      {"spec_hash", id.spec_hash.Hex()},     {"source_hash", id.source_hash.Hex()},
+      {"headers_hash", id.headers_hash.Hex()},
+  };
+  for (const auto& [name, value] : expected) {
+    auto it = fields.find(name);
+    if (it == fields.end()) return Reject(EntryProblem::kCorrupt, absl::StrCat("no ", name));
+    if (it->second != value) {
+      return Reject(EntryProblem::kStale,
+                    absl::StrCat(name, " is \"", it->second, "\", expected \"", value, "\""));
+    }
+  }
+  uint64_t size = 0, checksum = 0;
+  if (!absl::SimpleAtoi(fields["payload_size"], &size) || size != payload_size) {
+    return Reject(EntryProblem::kCorrupt,
+                  absl::StrCat("payload is ", payload_size, " bytes, header says ",
+                               fields["payload_size"], " (truncated?)"));
+  }
+  if (!absl::SimpleAtoi(fields["payload_xxh3"], &checksum) || checksum != Checksum64(payload)) {
+    return Reject(EntryProblem::kCorrupt, "payload checksum mismatch");
+  }
+  return ReadResult{};
+}
+
+}  // namespace
+
+Hash128 EntryIdentity::Hash() const {
+  return Hasher()
+      .Add(uint64_t{kDiskFormatVersion})
+      .Add(tailor_version)
+      .Add(compiler)
+      .Add(arch)
+      .Add(spec)
+      .Add(spec_hash)
+      .Add(source_hash)
+      .Add(headers_hash)
+      .Finish();
+}
+
+std::string DefaultCacheDir() {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  if (std::string dir = env("TAILOR_CACHE_DIR"); !dir.empty()) return dir;
+  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/tailor";
+  if (std::string home = env("HOME"); !home.empty()) return home + "/.cache/tailor";
+  return "";
+}
+
+absl::StatusOr<DiskCache> DiskCache::Open(std::string dir) {
+  if (dir.empty()) {
+    return absl::FailedPreconditionError(
+        "cache_dir: no directory (set TAILOR_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return ErrnoStatus("cannot stat cache directory", dir);
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("cache_dir ", dir, " is not a directory"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cache_dir ", dir, " is owned by uid ", st.st_uid, ", not by this user (uid ",
+        geteuid(), "); refusing to load kernels from it"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cache_dir %s has mode %03o: group/world-writable directories are refused "
+        "(chmod 700 it)", dir, st.st_mode & 0777));
+  }
+  return DiskCache(std::move(dir));
+}
+
+std::string DiskCache::EntryPath(absl::string_view stem, const EntryIdentity& id) const {
+  return absl::StrCat(dir_, "/", stem, "-", id.Hash().Hex(), ".tkc");
+}
+
+ReadResult DiskCache::Read(absl::string_view stem, const EntryIdentity& id) const {
+  std::string path = EntryPath(stem, id);
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Reject(EntryProblem::kMissing, "");
+    if (errno == ELOOP) return Reject(EntryProblem::kCorrupt, "entry is a symlink; not followed");
+    return Reject(EntryProblem::kCorrupt, absl::StrCat("open: ", std::strerror(errno)));
+  }
+  struct stat st;
+  std::string bytes;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            static_cast<uint64_t>(st.st_size) <= kMaxEntryBytes;
+  if (ok) {
+    bytes.resize(st.st_size);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += n;
+    }
+    bytes.resize(done);
+  }
+  close(fd);
+  if (!ok) return Reject(EntryProblem::kCorrupt, "not a regular file of sane size");
+  if (bytes.size() < kFixedPrefix || absl::string_view(bytes).substr(0, 8) != kMagic) {
+    return Reject(EntryProblem::kCorrupt, "bad magic or truncated prefix");
+  }
+  uint32_t version = GetLe(bytes.data() + 8, 4);
+  if (version != kDiskFormatVersion) {
+    return Reject(EntryProblem::kStale, absl::StrCat("format version ", version, ", expected ",
+                                                     kDiskFormatVersion));
+  }
+  uint64_t header_len = GetLe(bytes.data() + 12, 4);
+  if (bytes.size() < kFixedPrefix + header_len + 8) {
+    return Reject(EntryProblem::kCorrupt, "truncated header");
+  }
+  absl::string_view header(bytes.data() + kFixedPrefix, header_len);
+  if (GetLe(bytes.data() + kFixedPrefix + header_len, 8) != Checksum64(header)) {
+    return Reject(EntryProblem::kCorrupt, "header checksum mismatch");
+  }
+  size_t payload_offset = kFixedPrefix + header_len + 8;
+  absl::string_view payload(bytes.data() + payload_offset, bytes.size() - payload_offset);
+  ReadResult result = CheckHeader(header, id, payload.size(), payload);
+  if (result.problem == EntryProblem::kNone) result.payload = std::string(payload);
+  return result;
+}
+
+absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
+                              absl::string_view payload) const {
+  std::string header = Header(id, payload);
+  std::string prefix(kMagic);
+  PutU32(prefix, kDiskFormatVersion);
+  PutU32(prefix, static_cast<uint32_t>(header.size()));
+  std::string trailer;
+  PutU64(trailer, Checksum64(header));
+
+  std::string path = EntryPath(stem, id);
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("cannot create cache entry", tmp);
+  bool ok = true;
+  for (absl::string_view part : {absl::string_view(prefix), absl::string_view(header),
+                                absl::string_view(trailer), payload}) {
+    size_t done = 0;
+    while (ok && done < part.size()) {
+      ssize_t n = write(fd, part.data() + done, part.size() - done);
+      if (n <= 0) ok = false; else done += n;
+    }
+  }
+  absl::Status status = ok ? absl::OkStatus() : ErrnoStatus("cannot write cache entry", tmp);
+  if (close(fd) != 0 && status.ok()) status = ErrnoStatus("cannot close cache entry", tmp);
+  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
+    status = ErrnoStatus("cannot rename cache entry into", path);
+  }
+  if (!status.ok()) unlink(tmp.c_str());
+  return status;
+}
+
+}  // namespace tailor::internal

@@ -1,0 +1,69 @@
+// core/engine.h — what a Runtime is made of, for op fronts and tools.
+//
+// The Engine ties one Backend to the KernelCache and the Stats. Op fronts use
+// two calls per kernel: GetKernel (memory -> disk -> compile, single flight)
+// and Launch. Both are thread-safe. The warm path (key already in memory)
+// does one hash lookup and no allocation.
+//
+// Example (an op front):
+//   SpecKey key = {.op = OpKind::kTestAxpy, .backend = engine.backend().kind(), ...};
+//   key.SetArch(engine.backend().arch());
+//   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+//                           engine.GetKernel(key, GenerateAxpySource));
+//   AxpyParams params = {...};
+//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, &params, sizeof(params)));
+#ifndef TAILOR_CORE_ENGINE_H_
+#define TAILOR_CORE_ENGINE_H_
+
+#include <memory>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "core/backend.h"
+#include "core/spec_key.h"
+#include "tailor/runtime.h"
+
+namespace tailor::internal {
+
+class KernelCache;
+class Stats;
+class ThreadPool;
+
+// Emits the source for `key`. Called only when the key is not cached.
+using KernelGenerator = absl::FunctionRef<absl::StatusOr<KernelSource>(const SpecKey&)>;
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const Runtime::Options& options);
+  ~Engine();
+
+  Backend& backend() { return *backend_; }
+  Stats& stats() { return *stats_; }
+  KernelCache& cache() { return *cache_; }
+  const std::string& cache_dir() const;
+
+  // A SpecKey for `op` with this engine's backend and arch filled in.
+  SpecKey MakeKey(OpKind op) const;
+
+  absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
+                                                    KernelGenerator generate);
+
+  absl::Status Launch(OpKind op, const Kernel& kernel, const LaunchConfig& config,
+                      const void* params, size_t params_size);
+
+  template <typename Params>
+  absl::Status Launch(OpKind op, const Kernel& kernel, const LaunchConfig& config,
+                      const Params& params) {
+    return Launch(op, kernel, config, &params, sizeof(Params));
+  }
+
+ private:
+  Engine() = default;
+  std::unique_ptr<Stats> stats_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<KernelCache> cache_;
+};
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_CORE_ENGINE_H_

@@ -1,0 +1,38 @@
+#include "absl/strings/string_view.h"
+#include "core/logging.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+
+namespace tailor::internal {
+
+spdlog::logger& Logger() {
+  static spdlog::logger* logger = [] {
+    std::shared_ptr<spdlog::logger> existing = spdlog::get("tailor");
+    if (existing == nullptr) existing = spdlog::stderr_color_mt("tailor");
+    existing->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [tailor] [%l] %v");
+    return existing.get();  // kept alive by spdlog's registry
+  }();
+  return *logger;
+}
+
+absl::Status SetLogLevel(absl::string_view level) {
+  std::string name(level);
+  if (name.empty()) {
+    const char* env = std::getenv("TAILOR_LOG_LEVEL");
+    name = env != nullptr && *env != '\0' ? env : "info";
+  }
+  spdlog::level::level_enum parsed = spdlog::level::from_str(name);
+  if (parsed == spdlog::level::off && name != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "log_level: must be one of trace, debug, info, warn, error, critical, off; got \"",
+        name, "\""));
+  }
+  Logger().set_level(parsed);
+  return absl::OkStatus();
+}
+
+}  // namespace tailor::internal

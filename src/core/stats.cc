@@ -1,0 +1,194 @@
+#include "absl/strings/string_view.h"
+#include "core/stats.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace tailor::internal {
+namespace {
+
+std::vector<double> CompileBounds() {
+  return {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+}
+
+std::vector<double> LoadBounds() {
+  return {0.00001, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1};
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : upper_bounds_(std::move(upper_bounds)), counts_(upper_bounds_.size() + 1) {}
+
+void Histogram::Observe(double value) {
+  size_t bucket = std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
+                  upper_bounds_.begin();
+  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  double old = sum_.load(std::memory_order_relaxed);
+  while (!sum_.compare_exchange_weak(old, old + value, std::memory_order_relaxed)) {
+  }
+}
+
+HistogramSnapshot Histogram::Snapshot() const {
+  HistogramSnapshot s;
+  s.upper_bounds = upper_bounds_;
+  for (const auto& c : counts_) s.counts.push_back(c.load(std::memory_order_relaxed));
+  s.count = count_.load(std::memory_order_relaxed);
+  s.sum = sum_.load(std::memory_order_relaxed);
+  return s;
+}
+
+Stats::Stats() : compile_seconds(CompileBounds()), disk_load_seconds(LoadBounds()) {}
+
+void Stats::CountLaunch(OpKind op) {
+  size_t index = static_cast<size_t>(op);
+  if (index < launches_per_op_.size()) {
+    launches_per_op_[index].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Stats::NoteSpecialization(const SpecKey& key) {
+  absl::MutexLock lock(&specializations_mu_);
+  if (!seen_keys_.insert(key.Hash()).second) return;
+  size_t index = static_cast<size_t>(key.op);
+  if (index < specializations_per_op_.size()) ++specializations_per_op_[index];
+}
+
+StatsSnapshot Stats::Snapshot() const {
+  StatsSnapshot s;
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  s.lookups = get(lookups);
+  s.memory_hits = get(memory_hits);
+  s.disk_hits = get(disk_hits);
+  s.misses = get(misses);
+  s.single_flight_waits = get(single_flight_waits);
+  s.compiles = get(compiles);
+  s.compile_failures = get(compile_failures);
+  s.corrupt_entries = get(corrupt_entries);
+  s.stale_entries = get(stale_entries);
+  s.disk_write_failures = get(disk_write_failures);
+  s.memory_evictions = get(memory_evictions);
+  s.descriptor_encodes = get(descriptor_encodes);
+  s.descriptor_reuses = get(descriptor_reuses);
+  for (size_t i = 0; i < launches_per_op_.size(); ++i) {
+    uint64_t n = get(launches_per_op_[i]);
+    if (n == 0) continue;
+    s.launches += n;
+    s.launches_per_op[std::string(GetOpInfo(static_cast<OpKind>(i)).name)] = n;
+  }
+  {
+    absl::MutexLock lock(&specializations_mu_);
+    for (size_t i = 0; i < specializations_per_op_.size(); ++i) {
+      if (specializations_per_op_[i] == 0) continue;
+      s.specializations_per_op[std::string(GetOpInfo(static_cast<OpKind>(i)).name)] =
+          specializations_per_op_[i];
+    }
+  }
+  s.compile_seconds = compile_seconds.Snapshot();
+  s.disk_load_seconds = disk_load_seconds.Snapshot();
+  return s;
+}
+
+}  // namespace tailor::internal
+
+namespace tailor {
+namespace {
+
+nlohmann::json HistogramJson(const HistogramSnapshot& h) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (size_t i = 0; i < h.counts.size(); ++i) {
+    nlohmann::json bound = i < h.upper_bounds.size() ? nlohmann::json(h.upper_bounds[i])
+                                                     : nlohmann::json("+Inf");
+    buckets.push_back({{"le", bound}, {"count", h.counts[i]}});
+  }
+  return {{"count", h.count}, {"sum", h.sum}, {"buckets", buckets}};
+}
+
+void AppendCounter(std::string& out, absl::string_view name, absl::string_view help,
+                   uint64_t value) {
+  absl::StrAppend(&out, "# HELP tailor_", name, "_total ", help, "\n# TYPE tailor_", name,
+                  "_total counter\ntailor_", name, "_total ", value, "\n");
+}
+
+void AppendLabelled(std::string& out, absl::string_view name, absl::string_view type,
+                    absl::string_view help, const std::map<std::string, uint64_t>& values) {
+  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_", name, " ", type,
+                  "\n");
+  for (const auto& [op, n] : values) {
+    absl::StrAppend(&out, "tailor_", name, "{op=\"", op, "\"} ", n, "\n");
+  }
+}
+
+void AppendHistogram(std::string& out, absl::string_view name, absl::string_view help,
+                     const HistogramSnapshot& h) {
+  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_", name,
+                  " histogram\n");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.counts.size(); ++i) {
+    cumulative += h.counts[i];
+    std::string le = i < h.upper_bounds.size() ? absl::StrFormat("%g", h.upper_bounds[i]) : "+Inf";
+    absl::StrAppend(&out, "tailor_", name, "_bucket{le=\"", le, "\"} ", cumulative, "\n");
+  }
+  absl::StrAppend(&out, "tailor_", name, "_sum ", absl::StrFormat("%.9g", h.sum), "\n");
+  absl::StrAppend(&out, "tailor_", name, "_count ", h.count, "\n");
+}
+
+}  // namespace
+
+std::string StatsSnapshot::ToJson() const {
+  nlohmann::json j = {
+      {"lookups", lookups},
+      {"memory_hits", memory_hits},
+      {"disk_hits", disk_hits},
+      {"misses", misses},
+      {"single_flight_waits", single_flight_waits},
+      {"compiles", compiles},
+      {"compile_failures", compile_failures},
+      {"corrupt_entries", corrupt_entries},
+      {"stale_entries", stale_entries},
+      {"disk_write_failures", disk_write_failures},
+      {"memory_evictions", memory_evictions},
+      {"launches", launches},
+      {"descriptor_encodes", descriptor_encodes},
+      {"descriptor_reuses", descriptor_reuses},
+      {"launches_per_op", launches_per_op},
+      {"specializations_per_op", specializations_per_op},
+      {"compile_seconds", HistogramJson(compile_seconds)},
+      {"disk_load_seconds", HistogramJson(disk_load_seconds)},
+  };
+  return j.dump(2);
+}
+
+std::string StatsSnapshot::ToPrometheus() const {
+  std::string out;
+  AppendCounter(out, "kernel_lookups", "Kernel cache lookups.", lookups);
+  AppendCounter(out, "kernel_memory_hits", "Lookups served from the memory cache.", memory_hits);
+  AppendCounter(out, "kernel_disk_hits", "Lookups served from the disk cache.", disk_hits);
+  AppendCounter(out, "kernel_misses", "Lookups that had to compile.", misses);
+  AppendCounter(out, "kernel_single_flight_waits",
+                "Lookups that waited for another thread's compile.", single_flight_waits);
+  AppendCounter(out, "kernel_compiles", "Kernels compiled.", compiles);
+  AppendCounter(out, "kernel_compile_failures", "Compiles that failed.", compile_failures);
+  AppendCounter(out, "disk_corrupt_entries", "Disk entries rejected as corrupt.", corrupt_entries);
+  AppendCounter(out, "disk_stale_entries", "Disk entries rejected as stale.", stale_entries);
+  AppendCounter(out, "disk_write_failures", "Disk entries that could not be written.",
+                disk_write_failures);
+  AppendCounter(out, "memory_evictions", "Kernels evicted from the memory cache.",
+                memory_evictions);
+  AppendCounter(out, "launches", "Kernel launches.", launches);
+  AppendCounter(out, "descriptor_encodes", "TMA descriptors encoded.", descriptor_encodes);
+  AppendCounter(out, "descriptor_reuses", "TMA descriptor pool hits.", descriptor_reuses);
+  AppendLabelled(out, "launches_by_op_total", "counter", "Kernel launches per op.",
+                 launches_per_op);
+  AppendLabelled(out, "specializations", "gauge", "Distinct kernel variants per op.",
+                 specializations_per_op);
+  AppendHistogram(out, "compile_seconds", "Kernel compile time.", compile_seconds);
+  AppendHistogram(out, "disk_load_seconds", "Disk cache entry load time.", disk_load_seconds);
+  return out;
+}
+
+}  // namespace tailor

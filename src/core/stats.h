@@ -1,0 +1,74 @@
+// core/stats.h — the live counters behind tailor::StatsSnapshot.
+//
+// Counters are relaxed atomics (incremented on hot paths, read by snapshot);
+// the per-op maps are fixed arrays indexed by OpKind so that counting a launch
+// never allocates or locks.
+#ifndef TAILOR_CORE_STATS_H_
+#define TAILOR_CORE_STATS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "core/spec_key.h"
+#include "tailor/stats.h"
+
+namespace tailor::internal {
+
+// Fixed-bucket histogram; Observe is lock-free.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+  HistogramSnapshot Snapshot() const;
+
+ private:
+  std::vector<double> upper_bounds_;
+  std::vector<std::atomic<uint64_t>> counts_;  // bounds + 1 (+Inf)
+  std::atomic<uint64_t> count_{0};
+  std::atomic<double> sum_{0};
+};
+
+class Stats {
+ public:
+  Stats();
+
+  void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+    counter.fetch_add(n, std::memory_order_relaxed);
+  }
+  void CountLaunch(OpKind op);
+  // Records `key` as a specialization of its op if not seen before.
+  void NoteSpecialization(const SpecKey& key);
+
+  StatsSnapshot Snapshot() const;
+
+  std::atomic<uint64_t> lookups{0};
+  std::atomic<uint64_t> memory_hits{0};
+  std::atomic<uint64_t> disk_hits{0};
+  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> single_flight_waits{0};
+  std::atomic<uint64_t> compiles{0};
+  std::atomic<uint64_t> compile_failures{0};
+  std::atomic<uint64_t> corrupt_entries{0};
+  std::atomic<uint64_t> stale_entries{0};
+  std::atomic<uint64_t> disk_write_failures{0};
+  std::atomic<uint64_t> memory_evictions{0};
+  std::atomic<uint64_t> descriptor_encodes{0};
+  std::atomic<uint64_t> descriptor_reuses{0};
+  Histogram compile_seconds;
+  Histogram disk_load_seconds;
+
+ private:
+  std::array<std::atomic<uint64_t>, kNumOpKinds> launches_per_op_{};
+  mutable absl::Mutex specializations_mu_;
+  absl::flat_hash_set<Hash128> seen_keys_ ABSL_GUARDED_BY(specializations_mu_);
+  std::array<uint64_t, kNumOpKinds> specializations_per_op_
+      ABSL_GUARDED_BY(specializations_mu_) = {};
+};
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_CORE_STATS_H_

@@ -1,0 +1,48 @@
+// core/thread_pool.h — the CPU backend's "grid": a fixed pool of workers.
+//
+// ParallelFor splits [0, n) into chunks and runs them on the workers and the
+// calling thread; it returns when all chunks are done. Many threads may call
+// ParallelFor at once (each call is its own job). A job of one chunk runs
+// inline on the caller, so tiny launches never wake a worker.
+#ifndef TAILOR_CORE_THREAD_POOL_H_
+#define TAILOR_CORE_THREAD_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tailor::internal {
+
+class ThreadPool {
+ public:
+  // `num_threads` workers besides the callers; 0 = hardware threads - 1.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+
+  // Calls body(begin, end) over disjoint ranges covering [0, n), each at
+  // least `min_chunk` items long (except the last).
+  void ParallelFor(int64_t n, int64_t min_chunk,
+                   absl::FunctionRef<void(int64_t, int64_t)> body);
+
+ private:
+  struct Job;
+  void WorkerLoop();
+  static void RunChunks(Job& job);
+
+  absl::Mutex mu_;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_CORE_THREAD_POOL_H_
