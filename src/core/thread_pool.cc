@@ -15,11 +15,8 @@ struct ThreadPool::Job {
   std::atomic<int> active_helpers{0};
 };
 
-ThreadPool::ThreadPool(int num_threads) {
-  if (num_threads <= 0) {
-    num_threads = std::max(1u, std::thread::hardware_concurrency()) - 1;
-  }
-  for (int i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+ThreadPool::ThreadPool(int num_workers) {
+  for (int i = 0; i < num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {

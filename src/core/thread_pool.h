@@ -21,8 +21,8 @@ namespace tailor::internal {
 
 class ThreadPool {
  public:
-  // `num_threads` workers besides the callers; 0 = hardware threads - 1.
-  explicit ThreadPool(int num_threads);
+  // Exactly `num_workers` (>= 0) worker threads besides the callers.
+  explicit ThreadPool(int num_workers);
   ~ThreadPool();
 
   int num_workers() const { return static_cast<int>(workers_.size()); }

@@ -1,6 +1,9 @@
 #include "absl/strings/string_view.h"
 #include "backends/cpu/cpu_backend.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
@@ -27,8 +30,10 @@ CpuBackend::CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads)
       compiler_identity_(ClangCompilerIdentity(target_)),
       headers_hash_(HashEmbeddedFiles({"runtime/cpu/", "templates/cpu/"})),
       loader_(std::move(loader)),
-      // The calling thread runs chunks too, so num_threads - 1 workers.
-      pool_(num_threads > 0 ? num_threads - 1 : 0) {}
+      // The calling thread runs chunks too, so one worker fewer than threads.
+      pool_((num_threads > 0 ? num_threads
+                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) -
+            1) {}
 
 absl::Status CpuBackend::Supports(const SpecKey& key) const {
   if (key.backend != BackendKind::kCpu) {

@@ -1,0 +1,65 @@
+#include "tailor/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace tailor {
+namespace {
+
+using ::tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(TensorTest, ContiguousStridesAreRowMajor) {
+  float data[24] = {};
+  TensorRef t = TensorRef::Contiguous(data, DType::kF32, {2, 3, 4});
+  EXPECT_EQ(t.rank, 3);
+  EXPECT_EQ(t.strides[0], 12);
+  EXPECT_EQ(t.strides[1], 4);
+  EXPECT_EQ(t.strides[2], 1);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.ShapeString(), "[2, 3, 4] f32 cpu");
+  t.strides[1] = 5;
+  EXPECT_FALSE(t.is_contiguous());
+}
+
+TEST(TensorTest, NullDataIsAllowedOnlyWhenEmpty) {
+  TAILOR_EXPECT_OK(ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {0, 8})));
+  EXPECT_THAT(ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {2, 8})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("x: data is null but the tensor has 16 elements")));
+}
+
+TEST(TensorTest, RejectsNegativeDimsAndStrides) {
+  float data[4] = {};
+  TensorRef t = TensorRef::Contiguous(data, DType::kF32, {2, 2});
+  t.dims[1] = -1;
+  EXPECT_THAT(ValidateTensor("w", t), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               HasSubstr("w: dims[1] must be >= 0, got -1")));
+  t.dims[1] = 2;
+  t.strides[0] = -2;
+  EXPECT_THAT(ValidateTensor("w", t), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               HasSubstr("w: strides[0] must be >= 0, got -2")));
+  t.rank = 7;
+  EXPECT_THAT(ValidateTensor("w", t), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               HasSubstr("w: rank must be in [0, 6], got 7")));
+}
+
+TEST(TensorTest, ExpectTensorNamesRankAndDtype) {
+  float data[4] = {};
+  TensorRef t = TensorRef::Contiguous(data, DType::kF32, {4});
+  EXPECT_THAT(ExpectTensor("hidden", t, 2, DType::kF32),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hidden: expected rank 2, got 1 ([4] f32 cpu)")));
+  EXPECT_THAT(ExpectTensor("hidden", t, 1, DType::kBF16),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hidden: expected dtype bf16, got f32")));
+  t.dtype = static_cast<DType>(99);
+  EXPECT_THAT(ValidateTensor("hidden", t),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hidden: dtype is not a tailor::DType value")));
+}
+
+}  // namespace
+}  // namespace tailor
