@@ -36,9 +36,9 @@ struct Dim3 {
 };
 
 struct LaunchConfig {
-  Dim3 grid;          // CPU: work items = grid.count()
-  Dim3 block;         // GPU threads per block; ignored on CPU
-  Dim3 cluster;       // GPU thread-block cluster; {1,1,1} = none
+  Dim3 grid = {};     // CPU: work items = grid.count()
+  Dim3 block = {};    // GPU threads per block; CPU: min items per chunk
+  Dim3 cluster = {};  // GPU thread-block cluster; {1,1,1} = none
   uint32_t shared_bytes = 0;  // dynamic shared memory
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
 };

@@ -4,10 +4,11 @@
 
 namespace tailor::internal {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions&) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
+    const BackendOptions&) {
   return absl::UnavailableError(
-      "CUDA backend unavailable: built without CUDA headers (set TAILOR_CUDA_HOME to a CUDA "
-      "12+ toolkit and reconfigure)");
+      "CUDA backend unavailable: built without CUDA headers (set "
+      "TAILOR_CUDA_HOME to a CUDA 12+ toolkit and reconfigure)");
 }
 
 }  // namespace tailor::internal

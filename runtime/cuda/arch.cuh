@@ -1,0 +1,54 @@
+// runtime/cuda/arch.cuh — target checks and address helpers shared by the
+// other runtime/cuda headers.
+//
+// Contract: device-only code for NVRTC. Header-only, no host code, no
+// framework or standard headers.
+//
+// Targets:
+//   TAILOR_CUDA_HAS_SM90   — __CUDA_ARCH__ >= 900: mbarrier transaction
+//                            counts, cp.async.bulk(.tensor), fence.proxy.async,
+//                            fence.proxy.tensormap, prefetch.tensormap.
+//   TAILOR_CUDA_HAS_SM90A  — an arch-specific Hopper target (sm_90a), needed
+//                            by tensormap.replace and wgmma.
+// A header that needs one of them says so with #error, so that compiling a
+// Hopper template for the wrong -arch fails with a sentence, not a ptxas
+// message about an unknown instruction.
+//
+// PTX used here: none (only the cvta builtins, which lower to cvta.to.*).
+#ifndef TAILOR_RUNTIME_CUDA_ARCH_CUH_
+#define TAILOR_RUNTIME_CUDA_ARCH_CUH_
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TAILOR_CUDA_HAS_SM90 1
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TAILOR_CUDA_HAS_SM90A 1
+#endif
+
+#define TAILOR_DEVICE __device__ __forceinline__
+
+namespace tailor::cuda {
+
+// 32-bit shared-window address of a pointer into this CTA's shared memory,
+// the form PTX `.shared::cta` / `.shared::cluster` operands take.
+TAILOR_DEVICE unsigned SharedAddress(const void* shared_ptr) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(shared_ptr));
+}
+
+// Global-window address of a generic pointer into global memory, the form
+// PTX `.global` operands take.
+TAILOR_DEVICE unsigned long long GlobalAddress(const void* global_ptr) {
+  return static_cast<unsigned long long>(__cvta_generic_to_global(global_ptr));
+}
+
+// Generic address as an integer, the form PTX operands without a state space
+// take (e.g. the tensor-map operand of cp.async.bulk.tensor, which may point
+// into param, const or global space).
+TAILOR_DEVICE unsigned long long GenericAddress(const void* ptr) {
+  return reinterpret_cast<unsigned long long>(ptr);
+}
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_RUNTIME_CUDA_ARCH_CUH_

@@ -1,0 +1,311 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/embedded_files.h"
+#include "tailor/status.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::Backend;
+using tailor::internal::BackendOptions;
+using tailor::internal::Kernel;
+using tailor::internal::KernelSource;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::SpecKey;
+
+constexpr uint32_t kMaxThreadsPerBlock = 1024;
+
+// The compute capability (major * 10 + minor) an op's CUDA template needs,
+// and whether it needs the arch-specific target (sm_90a). Ops without a CUDA
+// template are absent: Supports says Unimplemented for them.
+struct Requirement {
+  int min_compute_capability = 0;
+  bool arch_specific = false;
+};
+
+std::optional<Requirement> RequirementFor(OpKind op) {
+  switch (op) {
+    case OpKind::kTestEmpty:
+    case OpKind::kTestAxpy:
+      return Requirement{.min_compute_capability = 70};
+    case OpKind::kTmaCopyTest:
+      return Requirement{.min_compute_capability = 90};
+    case OpKind::kTmaPatchTest:
+      return Requirement{.min_compute_capability = 90, .arch_specific = true};
+    default:
+      return std::nullopt;
+  }
+}
+
+absl::Status Unavailable(const absl::Status& status) {
+  return absl::UnavailableError(
+      absl::StrCat("CUDA backend unavailable: ", status.message()));
+}
+
+absl::StatusOr<int> DeviceAttribute(const DriverApi& api,
+                                    CUdevice_attribute attribute,
+                                    CUdevice device, absl::string_view name) {
+  int value = 0;
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(&value, attribute, device), name));
+  return value;
+}
+
+absl::Status ValidateLaunchConfig(const LaunchConfig& config) {
+  const tailor::internal::Dim3& b = config.block;
+  if (b.x == 0 || b.y == 0 || b.z == 0 || b.count() > kMaxThreadsPerBlock) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.block: every dim must be >= 1 and x*y*z <= ",
+        kMaxThreadsPerBlock, ", got {", b.x, ", ", b.y, ", ", b.z, "}"));
+  }
+  const tailor::internal::Dim3& c = config.cluster;
+  if (c.x == 0 || c.y == 0 || c.z == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.cluster: every dim must be >= 1 ({1,1,1} = no cluster), got {",
+        c.x, ", ", c.y, ", ", c.z, "}"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ArchForComputeCapability(int major, int minor) {
+  std::string arch = absl::StrCat("sm_", major, minor);
+  if (major == 9 && minor == 0) arch += "a";
+  return arch;
+}
+
+// ---- DeviceContext ----------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<DeviceContext>> DeviceContext::Retain(
+    const DriverApi& api, int device_index) {
+  int count = 0;
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(api.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0) {
+    return absl::UnavailableError("no CUDA device on this machine");
+  }
+  if (device_index < 0 || device_index >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_index: must be in [0, ", count,
+                     ") (CUDA devices here), got ", device_index));
+  }
+  CUdevice device = 0;
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGet(&device, device_index), "cuDeviceGet"));
+  CUcontext context = nullptr;
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(api.cuDevicePrimaryCtxRetain(&context, device),
+                         "cuDevicePrimaryCtxRetain"));
+  std::shared_ptr<DeviceContext> holder(
+      new DeviceContext(api, device, context));
+  TAILOR_RETURN_IF_ERROR(holder->MakeCurrent());
+  return holder;
+}
+
+DeviceContext::~DeviceContext() { api_.cuDevicePrimaryCtxRelease(device_); }
+
+absl::Status DeviceContext::MakeCurrent() const {
+  CUcontext current = nullptr;
+  if (api_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == context_) {
+    return absl::OkStatus();
+  }
+  return CudaResultToStatus(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+}
+
+// ---- CudaKernel -------------------------------------------------------------
+
+CudaKernel::~CudaKernel() {
+  // Unloading needs the module's context current; errors cannot be reported
+  // from a destructor and leave at most a leaked module.
+  if (context_->MakeCurrent().ok()) context_->api().cuModuleUnload(module_);
+}
+
+absl::Status CudaKernel::EnsureDynamicSharedLimit(uint32_t bytes) const {
+  if (bytes <= dynamic_shared_limit_.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  absl::MutexLock lock(&limit_mu_);
+  if (bytes <= dynamic_shared_limit_.load(std::memory_order_relaxed)) {
+    return absl::OkStatus();
+  }
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      context_->api().cuFuncSetAttribute(
+          function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+          static_cast<int>(bytes)),
+      absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ", bytes,
+                   ")")));
+  dynamic_shared_limit_.store(bytes, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+// ---- CudaBackend ------------------------------------------------------------
+
+CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
+                         NvrtcCompiler compiler, int compute_capability)
+    : context_(std::move(context)),
+      compiler_(std::move(compiler)),
+      compute_capability_(compute_capability),
+      arch_(ArchForComputeCapability(compute_capability / 10,
+                                     compute_capability % 10)),
+      compiler_identity_(absl::StrCat(compiler_.identity(), " driver ",
+                                      context_->api().driver_version)),
+      headers_hash_(tailor::internal::HashEmbeddedFiles(
+          {"runtime/cuda/", "templates/cuda/"})) {}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const BackendOptions& options) {
+  absl::StatusOr<const DriverApi*> api = LoadDriverApi();
+  if (!api.ok()) return Unavailable(api.status());
+  absl::StatusOr<std::shared_ptr<DeviceContext>> context =
+      DeviceContext::Retain(**api, options.device_index);
+  if (!context.ok()) {
+    if (context.status().code() == absl::StatusCode::kInvalidArgument) {
+      return context.status();
+    }
+    return Unavailable(context.status());
+  }
+  const CUdevice device = (*context)->device();
+  TAILOR_ASSIGN_OR_RETURN(
+      int major,
+      DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                      device, "compute capability major"));
+  TAILOR_ASSIGN_OR_RETURN(
+      int minor,
+      DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                      device, "compute capability minor"));
+  absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create({});
+  if (!compiler.ok()) return Unavailable(compiler.status());
+  return std::unique_ptr<CudaBackend>(new CudaBackend(
+      *std::move(context), *std::move(compiler), major * 10 + minor));
+}
+
+absl::Status CudaBackend::Supports(const SpecKey& key) const {
+  if (key.backend != BackendKind::kCuda) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda backend: key is for the ",
+                     std::string(BackendName(key.backend)), " backend"));
+  }
+  if (key.arch_name() != arch_) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda backend: key arch \"", std::string(key.arch_name()),
+                     "\" is not this device's \"", arch_, "\""));
+  }
+  const std::optional<Requirement> need = RequirementFor(key.op);
+  const std::string op_name(GetOpInfo(key.op).name);
+  if (!need.has_value()) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda backend: no CUDA kernel for ", op_name));
+  }
+  if (compute_capability_ < need->min_compute_capability) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cuda backend: ", op_name,
+        " needs compute capability >= ", need->min_compute_capability / 10, ".",
+        need->min_compute_capability % 10, ", device is ", arch_));
+  }
+  if (need->arch_specific && arch_.back() != 'a') {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda backend: ", op_name,
+                     " needs an arch-specific target such as "
+                     "sm_90a, device is ",
+                     arch_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CudaBackend::Compile(const SpecKey& key,
+                                                 const KernelSource& source) {
+  const std::string arch =
+      key.arch_name().empty() ? arch_ : std::string(key.arch_name());
+  TAILOR_ASSIGN_OR_RETURN(NvrtcCompiler::Output output,
+                          compiler_.Compile(source, arch));
+  return std::move(output.cubin);
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> CudaBackend::Load(
+    const SpecKey& key, const KernelSource& source, absl::string_view binary) {
+  if (binary.empty()) {
+    return absl::InvalidArgumentError("binary: must be a cubin, got 0 bytes");
+  }
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  const DriverApi& api = context_->api();
+  CUmodule module = nullptr;
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuModuleLoadData(&module, binary.data()),
+      absl::StrCat("cuModuleLoadData(", key.ToString(), ")")));
+  CUfunction function = nullptr;
+  absl::Status found = CudaResultToStatus(
+      api.cuModuleGetFunction(&function, module, source.entry.c_str()),
+      absl::StrCat("cuModuleGetFunction(\"", source.entry, "\")"));
+  if (!found.ok()) {
+    api.cuModuleUnload(module);
+    return found;
+  }
+  return std::make_shared<CudaKernel>(context_, module, function);
+}
+
+absl::Status CudaBackend::Launch(const Kernel& kernel,
+                                 const LaunchConfig& config, const void* params,
+                                 size_t params_size) {
+  const auto* cuda_kernel = dynamic_cast<const CudaKernel*>(&kernel);
+  if (cuda_kernel == nullptr) {
+    return absl::InvalidArgumentError(
+        "kernel: was not loaded by the cuda backend");
+  }
+  if (params == nullptr || params_size == 0) {
+    return absl::InvalidArgumentError(
+        "params: must point at the kernel's params struct (one argument, size "
+        ">= 1)");
+  }
+  TAILOR_RETURN_IF_ERROR(ValidateLaunchConfig(config));
+  // Empty ragged work (no tiles) launches nothing.
+  if (config.grid.count() == 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  TAILOR_RETURN_IF_ERROR(
+      cuda_kernel->EnsureDynamicSharedLimit(config.shared_bytes));
+
+  CUlaunchAttribute cluster_attribute = {};
+  CUlaunchConfig launch = {};
+  launch.gridDimX = config.grid.x;
+  launch.gridDimY = config.grid.y;
+  launch.gridDimZ = config.grid.z;
+  launch.blockDimX = config.block.x;
+  launch.blockDimY = config.block.y;
+  launch.blockDimZ = config.block.z;
+  launch.sharedMemBytes = config.shared_bytes;
+  launch.hStream = static_cast<CUstream>(config.stream);
+  if (config.cluster.count() != 1) {
+    cluster_attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster_attribute.value.clusterDim.x = config.cluster.x;
+    cluster_attribute.value.clusterDim.y = config.cluster.y;
+    cluster_attribute.value.clusterDim.z = config.cluster.z;
+    launch.attrs = &cluster_attribute;
+    launch.numAttrs = 1;
+  }
+  // The kernel ABI (core/backend.h): one params struct, passed by value; the
+  // driver copies the kernel's parameter size from `params`.
+  void* arguments[] = {const_cast<void*>(params)};
+  return CudaResultToStatus(
+      context_->api().cuLaunchKernelEx(&launch, cuda_kernel->function(),
+                                       arguments, nullptr),
+      "cuLaunchKernelEx");
+}
+
+}  // namespace tailor::cuda
+
+namespace tailor::internal {
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
+    const BackendOptions& options) {
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> backend,
+                          cuda::CudaBackend::Create(options));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace tailor::internal

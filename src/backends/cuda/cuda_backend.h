@@ -1,0 +1,147 @@
+// backends/cuda/cuda_backend.h — the CUDA backend: NVRTC -> cubin -> driver.
+//
+// CreateCudaBackend (core/backend_registry.h) loads the driver and NVRTC with
+// dlopen, retains the device's primary context (the one the CUDA runtime and
+// PyTorch use, so tailor's launches interoperate with torch's current
+// stream), and derives the target from the compute capability: "sm_90a" for
+// 9.0 (Hopper TMA, wgmma, tensormap.replace), "sm_<major><minor>" otherwise.
+//
+//   Compile : NvrtcCompiler (backends/cuda/nvrtc_compiler.h) for key.arch.
+//   Load    : cuModuleLoadData + cuModuleGetFunction(source.entry) into a
+//             CudaKernel, which owns the CUmodule and unloads it (with the
+//             context current) when the last reference goes.
+//   Launch  : cuLaunchKernelEx on config.stream (a CUstream; null = the
+//             legacy default stream) with the params struct as the kernel's
+//             one argument; CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION when
+//             config.cluster is not {1,1,1}; raises the kernel's
+//             MAX_DYNAMIC_SHARED_SIZE_BYTES the first time a launch needs
+//             more than 48 KiB. No allocation, no synchronization.
+//
+// Every driver call first makes the primary context current on the calling
+// thread if it is not (one cuCtxGetCurrent when it already is).
+//
+// Example:
+//   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cuda,
+//                           CreateCudaBackend({}));
+//   TAILOR_ASSIGN_OR_RETURN(std::string cubin, cuda->Compile(key, source));
+//   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+//                           cuda->Load(key, source, cubin));
+//   LaunchConfig config;
+//   config.grid = {num_tiles};
+//   config.block = {128};
+//   config.stream = stream;  // e.g. torch's current CUstream
+//   TAILOR_RETURN_IF_ERROR(
+//       cuda->Launch(*kernel, config, &params, sizeof(params)));
+#ifndef TAILOR_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define TAILOR_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "core/backend.h"
+#include "core/backend_registry.h"
+
+namespace tailor::cuda {
+
+// The retained primary context of one device; released when the backend and
+// every kernel it loaded are gone.
+class DeviceContext {
+ public:
+  static absl::StatusOr<std::shared_ptr<DeviceContext>> Retain(
+      const DriverApi& api, int device_index);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  // Makes the context current on the calling thread (no-op when it is).
+  absl::Status MakeCurrent() const;
+
+  const DriverApi& api() const { return api_; }
+  CUdevice device() const { return device_; }
+  CUcontext context() const { return context_; }
+
+ private:
+  DeviceContext(const DriverApi& api, CUdevice device, CUcontext context)
+      : api_(api), device_(device), context_(context) {}
+  const DriverApi& api_;
+  CUdevice device_;
+  CUcontext context_;
+};
+
+// A loaded CUDA kernel: owns its module.
+class CudaKernel final : public tailor::internal::Kernel {
+ public:
+  CudaKernel(std::shared_ptr<const DeviceContext> context, CUmodule module,
+             CUfunction function)
+      : context_(std::move(context)), module_(module), function_(function) {}
+  ~CudaKernel() override;
+
+  CUfunction function() const { return function_; }
+
+  // Raises the kernel's dynamic shared memory limit to `bytes` if it is lower
+  // (thread-safe; lock-free once the limit is high enough).
+  absl::Status EnsureDynamicSharedLimit(uint32_t bytes) const;
+
+ private:
+  std::shared_ptr<const DeviceContext> context_;
+  CUmodule module_;
+  CUfunction function_;
+  mutable std::atomic<uint32_t> dynamic_shared_limit_{48 *
+                                                      1024};  // driver default
+  mutable absl::Mutex limit_mu_;
+};
+
+class CudaBackend final : public tailor::internal::Backend {
+ public:
+  // See the file comment; Unavailable without a driver, a device or NVRTC.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      const tailor::internal::BackendOptions& options);
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  const std::string& arch() const override { return arch_; }
+  const std::string& compiler_identity() const override {
+    return compiler_identity_;
+  }
+  const tailor::internal::Hash128& headers_hash() const override {
+    return headers_hash_;
+  }
+
+  absl::Status Supports(const tailor::internal::SpecKey& key) const override;
+  absl::StatusOr<std::string> Compile(
+      const tailor::internal::SpecKey& key,
+      const tailor::internal::KernelSource& source) override;
+  absl::StatusOr<std::shared_ptr<tailor::internal::Kernel>> Load(
+      const tailor::internal::SpecKey& key,
+      const tailor::internal::KernelSource& source,
+      absl::string_view binary) override;
+  absl::Status Launch(const tailor::internal::Kernel& kernel,
+                      const tailor::internal::LaunchConfig& config,
+                      const void* params, size_t params_size) override;
+
+  const DeviceContext& device_context() const { return *context_; }
+  const NvrtcCompiler& compiler() const { return compiler_; }
+  int compute_capability() const { return compute_capability_; }  // 90 for 9.0
+
+ private:
+  CudaBackend(std::shared_ptr<DeviceContext> context, NvrtcCompiler compiler,
+              int compute_capability);
+
+  std::shared_ptr<DeviceContext> context_;
+  NvrtcCompiler compiler_;
+  int compute_capability_;
+  std::string arch_;
+  std::string compiler_identity_;
+  tailor::internal::Hash128 headers_hash_;
+};
+
+// "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.
+std::string ArchForComputeCapability(int major, int minor);
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_BACKENDS_CUDA_CUDA_BACKEND_H_

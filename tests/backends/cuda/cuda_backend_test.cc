@@ -1,0 +1,291 @@
+// CUDA backend tests. Those named *Gpu* need an NVIDIA GPU (ctest label
+// "gpu") and skip cleanly without one; the others run everywhere.
+#include "backends/cuda/cuda_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/cuda_test_kernels.h"
+#include "backends/cuda/cuda_test_util.h"
+#include "core/backend_registry.h"
+#include "core/embedded_files.h"
+#include "templates/cuda/test_kernels_params.h"
+#include "test_util.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::cuda::testing::DeviceBuffer;
+using tailor::cuda::testing::MakeLaunchConfig;
+using tailor::cuda::testing::TestStream;
+using tailor::internal::Kernel;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::SpecKey;
+using tailor::testing::StatusIs;
+using tailor::testing::TestSeed;
+using ::testing::HasSubstr;
+
+// Declares `std::unique_ptr<CudaTestRuntime> name`, or skips the test when
+// the machine has no CUDA (and fails it on any other error).
+#define TAILOR_CUDA_RUNTIME_OR_SKIP(name)                                \
+  std::unique_ptr<::tailor::cuda::testing::CudaTestRuntime> name;        \
+  do {                                                                   \
+    auto name##_or = ::tailor::cuda::testing::CudaTestRuntime::Create(); \
+    if (!name##_or.ok()) {                                               \
+      if (name##_or.status().code() == absl::StatusCode::kUnavailable) { \
+        GTEST_SKIP() << "no CUDA device here: "                          \
+                     << name##_or.status().message();                    \
+      }                                                                  \
+      FAIL() << name##_or.status();                                      \
+    }                                                                    \
+    name = *std::move(name##_or);                                        \
+    ASSERT_TRUE(name->backend().device_context().MakeCurrent().ok());    \
+  } while (false)
+
+// Fails the test with the status when `expr` (a CUresult) is not CUDA_SUCCESS.
+#define TAILOR_ASSERT_CU(expr)                                \
+  do {                                                        \
+    absl::Status tailor_cu_status_ =                          \
+        ::tailor::cuda::CudaResultToStatus((expr), #expr);    \
+    ASSERT_TRUE(tailor_cu_status_.ok()) << tailor_cu_status_; \
+  } while (false)
+
+TEST(CudaBackendTest, CreateIsOkOrUnavailableWithAReason) {
+  absl::StatusOr<std::unique_ptr<tailor::internal::Backend>> backend =
+      tailor::internal::CreateCudaBackend({});
+  if (backend.ok()) {
+    EXPECT_EQ((*backend)->kind(), BackendKind::kCuda);
+    EXPECT_THAT((*backend)->arch(), HasSubstr("sm_"));
+    EXPECT_THAT((*backend)->compiler_identity(), HasSubstr("nvrtc "));
+    EXPECT_THAT((*backend)->compiler_identity(), HasSubstr(" driver "));
+    return;
+  }
+  EXPECT_THAT(backend, StatusIs(absl::StatusCode::kUnavailable,
+                                HasSubstr("CUDA backend unavailable: ")));
+}
+
+TEST(CudaBackendTest, ArchForComputeCapability) {
+  EXPECT_EQ(ArchForComputeCapability(9, 0), "sm_90a");
+  EXPECT_EQ(ArchForComputeCapability(8, 0), "sm_80");
+  EXPECT_EQ(ArchForComputeCapability(8, 9), "sm_89");
+  EXPECT_EQ(ArchForComputeCapability(10, 0), "sm_100");
+}
+
+// ---- GPU --------------------------------------------------------------------
+
+struct AxpyRun {
+  std::vector<float> x, y, expected;
+};
+
+AxpyRun MakeAxpy(int64_t n, float a, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  AxpyRun run;
+  for (int64_t i = 0; i < n; ++i) {
+    run.x.push_back(value(rng));
+    run.y.push_back(value(rng));
+    run.expected.push_back(
+        std::fma(a, run.x.back(), run.y.back()));  // one rounding, like FFMA
+  }
+  return run;
+}
+
+TEST(CudaBackendGpuTest, RuntimeRunsAxpyThroughTheEngine) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  std::mt19937_64 rng(TestSeed());
+  TestStream stream(env->api());
+  ASSERT_TRUE(stream.ok());
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{577},
+                    int64_t{(1 << 20) + 3}}) {
+    for (int unroll : {1, 4}) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " unroll=", unroll));
+      SpecKey key = env->engine().MakeKey(OpKind::kTestAxpy);
+      key.dtypes = {DType::kF32, DType::kF32};
+      key.dims[0] = unroll;
+      TAILOR_ASSERT_OK(env->backend().Supports(key));
+      absl::StatusOr<std::shared_ptr<Kernel>> kernel =
+          env->engine().GetKernel(key, GenerateCudaTestKernel);
+      TAILOR_ASSERT_OK(kernel.status());
+
+      const float a = 1.5f;
+      AxpyRun run = MakeAxpy(n, a, rng);
+      DeviceBuffer x(env->api(), n * sizeof(float)),
+          y(env->api(), n * sizeof(float));
+      ASSERT_TRUE(x.ok() && y.ok());
+      TAILOR_ASSERT_OK(x.Upload(run.x));
+      TAILOR_ASSERT_OK(y.Upload(run.y));
+      TestAxpyParams params = {.a = a,
+                               .x = static_cast<const float*>(x.data()),
+                               .y = static_cast<float*>(y.data()),
+                               .n = n};
+      const uint32_t block = 256;
+      const int64_t per_block = int64_t{block} * unroll;
+      LaunchConfig config = MakeLaunchConfig(
+          {static_cast<uint32_t>((n + per_block - 1) / per_block)}, {block}, 0,
+          stream.get());
+      TAILOR_ASSERT_OK(env->engine().Launch(key.op, **kernel, config, params));
+      TAILOR_ASSERT_OK(stream.Synchronize());
+      absl::StatusOr<std::vector<uint8_t>> bytes = y.Download();
+      TAILOR_ASSERT_OK(bytes.status());
+      std::vector<float> got(n);
+      if (n > 0) std::memcpy(got.data(), bytes->data(), n * sizeof(float));
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], run.expected[i]) << "i=" << i;
+      }
+    }
+  }
+}
+
+TEST(CudaBackendGpuTest, CompileLoadLaunchDirectly) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  CudaBackend& backend = env->backend();
+  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  absl::StatusOr<tailor::internal::KernelSource> source =
+      GenerateCudaTestKernel(key);
+  TAILOR_ASSERT_OK(source.status());
+  absl::StatusOr<std::string> cubin = backend.Compile(key, *source);
+  TAILOR_ASSERT_OK(cubin.status());
+  absl::StatusOr<std::shared_ptr<Kernel>> kernel =
+      backend.Load(key, *source, *cubin);
+  TAILOR_ASSERT_OK(kernel.status());
+  TestEmptyParams params;
+  TAILOR_ASSERT_OK(backend.Launch(**kernel, MakeLaunchConfig({1000}, {128}),
+                                  &params, sizeof(params)));
+  TAILOR_ASSERT_OK(
+      CudaResultToStatus(env->api().cuCtxSynchronize(), "cuCtxSynchronize"));
+}
+
+TEST(CudaBackendGpuTest, LoadRejectsGarbageAndUnknownEntries) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  CudaBackend& backend = env->backend();
+  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  absl::StatusOr<tailor::internal::KernelSource> source =
+      GenerateCudaTestKernel(key);
+  TAILOR_ASSERT_OK(source.status());
+  EXPECT_THAT(
+      backend.Load(key, *source, ""),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("binary")));
+  EXPECT_FALSE(backend.Load(key, *source, std::string(256, 'x')).ok());
+  absl::StatusOr<std::string> cubin = backend.Compile(key, *source);
+  TAILOR_ASSERT_OK(cubin.status());
+  tailor::internal::KernelSource renamed = *source;
+  renamed.entry = "no_such_kernel";
+  EXPECT_THAT(
+      backend.Load(key, renamed, *cubin),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("no_such_kernel")));
+}
+
+TEST(CudaBackendGpuTest, LaunchValidatesItsArguments) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  CudaBackend& backend = env->backend();
+  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  absl::StatusOr<std::shared_ptr<Kernel>> kernel =
+      env->engine().GetKernel(key, GenerateCudaTestKernel);
+  TAILOR_ASSERT_OK(kernel.status());
+  TestEmptyParams params;
+  EXPECT_THAT(
+      backend.Launch(**kernel, MakeLaunchConfig({1}, {0}), &params,
+                     sizeof(params)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.block")));
+  EXPECT_THAT(
+      backend.Launch(**kernel, MakeLaunchConfig({1}, {2048}), &params,
+                     sizeof(params)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("x*y*z <= 1024")));
+  EXPECT_THAT(backend.Launch(**kernel,
+                             MakeLaunchConfig({1}, {32}, 0, nullptr, {0, 1, 1}),
+                             &params, sizeof(params)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("config.cluster")));
+  EXPECT_THAT(
+      backend.Launch(**kernel, MakeLaunchConfig({1}, {32}), nullptr, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("params")));
+  Kernel foreign;
+  EXPECT_THAT(backend.Launch(foreign, MakeLaunchConfig({1}, {32}), &params,
+                             sizeof(params)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not loaded by the cuda")));
+  // Empty ragged work launches nothing and succeeds.
+  TAILOR_EXPECT_OK(backend.Launch(**kernel, MakeLaunchConfig({0}, {32}),
+                                  &params, sizeof(params)));
+  // The driver's own limits come back as a status, never a crash.
+  EXPECT_FALSE(backend
+                   .Launch(**kernel, MakeLaunchConfig({1}, {32}, 1u << 30),
+                           &params, sizeof(params))
+                   .ok());
+}
+
+TEST(CudaBackendGpuTest, LaunchesClustersAndLargeSharedMemory) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  if (env->backend().compute_capability() < 90) {
+    GTEST_SKIP() << "clusters need sm_90";
+  }
+  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  absl::StatusOr<std::shared_ptr<Kernel>> kernel =
+      env->engine().GetKernel(key, GenerateCudaTestKernel);
+  TAILOR_ASSERT_OK(kernel.status());
+  TestEmptyParams params;
+  TestStream stream(env->api());
+  ASSERT_TRUE(stream.ok());
+  TAILOR_ASSERT_OK(env->backend().Launch(
+      **kernel, MakeLaunchConfig({8}, {64}, 0, stream.get(), {2, 1, 1}),
+      &params, sizeof(params)));
+  // 100 KiB of dynamic shared memory: above the 48 KiB default, so Launch
+  // must raise the kernel's limit first (twice: the second is lock-free).
+  for (int i = 0; i < 2; ++i) {
+    TAILOR_ASSERT_OK(env->backend().Launch(
+        **kernel, MakeLaunchConfig({4}, {64}, 100 * 1024, stream.get()),
+        &params, sizeof(params)));
+  }
+  TAILOR_ASSERT_OK(stream.Synchronize());
+}
+
+TEST(CudaBackendGpuTest, SupportsFollowsTheDevice) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  CudaBackend& backend = env->backend();
+  SpecKey empty = env->engine().MakeKey(OpKind::kTestEmpty);
+  TAILOR_EXPECT_OK(backend.Supports(empty));
+  SpecKey other_arch = empty;
+  other_arch.SetArch("sm_1");
+  EXPECT_THAT(
+      backend.Supports(other_arch),
+      StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("\"sm_1\"")));
+  SpecKey cpu_key = empty;
+  cpu_key.backend = BackendKind::kCpu;
+  EXPECT_THAT(backend.Supports(cpu_key),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("cpu")));
+  SpecKey gemm = env->engine().MakeKey(OpKind::kMoeGroupedGemm);
+  EXPECT_THAT(backend.Supports(gemm), StatusIs(absl::StatusCode::kUnimplemented,
+                                               HasSubstr("moe.grouped_gemm")));
+  SpecKey patch = env->engine().MakeKey(OpKind::kTmaPatchTest);
+  if (backend.arch() == "sm_90a") {
+    TAILOR_EXPECT_OK(backend.Supports(patch));
+  } else {
+    EXPECT_THAT(backend.Supports(patch),
+                StatusIs(absl::StatusCode::kUnimplemented,
+                         HasSubstr("tma.patch_test")));
+  }
+}
+
+TEST(CudaBackendGpuTest, ReportsIdentityAndHeaders) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  CudaBackend& backend = env->backend();
+  EXPECT_EQ(backend.arch(),
+            ArchForComputeCapability(backend.compute_capability() / 10,
+                                     backend.compute_capability() % 10));
+  EXPECT_THAT(backend.compiler_identity(),
+              HasSubstr(backend.compiler().identity()));
+  EXPECT_THAT(backend.compiler_identity(),
+              HasSubstr(absl::StrCat(
+                  "driver ", backend.device_context().api().driver_version)));
+  EXPECT_EQ(backend.headers_hash(), tailor::internal::HashEmbeddedFiles(
+                                        {"runtime/cuda/", "templates/cuda/"}));
+  EXPECT_NE(backend.headers_hash(),
+            tailor::internal::HashEmbeddedFiles({"runtime/cpu/"}));
+}
+
+}  // namespace
+}  // namespace tailor::cuda

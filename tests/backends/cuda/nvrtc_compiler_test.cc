@@ -1,0 +1,404 @@
+// NVRTC compile-only tests: run everywhere NVRTC is installed, no GPU needed.
+// They compile every CUDA kernel template for sm_90a (and the generic ones
+// for sm_80) and check the PTX carries the instructions the template is
+// about, so a template that stops compiling fails CI, not the GPU machine.
+#include "backends/cuda/nvrtc_compiler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_test_kernels.h"
+#include "backends/cuda/nvrtc_api.h"
+#include "core/embedded_files.h"
+#include "templates/cuda/tma_test_params.h"
+#include "test_util.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::KernelSource;
+using tailor::internal::OpKind;
+using tailor::internal::SpecKey;
+using tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The compiler, or a skip when this machine has no NVRTC.
+class NvrtcCompilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create({});
+    if (!compiler.ok()) {
+      ASSERT_EQ(compiler.status().code(), absl::StatusCode::kUnavailable)
+          << compiler.status();
+      GTEST_SKIP() << "NVRTC not installed: " << compiler.status();
+    }
+    compiler_.emplace(*std::move(compiler));
+  }
+
+  std::optional<NvrtcCompiler> compiler_;
+};
+
+SpecKey TmaKey(OpKind op, DType dtype, int64_t cols, int32_t tile_rows,
+               uint32_t variant = 0) {
+  SpecKey key;
+  key.op = op;
+  key.backend = BackendKind::kCuda;
+  key.SetArch("sm_90a");
+  key.dtypes[0] = dtype;
+  key.dims[0] = cols;
+  key.tile.m = tile_rows;
+  key.variant = variant;
+  return key;
+}
+
+// One instantiation per template family; `header` is the template it covers.
+struct TemplateCase {
+  std::string name;
+  SpecKey key;
+  std::string header;
+  std::vector<std::string> expected_ptx;  // substrings of the PTX
+};
+
+std::vector<TemplateCase> AllTemplateCases() {
+  SpecKey empty;
+  empty.op = OpKind::kTestEmpty;
+  SpecKey axpy;
+  axpy.op = OpKind::kTestAxpy;
+  axpy.dims[0] = 4;
+  const std::vector<std::string> kPatch = {
+      "tensormap.replace.tile.global_address.shared::cta.b1024.b64",
+      "tensormap.replace.tile.global_dim.shared::cta.b1024.b32",
+      "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release."
+      "gpu.sync.aligned",
+      "fence.proxy.tensormap::generic.acquire.gpu",
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes",
+      "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+      "mbarrier.arrive.expect_tx",
+      "mbarrier.try_wait.parity",
+      "cp.async.bulk.wait_group 0"};
+  return {
+      {"test_empty",
+       empty,
+       "templates/cuda/test_kernels.cuh",
+       {".entry tailor_test_empty"}},
+      {"test_axpy", axpy, "templates/cuda/test_kernels.cuh", {"fma.rn.f32"}},
+      {"tma_patch_bf16", TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64),
+       "templates/cuda/tma_patch_test.cuh", kPatch},
+      {"tma_patch_f32_stride",
+       TmaKey(OpKind::kTmaPatchTest, DType::kF32, 64, 17,
+              kTmaPatchReplaceStride),
+       "templates/cuda/tma_patch_test.cuh",
+       {"tensormap.replace.tile.global_stride.shared::cta.b1024.b64"}},
+      {"tma_patch_only",
+       TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64, kTmaPatchOnly),
+       "templates/cuda/tma_patch_test.cuh",
+       {"tensormap.cp_fenceproxy"}},
+      {"tma_copy_f32",
+       TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 32),
+       "templates/cuda/tma_copy_test.cuh",
+       {"cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
+        "complete_tx::bytes",
+        "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"}},
+  };
+}
+
+TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
+  std::set<std::string> covered;
+  for (const TemplateCase& c : AllTemplateCases()) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(c.key);
+    TAILOR_ASSERT_OK(source.status());
+    EXPECT_THAT(source->code, HasSubstr(c.header));
+    absl::StatusOr<NvrtcCompiler::Output> out =
+        compiler_->Compile(*source, "sm_90a", /*want_ptx=*/true);
+    TAILOR_ASSERT_OK(out.status());
+    EXPECT_GT(out->cubin.size(), 64u);
+    EXPECT_EQ(out->cubin.substr(0, 4),
+              "\x7f"
+              "ELF");
+    for (const std::string& instruction : c.expected_ptx) {
+      EXPECT_THAT(out->ptx, HasSubstr(instruction));
+    }
+    covered.insert(c.header);
+  }
+  // Every kernel template (a .cuh with a device template) has a case above;
+  // headers only included by them (params, common) are covered through them.
+  for (const tailor::internal::EmbeddedFile& file :
+       tailor::internal::EmbeddedFiles()) {
+    const std::string path = file.path;
+    if (!absl::StartsWith(path, "templates/cuda/") ||
+        !absl::EndsWith(path, ".cuh"))
+      continue;
+    if (absl::EndsWith(path, "_common.cuh")) continue;
+    EXPECT_TRUE(covered.count(path))
+        << path << " has no compile case in AllTemplateCases()";
+  }
+}
+
+TEST_F(NvrtcCompilerTest, EveryTemplateHeaderCompilesAlone) {
+  // Each header, included alone, must be self-contained for its arch.
+  int headers = 0;
+  for (const tailor::internal::EmbeddedFile& file :
+       tailor::internal::EmbeddedFiles()) {
+    const std::string path = file.path;
+    if (!absl::StartsWith(path, "templates/cuda/") &&
+        !absl::StartsWith(path, "runtime/cuda/")) {
+      continue;
+    }
+    SCOPED_TRACE(path);
+    KernelSource source = {
+        .code = absl::StrCat(
+            "#include \"", path,
+            "\"\nextern \"C\" __global__ void tailor_probe() {}\n"),
+        .entry = "tailor_probe"};
+    TAILOR_EXPECT_OK(compiler_->Compile(source, "sm_90a").status());
+    ++headers;
+  }
+  EXPECT_GE(headers, 5);
+}
+
+// Uninstantiated helpers never reach ptxas: call every runtime/cuda helper
+// once so that each PTX string is assembled.
+TEST_F(NvrtcCompilerTest, EveryRuntimeHelperAssembles) {
+  KernelSource source = {.code = R"(
+#include "runtime/cuda/tensormap_patch.cuh"
+#include "runtime/cuda/tma.cuh"
+using namespace tailor::cuda;
+struct Params { TensorMap map; TensorMap* slots; };
+extern "C" __global__ void tailor_probe(const __grid_constant__ Params p) {
+  __shared__ Mbarrier bar;
+  __shared__ TensorMap staging;
+  __shared__ alignas(128) unsigned char tile[4096];
+  PrefetchTensorMap(&p.map);
+  bar.Init(2);
+  FenceMbarrierInit();
+  bar.Arrive();
+  bar.ArriveExpectTx(16);
+  TmaLoad<1>(tile, &p.map, {0}, &bar);
+  TmaLoad<3>(tile, &p.map, {0, 1, 2}, &bar);
+  TmaLoad<4>(tile, &p.map, {0, 1, 2, 3}, &bar);
+  TmaLoad<5>(tile, &p.map, {0, 1, 2, 3, 4}, &bar);
+  bar.Wait(0);
+  TmaStore<1>(&p.map, tile, {0});
+  TmaStore<3>(&p.map, tile, {0, 1, 2});
+  TmaStore<5>(&p.map, tile, {0, 1, 2, 3, 4});
+  FenceSharedToAsyncProxy();
+  BulkCommitGroup();
+  BulkWaitGroupRead<1>();
+  BulkWaitGroup<0>();
+  StageTensorMap(&staging, p.map);
+  ReplaceGlobalAddress(&staging, p.slots);
+  ReplaceGlobalDim<4>(&staging, 7);
+  ReplaceGlobalStride<3>(&staging, 4096);
+  PublishTensorMap(RotatingSlot<3>(p.slots, 1, 5), &staging);
+  AcquireTensorMap(p.slots);
+}
+)",
+                         .entry = "tailor_probe"};
+  absl::StatusOr<NvrtcCompiler::Output> out =
+      compiler_->Compile(source, "sm_90a", /*want_ptx=*/true);
+  TAILOR_ASSERT_OK(out.status());
+  for (const char* instruction :
+       {"prefetch.tensormap", "mbarrier.arrive.shared::cta.b64",
+        "cp.async.bulk.tensor.5d.shared::cluster",
+        "cp.async.bulk.tensor.5d.global", "cp.async.bulk.wait_group.read 1",
+        "tensormap.replace.tile.global_stride",
+        "fence.mbarrier_init.release.cluster"}) {
+    EXPECT_THAT(out->ptx, HasSubstr(instruction));
+  }
+}
+
+TEST_F(NvrtcCompilerTest, GenericKernelsCompileForSm80) {
+  SpecKey axpy;
+  axpy.op = OpKind::kTestAxpy;
+  axpy.dims[0] = 1;
+  absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(axpy);
+  TAILOR_ASSERT_OK(source.status());
+  absl::StatusOr<NvrtcCompiler::Output> out =
+      compiler_->Compile(*source, "sm_80", true);
+  TAILOR_ASSERT_OK(out.status());
+  EXPECT_THAT(out->ptx, HasSubstr(".target sm_80"));
+}
+
+TEST_F(NvrtcCompilerTest, PatcherNeedsArchSpecificTarget) {
+  absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(
+      TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64));
+  TAILOR_ASSERT_OK(source.status());
+  EXPECT_THAT(
+      compiler_->Compile(*source, "sm_90"),
+      StatusIs(absl::StatusCode::kInternal, HasSubstr("needs -arch=sm_90a")));
+  EXPECT_THAT(
+      compiler_->Compile(*source, "sm_80"),
+      StatusIs(absl::StatusCode::kInternal, HasSubstr("needs sm_90 or newer")));
+}
+
+TEST_F(NvrtcCompilerTest, CompileErrorCarriesTheLog) {
+  KernelSource source = {
+      .code =
+          "extern \"C\" __global__ void broken() { undeclared_name = 1; }\n",
+      .entry = "broken"};
+  absl::StatusOr<NvrtcCompiler::Output> out =
+      compiler_->Compile(source, "sm_90a");
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("NVRTC_ERROR_COMPILATION")));
+  EXPECT_THAT(
+      out, StatusIs(absl::StatusCode::kInternal, HasSubstr("undeclared_name")));
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("broken for sm_90a")));
+}
+
+TEST_F(NvrtcCompilerTest, RejectsBadArguments) {
+  KernelSource ok = {.code = "extern \"C\" __global__ void k() {}\n",
+                     .entry = "k"};
+  for (const char* arch :
+       {"", "sm90", "sm_9", "sm_90b", "compute_90", "sm_1000", "sm_9x"}) {
+    EXPECT_THAT(compiler_->Compile(ok, arch),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("arch: must be sm_")))
+        << arch;
+  }
+  KernelSource no_entry = {.code = ok.code, .entry = ""};
+  EXPECT_THAT(
+      compiler_->Compile(no_entry, "sm_90a"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("source.entry")));
+}
+
+TEST_F(NvrtcCompilerTest, IdentityNamesVersionAndFlags) {
+  const std::string& id = compiler_->identity();
+  EXPECT_THAT(
+      id, HasSubstr(absl::StrCat("nvrtc ", compiler_->api().VersionString())));
+  EXPECT_THAT(id, HasSubstr("-std=c++20"));
+  EXPECT_THAT(id, HasSubstr("-default-device"));
+  EXPECT_THAT(id, Not(HasSubstr("-arch")));
+  EXPECT_THAT(id, Not(HasSubstr("--use_fast_math")));
+
+  absl::StatusOr<NvrtcCompiler> fast =
+      NvrtcCompiler::Create({.line_info = true, .fast_math = true});
+  TAILOR_ASSERT_OK(fast.status());
+  EXPECT_THAT(fast->identity(), HasSubstr("-lineinfo"));
+  EXPECT_THAT(fast->identity(), HasSubstr("--use_fast_math"));
+  EXPECT_NE(fast->identity(), id);
+}
+
+TEST_F(NvrtcCompilerTest, ToolkitHeadersAreReachableWhenFound) {
+  if (compiler_->toolkit_include_dir().empty()) {
+    GTEST_SKIP() << "no CUDA toolkit headers here";
+  }
+  KernelSource source = {
+      .code =
+          "#include <cuda_bf16.h>\n#include <cuda/std/cstdint>\n"
+          "extern \"C\" __global__ void k(__nv_bfloat16* p) {"
+          " p[0] = __float2bfloat16(1.0f); }\n",
+      .entry = "k"};
+  TAILOR_EXPECT_OK(compiler_->Compile(source, "sm_90a").status());
+}
+
+TEST_F(NvrtcCompilerTest, CompilesConcurrently) {
+  SpecKey axpy;
+  axpy.op = OpKind::kTestAxpy;
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      SpecKey key = axpy;
+      key.dims[0] = t + 1;
+      absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(key);
+      results[t] = source.ok() ? compiler_->Compile(*source, "sm_90a").status()
+                               : source.status();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const absl::Status& status : results) TAILOR_EXPECT_OK(status);
+}
+
+TEST(CudaTestKernelsTest, RejectsKeysTheTemplatesCannotBuild) {
+  EXPECT_THAT(
+      GenerateCudaTestKernel(
+          TmaKey(OpKind::kTmaPatchTest, DType::kI32, 128, 64)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dtypes[0]")));
+  EXPECT_THAT(GenerateCudaTestKernel(
+                  TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 100, 64)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("multiple of 16")));
+  EXPECT_THAT(
+      GenerateCudaTestKernel(
+          TmaKey(OpKind::kTmaCopyTest, DType::kF32, 512, 64)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[1, 256]")));
+  EXPECT_THAT(
+      GenerateCudaTestKernel(TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 0)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tile.m")));
+  EXPECT_THAT(
+      GenerateCudaTestKernel(
+          TmaKey(OpKind::kTmaCopyTest, DType::kF32, 256, 256)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shared memory")));
+  EXPECT_THAT(
+      GenerateCudaTestKernel(
+          TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 8, kTmaPatchOnly)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("variant")));
+  SpecKey axpy;
+  axpy.op = OpKind::kTestAxpy;
+  axpy.dims[0] = 0;
+  EXPECT_THAT(
+      GenerateCudaTestKernel(axpy),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unroll")));
+  SpecKey gemm;
+  gemm.op = OpKind::kMoeGroupedGemm;
+  EXPECT_THAT(GenerateCudaTestKernel(gemm),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("moe.grouped_gemm")));
+}
+
+TEST(NvrtcApiTest, ResultConversionPicksSpecificCodes) {
+  TAILOR_EXPECT_OK(NvrtcResultToStatus(NVRTC_SUCCESS, "x"));
+  EXPECT_THAT(
+      NvrtcResultToStatus(NVRTC_ERROR_OUT_OF_MEMORY, "nvrtcCompileProgram"),
+      StatusIs(
+          absl::StatusCode::kResourceExhausted,
+          HasSubstr("nvrtcCompileProgram: NVRTC_ERROR_OUT_OF_MEMORY (1)")));
+  EXPECT_THAT(NvrtcResultToStatus(NVRTC_ERROR_INVALID_OPTION, "c"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("NVRTC_ERROR_INVALID_OPTION")));
+  EXPECT_THAT(NvrtcResultToStatus(NVRTC_ERROR_COMPILATION, "c"),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("NVRTC_ERROR_COMPILATION (6)")));
+  EXPECT_THAT(NvrtcResultToStatus(static_cast<nvrtcResult>(999), "c"),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("NVRTC_ERROR_UNKNOWN (999)")));
+}
+
+TEST(NvrtcApiTest, ValidatesArchStrings) {
+  for (const char* arch :
+       {"sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120f"}) {
+    SCOPED_TRACE(arch);
+    TAILOR_EXPECT_OK(ValidateCudaArch(arch));
+  }
+  EXPECT_THAT(ValidateCudaArch("gfx942"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("got \"gfx942\"")));
+}
+
+TEST(NvrtcApiTest, LoadIsCachedAndNamesTheLibrary) {
+  absl::StatusOr<const NvrtcApi*> first = LoadNvrtcApi();
+  absl::StatusOr<const NvrtcApi*> second = LoadNvrtcApi();
+  ASSERT_EQ(first.ok(), second.ok());
+  if (!first.ok()) {
+    EXPECT_THAT(
+        first, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("libnvrtc")));
+    return;
+  }
+  EXPECT_EQ(*first, *second);
+  EXPECT_THAT((*first)->library_path, HasSubstr("nvrtc"));
+  EXPECT_GE((*first)->version_major, 12);
+}
+
+}  // namespace
+}  // namespace tailor::cuda
