@@ -1,0 +1,272 @@
+// tailor/ops/moe.h — mixture-of-experts layers over ragged expert routing.
+//
+// A MoE layer sends each of T tokens to k of E experts. The per-expert token
+// counts change every step, so tailor splits the work into an *inspector*
+// and *executors*:
+//
+//   Route        topk_ids [T, k] -> per-expert counts and offsets, the
+//                expert-sorted row order (permutation), its inverse, and a
+//                piecewise plan: each expert's rows cut into full tiles of
+//                tile_rows rows (the core) plus at most one tail piece whose
+//                size is rounded to a small set of *tail classes*
+//   Pack         hidden [T, H] -> A [R, H], the rows in expert-sorted order
+//   GroupedGemm  A [R, K] x W [E, N, K] -> C [R, N] (or silu_and_mul of it),
+//                one JIT kernel per plan variant: an unmasked core kernel and
+//                one per tail class
+//   Combine      C [R, H] -> out [T, H], each token's rows weighted and summed
+//   Experts      all of the above: vLLM's fused_experts
+//
+// Kernels are specialized on dtype and model dims (H, N, K, top-k), the tile
+// and the tail class, never on T, R or per-expert counts, so a warm server
+// compiles nothing however the routing changes: with the default policy a
+// GroupedGemm needs at most 1 + 5 kernels (core, tails 1, 2, 4, 8, 16).
+//
+// Conventions for every function here:
+// - T tokens, k = top-k, E local experts (the first dim of the weights),
+//   R = number of (token, slot) assignments routed to a local expert
+//   (R = T * k without an expert_map).
+// - Tensors are TensorRef views the caller owns. All must be contiguous
+//   (row-major), live on the runtime's device, and hold the listed dtype.
+//   Activations and weights are bf16 or f32 (one dtype per call); indices
+//   are i32; routing weights f32. Accumulation is always f32.
+// - Index tensors (permutation, inverse, offsets) are int32: T * k must be
+//   at most 2^31 - 1. Element offsets inside kernels are int64, so R * H and
+//   E * N * K are not limited by int32.
+// - Errors: InvalidArgument naming the argument and the broken rule (e.g.
+//   "topk_ids[5,1]: expert id 9 is outside [0, 8)"), checked before any
+//   kernel is looked up or launched, so a rejected call writes nothing;
+//   FailedPrecondition for a Workspace that has not been routed;
+//   Unimplemented on backends other than CPU (the GPU kernels come later).
+//   On the CPU backend every call is synchronous.
+// - A Workspace is not thread-safe: use one per thread (or per stream).
+//
+// Example (one MoE layer, vLLM semantics):
+//   tailor::moe::Workspace workspace;  // keep it: reused every step
+//   absl::Status s = tailor::moe::Experts(runtime, {
+//       .hidden = TensorRef::Contiguous(x, DType::kBF16, {T, H}),
+//       .w13 = TensorRef::Contiguous(w13, DType::kBF16, {E, 2 * I, H}),
+//       .w2 = TensorRef::Contiguous(w2, DType::kBF16, {E, H, I}),
+//       .topk_weights = TensorRef::Contiguous(tw, DType::kF32, {T, k}),
+//       .topk_ids = TensorRef::Contiguous(ids, DType::kI32, {T, k}),
+//       .out = TensorRef::Contiguous(y, DType::kBF16, {T, H})}, workspace);
+//
+// Example (the same, step by step; A, C1, C2 are caller buffers of
+// ws.num_rows() rows):
+//   moe::Workspace ws;
+//   TAILOR_RETURN_IF_ERROR(
+//       moe::Route(runtime, {.topk_ids = ids, .num_experts = E}, ws));
+//   TAILOR_RETURN_IF_ERROR(moe::Pack(
+//       runtime,
+//       {.hidden = x, .permutation = ws.permutation(), .topk = k, .a = A}));
+//   TAILOR_RETURN_IF_ERROR(moe::GroupedGemm(
+//       runtime,
+//       {.a = A, .w = w13, .c = C1, .epilogue = moe::Epilogue::kSiluAndMul},
+//       ws));
+//   TAILOR_RETURN_IF_ERROR(
+//       moe::GroupedGemm(runtime, {.a = C1, .w = w2, .c = C2}, ws));
+//   TAILOR_RETURN_IF_ERROR(moe::Combine(
+//       runtime,
+//       {.c = C2, .topk_weights = tw, .inverse = ws.inverse(), .out = y}));
+#ifndef TAILOR_OPS_MOE_H_
+#define TAILOR_OPS_MOE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "tailor/runtime.h"
+#include "tailor/tensor.h"
+
+namespace tailor {
+namespace internal {
+struct MoeWorkspace;
+}  // namespace internal
+
+namespace moe {
+
+// Largest accepted values of the static (compiled-in) quantities.
+inline constexpr int64_t kMaxTileRows = 64;      // RoutingPolicy::tile_rows
+inline constexpr int64_t kMaxTopk = 64;          // k
+inline constexpr int64_t kMaxModelDim = 65536;   // H, I, N, K
+inline constexpr int64_t kMaxExperts = 1 << 20;  // E and the expert_map length
+
+// How the rows of one expert are cut for the GroupedGemm kernels.
+enum class TailPolicy : uint8_t {
+  // A tail of n rows runs in the kernel of class next_pow2(n): at most
+  // log2(tile_rows) + 1 tail kernels, at most 2x padding inside a tail.
+  kNextPowerOfTwo = 0,
+  // Every tail size is its own class: no padding, up to tile_rows - 1 tail
+  // kernels.
+  kExact = 1,
+  // Every tail runs in one masked kernel of tile_rows rows (pad to block).
+  kFullTile = 2,
+};
+
+// An aggregate: designated initializers, defaults are the recommended policy.
+struct RoutingPolicy {
+  int32_t tile_rows = 16;  // rows of a core tile, in [1, kMaxTileRows]
+  TailPolicy tail = TailPolicy::kNextPowerOfTwo;
+};
+
+// What the last Route (or PlanRows) planned, for logs and tests.
+struct PlanSummary {
+  int32_t tile_rows = 0;
+  int32_t core_tiles = 0;     // full tiles, run by the unmasked core kernel
+  int32_t tail_pieces = 0;    // experts whose count is not a tile multiple
+  int32_t variants = 0;       // kernels one GroupedGemm launches
+  int64_t useful_rows = 0;    // R
+  int64_t executed_rows = 0;  // R plus the padding of tails up to their class
+  std::string ToString() const;  // "tile_rows=16 core=3 tails=2 variants=3 ..."
+};
+
+// Caller-owned, reusable state of one MoE layer call: the routing of the
+// last Route (counts, offsets, permutation, inverse, plan) and the
+// intermediate activations of Experts. Buffers only grow: once a Workspace
+// has seen the largest step (T, k, E, dims) it will be given, routing and
+// running never allocate again. Movable, not copyable; every call given a
+// moved-from Workspace fails with FailedPrecondition (assign a new one).
+class Workspace {
+ public:
+  Workspace();
+  ~Workspace();
+  Workspace(Workspace&& other) noexcept;
+  Workspace& operator=(Workspace&& other) noexcept;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  // True after a successful Route or PlanRows; false initially, after a
+  // failed one, and once moved from.
+  bool routed() const;
+  int64_t num_tokens() const;   // T of the last Route; 0 after PlanRows
+  int64_t topk() const;         // k of the last Route; 0 after PlanRows
+  int64_t num_experts() const;  // E (local)
+  int64_t num_rows() const;     // R
+
+  // Views of the routing (host memory, valid until the next Route,
+  // PlanRows or Experts on this Workspace; empty views when not routed):
+  TensorRef counts() const;   // [E] i32 rows per local expert
+  TensorRef offsets() const;  // [E + 1] i32 first row of each expert
+  // [R] i32 flat assignment index t * k + j of each expert-sorted row:
+  // rows are ordered by local expert, then by (t, j) (stable).
+  TensorRef permutation() const;  // after PlanRows: [0]
+  // [T, k] i32 the row of assignment (t, j), or -1 when its expert is not
+  // local (expert_map maps it to -1).
+  TensorRef inverse() const;  // after PlanRows: [0, 0]
+
+  PlanSummary plan() const;
+  // Bytes of buffer capacity held; constant across steps that fit.
+  size_t CapacityBytes() const;
+
+  // For tailor's op fronts; not a stable API.
+  internal::MoeWorkspace* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<internal::MoeWorkspace> impl_;
+};
+
+// ---- Route: the inspector ---------------------------------------------------
+
+struct RouteArgs {
+  TensorRef topk_ids;  // [T, k] i32 expert ids (global when expert_map is set)
+  // E: local experts. Ids (after expert_map) must be in [0, E).
+  int64_t num_experts = 0;
+  // [E_global] i32 global id -> local id, or -1 for an expert on another
+  // rank (its assignments contribute nothing). Ids must be in [0, E_global);
+  // entries in [-1, E).
+  std::optional<TensorRef> expert_map;
+  RoutingPolicy policy;
+};
+
+// Counting-sorts the assignments of topk_ids by local expert into `ws`:
+// counts, offsets, permutation, inverse and the piecewise plan. Plain host
+// code, O(T * k + E), deterministic. On error `ws` is left not routed.
+absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws);
+
+struct PlanRowsArgs {
+  TensorRef counts;  // [E] i32 rows per expert (>= 0), rows already sorted
+  RoutingPolicy policy;
+};
+
+// Plans rows that are already expert-sorted (your own routing): only counts,
+// offsets and the plan are set, so GroupedGemm works and Pack/Combine need
+// your own permutation/inverse. The sum of counts must be <= 2^31 - 1.
+absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
+                      Workspace& ws);
+
+// ---- Pack -------------------------------------------------------------------
+
+struct PackArgs {
+  TensorRef hidden;       // [T, H] bf16 | f32
+  TensorRef permutation;  // [R] i32, entries in [0, T * topk)
+  int64_t topk = 0;       // k, in [1, kMaxTopk]
+  TensorRef a;            // [R, H] out, dtype of hidden
+};
+
+// a[r, :] = hidden[permutation[r] / topk, :].
+absl::Status Pack(Runtime& runtime, const PackArgs& args);
+
+// ---- GroupedGemm ------------------------------------------------------------
+
+enum class Epilogue : uint8_t {
+  kNone = 0,        // C = A Wᵀ                              c: [R, N]
+  kSiluAndMul = 1,  // C = silu(A W[:, :N/2]ᵀ) * A W[:, N/2:]ᵀ   c: [R, N/2]
+};
+
+struct GroupedGemmArgs {
+  TensorRef a;  // [R, K] bf16 | f32, expert-sorted rows (R = ws.num_rows())
+  TensorRef w;  // [E, N, K] dtype of a, nn.Linear layout (E = ws.num_experts())
+  TensorRef c;  // [R, N] or [R, N / 2] (kSiluAndMul; N even), dtype of a
+  Epilogue epilogue = Epilogue::kNone;
+};
+
+// For every expert e and each of its rows r (ws's offsets):
+// c[r, :] = epilogue(a[r, :] · w[e]ᵀ). Launches the plan's core kernel and
+// one kernel per tail class present. c must not overlap a or w.
+absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
+                         const Workspace& ws);
+
+// ---- Combine ----------------------------------------------------------------
+
+struct CombineArgs {
+  TensorRef c;             // [R, H] bf16 | f32 expert-sorted rows
+  TensorRef topk_weights;  // [T, k] f32
+  TensorRef inverse;       // [T, k] i32, entries in [-1, R)
+  TensorRef out;           // [T, H] out, dtype of c
+};
+
+// out[t, :] = sum over j with inverse[t, j] >= 0 of
+// topk_weights[t, j] * c[inverse[t, j], :]  (zeros when no slot is local).
+absl::Status Combine(Runtime& runtime, const CombineArgs& args);
+
+// ---- Experts ----------------------------------------------------------------
+
+enum class Activation : uint8_t { kSilu = 0 };
+
+struct ExpertsArgs {
+  TensorRef hidden;        // [T, H] bf16 | f32
+  TensorRef w13;           // [E, 2I, H] dtype of hidden: gate rows, then up
+  TensorRef w2;            // [E, H, I] dtype of hidden
+  TensorRef topk_weights;  // [T, k] f32
+  TensorRef topk_ids;      // [T, k] i32 (global ids when expert_map is set)
+  std::optional<TensorRef> expert_map;  // [E_global] i32, as in RouteArgs
+  Activation activation = Activation::kSilu;
+  RoutingPolicy policy;
+  TensorRef out;  // [T, H] dtype of hidden; may be hidden itself (in place)
+                  // but must not otherwise overlap it
+};
+
+// vLLM fused_experts: out[t] = sum_j topk_weights[t, j] *
+// w2[e] · silu_and_mul(w13[e] · hidden[t]) over the slots j whose expert
+// e = expert_map[topk_ids[t, j]] is local. Route -> Pack -> GroupedGemm with
+// silu_and_mul -> GroupedGemm -> Combine; the intermediates (R x (H + I)
+// elements of the activation dtype) live in `ws`, whose routing views show
+// this call's routing afterwards.
+absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws);
+
+}  // namespace moe
+}  // namespace tailor
+
+#endif  // TAILOR_OPS_MOE_H_

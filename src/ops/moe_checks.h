@@ -1,0 +1,57 @@
+// ops/moe_checks.h — argument checks shared by the moe:: op fronts.
+//
+// Each returns InvalidArgument (Unimplemented for the backend check) with a
+// message that starts with the argument's name and states the rule, e.g.
+// "w: dims[2] must equal K = a.dims[1] (64), got 32". They only read shapes
+// and metadata, never tensor contents.
+#ifndef TAILOR_OPS_MOE_CHECKS_H_
+#define TAILOR_OPS_MOE_CHECKS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "tailor/runtime.h"
+#include "tailor/tensor.h"
+
+namespace tailor::internal {
+
+// Unimplemented unless `runtime` runs the CPU backend (the only one with
+// MoE kernels so far). `op` names the entry, e.g. "moe.route".
+absl::Status RequireCpuBackend(Runtime& runtime, absl::string_view op);
+
+// ValidateTensor, exactly `rank` dims, dtype `dtype`, contiguous, on the
+// CPU, and an element count that fits int64.
+absl::Status ExpectOperand(absl::string_view name, const TensorRef& t, int rank,
+                           DType dtype);
+
+// ExpectOperand for an activation or weight: dtype bf16 or f32.
+absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
+                                int rank);
+
+// t.dims[dim] == expected; `what` says where `expected` comes from, e.g.
+// "K = a.dims[1]".
+absl::Status ExpectDim(absl::string_view name, const TensorRef& t, int dim,
+                       int64_t expected, absl::string_view what);
+
+// t.dtype == `dtype` of the tensor named `other`.
+absl::Status ExpectSameDType(absl::string_view name, const TensorRef& t,
+                             absl::string_view other, DType dtype);
+
+// A compiled-in model dim (H, I, N, K): in [1, moe::kMaxModelDim].
+absl::Status ExpectModelDim(absl::string_view name, int64_t value);
+
+// k: in [1, moe::kMaxTopk]; T * k must fit int32 (row indices).
+absl::Status ExpectTopk(absl::string_view name, int64_t tokens, int64_t topk);
+
+// The memory of contiguous tensors `t` and `other` does not intersect.
+absl::Status ExpectDisjoint(absl::string_view name, const TensorRef& t,
+                            absl::string_view other_name,
+                            const TensorRef& other);
+
+// E (local experts, or the expert_map length): in [1, moe::kMaxExperts].
+absl::Status ExpectExpertCount(absl::string_view name, int64_t experts);
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_OPS_MOE_CHECKS_H_

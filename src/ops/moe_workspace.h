@@ -1,0 +1,57 @@
+// ops/moe_workspace.h — what a tailor::moe::Workspace holds.
+//
+// The op fronts (moe_route.cc, moe_ops.cc) fill and read this struct; the
+// public Workspace only exposes views of it. Every buffer only grows:
+// logical sizes live in the scalar fields, so a smaller step after a larger
+// one neither frees nor re-zeroes memory.
+#ifndef TAILOR_OPS_MOE_WORKSPACE_H_
+#define TAILOR_OPS_MOE_WORKSPACE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "plan/piecewise_plan.h"
+#include "tailor/ops/moe.h"
+
+namespace tailor::internal {
+
+struct MoeWorkspace {
+  // ---- routing (valid when `routed`) ----------------------------------------
+  bool routed = false;
+  int64_t num_tokens = 0;            // T (0 after PlanRows)
+  int64_t topk = 0;                  // k (0 after PlanRows)
+  int64_t num_experts = 0;           // E
+  int64_t num_rows = 0;              // R
+  std::vector<int32_t> counts;       // [>= E]
+  std::vector<int32_t> offsets;      // [>= E + 1]
+  std::vector<int32_t> permutation;  // [>= R]
+  std::vector<int32_t> inverse;      // [>= T * k]
+  std::vector<int32_t> local_ids;    // [>= T * k] scratch: local expert or -1
+  std::vector<int64_t> extents;      // [>= E] scratch: planner input
+  plan::PiecewisePlan plan;
+  // The plan has been Reserve()d for this many groups and rows (and for
+  // every tail class of its params), so a step within both never allocates.
+  int64_t plan_reserved_groups = -1;
+  int64_t plan_reserved_rows = -1;
+  int64_t plan_reserved_tile_rows = -1;
+
+  // ---- Experts intermediates, raw bytes of the activation dtype -------------
+  std::vector<unsigned char> rows_h;  // [R, H]: packed input, then gemm2 out
+  std::vector<unsigned char> rows_i;  // [R, I]: silu_and_mul(gemm1)
+
+  void Invalidate() {
+    routed = false;
+    num_tokens = topk = num_experts = num_rows = 0;
+  }
+};
+
+// Grows `buffer` to at least `size` elements; never shrinks.
+template <typename T>
+void GrowTo(std::vector<T>& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_OPS_MOE_WORKSPACE_H_
