@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "backends/cpu/clang_compiler.h"
 
 #include <memory>
@@ -7,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "clang/Basic/Diagnostic.h"
 #include "clang/Basic/DiagnosticOptions.h"
 #include "clang/Basic/Version.h"
@@ -35,25 +35,48 @@ namespace {
 constexpr char kRoot[] = "/tailor/";
 constexpr char kMainFile[] = "/tailor/kernel.cc";
 
-llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> MakeFileSystem(absl::string_view code) {
-  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
-  fs->addFile(kMainFile, 0, llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(code.data(), code.size())));
+llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> MakeFileSystem(
+    absl::string_view code) {
+  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(
+      new llvm::vfs::InMemoryFileSystem);
+  fs->addFile(kMainFile, 0,
+              llvm::MemoryBuffer::getMemBufferCopy(
+                  llvm::StringRef(code.data(), code.size())));
   for (const EmbeddedFile& file : EmbeddedFiles()) {
     std::string path = absl::StrCat(kRoot, file.path);
     fs->addFile(path, 0,
-                llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(file.data, file.size), path,
-                                                 /*RequiresNullTerminator=*/false));
+                llvm::MemoryBuffer::getMemBuffer(
+                    llvm::StringRef(file.data, file.size), path,
+                    /*RequiresNullTerminator=*/false));
   }
   return fs;
 }
 
 std::vector<std::string> FrontendArgs(const HostTarget& target) {
   std::vector<std::string> args = {
-      "-triple", target.triple, "-target-cpu", target.cpu, "-O3", "-std=c++20",
-      "-vectorize-loops", "-vectorize-slp", "-funroll-loops", "-ffp-contract=on",
-      "-mrelocation-model", "pic", "-pic-level", "2", "-fno-rtti",
-      "-nostdsysteminc", "-nobuiltininc", "-I", kRoot, "-Wall", "-Werror",
-      "-Wno-unused-parameter", "-Wno-unused-function",
+      "-triple",
+      target.triple,
+      "-target-cpu",
+      target.cpu,
+      "-O3",
+      "-std=c++20",
+      "-vectorize-loops",
+      "-vectorize-slp",
+      "-funroll-loops",
+      "-ffp-contract=on",
+      "-mrelocation-model",
+      "pic",
+      "-pic-level",
+      "2",
+      "-fno-rtti",
+      "-nostdsysteminc",
+      "-nobuiltininc",
+      "-I",
+      kRoot,
+      "-Wall",
+      "-Werror",
+      "-Wno-unused-parameter",
+      "-Wno-unused-function",
   };
   for (llvm::StringRef feature : llvm::split(target.features, ',')) {
     if (feature.empty()) continue;
@@ -65,35 +88,44 @@ std::vector<std::string> FrontendArgs(const HostTarget& target) {
 }
 
 // Source -> LLVM IR (optimized by clang's -O3 pipeline).
-absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(absl::string_view code,
-                                                         const HostTarget& target,
-                                                         llvm::LLVMContext& context) {
+absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(
+    absl::string_view code, const HostTarget& target,
+    llvm::LLVMContext& context) {
   std::string log;
   llvm::raw_string_ostream log_stream(log);
-  llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_options(new clang::DiagnosticOptions);
-  auto* printer = new clang::TextDiagnosticPrinter(log_stream, diag_options.get());
-  llvm::IntrusiveRefCntPtr<clang::DiagnosticsEngine> diags(new clang::DiagnosticsEngine(
-      new clang::DiagnosticIDs, diag_options, printer, /*ShouldOwnClient=*/true));
+  llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_options(
+      new clang::DiagnosticOptions);
+  auto* printer =
+      new clang::TextDiagnosticPrinter(log_stream, diag_options.get());
+  llvm::IntrusiveRefCntPtr<clang::DiagnosticsEngine> diags(
+      new clang::DiagnosticsEngine(new clang::DiagnosticIDs, diag_options,
+                                   printer, /*ShouldOwnClient=*/true));
 
   std::vector<std::string> arg_storage = FrontendArgs(target);
   std::vector<const char*> args;
   for (const std::string& a : arg_storage) args.push_back(a.c_str());
   auto invocation = std::make_shared<clang::CompilerInvocation>();
   if (!clang::CompilerInvocation::CreateFromArgs(*invocation, args, *diags)) {
-    return absl::InternalError(absl::StrCat("clang rejected its arguments:\n", log));
+    return absl::InternalError(
+        absl::StrCat("clang rejected its arguments:\n", log));
   }
 
   clang::CompilerInstance compiler;
   compiler.setInvocation(invocation);
-  compiler.createDiagnostics(new clang::TextDiagnosticPrinter(log_stream, diag_options.get()),
-                             /*ShouldOwnClient=*/true);
+  compiler.createDiagnostics(
+      new clang::TextDiagnosticPrinter(log_stream, diag_options.get()),
+      /*ShouldOwnClient=*/true);
   compiler.createFileManager(MakeFileSystem(code));
   clang::EmitLLVMOnlyAction action(&context);
   bool ok = compiler.ExecuteAction(action);
   log_stream.flush();
-  if (!ok) return absl::InternalError(absl::StrCat("kernel failed to compile:\n", log));
+  if (!ok)
+    return absl::InternalError(
+        absl::StrCat("kernel failed to compile:\n", log));
   std::unique_ptr<llvm::Module> module = action.takeModule();
-  if (module == nullptr) return absl::InternalError(absl::StrCat("clang produced no module:\n", log));
+  if (module == nullptr)
+    return absl::InternalError(
+        absl::StrCat("clang produced no module:\n", log));
   return module;
 }
 
@@ -110,7 +142,8 @@ const HostTarget& GetHostTarget() {
     llvm::StringMap<bool> features;
     std::vector<std::string> enabled;
     if (llvm::sys::getHostCPUFeatures(features)) {
-      for (const auto& f : features) enabled.push_back((f.second ? "+" : "-") + f.first().str());
+      for (const auto& f : features)
+        enabled.push_back(absl::StrCat(f.second ? "+" : "-", f.first().str()));
     }
     std::sort(enabled.begin(), enabled.end());
     t->features = absl::StrJoin(enabled, ",");
@@ -120,31 +153,38 @@ const HostTarget& GetHostTarget() {
 }
 
 std::string ClangCompilerIdentity(const HostTarget& target) {
-  return absl::StrCat("clang-", CLANG_VERSION_STRING, " -O3 ", target.triple, " ", target.cpu,
-                      " features:", HashBytes(target.features).Hex().substr(0, 16));
+  return absl::StrCat(
+      "clang-", CLANG_VERSION_STRING, " -O3 ", target.triple, " ", target.cpu,
+      " features:", HashBytes(target.features).Hex().substr(0, 16));
 }
 
-absl::StatusOr<std::string> CompileToObject(absl::string_view code, const HostTarget& target) {
+absl::StatusOr<std::string> CompileToObject(absl::string_view code,
+                                            const HostTarget& target) {
   llvm::LLVMContext context;
-  absl::StatusOr<std::unique_ptr<llvm::Module>> module = EmitModule(code, target, context);
+  absl::StatusOr<std::unique_ptr<llvm::Module>> module =
+      EmitModule(code, target, context);
   if (!module.ok()) return module.status();
 
   std::string error;
-  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(target.triple, error);
+  const llvm::Target* llvm_target =
+      llvm::TargetRegistry::lookupTarget(target.triple, error);
   if (llvm_target == nullptr) {
-    return absl::InternalError(absl::StrCat("no LLVM target for ", target.triple, ": ", error));
+    return absl::InternalError(
+        absl::StrCat("no LLVM target for ", target.triple, ": ", error));
   }
   std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
-      target.triple, target.cpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_,
-      llvm::None, llvm::CodeGenOpt::Aggressive));
+      target.triple, target.cpu, target.features, llvm::TargetOptions(),
+      llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
   (*module)->setDataLayout(machine->createDataLayout());
   (*module)->setTargetTriple(target.triple);
 
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream object_stream(object);
   llvm::legacy::PassManager passes;
-  if (machine->addPassesToEmitFile(passes, object_stream, nullptr, llvm::CGFT_ObjectFile)) {
-    return absl::InternalError("LLVM cannot emit an object file for the host target");
+  if (machine->addPassesToEmitFile(passes, object_stream, nullptr,
+                                   llvm::CGFT_ObjectFile)) {
+    return absl::InternalError(
+        "LLVM cannot emit an object file for the host target");
   }
   passes.run(**module);
   return std::string(object.data(), object.size());
