@@ -19,6 +19,8 @@
 //   device patch, grid   same, 1056 CTAs x 64 patches each, per patch
 //
 // Usage: cuda_dispatch_bench [--launches=N]   (default 20000)
+#include <unistd.h>
+#include <filesystem>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -242,6 +244,46 @@ void DescriptorRows(CudaTestRuntime& env, CUstream stream) {
               "device patch, grid", grid_ns);
 }
 
+
+// Cold NVRTC compile vs cubin load from the disk cache vs memory hit, for
+// the representative TMA + mbarrier kernel (tma.patch_test), through fresh
+// Runtimes on one cache directory.
+void CubinCacheRows() {
+  std::string dir = absl::StrCat("/tmp/tailor-cubin-bench-", getpid());
+  auto lookup_ms = [&](bool twice) {
+    Runtime::Options options;
+    options.backend = BackendKind::kCuda;
+    options.cache_dir = dir;
+    options.log_level = "error";
+    auto runtime = Runtime::Create(options);
+    if (!runtime.ok()) Die(runtime.status(), "Runtime::Create");
+    SpecKey key = (*runtime)->engine().MakeKey(OpKind::kTmaPatchTest);
+    key.dtypes = {DType::kBF16};
+    key.dims[0] = 128;
+    key.tile.m = 64;
+    auto start = std::chrono::steady_clock::now();
+    auto kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
+    if (twice) {
+      start = std::chrono::steady_clock::now();
+      kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
+    }
+    if (!kernel.ok()) Die(kernel.status(), "GetKernel(tma.patch_test)");
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  double compile_ms = lookup_ms(false);
+  std::vector<double> disk_ms, memory_ms;
+  for (int i = 0; i < 9; ++i) disk_ms.push_back(lookup_ms(false));
+  for (int i = 0; i < 9; ++i) memory_ms.push_back(lookup_ms(true));
+  std::sort(disk_ms.begin(), disk_ms.end());
+  std::sort(memory_ms.begin(), memory_ms.end());
+  std::printf("%-28s %12.2f ms\n", "cubin: NVRTC compile", compile_ms);
+  std::printf("%-28s %12.3f ms (median of 9 fresh runtimes)\n", "cubin: disk-cache load",
+              disk_ms[4]);
+  std::printf("%-28s %12.4f ms\n", "cubin: memory hit", memory_ms[4]);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tailor::cuda
 
@@ -265,5 +307,6 @@ int main(int argc, char** argv) {
               (*env)->backend().compiler_identity().c_str());
   tailor::cuda::LaunchRows(**env, std::max(launches, 1), stream.get());
   tailor::cuda::DescriptorRows(**env, stream.get());
+  tailor::cuda::CubinCacheRows();
   return 0;
 }

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/spec_key.h"
+#include "tailor/stats.h"
 
 namespace tailor::internal {
 
@@ -80,6 +81,10 @@ class Backend {
   // allocation, no host sync on GPU backends.
   virtual absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                               const void* params, size_t params_size) = 0;
+
+  // (optional) Adds backend-owned counters (e.g. the CUDA descriptor pool's
+  // encodes and reuses) to a stats snapshot. Defaults to adding nothing.
+  virtual void AddCounters(StatsSnapshot& snapshot) const {}
 };
 
 }  // namespace tailor::internal

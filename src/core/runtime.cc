@@ -31,6 +31,10 @@ Runtime::~Runtime() = default;
 BackendKind Runtime::backend() const { return engine_->backend().kind(); }
 const std::string& Runtime::arch() const { return engine_->backend().arch(); }
 const std::string& Runtime::cache_dir() const { return engine_->cache_dir(); }
-StatsSnapshot Runtime::stats() const { return engine_->stats().Snapshot(); }
+StatsSnapshot Runtime::stats() const {
+  StatsSnapshot snapshot = engine_->stats().Snapshot();
+  engine_->backend().AddCounters(snapshot);
+  return snapshot;
+}
 
 }  // namespace tailor

@@ -72,8 +72,6 @@ StatsSnapshot Stats::Snapshot() const {
   s.stale_entries = get(stale_entries);
   s.disk_write_failures = get(disk_write_failures);
   s.memory_evictions = get(memory_evictions);
-  s.descriptor_encodes = get(descriptor_encodes);
-  s.descriptor_reuses = get(descriptor_reuses);
   for (size_t i = 0; i < launches_per_op_.size(); ++i) {
     uint64_t n = get(launches_per_op_[i]);
     if (n == 0) continue;

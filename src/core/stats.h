@@ -56,8 +56,6 @@ class Stats {
   std::atomic<uint64_t> stale_entries{0};
   std::atomic<uint64_t> disk_write_failures{0};
   std::atomic<uint64_t> memory_evictions{0};
-  std::atomic<uint64_t> descriptor_encodes{0};
-  std::atomic<uint64_t> descriptor_reuses{0};
   Histogram compile_seconds;
   Histogram disk_load_seconds;
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/tma/tensor_map_driver_encoder.h"
 #include "core/embedded_files.h"
 #include "tailor/status.h"
 
@@ -157,7 +158,15 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       compiler_identity_(absl::StrCat(compiler_.identity(), " driver ",
                                       context_->api().driver_version)),
       headers_hash_(tailor::internal::HashEmbeddedFiles(
-          {"runtime/cuda/", "templates/cuda/"})) {}
+          {"runtime/cuda/", "templates/cuda/"})),
+      descriptor_pool_(compute_capability,
+                       DriverTensorMapEncoder(&context_->api())) {}
+
+void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
+  DescriptorPoolCounters counters = descriptor_pool_.counters();
+  snapshot.descriptor_encodes += counters.encodes;
+  snapshot.descriptor_reuses += counters.reuses;
+}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const BackendOptions& options) {

@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/tma/descriptor_pool.h"
 #include "core/backend.h"
 #include "core/backend_registry.h"
 
@@ -123,6 +124,10 @@ class CudaBackend final : public tailor::internal::Backend {
                       const tailor::internal::LaunchConfig& config,
                       const void* params, size_t params_size) override;
 
+  void AddCounters(StatsSnapshot& snapshot) const override;
+
+  // TMA descriptors of this device, encoded once per spec (checked first).
+  DescriptorPool& descriptor_pool() { return descriptor_pool_; }
   const DeviceContext& device_context() const { return *context_; }
   const NvrtcCompiler& compiler() const { return compiler_; }
   int compute_capability() const { return compute_capability_; }  // 90 for 9.0
@@ -137,6 +142,7 @@ class CudaBackend final : public tailor::internal::Backend {
   std::string arch_;
   std::string compiler_identity_;
   tailor::internal::Hash128 headers_hash_;
+  DescriptorPool descriptor_pool_;
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.

@@ -289,3 +289,56 @@ TEST(CudaBackendGpuTest, ReportsIdentityAndHeaders) {
 
 }  // namespace
 }  // namespace tailor::cuda
+
+namespace tailor::cuda {
+namespace {
+
+// The backend's descriptor pool encodes once per spec, and its counters
+// reach Runtime::stats().
+TEST(CudaBackendGpuTest, DescriptorPoolCountsReachRuntimeStats) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  const TensorMapSpec spec = {.data_type = TensorMapDataType::kBfloat16,
+                              .rank = 2,
+                              .global_address = 0,
+                              .global_dims = {4096, 577},
+                              .global_strides = {8192},
+                              .box_dims = {64, 64},
+                              .swizzle = TensorMapSwizzle::k128B};
+  auto first = env->backend().descriptor_pool().GetOrEncode(spec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = env->backend().descriptor_pool().GetOrEncode(spec);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*first, *second);
+  StatsSnapshot stats = env->runtime().stats();
+  EXPECT_EQ(stats.descriptor_encodes, 1u);
+  EXPECT_EQ(stats.descriptor_reuses, 1u);
+}
+
+// A cubin written by one runtime is loaded from disk by the next: no NVRTC.
+TEST(CudaBackendGpuTest, CubinComesBackFromTheDiskCache) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);  // skips without a device
+  ::tailor::testing::TempDir dir;
+  auto run = [&](uint64_t* compiles, uint64_t* disk_hits) {
+    Runtime::Options options;
+    options.backend = BackendKind::kCuda;
+    options.cache_dir = dir.path();
+    options.log_level = "error";
+    auto runtime = Runtime::Create(options);
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    SpecKey key = (*runtime)->engine().MakeKey(OpKind::kTestEmpty);
+    auto kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    *compiles = (*runtime)->stats().compiles;
+    *disk_hits = (*runtime)->stats().disk_hits;
+  };
+  uint64_t compiles = 0, disk_hits = 0;
+  run(&compiles, &disk_hits);
+  EXPECT_EQ(compiles, 1u);
+  EXPECT_EQ(disk_hits, 0u);
+  run(&compiles, &disk_hits);
+  EXPECT_EQ(compiles, 0u);
+  EXPECT_EQ(disk_hits, 1u);
+}
+
+}  // namespace
+}  // namespace tailor::cuda
