@@ -30,14 +30,16 @@ std::unique_ptr<Runtime> MakeRuntime(const std::string& dir, bool disk = true) {
 }
 
 std::string BenchDir(const char* name) {
-  std::string dir = (std::filesystem::temp_directory_path() / "tailor-bench" / name).string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "tailor-bench" / name).string();
   std::filesystem::remove_all(dir);
   return dir;
 }
 
 void BM_WarmDispatchEmptyKernel(benchmark::State& state) {
   auto runtime = MakeRuntime("", /*disk=*/false);
-  if (!internal::LaunchEmpty(*runtime).ok()) state.SkipWithError("launch failed");
+  if (!internal::LaunchEmpty(*runtime).ok())
+    state.SkipWithError("launch failed");
   for (auto _ : state) {
     absl::Status s = internal::LaunchEmpty(*runtime);
     benchmark::DoNotOptimize(s);
@@ -58,24 +60,29 @@ void BM_WarmDispatchKeyHash(benchmark::State& state) {
 BENCHMARK(BM_WarmDispatchKeyHash);
 
 absl::StatusOr<internal::KernelSource> EmptySource(const internal::SpecKey&) {
-  return internal::KernelSource{.code = "#include \"templates/cpu/test_kernels.h\"\n"
-                                        "TAILOR_CPU_ENTRY((tailor::kernels::EmptyKernel))\n",
-                                .entry = "tailor_entry"};
+  return internal::KernelSource{
+      .code =
+          "#include \"templates/cpu/test_kernels.h\"\n"
+          "TAILOR_CPU_ENTRY((tailor::kernels::EmptyKernel))\n",
+      .entry = "tailor_entry"};
 }
 
 void BM_WarmDispatchLookup(benchmark::State& state) {
   auto runtime = MakeRuntime("", /*disk=*/false);
   internal::Engine& engine = runtime->engine();
   internal::SpecKey key = engine.MakeKey(internal::OpKind::kTestEmpty);
-  if (!engine.GetKernel(key, EmptySource).ok()) state.SkipWithError("compile failed");
-  for (auto _ : state) benchmark::DoNotOptimize(engine.GetKernel(key, EmptySource));
+  if (!engine.GetKernel(key, EmptySource).ok())
+    state.SkipWithError("compile failed");
+  for (auto _ : state)
+    benchmark::DoNotOptimize(engine.GetKernel(key, EmptySource));
 }
 BENCHMARK(BM_WarmDispatchLookup);
 
 void RunAxpy(Runtime& runtime, int block) {
   std::vector<float> x(64, 1.0f), y(64, 1.0f);
-  absl::Status s = internal::Axpy(runtime, 1.0f, TensorRef::Contiguous(x.data(), DType::kF32, {64}),
-                                  TensorRef::Contiguous(y.data(), DType::kF32, {64}), block);
+  absl::Status s = internal::Axpy(
+      runtime, 1.0f, TensorRef::Contiguous(x.data(), DType::kF32, {64}),
+      TensorRef::Contiguous(y.data(), DType::kF32, {64}), block);
   if (!s.ok()) std::abort();
 }
 

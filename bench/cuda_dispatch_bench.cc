@@ -20,12 +20,13 @@
 //
 // Usage: cuda_dispatch_bench [--launches=N]   (default 20000)
 #include <unistd.h>
-#include <filesystem>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -244,7 +245,6 @@ void DescriptorRows(CudaTestRuntime& env, CUstream stream) {
               "device patch, grid", grid_ns);
 }
 
-
 // Cold NVRTC compile vs cubin load from the disk cache vs memory hit, for
 // the representative TMA + mbarrier kernel (tma.patch_test), through fresh
 // Runtimes on one cache directory.
@@ -268,7 +268,8 @@ void CubinCacheRows() {
       kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
     }
     if (!kernel.ok()) Die(kernel.status(), "GetKernel(tma.patch_test)");
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - start)
         .count();
   };
   double compile_ms = lookup_ms(false);
@@ -278,8 +279,8 @@ void CubinCacheRows() {
   std::sort(disk_ms.begin(), disk_ms.end());
   std::sort(memory_ms.begin(), memory_ms.end());
   std::printf("%-28s %12.2f ms\n", "cubin: NVRTC compile", compile_ms);
-  std::printf("%-28s %12.3f ms (median of 9 fresh runtimes)\n", "cubin: disk-cache load",
-              disk_ms[4]);
+  std::printf("%-28s %12.3f ms (median of 9 fresh runtimes)\n",
+              "cubin: disk-cache load", disk_ms[4]);
   std::printf("%-28s %12.4f ms\n", "cubin: memory hit", memory_ms[4]);
   std::filesystem::remove_all(dir);
 }

@@ -1,7 +1,9 @@
 // Example 01: the JIT path end to end on the CPU backend.
 //
-//   1. create a Runtime (CPU backend, disk cache in $TAILOR_CACHE_DIR or ~/.cache/tailor)
-//   2. run a small specialized kernel: compiled on first use, or loaded from disk
+//   1. create a Runtime (CPU backend, disk cache in $TAILOR_CACHE_DIR or
+//   ~/.cache/tailor)
+//   2. run a small specialized kernel: compiled on first use, or loaded from
+//   disk
 //   3. run it again: a memory-cache hit
 //   4. print where the kernel came from and the stats (JSON and Prometheus)
 //
@@ -23,12 +25,16 @@ int main() {
     return 1;
   }
   std::printf("backend cpu, arch %s, cache %s\n", (*runtime)->arch().c_str(),
-              (*runtime)->cache_dir().empty() ? "(memory only)" : (*runtime)->cache_dir().c_str());
+              (*runtime)->cache_dir().empty()
+                  ? "(memory only)"
+                  : (*runtime)->cache_dir().c_str());
 
   // 2-3. y = 2x + y twice through the same specialization.
   std::vector<float> x(4096, 1.0f), y(4096, 0.5f);
-  auto tx = tailor::TensorRef::Contiguous(x.data(), tailor::DType::kF32, {4096});
-  auto ty = tailor::TensorRef::Contiguous(y.data(), tailor::DType::kF32, {4096});
+  auto tx =
+      tailor::TensorRef::Contiguous(x.data(), tailor::DType::kF32, {4096});
+  auto ty =
+      tailor::TensorRef::Contiguous(y.data(), tailor::DType::kF32, {4096});
   for (int step = 0; step < 2; ++step) {
     absl::Status s = tailor::internal::Axpy(**runtime, 2.0f, tx, ty);
     if (!s.ok()) {
@@ -43,9 +49,10 @@ int main() {
 
   // 4. Where it came from.
   tailor::StatsSnapshot stats = (*runtime)->stats();
-  std::printf("kernel came from: %s\n", stats.compiles   ? "a compile (first run on this cache)"
-                                        : stats.disk_hits ? "the disk cache (no compile)"
-                                                          : "memory");
+  std::printf("kernel came from: %s\n",
+              stats.compiles    ? "a compile (first run on this cache)"
+              : stats.disk_hits ? "the disk cache (no compile)"
+                                : "memory");
   std::cout << stats.ToPrometheus();
   return 0;
 }

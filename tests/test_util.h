@@ -17,7 +17,8 @@
 
 namespace tailor::testing {
 
-// EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k")));
+// EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+// HasSubstr("k")));
 MATCHER_P2(StatusIs, code, message_matcher, "") {
   absl::Status status = [&] {
     if constexpr (std::is_same_v<std::decay_t<arg_type>, absl::Status>) {
@@ -27,22 +28,22 @@ MATCHER_P2(StatusIs, code, message_matcher, "") {
     }
   }();
   if (status.code() != code) {
-    *result_listener << "code is " << absl::StatusCodeToString(status.code()) << ": "
-                     << status.message();
+    *result_listener << "code is " << absl::StatusCodeToString(status.code())
+                     << ": " << status.message();
     return false;
   }
-  return ::testing::ExplainMatchResult(message_matcher, std::string(status.message()),
-                                       result_listener);
+  return ::testing::ExplainMatchResult(
+      message_matcher, std::string(status.message()), result_listener);
 }
 
-#define TAILOR_ASSERT_OK(expr)                                   \
-  do {                                                           \
-    const auto& tailor_test_status_ = (expr);                    \
+#define TAILOR_ASSERT_OK(expr)                                    \
+  do {                                                            \
+    const auto& tailor_test_status_ = (expr);                     \
     ASSERT_TRUE(tailor_test_status_.ok()) << tailor_test_status_; \
   } while (false)
-#define TAILOR_EXPECT_OK(expr)                                   \
-  do {                                                           \
-    const auto& tailor_test_status_ = (expr);                    \
+#define TAILOR_EXPECT_OK(expr)                                    \
+  do {                                                            \
+    const auto& tailor_test_status_ = (expr);                     \
     EXPECT_TRUE(tailor_test_status_.ok()) << tailor_test_status_; \
   } while (false)
 
@@ -51,8 +52,10 @@ MATCHER_P2(StatusIs, code, message_matcher, "") {
 inline uint64_t TestSeed() {
   static const uint64_t seed = [] {
     const char* env = std::getenv("TAILOR_TEST_SEED");
-    uint64_t s = env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::printf("[ seed     ] TAILOR_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    uint64_t s = env != nullptr ? std::strtoull(env, nullptr, 10)
+                                : std::random_device{}();
+    std::printf("[ seed     ] TAILOR_TEST_SEED=%llu\n",
+                static_cast<unsigned long long>(s));
     return s;
   }();
   return seed;
@@ -63,7 +66,8 @@ class TempDir {
  public:
   TempDir() {
     std::string pattern =
-        (std::filesystem::temp_directory_path() / "tailor-test-XXXXXX").string();
+        (std::filesystem::temp_directory_path() / "tailor-test-XXXXXX")
+            .string();
     path_ = mkdtemp(pattern.data());
   }
   ~TempDir() {

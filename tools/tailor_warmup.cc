@@ -30,8 +30,10 @@ struct Model {
 
 const std::map<std::string, Model>& Models() {
   static const std::map<std::string, Model> models = {
-      {"mixtral-8x7b", {2, 4096, 14336}},    {"qwen3-30b-a3b", {8, 2048, 768}},
-      {"qwen3-235b-a22b", {8, 4096, 1536}},  {"deepseek-v3", {8, 7168, 2048}},
+      {"mixtral-8x7b", {2, 4096, 14336}},
+      {"qwen3-30b-a3b", {8, 2048, 768}},
+      {"qwen3-235b-a22b", {8, 4096, 1536}},
+      {"deepseek-v3", {8, 7168, 2048}},
   };
   return models;
 }
@@ -48,12 +50,13 @@ absl::Status ParseFlags(int argc, char** argv, Flags& f) {
     std::string flag = argv[i];
     if (flag == "--list-models") {
       for (const auto& [name, m] : Models()) {
-        std::printf("%-16s topk=%d hidden=%d intermediate=%d\n", name.c_str(), m.topk, m.hidden,
-                    m.intermediate);
+        std::printf("%-16s topk=%d hidden=%d intermediate=%d\n", name.c_str(),
+                    m.topk, m.hidden, m.intermediate);
       }
       std::exit(0);
     }
-    if (i + 1 >= argc) return absl::InvalidArgumentError(flag + ": needs a value");
+    if (i + 1 >= argc)
+      return absl::InvalidArgumentError(flag + ": needs a value");
     std::string value = argv[++i];
     int number = std::atoi(value.c_str());
     if (flag == "--model") {
@@ -73,21 +76,31 @@ absl::Status ParseFlags(int argc, char** argv, Flags& f) {
       // Accepted for clarity; E is not part of any MoE kernel key.
     } else if (flag == "--dtype") {
       if (value != "bf16" && value != "f32") {
-        return absl::InvalidArgumentError("--dtype: must be bf16 or f32, got " + value);
+        return absl::InvalidArgumentError("--dtype: must be bf16 or f32, got " +
+                                          value);
       }
       f.dtype = value == "bf16" ? tailor::DType::kBF16 : tailor::DType::kF32;
     } else if (flag == "--tile-rows") {
       f.policy.tile_rows = number;
     } else if (flag == "--tail") {
       using tailor::moe::TailPolicy;
-      if (value == "pow2") f.policy.tail = TailPolicy::kNextPowerOfTwo;
-      else if (value == "exact") f.policy.tail = TailPolicy::kExact;
-      else if (value == "full") f.policy.tail = TailPolicy::kFullTile;
-      else return absl::InvalidArgumentError("--tail: must be pow2, exact or full, got " + value);
+      if (value == "pow2")
+        f.policy.tail = TailPolicy::kNextPowerOfTwo;
+      else if (value == "exact")
+        f.policy.tail = TailPolicy::kExact;
+      else if (value == "full")
+        f.policy.tail = TailPolicy::kFullTile;
+      else
+        return absl::InvalidArgumentError(
+            "--tail: must be pow2, exact or full, got " + value);
     } else if (flag == "--backend") {
-      if (value == "cpu") f.options.backend = tailor::BackendKind::kCpu;
-      else if (value == "cuda") f.options.backend = tailor::BackendKind::kCuda;
-      else return absl::InvalidArgumentError("--backend: must be cpu or cuda, got " + value);
+      if (value == "cpu")
+        f.options.backend = tailor::BackendKind::kCpu;
+      else if (value == "cuda")
+        f.options.backend = tailor::BackendKind::kCuda;
+      else
+        return absl::InvalidArgumentError(
+            "--backend: must be cpu or cuda, got " + value);
     } else if (flag == "--cache-dir") {
       f.options.cache_dir = value;
     } else {
@@ -121,9 +134,12 @@ absl::Status RunOnce(tailor::Runtime& runtime, const Flags& f, int tokens,
       {.hidden = TensorRef::Contiguous(hidden.data(), f.dtype, {tokens, H}),
        .w13 = TensorRef::Contiguous(w13.data(), f.dtype, {1, 2 * I, H}),
        .w2 = TensorRef::Contiguous(w2.data(), f.dtype, {1, H, I}),
-       .topk_weights = TensorRef::Contiguous(weights.data(), tailor::DType::kF32, {tokens, k}),
-       .topk_ids = TensorRef::Contiguous(ids.data(), tailor::DType::kI32, {tokens, k}),
-       .expert_map = TensorRef::Contiguous(map.data(), tailor::DType::kI32, {k}),
+       .topk_weights = TensorRef::Contiguous(weights.data(),
+                                             tailor::DType::kF32, {tokens, k}),
+       .topk_ids =
+           TensorRef::Contiguous(ids.data(), tailor::DType::kI32, {tokens, k}),
+       .expert_map =
+           TensorRef::Contiguous(map.data(), tailor::DType::kI32, {k}),
        .policy = f.policy,
        .out = TensorRef::Contiguous(out.data(), f.dtype, {tokens, H})},
       ws);
@@ -136,16 +152,19 @@ int main(int argc, char** argv) {
   flags.options.backend = tailor::BackendKind::kCpu;
   flags.options.log_level = "warn";
   if (absl::Status s = ParseFlags(argc, argv, flags); !s.ok()) {
-    std::fprintf(stderr, "tailor-warmup: %s\n", std::string(s.message()).c_str());
+    std::fprintf(stderr, "tailor-warmup: %s\n",
+                 std::string(s.message()).c_str());
     return 2;
   }
   auto runtime = tailor::Runtime::Create(flags.options);
   if (!runtime.ok()) {
-    std::fprintf(stderr, "tailor-warmup: %s\n", runtime.status().ToString().c_str());
+    std::fprintf(stderr, "tailor-warmup: %s\n",
+                 runtime.status().ToString().c_str());
     return 1;
   }
   if ((*runtime)->cache_dir().empty()) {
-    std::fprintf(stderr, "tailor-warmup: no usable disk cache: nothing would persist\n");
+    std::fprintf(
+        stderr, "tailor-warmup: no usable disk cache: nothing would persist\n");
     return 1;
   }
   tailor::moe::Workspace ws;
@@ -158,12 +177,16 @@ int main(int argc, char** argv) {
   tailor::StatsSnapshot stats = (*runtime)->stats();
   uint64_t kernels = 0;
   for (const auto& [op, n] : stats.specializations_per_op) kernels += n;
-  std::printf("tailor-warmup: %llu kernels ready in %s (%llu compiled in %.2f s, %llu already on disk)\n",
-              static_cast<unsigned long long>(kernels), (*runtime)->cache_dir().c_str(),
-              static_cast<unsigned long long>(stats.compiles), stats.compile_seconds.sum,
-              static_cast<unsigned long long>(stats.disk_hits));
+  std::printf(
+      "tailor-warmup: %llu kernels ready in %s (%llu compiled in %.2f s, %llu "
+      "already on disk)\n",
+      static_cast<unsigned long long>(kernels), (*runtime)->cache_dir().c_str(),
+      static_cast<unsigned long long>(stats.compiles),
+      stats.compile_seconds.sum,
+      static_cast<unsigned long long>(stats.disk_hits));
   for (const auto& [op, n] : stats.specializations_per_op) {
-    std::printf("  %-18s %llu variants\n", op.c_str(), static_cast<unsigned long long>(n));
+    std::printf("  %-18s %llu variants\n", op.c_str(),
+                static_cast<unsigned long long>(n));
   }
   return 0;
 }

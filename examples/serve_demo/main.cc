@@ -20,8 +20,8 @@
 #include "plan/piecewise_plan.h"
 #include "report.h"
 #include "tailor/ops/moe.h"
-#include "tailor/status.h"
 #include "tailor/runtime.h"
+#include "tailor/status.h"
 #include "trace.h"
 
 namespace serve_demo {
@@ -31,8 +31,8 @@ using tailor::DType;
 using tailor::TensorRef;
 
 constexpr int kTileRows = 16;
-constexpr int kCheckEvery = 8;      // check one step in this many
-constexpr int kTokensChecked = 4;   // tokens per checked step
+constexpr int kCheckEvery = 8;     // check one step in this many
+constexpr int kTokensChecked = 4;  // tokens per checked step
 constexpr uint16_t kBf16Nan = 0x7fc0;
 
 // Adds this step's per-expert counts to the waste accounting of all three
@@ -44,9 +44,12 @@ void Account(const tailor::moe::Workspace& ws, ShapeReport& report) {
   tailor::moe::PlanSummary plan = ws.plan();
   report.useful_rows += plan.useful_rows;
   report.core_tail_rows += plan.executed_rows;
-  report.pow2_rows += tailor::plan::PadToPowerOfTwoAccounting(extents)->executed_rows;
-  report.block16_rows += tailor::plan::PadToBlockAccounting(extents, 16)->executed_rows;
-  report.block64_rows += tailor::plan::PadToBlockAccounting(extents, 64)->executed_rows;
+  report.pow2_rows +=
+      tailor::plan::PadToPowerOfTwoAccounting(extents)->executed_rows;
+  report.block16_rows +=
+      tailor::plan::PadToBlockAccounting(extents, 16)->executed_rows;
+  report.block64_rows +=
+      tailor::plan::PadToBlockAccounting(extents, 64)->executed_rows;
 }
 
 // Relative error of a few tokens of `out` against the fp64 reference.
@@ -58,8 +61,9 @@ void Check(const MoeLayer& layer, const std::vector<uint16_t>& hidden,
   double err = 0, norm = 0;
   for (int n = 0; n < kTokensChecked; ++n) {
     int t = static_cast<int>(rng() % tokens);
-    std::vector<double> ref = ReferenceToken(layer, &hidden[static_cast<size_t>(t) * s.hidden],
-                                             &ids[t * s.topk], &weights[t * s.topk]);
+    std::vector<double> ref =
+        ReferenceToken(layer, &hidden[static_cast<size_t>(t) * s.hidden],
+                       &ids[t * s.topk], &weights[t * s.topk]);
     for (int h = 0; h < s.hidden; ++h) {
       double d = FromBf16(out[static_cast<size_t>(t) * s.hidden + h]) - ref[h];
       err += d * d;
@@ -72,8 +76,8 @@ void Check(const MoeLayer& layer, const std::vector<uint16_t>& hidden,
   report.tokens_checked += kTokensChecked;
 }
 
-absl::Status RunShape(tailor::Runtime& runtime, const ModelShape& shape, int steps,
-                      ShapeReport& report) {
+absl::Status RunShape(tailor::Runtime& runtime, const ModelShape& shape,
+                      int steps, ShapeReport& report) {
   MoeLayer layer(shape, /*seed=*/17);
   Trace trace(TraceConfig{}, /*seed=*/23);
   Router router(shape.experts, shape.topk, /*seed=*/29);
@@ -83,7 +87,8 @@ absl::Status RunShape(tailor::Runtime& runtime, const ModelShape& shape, int ste
   std::vector<uint16_t> hidden, out;
   std::vector<int32_t> ids;
   std::vector<float> weights;
-  const int64_t E = shape.experts, k = shape.topk, H = shape.hidden, I = shape.intermediate;
+  const int64_t E = shape.experts, k = shape.topk, H = shape.hidden,
+                I = shape.intermediate;
 
   tailor::StatsSnapshot before = runtime.stats();
   report.shape = shape;
@@ -92,25 +97,30 @@ absl::Status RunShape(tailor::Runtime& runtime, const ModelShape& shape, int ste
     router.Route(T, ids, weights);
     hidden.resize(static_cast<size_t>(T) * H);
     for (auto& x : hidden) x = ToBf16(dist(rng));
-    out.assign(hidden.size(), kBf16Nan);  // poisoned: every element must be written
+    out.assign(hidden.size(),
+               kBf16Nan);  // poisoned: every element must be written
 
     auto start = std::chrono::steady_clock::now();
     TAILOR_RETURN_IF_ERROR(tailor::moe::Experts(
         runtime,
         {.hidden = TensorRef::Contiguous(hidden.data(), DType::kBF16, {T, H}),
-         .w13 = TensorRef::Contiguous(layer.w13.data(), DType::kBF16, {E, 2 * I, H}),
+         .w13 = TensorRef::Contiguous(layer.w13.data(), DType::kBF16,
+                                      {E, 2 * I, H}),
          .w2 = TensorRef::Contiguous(layer.w2.data(), DType::kBF16, {E, H, I}),
-         .topk_weights = TensorRef::Contiguous(weights.data(), DType::kF32, {T, k}),
+         .topk_weights =
+             TensorRef::Contiguous(weights.data(), DType::kF32, {T, k}),
          .topk_ids = TensorRef::Contiguous(ids.data(), DType::kI32, {T, k}),
          .policy = {.tile_rows = kTileRows},
          .out = TensorRef::Contiguous(out.data(), DType::kBF16, {T, H})},
         ws));
     report.seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     report.steps += 1;
     report.tokens += T;
     Account(ws, report);
-    if (step % kCheckEvery == 0) Check(layer, hidden, ids, weights, out, T, rng, report);
+    if (step % kCheckEvery == 0)
+      Check(layer, hidden, ids, weights, out, T, rng, report);
     PrintProgress(report, steps);
   }
   report.stats = Delta(runtime.stats(), before);
@@ -125,10 +135,11 @@ int main(int argc, char** argv) {
   int steps = 48;
   tailor::Runtime::Options options;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--steps") == 0) steps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--steps") == 0)
+      steps = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--backend") == 0) {
       std::string b = argv[i + 1];
-      options.backend = b == "cpu" ? tailor::BackendKind::kCpu
+      options.backend = b == "cpu"    ? tailor::BackendKind::kCpu
                         : b == "cuda" ? tailor::BackendKind::kCuda
                                       : tailor::BackendKind::kAuto;
     }
@@ -140,11 +151,13 @@ int main(int argc, char** argv) {
   // it (see the note printed below).
   auto runtime = tailor::Runtime::Create(options);
   if (!runtime.ok()) {
-    std::fprintf(stderr, "cannot create a runtime: %s\n", runtime.status().ToString().c_str());
+    std::fprintf(stderr, "cannot create a runtime: %s\n",
+                 runtime.status().ToString().c_str());
     return 1;
   }
   if ((*runtime)->backend() != tailor::BackendKind::kCpu) {
-    std::printf("note: the MoE kernels run on the cpu backend for now; using it\n");
+    std::printf(
+        "note: the MoE kernels run on the cpu backend for now; using it\n");
     options.backend = tailor::BackendKind::kCpu;
     runtime = tailor::Runtime::Create(options);
     if (!runtime.ok()) return 1;
@@ -152,7 +165,9 @@ int main(int argc, char** argv) {
   std::printf("tailor serve_demo: backend %s, arch %s, cache %s\n",
               std::string(tailor::BackendName((*runtime)->backend())).c_str(),
               (*runtime)->arch().c_str(),
-              (*runtime)->cache_dir().empty() ? "(memory only)" : (*runtime)->cache_dir().c_str());
+              (*runtime)->cache_dir().empty()
+                  ? "(memory only)"
+                  : (*runtime)->cache_dir().c_str());
 
   // 2-3. The trace, per shape (real models' E and k, dims scaled for a CPU).
   const ModelShape shapes[] = {
@@ -164,7 +179,8 @@ int main(int argc, char** argv) {
     ShapeReport report;
     absl::Status s = RunShape(**runtime, shape, steps, report);
     if (!s.ok()) {
-      std::fprintf(stderr, "\n%s failed: %s\n", shape.name.c_str(), s.ToString().c_str());
+      std::fprintf(stderr, "\n%s failed: %s\n", shape.name.c_str(),
+                   s.ToString().c_str());
       return 1;
     }
     reports.push_back(report);
@@ -174,8 +190,8 @@ int main(int argc, char** argv) {
   PrintTable(reports, (*runtime)->stats(), (*runtime)->cache_dir());
   for (const ShapeReport& r : reports) {
     if (!(r.max_rel_error < 1e-2)) {
-      std::fprintf(stderr, "FAILED: %s relative error %.3g >= 1e-2\n", r.shape.name.c_str(),
-                   r.max_rel_error);
+      std::fprintf(stderr, "FAILED: %s relative error %.3g >= 1e-2\n",
+                   r.shape.name.c_str(), r.max_rel_error);
       return 1;
     }
   }

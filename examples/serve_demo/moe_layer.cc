@@ -24,26 +24,33 @@ MoeLayer::MoeLayer(const ModelShape& s, uint64_t seed) : shape(s) {
   for (auto& w : w2) w = ToBf16(dist(rng) * scale2);
 }
 
-std::vector<double> ReferenceToken(const MoeLayer& layer, const uint16_t* x, const int32_t* ids,
-                                   const float* weights) {
+std::vector<double> ReferenceToken(const MoeLayer& layer, const uint16_t* x,
+                                   const int32_t* ids, const float* weights) {
   const ModelShape& s = layer.shape;
   std::vector<double> out(s.hidden, 0.0), act(s.intermediate);
   for (int j = 0; j < s.topk; ++j) {
-    const uint16_t* w13 = layer.w13.data() + static_cast<size_t>(ids[j]) * 2 * s.intermediate * s.hidden;
-    const uint16_t* w2 = layer.w2.data() + static_cast<size_t>(ids[j]) * s.hidden * s.intermediate;
+    const uint16_t* w13 = layer.w13.data() + static_cast<size_t>(ids[j]) * 2 *
+                                                 s.intermediate * s.hidden;
+    const uint16_t* w2 = layer.w2.data() + static_cast<size_t>(ids[j]) *
+                                               s.hidden * s.intermediate;
     for (int i = 0; i < s.intermediate; ++i) {
       double gate = 0, up = 0;
       for (int h = 0; h < s.hidden; ++h) {
-        gate += double{FromBf16(w13[static_cast<size_t>(i) * s.hidden + h])} * FromBf16(x[h]);
-        up += double{FromBf16(w13[static_cast<size_t>(i + s.intermediate) * s.hidden + h])} *
-              FromBf16(x[h]);
+        gate += double{FromBf16(w13[static_cast<size_t>(i) * s.hidden + h])} *
+                FromBf16(x[h]);
+        up +=
+            double{FromBf16(
+                w13[static_cast<size_t>(i + s.intermediate) * s.hidden + h])} *
+            FromBf16(x[h]);
       }
       act[i] = gate / (1 + std::exp(-gate)) * up;
     }
     for (int h = 0; h < s.hidden; ++h) {
       double acc = 0;
       for (int i = 0; i < s.intermediate; ++i) {
-        acc += double{FromBf16(w2[static_cast<size_t>(h) * s.intermediate + i])} * act[i];
+        acc +=
+            double{FromBf16(w2[static_cast<size_t>(h) * s.intermediate + i])} *
+            act[i];
       }
       out[h] += weights[j] * acc;
     }

@@ -29,7 +29,8 @@ struct MoeLayer {
 };
 
 // out[t] for one token t, in fp64, with vLLM fused_experts semantics.
-std::vector<double> ReferenceToken(const MoeLayer& layer, const uint16_t* hidden_row,
+std::vector<double> ReferenceToken(const MoeLayer& layer,
+                                   const uint16_t* hidden_row,
                                    const int32_t* ids, const float* weights);
 
 }  // namespace serve_demo

@@ -31,7 +31,8 @@ struct ShapeReport {
 tailor::StatsSnapshot Delta(const tailor::StatsSnapshot& after,
                             const tailor::StatsSnapshot& before);
 void PrintProgress(const ShapeReport& report, int total_steps);
-void PrintTable(const std::vector<ShapeReport>& reports, const tailor::StatsSnapshot& total,
+void PrintTable(const std::vector<ShapeReport>& reports,
+                const tailor::StatsSnapshot& total,
                 const std::string& cache_dir);
 
 }  // namespace serve_demo

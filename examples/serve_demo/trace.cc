@@ -8,10 +8,14 @@ namespace serve_demo {
 
 int Trace::NextStepTokens() {
   std::poisson_distribution<int> arrivals(config_.arrivals_per_step);
-  std::uniform_int_distribution<int> prompt(config_.min_prompt, config_.max_prompt);
-  std::uniform_int_distribution<int> output(config_.min_output, config_.max_output);
-  for (int i = arrivals(rng_); i > 0; --i) waiting_.push_back({prompt(rng_), output(rng_)});
-  if (waiting_.empty() && running_.empty()) waiting_.push_back({prompt(rng_), output(rng_)});
+  std::uniform_int_distribution<int> prompt(config_.min_prompt,
+                                            config_.max_prompt);
+  std::uniform_int_distribution<int> output(config_.min_output,
+                                            config_.max_output);
+  for (int i = arrivals(rng_); i > 0; --i)
+    waiting_.push_back({prompt(rng_), output(rng_)});
+  if (waiting_.empty() && running_.empty())
+    waiting_.push_back({prompt(rng_), output(rng_)});
 
   // Decode: one token per running request.
   int tokens = 0;
@@ -37,16 +41,22 @@ int Trace::NextStepTokens() {
 }
 
 Router::Router(int num_experts, int topk, uint64_t seed)
-    : num_experts_(num_experts), topk_(topk), rng_(seed), bias_(num_experts),
-      logits_(num_experts), order_(num_experts) {
+    : num_experts_(num_experts),
+      topk_(topk),
+      rng_(seed),
+      bias_(num_experts),
+      logits_(num_experts),
+      order_(num_experts) {
   // Zipf-like popularity: expert e's bias ~ -log(rank).
   std::vector<int> rank(num_experts);
   std::iota(rank.begin(), rank.end(), 1);
   std::shuffle(rank.begin(), rank.end(), rng_);
-  for (int e = 0; e < num_experts; ++e) bias_[e] = -1.2 * std::log(static_cast<double>(rank[e]));
+  for (int e = 0; e < num_experts; ++e)
+    bias_[e] = -1.2 * std::log(static_cast<double>(rank[e]));
 }
 
-void Router::Route(int tokens, std::vector<int32_t>& ids, std::vector<float>& weights) {
+void Router::Route(int tokens, std::vector<int32_t>& ids,
+                   std::vector<float>& weights) {
   ids.resize(static_cast<size_t>(tokens) * topk_);
   weights.resize(ids.size());
   std::normal_distribution<double> noise(0.0, 1.0);
@@ -56,11 +66,12 @@ void Router::Route(int tokens, std::vector<int32_t>& ids, std::vector<float>& we
     std::partial_sort(order_.begin(), order_.begin() + topk_, order_.end(),
                       [&](int a, int b) { return logits_[a] > logits_[b]; });
     double sum = 0;
-    for (int j = 0; j < topk_; ++j) sum += std::exp(logits_[order_[j]] - logits_[order_[0]]);
+    for (int j = 0; j < topk_; ++j)
+      sum += std::exp(logits_[order_[j]] - logits_[order_[0]]);
     for (int j = 0; j < topk_; ++j) {
       ids[t * topk_ + j] = order_[j];
-      weights[t * topk_ + j] =
-          static_cast<float>(std::exp(logits_[order_[j]] - logits_[order_[0]]) / sum);
+      weights[t * topk_ + j] = static_cast<float>(
+          std::exp(logits_[order_[j]] - logits_[order_[0]]) / sum);
     }
   }
 }

@@ -17,8 +17,8 @@
 namespace serve_demo {
 
 struct TraceConfig {
-  int token_budget = 256;     // tokens per step at most
-  int max_running = 48;       // concurrent decoding requests
+  int token_budget = 256;  // tokens per step at most
+  int max_running = 48;    // concurrent decoding requests
   int min_prompt = 8, max_prompt = 300;
   int min_output = 4, max_output = 96;
   double arrivals_per_step = 1.5;
@@ -48,7 +48,8 @@ class Router {
  public:
   Router(int num_experts, int topk, uint64_t seed);
   // ids [tokens, k] i32 and weights [tokens, k] f32, resized to fit.
-  void Route(int tokens, std::vector<int32_t>& ids, std::vector<float>& weights);
+  void Route(int tokens, std::vector<int32_t>& ids,
+             std::vector<float>& weights);
 
  private:
   int num_experts_;

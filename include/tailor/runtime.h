@@ -19,16 +19,17 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tailor/stats.h"
 
 namespace tailor {
 
 // Values are stable: they are part of cache keys.
 enum class BackendKind : uint8_t { kAuto = 0, kCpu = 1, kCuda = 2, kHip = 3 };
-absl::string_view BackendName(BackendKind kind);  // "auto", "cpu", "cuda", "hip"
+absl::string_view BackendName(
+    BackendKind kind);  // "auto", "cpu", "cuda", "hip"
 
 namespace internal {
 class Engine;
@@ -66,7 +67,8 @@ class Runtime {
   // Validates `options`, resolves the backend and opens the cache.
   // InvalidArgument for bad options; Unavailable when an explicitly requested
   // backend cannot run here (e.g. kCuda without a driver or device).
-  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const Options& options);
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      const Options& options);
   // Same as Create(Options{}).
   static absl::StatusOr<std::unique_ptr<Runtime>> Create();
 

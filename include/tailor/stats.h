@@ -21,7 +21,8 @@ namespace tailor {
 
 struct HistogramSnapshot {
   std::vector<double> upper_bounds;  // seconds; ascending; +Inf implicit
-  std::vector<uint64_t> counts;      // per bucket, non-cumulative; size = bounds + 1
+  std::vector<uint64_t>
+      counts;  // per bucket, non-cumulative; size = bounds + 1
   uint64_t count = 0;
   double sum = 0;
 };
@@ -34,8 +35,9 @@ struct StatsSnapshot {
   uint64_t single_flight_waits = 0;
   uint64_t compiles = 0;
   uint64_t compile_failures = 0;
-  uint64_t corrupt_entries = 0;  // bad magic/size/checksum: recompiled, replaced
-  uint64_t stale_entries = 0;    // other version/compiler/arch/source: replaced
+  uint64_t corrupt_entries =
+      0;                       // bad magic/size/checksum: recompiled, replaced
+  uint64_t stale_entries = 0;  // other version/compiler/arch/source: replaced
   uint64_t disk_write_failures = 0;
   uint64_t memory_evictions = 0;
   uint64_t launches = 0;

@@ -19,7 +19,6 @@
 #ifndef TAILOR_STATUS_H_
 #define TAILOR_STATUS_H_
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -28,17 +27,17 @@
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing
 // function when it is not ok.
-#define TAILOR_RETURN_IF_ERROR(expr)                         \
-  do {                                                       \
-    ::absl::Status tailor_status_ = (expr);                  \
-    if (!tailor_status_.ok()) return tailor_status_;         \
+#define TAILOR_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status tailor_status_ = (expr);          \
+    if (!tailor_status_.ok()) return tailor_status_; \
   } while (false)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, else
 // moves its value into `lhs` (a declaration such as `auto x` or an lvalue).
-#define TAILOR_ASSIGN_OR_RETURN(lhs, rexpr)                                   \
-  TAILOR_ASSIGN_OR_RETURN_IMPL_(TAILOR_STATUS_CONCAT_(tailor_statusor_, __LINE__), \
-                                lhs, rexpr)
+#define TAILOR_ASSIGN_OR_RETURN(lhs, rexpr) \
+  TAILOR_ASSIGN_OR_RETURN_IMPL_(            \
+      TAILOR_STATUS_CONCAT_(tailor_statusor_, __LINE__), lhs, rexpr)
 
 #define TAILOR_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                  \

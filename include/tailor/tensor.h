@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor {
 
@@ -69,7 +69,9 @@ struct TensorRef {
   // True when strides are exactly row-major for dims (size-1 dims excepted).
   bool is_contiguous() const;
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 
   std::string ShapeString() const;  // "[16, 64] bf16 cpu"
 };

@@ -31,17 +31,22 @@ struct bf16 {
 };
 
 inline float ToFloat(float x) { return x; }
-inline float ToFloat(bf16 x) { return __builtin_bit_cast(float, uint32_t{x.bits} << 16); }
+inline float ToFloat(bf16 x) {
+  return __builtin_bit_cast(float, uint32_t{x.bits} << 16);
+}
 
 template <typename T>
 inline T FromFloat(float x);
 template <>
-inline float FromFloat<float>(float x) { return x; }
+inline float FromFloat<float>(float x) {
+  return x;
+}
 template <>
 inline bf16 FromFloat<bf16>(float x) {
   // Round to nearest even; NaN stays NaN (quiet bit forced).
   uint32_t u = __builtin_bit_cast(uint32_t, x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((u >> 16) | 0x40)};
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return bf16{static_cast<uint16_t>((u >> 16) | 0x40)};
   u += 0x7fffu + ((u >> 16) & 1u);
   return bf16{static_cast<uint16_t>(u >> 16)};
 }
@@ -49,9 +54,13 @@ inline bf16 FromFloat<bf16>(float x) {
 inline float Exp(float x) { return __builtin_expf(x); }
 
 template <typename T>
-inline T Min(T a, T b) { return a < b ? a : b; }
+inline T Min(T a, T b) {
+  return a < b ? a : b;
+}
 template <typename T>
-inline T Max(T a, T b) { return a < b ? b : a; }
+inline T Max(T a, T b) {
+  return a < b ? b : a;
+}
 
 // Unwraps a parenthesized type: ParenType<void(T)>::type is T. Lets macros
 // take template types whose arguments contain commas.
@@ -66,12 +75,14 @@ struct ParenType<void(T)> {
 
 // Defines the module's entry for kernel class KERNEL (parenthesized, so its
 // template arguments may contain commas).
-#define TAILOR_CPU_ENTRY(KERNEL)                                                        \
-  extern "C" void tailor_entry(const void* params, ::tailor::kernels::int64_t begin,    \
-                               ::tailor::kernels::int64_t end) {                        \
-    using Kernel = typename ::tailor::kernels::ParenType<void KERNEL>::type;            \
-    const auto& p = *static_cast<const typename Kernel::Params*>(params);               \
-    for (::tailor::kernels::int64_t item = begin; item < end; ++item) Kernel::Run(p, item); \
+#define TAILOR_CPU_ENTRY(KERNEL)                                             \
+  extern "C" void tailor_entry(const void* params,                           \
+                               ::tailor::kernels::int64_t begin,             \
+                               ::tailor::kernels::int64_t end) {             \
+    using Kernel = typename ::tailor::kernels::ParenType<void KERNEL>::type; \
+    const auto& p = *static_cast<const typename Kernel::Params*>(params);    \
+    for (::tailor::kernels::int64_t item = begin; item < end; ++item)        \
+      Kernel::Run(p, item);                                                  \
   }
 
 #endif  // TAILOR_RUNTIME_CPU_TAILOR_CPU_H_

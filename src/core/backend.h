@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/spec_key.h"
 #include "tailor/stats.h"
 
@@ -37,9 +37,9 @@ struct Dim3 {
 };
 
 struct LaunchConfig {
-  Dim3 grid = {};     // CPU: work items = grid.count()
-  Dim3 block = {};    // GPU threads per block; CPU: min items per chunk
-  Dim3 cluster = {};  // GPU thread-block cluster; {1,1,1} = none
+  Dim3 grid = {};             // CPU: work items = grid.count()
+  Dim3 block = {};            // GPU threads per block; CPU: min items per chunk
+  Dim3 cluster = {};          // GPU thread-block cluster; {1,1,1} = none
   uint32_t shared_bytes = 0;  // dynamic shared memory
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
 };
@@ -75,7 +75,8 @@ class Backend {
 
   // Loads a binary made by Compile (possibly by another process).
   virtual absl::StatusOr<std::shared_ptr<Kernel>> Load(
-      const SpecKey& key, const KernelSource& source, absl::string_view binary) = 0;
+      const SpecKey& key, const KernelSource& source,
+      absl::string_view binary) = 0;
 
   // Launches `kernel` with one params struct of `params_size` bytes. No
   // allocation, no host sync on GPU backends.

@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "core/disk_cache.h"
 
 #include <errno.h>
@@ -10,11 +9,12 @@
 #include <cstring>
 #include <random>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor::internal {
 namespace {
@@ -31,13 +31,15 @@ void PutU64(std::string& out, uint64_t v) {
 }
 uint64_t GetLe(const char* p, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
   return v;
 }
 
 std::string Header(const EntryIdentity& id, absl::string_view payload) {
-  return absl::StrCat("tailor_version=", id.tailor_version, "\ncompiler=", id.compiler,
-                      "\narch=", id.arch, "\nspec=", id.spec, "\nspec_hash=", id.spec_hash.Hex(),
+  return absl::StrCat("tailor_version=", id.tailor_version,
+                      "\ncompiler=", id.compiler, "\narch=", id.arch,
+                      "\nspec=", id.spec, "\nspec_hash=", id.spec_hash.Hex(),
                       "\nsource_hash=", id.source_hash.Hex(),
                       "\nheaders_hash=", id.headers_hash.Hex(),
                       "\npayload_size=", payload.size(),
@@ -47,8 +49,10 @@ std::string Header(const EntryIdentity& id, absl::string_view payload) {
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
   int err = errno;
   std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  if (err == EACCES || err == EPERM || err == EROFS)
+    return absl::PermissionDeniedError(message);
+  if (err == ENOSPC || err == EDQUOT)
+    return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
 
@@ -68,34 +72,44 @@ ReadResult Reject(EntryProblem problem, std::string detail) {
 }
 
 // Compares the header's fields with what this process expects.
-ReadResult CheckHeader(absl::string_view header, const EntryIdentity& id, size_t payload_size,
-                       absl::string_view payload) {
+ReadResult CheckHeader(absl::string_view header, const EntryIdentity& id,
+                       size_t payload_size, absl::string_view payload) {
   absl::flat_hash_map<std::string, std::string> fields;
-  for (absl::string_view line : absl::StrSplit(header, '\n', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+  for (absl::string_view line :
+       absl::StrSplit(header, '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(line, absl::MaxSplits('=', 1));
     fields[kv.first] = kv.second;
   }
   const std::pair<const char*, std::string> expected[] = {
-      {"tailor_version", id.tailor_version}, {"compiler", id.compiler},
-      {"arch", id.arch},                     {"spec", id.spec},
-      {"spec_hash", id.spec_hash.Hex()},     {"source_hash", id.source_hash.Hex()},
+      {"tailor_version", id.tailor_version},
+      {"compiler", id.compiler},
+      {"arch", id.arch},
+      {"spec", id.spec},
+      {"spec_hash", id.spec_hash.Hex()},
+      {"source_hash", id.source_hash.Hex()},
       {"headers_hash", id.headers_hash.Hex()},
   };
   for (const auto& [name, value] : expected) {
     auto it = fields.find(name);
-    if (it == fields.end()) return Reject(EntryProblem::kCorrupt, absl::StrCat("no ", name));
+    if (it == fields.end())
+      return Reject(EntryProblem::kCorrupt, absl::StrCat("no ", name));
     if (it->second != value) {
       return Reject(EntryProblem::kStale,
-                    absl::StrCat(name, " is \"", it->second, "\", expected \"", value, "\""));
+                    absl::StrCat(name, " is \"", it->second, "\", expected \"",
+                                 value, "\""));
     }
   }
   uint64_t size = 0, checksum = 0;
-  if (!absl::SimpleAtoi(fields["payload_size"], &size) || size != payload_size) {
-    return Reject(EntryProblem::kCorrupt,
-                  absl::StrCat("payload is ", payload_size, " bytes, header says ",
-                               fields["payload_size"], " (truncated?)"));
+  if (!absl::SimpleAtoi(fields["payload_size"], &size) ||
+      size != payload_size) {
+    return Reject(
+        EntryProblem::kCorrupt,
+        absl::StrCat("payload is ", payload_size, " bytes, header says ",
+                     fields["payload_size"], " (truncated?)"));
   }
-  if (!absl::SimpleAtoi(fields["payload_xxh3"], &checksum) || checksum != Checksum64(payload)) {
+  if (!absl::SimpleAtoi(fields["payload_xxh3"], &checksum) ||
+      checksum != Checksum64(payload)) {
     return Reject(EntryProblem::kCorrupt, "payload checksum mismatch");
   }
   return ReadResult{};
@@ -122,47 +136,59 @@ std::string DefaultCacheDir() {
     return v != nullptr ? v : "";
   };
   if (std::string dir = env("TAILOR_CACHE_DIR"); !dir.empty()) return dir;
-  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/tailor";
-  if (std::string home = env("HOME"); !home.empty()) return home + "/.cache/tailor";
+  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty())
+    return xdg + "/tailor";
+  if (std::string home = env("HOME"); !home.empty())
+    return home + "/.cache/tailor";
   return "";
 }
 
 absl::StatusOr<DiskCache> DiskCache::Open(std::string dir) {
   if (dir.empty()) {
     return absl::FailedPreconditionError(
-        "cache_dir: no directory (set TAILOR_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+        "cache_dir: no directory (set TAILOR_CACHE_DIR, XDG_CACHE_HOME or "
+        "HOME)");
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return ErrnoStatus("cannot stat cache directory", dir);
+  if (stat(dir.c_str(), &st) != 0)
+    return ErrnoStatus("cannot stat cache directory", dir);
   if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat("cache_dir ", dir, " is not a directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache_dir ", dir, " is not a directory"));
   }
   if (st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cache_dir ", dir, " is owned by uid ", st.st_uid, ", not by this user (uid ",
-        geteuid(), "); refusing to load kernels from it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache_dir ", dir, " is owned by uid ", st.st_uid,
+                     ", not by this user (uid ", geteuid(),
+                     "); refusing to load kernels from it"));
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "cache_dir %s has mode %03o: group/world-writable directories are refused "
-        "(chmod 700 it)", dir, st.st_mode & 0777));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cache_dir %s has mode %03o: group/world-writable "
+                        "directories are refused "
+                        "(chmod 700 it)",
+                        dir, st.st_mode & 0777));
   }
   return DiskCache(std::move(dir));
 }
 
-std::string DiskCache::EntryPath(absl::string_view stem, const EntryIdentity& id) const {
+std::string DiskCache::EntryPath(absl::string_view stem,
+                                 const EntryIdentity& id) const {
   return absl::StrCat(dir_, "/", stem, "-", id.Hash().Hex(), ".tkc");
 }
 
-ReadResult DiskCache::Read(absl::string_view stem, const EntryIdentity& id) const {
+ReadResult DiskCache::Read(absl::string_view stem,
+                           const EntryIdentity& id) const {
   std::string path = EntryPath(stem, id);
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Reject(EntryProblem::kMissing, "");
-    if (errno == ELOOP) return Reject(EntryProblem::kCorrupt, "entry is a symlink; not followed");
-    return Reject(EntryProblem::kCorrupt, absl::StrCat("open: ", std::strerror(errno)));
+    if (errno == ELOOP)
+      return Reject(EntryProblem::kCorrupt, "entry is a symlink; not followed");
+    return Reject(EntryProblem::kCorrupt,
+                  absl::StrCat("open: ", std::strerror(errno)));
   }
   struct stat st;
   std::string bytes;
@@ -179,27 +205,33 @@ ReadResult DiskCache::Read(absl::string_view stem, const EntryIdentity& id) cons
     bytes.resize(done);
   }
   close(fd);
-  if (!ok) return Reject(EntryProblem::kCorrupt, "not a regular file of sane size");
-  if (bytes.size() < kFixedPrefix || absl::string_view(bytes).substr(0, 8) != kMagic) {
+  if (!ok)
+    return Reject(EntryProblem::kCorrupt, "not a regular file of sane size");
+  if (bytes.size() < kFixedPrefix ||
+      absl::string_view(bytes).substr(0, 8) != kMagic) {
     return Reject(EntryProblem::kCorrupt, "bad magic or truncated prefix");
   }
   uint32_t version = GetLe(bytes.data() + 8, 4);
   if (version != kDiskFormatVersion) {
-    return Reject(EntryProblem::kStale, absl::StrCat("format version ", version, ", expected ",
-                                                     kDiskFormatVersion));
+    return Reject(EntryProblem::kStale,
+                  absl::StrCat("format version ", version, ", expected ",
+                               kDiskFormatVersion));
   }
   uint64_t header_len = GetLe(bytes.data() + 12, 4);
   if (bytes.size() < kFixedPrefix + header_len + 8) {
     return Reject(EntryProblem::kCorrupt, "truncated header");
   }
   absl::string_view header(bytes.data() + kFixedPrefix, header_len);
-  if (GetLe(bytes.data() + kFixedPrefix + header_len, 8) != Checksum64(header)) {
+  if (GetLe(bytes.data() + kFixedPrefix + header_len, 8) !=
+      Checksum64(header)) {
     return Reject(EntryProblem::kCorrupt, "header checksum mismatch");
   }
   size_t payload_offset = kFixedPrefix + header_len + 8;
-  absl::string_view payload(bytes.data() + payload_offset, bytes.size() - payload_offset);
+  absl::string_view payload(bytes.data() + payload_offset,
+                            bytes.size() - payload_offset);
   ReadResult result = CheckHeader(header, id, payload.size(), payload);
-  if (result.problem == EntryProblem::kNone) result.payload = std::string(payload);
+  if (result.problem == EntryProblem::kNone)
+    result.payload = std::string(payload);
   return result;
 }
 
@@ -213,20 +245,28 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
   PutU64(trailer, Checksum64(header));
 
   std::string path = EntryPath(stem, id);
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  std::string tmp =
+      absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
+  int fd = open(tmp.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("cannot create cache entry", tmp);
   bool ok = true;
-  for (absl::string_view part : {absl::string_view(prefix), absl::string_view(header),
-                                absl::string_view(trailer), payload}) {
+  for (absl::string_view part :
+       {absl::string_view(prefix), absl::string_view(header),
+        absl::string_view(trailer), payload}) {
     size_t done = 0;
     while (ok && done < part.size()) {
       ssize_t n = write(fd, part.data() + done, part.size() - done);
-      if (n <= 0) ok = false; else done += n;
+      if (n <= 0)
+        ok = false;
+      else
+        done += n;
     }
   }
-  absl::Status status = ok ? absl::OkStatus() : ErrnoStatus("cannot write cache entry", tmp);
-  if (close(fd) != 0 && status.ok()) status = ErrnoStatus("cannot close cache entry", tmp);
+  absl::Status status =
+      ok ? absl::OkStatus() : ErrnoStatus("cannot write cache entry", tmp);
+  if (close(fd) != 0 && status.ok())
+    status = ErrnoStatus("cannot close cache entry", tmp);
   if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
     status = ErrnoStatus("cannot rename cache entry into", path);
   }

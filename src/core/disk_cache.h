@@ -20,9 +20,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/hash.h"
 
 namespace tailor::internal {
@@ -33,12 +33,12 @@ inline constexpr uint32_t kDiskFormatVersion = 1;
 // may be reused.
 struct EntryIdentity {
   std::string tailor_version;
-  std::string compiler;      // compiler name, version and flags
-  std::string arch;          // exact target
-  std::string spec;          // SpecKey::ToString()
+  std::string compiler;  // compiler name, version and flags
+  std::string arch;      // exact target
+  std::string spec;      // SpecKey::ToString()
   Hash128 spec_hash;
-  Hash128 source_hash;       // generated source
-  Hash128 headers_hash;      // runtime/ + templates/ of the backend
+  Hash128 source_hash;   // generated source
+  Hash128 headers_hash;  // runtime/ + templates/ of the backend
 
   Hash128 Hash() const;
 };

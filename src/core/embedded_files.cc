@@ -1,9 +1,9 @@
-#include "absl/strings/string_view.h"
 #include "core/embedded_files.h"
 
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor::internal {
 
@@ -17,9 +17,9 @@ const EmbeddedFile* FindEmbeddedFile(absl::string_view path) {
 Hash128 HashEmbeddedFiles(absl::Span<const absl::string_view> prefixes) {
   Hasher hasher;
   for (const EmbeddedFile& file : EmbeddedFiles()) {
-    bool selected = std::any_of(prefixes.begin(), prefixes.end(), [&](absl::string_view p) {
-      return absl::StartsWith(file.path, p);
-    });
+    bool selected = std::any_of(
+        prefixes.begin(), prefixes.end(),
+        [&](absl::string_view p) { return absl::StartsWith(file.path, p); });
     if (!selected) continue;
     hasher.Add(file.path).Add(file.contents());
   }

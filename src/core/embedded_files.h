@@ -8,7 +8,6 @@
 #define TAILOR_CORE_EMBEDDED_FILES_H_
 
 #include "absl/strings/string_view.h"
-
 #include "absl/types/span.h"
 #include "core/hash.h"
 

@@ -6,12 +6,13 @@
 // does one hash lookup and no allocation.
 //
 // Example (an op front):
-//   SpecKey key = {.op = OpKind::kTestAxpy, .backend = engine.backend().kind(), ...};
-//   key.SetArch(engine.backend().arch());
+//   SpecKey key = {.op = OpKind::kTestAxpy, .backend = engine.backend().kind(),
+//   ...}; key.SetArch(engine.backend().arch());
 //   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
 //                           engine.GetKernel(key, GenerateAxpySource));
 //   AxpyParams params = {...};
-//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, &params, sizeof(params)));
+//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, &params,
+//   sizeof(params)));
 #ifndef TAILOR_CORE_ENGINE_H_
 #define TAILOR_CORE_ENGINE_H_
 
@@ -30,11 +31,13 @@ class Stats;
 class ThreadPool;
 
 // Emits the source for `key`. Called only when the key is not cached.
-using KernelGenerator = absl::FunctionRef<absl::StatusOr<KernelSource>(const SpecKey&)>;
+using KernelGenerator =
+    absl::FunctionRef<absl::StatusOr<KernelSource>(const SpecKey&)>;
 
 class Engine {
  public:
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(const Runtime::Options& options);
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const Runtime::Options& options);
   ~Engine();
 
   Backend& backend() { return *backend_; }
@@ -48,12 +51,13 @@ class Engine {
   absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
                                                     KernelGenerator generate);
 
-  absl::Status Launch(OpKind op, const Kernel& kernel, const LaunchConfig& config,
-                      const void* params, size_t params_size);
+  absl::Status Launch(OpKind op, const Kernel& kernel,
+                      const LaunchConfig& config, const void* params,
+                      size_t params_size);
 
   template <typename Params>
-  absl::Status Launch(OpKind op, const Kernel& kernel, const LaunchConfig& config,
-                      const Params& params) {
+  absl::Status Launch(OpKind op, const Kernel& kernel,
+                      const LaunchConfig& config, const Params& params) {
     return Launch(op, kernel, config, &params, sizeof(Params));
   }
 

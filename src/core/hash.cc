@@ -1,9 +1,9 @@
-#include "absl/strings/string_view.h"
 #include "core/hash.h"
 
 #include <xxhash.h>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor::internal {
 
@@ -27,7 +27,8 @@ Hasher& Hasher::Add(absl::string_view field) {
 }
 
 Hasher& Hasher::Add(uint64_t value) {
-  for (int i = 0; i < 8; ++i) buffer_.push_back(static_cast<char>(value >> (8 * i)));
+  for (int i = 0; i < 8; ++i)
+    buffer_.push_back(static_cast<char>(value >> (8 * i)));
   return *this;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace tailor::internal {

@@ -14,7 +14,8 @@ namespace tailor::internal {
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 }  // namespace
@@ -22,7 +23,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 struct KernelCache::Entry {
   SpecKey key;
   bool ready = false;  // guarded by KernelCache::mu_
-  absl::StatusOr<std::shared_ptr<Kernel>> result = absl::UnknownError("pending");
+  absl::StatusOr<std::shared_ptr<Kernel>> result =
+      absl::UnknownError("pending");
 };
 
 KernelCache::KernelCache(Backend& backend, Stats& stats, Config config)
@@ -31,7 +33,8 @@ KernelCache::KernelCache(Backend& backend, Stats& stats, Config config)
   if (config_.compile_threads <= 0) config_.compile_threads = 1;
 }
 
-EntryIdentity KernelCache::IdentityFor(const SpecKey& key, const KernelSource& source) const {
+EntryIdentity KernelCache::IdentityFor(const SpecKey& key,
+                                       const KernelSource& source) const {
   return EntryIdentity{
       .tailor_version = TAILOR_VERSION_STRING,
       .compiler = backend_.compiler_identity(),
@@ -43,8 +46,8 @@ EntryIdentity KernelCache::IdentityFor(const SpecKey& key, const KernelSource& s
   };
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(const SpecKey& key,
-                                                         KernelGenerator generate) {
+absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(
+    const SpecKey& key, KernelGenerator generate) {
   stats_.Add(stats_.lookups);
   Hash128 hash = key.Hash();
   std::shared_ptr<Entry> entry;
@@ -61,7 +64,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(const SpecKey& key,
       // Another thread is resolving this key: wait for it.
       stats_.Add(stats_.memory_hits);
       stats_.Add(stats_.single_flight_waits);
-      mu_.Await(absl::Condition(+[](Entry* e) { return e->ready; }, entry.get()));
+      mu_.Await(absl::Condition(
+          +[](Entry* e) { return e->ready; }, entry.get()));
       return entry->result;
     }
     entry = std::make_shared<Entry>();
@@ -88,8 +92,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(const SpecKey& key,
   return result;
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Resolve(const SpecKey& key,
-                                                             KernelGenerator generate) {
+absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Resolve(
+    const SpecKey& key, KernelGenerator generate) {
   // Every lookup ends as exactly one of memory hit, disk hit or miss, so
   // failures before the disk is consulted count as misses too.
   if (absl::Status supported = backend_.Supports(key); !supported.ok()) {
@@ -104,27 +108,29 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Resolve(const SpecKey& key,
   const KernelSource& source = *generated;
   EntryIdentity id = IdentityFor(key, source);
   if (config_.disk.has_value()) {
-    absl::StatusOr<std::shared_ptr<Kernel>> loaded = LoadFromDisk(key, source, id);
+    absl::StatusOr<std::shared_ptr<Kernel>> loaded =
+        LoadFromDisk(key, source, id);
     if (loaded.ok()) return loaded;
   }
   stats_.Add(stats_.misses);
   if (config_.disable_jit) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "TAILOR_DISABLE_JIT is set and kernel ", key.ToString(),
-        " is in neither the memory nor the disk cache",
-        config_.disk ? absl::StrCat(" (", config_.disk->dir(), ")") : std::string(" (disk cache off)"),
-        "; precompile it with tailor-warmup"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("TAILOR_DISABLE_JIT is set and kernel ", key.ToString(),
+                     " is in neither the memory nor the disk cache",
+                     config_.disk ? absl::StrCat(" (", config_.disk->dir(), ")")
+                                  : std::string(" (disk cache off)"),
+                     "; precompile it with tailor-warmup"));
   }
   return CompileAndStore(key, source, id);
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::LoadFromDisk(const SpecKey& key,
-                                                                  const KernelSource& source,
-                                                                  const EntryIdentity& id) {
+absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::LoadFromDisk(
+    const SpecKey& key, const KernelSource& source, const EntryIdentity& id) {
   auto start = std::chrono::steady_clock::now();
   std::string stem = key.FileStem();
   ReadResult read = config_.disk->Read(stem, id);
-  if (read.problem == EntryProblem::kMissing) return absl::NotFoundError("no disk entry");
+  if (read.problem == EntryProblem::kMissing)
+    return absl::NotFoundError("no disk entry");
   if (read.problem != EntryProblem::kNone) {
     bool corrupt = read.problem == EntryProblem::kCorrupt;
     stats_.Add(corrupt ? stats_.corrupt_entries : stats_.stale_entries);
@@ -132,24 +138,25 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::LoadFromDisk(const SpecKey&
                   corrupt ? "corrupt" : "stale", read.detail);
     return absl::DataLossError(read.detail);
   }
-  absl::StatusOr<std::shared_ptr<Kernel>> kernel = backend_.Load(key, source, read.payload);
+  absl::StatusOr<std::shared_ptr<Kernel>> kernel =
+      backend_.Load(key, source, read.payload);
   if (!kernel.ok()) {
     stats_.Add(stats_.corrupt_entries);
-    Logger().warn("disk entry for {} does not load ({}); recompiling", key.ToString(),
-                  kernel.status().ToString());
+    Logger().warn("disk entry for {} does not load ({}); recompiling",
+                  key.ToString(), kernel.status().ToString());
     return kernel.status();
   }
   double seconds = SecondsSince(start);
   stats_.Add(stats_.disk_hits);
   stats_.disk_load_seconds.Observe(seconds);
   stats_.NoteSpecialization(key);
-  Logger().info("kernel {} from disk in {:.3f} ms", key.ToString(), seconds * 1e3);
+  Logger().info("kernel {} from disk in {:.3f} ms", key.ToString(),
+                seconds * 1e3);
   return kernel;
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::CompileAndStore(const SpecKey& key,
-                                                                     const KernelSource& source,
-                                                                     const EntryIdentity& id) {
+absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::CompileAndStore(
+    const SpecKey& key, const KernelSource& source, const EntryIdentity& id) {
   {
     absl::MutexLock lock(&compile_mu_);
     compile_mu_.Await(absl::Condition(
@@ -168,18 +175,21 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::CompileAndStore(const SpecK
   }
   if (!binary.ok()) {
     stats_.Add(stats_.compile_failures);
-    Logger().error("kernel {} failed to compile: {}", key.ToString(), binary.status().message());
+    Logger().error("kernel {} failed to compile: {}", key.ToString(),
+                   binary.status().message());
     return binary.status();
   }
   stats_.Add(stats_.compiles);
   stats_.compile_seconds.Observe(seconds);
   stats_.NoteSpecialization(key);
-  Logger().info("kernel {} compiled in {:.1f} ms", key.ToString(), seconds * 1e3);
+  Logger().info("kernel {} compiled in {:.1f} ms", key.ToString(),
+                seconds * 1e3);
   if (config_.disk.has_value()) {
     absl::Status written = config_.disk->Write(key.FileStem(), id, *binary);
     if (!written.ok()) {
       stats_.Add(stats_.disk_write_failures);
-      Logger().warn("kernel {} not written to disk: {}", key.ToString(), written.ToString());
+      Logger().warn("kernel {} not written to disk: {}", key.ToString(),
+                    written.ToString());
     }
   }
   return backend_.Load(key, source, *binary);

@@ -39,7 +39,8 @@ class KernelCache {
 
   KernelCache(Backend& backend, Stats& stats, Config config);
 
-  absl::StatusOr<std::shared_ptr<Kernel>> Get(const SpecKey& key, KernelGenerator generate);
+  absl::StatusOr<std::shared_ptr<Kernel>> Get(const SpecKey& key,
+                                              KernelGenerator generate);
 
   // Drops every kernel from memory (disk entries stay). For tests and tools.
   void ClearMemory();
@@ -47,19 +48,19 @@ class KernelCache {
   const std::optional<DiskCache>& disk() const { return config_.disk; }
 
   // The identity a disk entry for `key` with `source` must carry.
-  EntryIdentity IdentityFor(const SpecKey& key, const KernelSource& source) const;
+  EntryIdentity IdentityFor(const SpecKey& key,
+                            const KernelSource& source) const;
 
  private:
   struct Entry;
   using LruList = std::list<std::shared_ptr<Entry>>;
 
-  absl::StatusOr<std::shared_ptr<Kernel>> Resolve(const SpecKey& key, KernelGenerator generate);
-  absl::StatusOr<std::shared_ptr<Kernel>> LoadFromDisk(const SpecKey& key,
-                                                       const KernelSource& source,
-                                                       const EntryIdentity& id);
-  absl::StatusOr<std::shared_ptr<Kernel>> CompileAndStore(const SpecKey& key,
-                                                          const KernelSource& source,
-                                                          const EntryIdentity& id);
+  absl::StatusOr<std::shared_ptr<Kernel>> Resolve(const SpecKey& key,
+                                                  KernelGenerator generate);
+  absl::StatusOr<std::shared_ptr<Kernel>> LoadFromDisk(
+      const SpecKey& key, const KernelSource& source, const EntryIdentity& id);
+  absl::StatusOr<std::shared_ptr<Kernel>> CompileAndStore(
+      const SpecKey& key, const KernelSource& source, const EntryIdentity& id);
   void EvictIfFull() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Backend& backend_;

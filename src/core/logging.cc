@@ -1,10 +1,10 @@
-#include "absl/strings/string_view.h"
 #include "core/logging.h"
 
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace tailor::internal {
@@ -27,9 +27,10 @@ absl::Status SetLogLevel(absl::string_view level) {
   }
   spdlog::level::level_enum parsed = spdlog::level::from_str(name);
   if (parsed == spdlog::level::off && name != "off") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "log_level: must be one of trace, debug, info, warn, error, critical, off; got \"",
-        name, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("log_level: must be one of trace, debug, info, warn, "
+                     "error, critical, off; got \"",
+                     name, "\""));
   }
   Logger().set_level(parsed);
   return absl::OkStatus();

@@ -2,9 +2,8 @@
 #ifndef TAILOR_CORE_LOGGING_H_
 #define TAILOR_CORE_LOGGING_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
 
 // Lets log lines format absl::string_view (Debian's Abseil has its own type).
@@ -12,7 +11,8 @@ template <>
 struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
   template <typename FormatContext>
   auto format(absl::string_view s, FormatContext& ctx) const {
-    return fmt::formatter<fmt::string_view>::format(fmt::string_view(s.data(), s.size()), ctx);
+    return fmt::formatter<fmt::string_view>::format(
+        fmt::string_view(s.data(), s.size()), ctx);
   }
 };
 

@@ -1,6 +1,6 @@
-#include "absl/strings/string_view.h"
 #include "tailor/runtime.h"
 
+#include "absl/strings/string_view.h"
 #include "core/engine.h"
 #include "core/stats.h"
 #include "tailor/status.h"
@@ -9,23 +9,31 @@ namespace tailor {
 
 absl::string_view BackendName(BackendKind kind) {
   switch (kind) {
-    case BackendKind::kAuto: return "auto";
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kCuda: return "cuda";
-    case BackendKind::kHip: return "hip";
+    case BackendKind::kAuto:
+      return "auto";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
+    case BackendKind::kHip:
+      return "hip";
   }
   return "invalid";
 }
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
+    const Options& options) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<internal::Engine> engine,
                           internal::Engine::Create(options));
   return std::unique_ptr<Runtime>(new Runtime(std::move(engine)));
 }
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() { return Create(Options{}); }
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
+  return Create(Options{});
+}
 
-Runtime::Runtime(std::unique_ptr<internal::Engine> engine) : engine_(std::move(engine)) {}
+Runtime::Runtime(std::unique_ptr<internal::Engine> engine)
+    : engine_(std::move(engine)) {}
 Runtime::~Runtime() = default;
 
 BackendKind Runtime::backend() const { return engine_->backend().kind(); }

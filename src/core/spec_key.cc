@@ -1,24 +1,32 @@
-#include "absl/strings/string_view.h"
 #include "core/spec_key.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor::internal {
 namespace {
 
 const OpInfo kInvalidOp = {"invalid", {}};
 
-// A fixed-capacity byte buffer: hashing a key must not allocate.
+// A fixed-capacity byte buffer: hashing a key must not allocate. Fields are
+// copied whole (little endian, the layout the golden hashes pin); writing
+// byte by byte through char* made every store reload the size.
 class KeyBytes {
  public:
+  static_assert(std::endian::native == std::endian::little,
+                "SpecKey serialization assumes a little-endian host");
   void Append(absl::string_view bytes) {
-    for (char c : bytes) data_[size_++] = c;
+    std::memcpy(data_.data() + size_, bytes.data(), bytes.size());
+    size_ += bytes.size();
   }
-  void AppendLe(uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) data_[size_++] = static_cast<char>(value >> (8 * i));
+  template <typename T>
+  void AppendLe(T value) {
+    std::memcpy(data_.data() + size_, &value, sizeof(T));
+    size_ += sizeof(T);
   }
   absl::string_view view() const { return {data_.data(), size_}; }
 
@@ -38,47 +46,59 @@ const OpInfo& GetOpInfo(OpKind op) {
   static const OpInfo kTmaPatchTest = {"tma.patch_test", {"cols"}};
   static const OpInfo kTmaCopyTest = {"tma.copy_test", {"cols"}};
   switch (op) {
-    case OpKind::kInvalid: return kInvalidOp;
-    case OpKind::kTestEmpty: return kTestEmpty;
-    case OpKind::kTestAxpy: return kTestAxpy;
-    case OpKind::kMoePack: return kMoePack;
-    case OpKind::kMoeGroupedGemm: return kMoeGroupedGemm;
-    case OpKind::kMoeCombine: return kMoeCombine;
-    case OpKind::kTmaPatchTest: return kTmaPatchTest;
-    case OpKind::kTmaCopyTest: return kTmaCopyTest;
+    case OpKind::kInvalid:
+      return kInvalidOp;
+    case OpKind::kTestEmpty:
+      return kTestEmpty;
+    case OpKind::kTestAxpy:
+      return kTestAxpy;
+    case OpKind::kMoePack:
+      return kMoePack;
+    case OpKind::kMoeGroupedGemm:
+      return kMoeGroupedGemm;
+    case OpKind::kMoeCombine:
+      return kMoeCombine;
+    case OpKind::kTmaPatchTest:
+      return kTmaPatchTest;
+    case OpKind::kTmaCopyTest:
+      return kTmaCopyTest;
   }
   return kInvalidOp;
 }
 
 void SpecKey::SetArch(absl::string_view arch_name) {
   arch.fill('\0');
-  std::copy_n(arch_name.begin(), std::min<size_t>(arch_name.size(), kMaxArchLength),
-              arch.begin());
+  std::copy_n(arch_name.begin(),
+              std::min<size_t>(arch_name.size(), kMaxArchLength), arch.begin());
 }
 
-absl::string_view SpecKey::arch_name() const { return absl::string_view(arch.data()); }
+absl::string_view SpecKey::arch_name() const {
+  return absl::string_view(arch.data());
+}
 
 Hash128 SpecKey::Hash() const {
   // Canonical serialization: fixed order, fixed widths, little endian.
   KeyBytes bytes;  // 17 + 2 + 1 + 32 + 4 + 48 + 8 + 24 + 4 = 140 bytes
   bytes.Append("tailor.speckey.v1");
-  bytes.AppendLe(static_cast<uint16_t>(op), 2);
-  bytes.AppendLe(static_cast<uint8_t>(backend), 1);
+  bytes.AppendLe(static_cast<uint16_t>(op));
+  bytes.AppendLe(static_cast<uint8_t>(backend));
   bytes.Append(absl::string_view(arch.data(), arch.size()));
-  for (DType d : dtypes) bytes.AppendLe(static_cast<uint8_t>(d), 1);
-  for (int64_t d : dims) bytes.AppendLe(static_cast<uint64_t>(d), 8);
-  bytes.AppendLe(static_cast<uint32_t>(bucket_id), 4);
-  bytes.AppendLe(static_cast<uint32_t>(tail_class), 4);
-  for (int32_t t : {tile.m, tile.n, tile.k, tile.stages, tile.warps, tile.cluster}) {
-    bytes.AppendLe(static_cast<uint32_t>(t), 4);
+  for (DType d : dtypes) bytes.AppendLe(static_cast<uint8_t>(d));
+  for (int64_t d : dims) bytes.AppendLe(static_cast<uint64_t>(d));
+  bytes.AppendLe(static_cast<uint32_t>(bucket_id));
+  bytes.AppendLe(static_cast<uint32_t>(tail_class));
+  for (int32_t t :
+       {tile.m, tile.n, tile.k, tile.stages, tile.warps, tile.cluster}) {
+    bytes.AppendLe(static_cast<uint32_t>(t));
   }
-  bytes.AppendLe(variant, 4);
+  bytes.AppendLe(variant);
   return HashBytes(bytes.view());
 }
 
 std::string SpecKey::ToString() const {
   const OpInfo& info = GetOpInfo(op);
-  std::string out = absl::StrCat(info.name, "/", BackendName(backend), "/", arch_name(), "/");
+  std::string out =
+      absl::StrCat(info.name, "/", BackendName(backend), "/", arch_name(), "/");
   bool first = true;
   for (DType d : dtypes) {
     if (static_cast<int>(d) == 0) continue;
@@ -89,12 +109,13 @@ std::string SpecKey::ToString() const {
   first = true;
   for (int i = 0; i < kMaxSpecDims; ++i) {
     if (info.dim_names[i].empty() && dims[i] == 0) continue;
-    absl::string_view name = info.dim_names[i].empty() ? "d" : info.dim_names[i];
+    absl::string_view name =
+        info.dim_names[i].empty() ? "d" : info.dim_names[i];
     absl::StrAppend(&out, first ? "" : ",", name, "=", dims[i]);
     first = false;
   }
-  absl::StrAppend(&out, "/b", bucket_id, "/t", tail_class, "/m", tile.m, "n", tile.n,
-                  "k", tile.k);
+  absl::StrAppend(&out, "/b", bucket_id, "/t", tail_class, "/m", tile.m, "n",
+                  tile.n, "k", tile.k);
   if (tile.stages) absl::StrAppend(&out, "s", tile.stages);
   if (tile.warps) absl::StrAppend(&out, "w", tile.warps);
   if (tile.cluster) absl::StrAppend(&out, "c", tile.cluster);

@@ -17,15 +17,16 @@
 //                  .dims = {768, 2048}, .tail_class = 8,
 //                  .tile = {.m = 16, .n = 64, .k = 64}};
 //   key.SetArch("x86_64-znver3");
-//   key.ToString();  // "moe.grouped_gemm/cpu/x86_64-znver3/bf16,bf16,f32/N=768,K=2048/b0/t8/m16n64k64"
+//   key.ToString();  //
+//   "moe.grouped_gemm/cpu/x86_64-znver3/bf16,bf16,f32/N=768,K=2048/b0/t8/m16n64k64"
 #ifndef TAILOR_CORE_SPEC_KEY_H_
 #define TAILOR_CORE_SPEC_KEY_H_
 
 #include <array>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "core/hash.h"
 #include "tailor/runtime.h"
 #include "tailor/tensor.h"
@@ -35,8 +36,8 @@ namespace tailor::internal {
 // Kernel families. Values are stable (part of the hash); append only.
 enum class OpKind : uint16_t {
   kInvalid = 0,
-  kTestEmpty = 1,   // does nothing: measures dispatch overhead
-  kTestAxpy = 2,    // y = a*x + y, used by tests and the first example
+  kTestEmpty = 1,  // does nothing: measures dispatch overhead
+  kTestAxpy = 2,   // y = a*x + y, used by tests and the first example
   kMoePack = 10,
   kMoeGroupedGemm = 11,
   kMoeCombine = 12,
@@ -46,8 +47,8 @@ enum class OpKind : uint16_t {
 inline constexpr int kNumOpKinds = 64;  // upper bound on OpKind values
 
 struct OpInfo {
-  absl::string_view name;                       // "moe.grouped_gemm"
-  std::array<absl::string_view, 6> dim_names;   // names of SpecKey::dims
+  absl::string_view name;                      // "moe.grouped_gemm"
+  std::array<absl::string_view, 6> dim_names;  // names of SpecKey::dims
 };
 // Name and dim names of `op`; {"invalid", {}} for unknown values.
 const OpInfo& GetOpInfo(OpKind op);
@@ -77,7 +78,7 @@ struct SpecKey {
   int32_t bucket_id = 0;
   int32_t tail_class = 0;  // 0: core (full tiles)
   TileConfig tile = {};
-  uint32_t variant = 0;    // op-defined flags, e.g. fused epilogue
+  uint32_t variant = 0;  // op-defined flags, e.g. fused epilogue
 
   // Copies at most kMaxArchLength chars of `arch`.
   void SetArch(absl::string_view arch_name);

@@ -1,10 +1,10 @@
-#include "absl/strings/string_view.h"
 #include "core/stats.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::internal {
@@ -21,28 +21,33 @@ std::vector<double> LoadBounds() {
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
-    : upper_bounds_(std::move(upper_bounds)), counts_(upper_bounds_.size() + 1) {}
+    : upper_bounds_(std::move(upper_bounds)),
+      counts_(upper_bounds_.size() + 1) {}
 
 void Histogram::Observe(double value) {
-  size_t bucket = std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
-                  upper_bounds_.begin();
+  size_t bucket =
+      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
+      upper_bounds_.begin();
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
   double old = sum_.load(std::memory_order_relaxed);
-  while (!sum_.compare_exchange_weak(old, old + value, std::memory_order_relaxed)) {
+  while (!sum_.compare_exchange_weak(old, old + value,
+                                     std::memory_order_relaxed)) {
   }
 }
 
 HistogramSnapshot Histogram::Snapshot() const {
   HistogramSnapshot s;
   s.upper_bounds = upper_bounds_;
-  for (const auto& c : counts_) s.counts.push_back(c.load(std::memory_order_relaxed));
+  for (const auto& c : counts_)
+    s.counts.push_back(c.load(std::memory_order_relaxed));
   s.count = count_.load(std::memory_order_relaxed);
   s.sum = sum_.load(std::memory_order_relaxed);
   return s;
 }
 
-Stats::Stats() : compile_seconds(CompileBounds()), disk_load_seconds(LoadBounds()) {}
+Stats::Stats()
+    : compile_seconds(CompileBounds()), disk_load_seconds(LoadBounds()) {}
 
 void Stats::CountLaunch(OpKind op) {
   size_t index = static_cast<size_t>(op);
@@ -60,7 +65,9 @@ void Stats::NoteSpecialization(const SpecKey& key) {
 
 StatsSnapshot Stats::Snapshot() const {
   StatsSnapshot s;
-  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  auto get = [](const std::atomic<uint64_t>& c) {
+    return c.load(std::memory_order_relaxed);
+  };
   s.lookups = get(lookups);
   s.memory_hits = get(memory_hits);
   s.disk_hits = get(disk_hits);
@@ -82,8 +89,8 @@ StatsSnapshot Stats::Snapshot() const {
     absl::MutexLock lock(&specializations_mu_);
     for (size_t i = 0; i < specializations_per_op_.size(); ++i) {
       if (specializations_per_op_[i] == 0) continue;
-      s.specializations_per_op[std::string(GetOpInfo(static_cast<OpKind>(i)).name)] =
-          specializations_per_op_[i];
+      s.specializations_per_op[std::string(
+          GetOpInfo(static_cast<OpKind>(i)).name)] = specializations_per_op_[i];
     }
   }
   s.compile_seconds = compile_seconds.Snapshot();
@@ -99,39 +106,46 @@ namespace {
 nlohmann::json HistogramJson(const HistogramSnapshot& h) {
   nlohmann::json buckets = nlohmann::json::array();
   for (size_t i = 0; i < h.counts.size(); ++i) {
-    nlohmann::json bound = i < h.upper_bounds.size() ? nlohmann::json(h.upper_bounds[i])
-                                                     : nlohmann::json("+Inf");
+    nlohmann::json bound = i < h.upper_bounds.size()
+                               ? nlohmann::json(h.upper_bounds[i])
+                               : nlohmann::json("+Inf");
     buckets.push_back({{"le", bound}, {"count", h.counts[i]}});
   }
   return {{"count", h.count}, {"sum", h.sum}, {"buckets", buckets}};
 }
 
-void AppendCounter(std::string& out, absl::string_view name, absl::string_view help,
-                   uint64_t value) {
-  absl::StrAppend(&out, "# HELP tailor_", name, "_total ", help, "\n# TYPE tailor_", name,
-                  "_total counter\ntailor_", name, "_total ", value, "\n");
+void AppendCounter(std::string& out, absl::string_view name,
+                   absl::string_view help, uint64_t value) {
+  absl::StrAppend(&out, "# HELP tailor_", name, "_total ", help,
+                  "\n# TYPE tailor_", name, "_total counter\ntailor_", name,
+                  "_total ", value, "\n");
 }
 
-void AppendLabelled(std::string& out, absl::string_view name, absl::string_view type,
-                    absl::string_view help, const std::map<std::string, uint64_t>& values) {
-  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_", name, " ", type,
-                  "\n");
+void AppendLabelled(std::string& out, absl::string_view name,
+                    absl::string_view type, absl::string_view help,
+                    const std::map<std::string, uint64_t>& values) {
+  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_",
+                  name, " ", type, "\n");
   for (const auto& [op, n] : values) {
     absl::StrAppend(&out, "tailor_", name, "{op=\"", op, "\"} ", n, "\n");
   }
 }
 
-void AppendHistogram(std::string& out, absl::string_view name, absl::string_view help,
-                     const HistogramSnapshot& h) {
-  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_", name,
-                  " histogram\n");
+void AppendHistogram(std::string& out, absl::string_view name,
+                     absl::string_view help, const HistogramSnapshot& h) {
+  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_",
+                  name, " histogram\n");
   uint64_t cumulative = 0;
   for (size_t i = 0; i < h.counts.size(); ++i) {
     cumulative += h.counts[i];
-    std::string le = i < h.upper_bounds.size() ? absl::StrFormat("%g", h.upper_bounds[i]) : "+Inf";
-    absl::StrAppend(&out, "tailor_", name, "_bucket{le=\"", le, "\"} ", cumulative, "\n");
+    std::string le = i < h.upper_bounds.size()
+                         ? absl::StrFormat("%g", h.upper_bounds[i])
+                         : "+Inf";
+    absl::StrAppend(&out, "tailor_", name, "_bucket{le=\"", le, "\"} ",
+                    cumulative, "\n");
   }
-  absl::StrAppend(&out, "tailor_", name, "_sum ", absl::StrFormat("%.9g", h.sum), "\n");
+  absl::StrAppend(&out, "tailor_", name, "_sum ",
+                  absl::StrFormat("%.9g", h.sum), "\n");
   absl::StrAppend(&out, "tailor_", name, "_count ", h.count, "\n");
 }
 
@@ -164,28 +178,38 @@ std::string StatsSnapshot::ToJson() const {
 std::string StatsSnapshot::ToPrometheus() const {
   std::string out;
   AppendCounter(out, "kernel_lookups", "Kernel cache lookups.", lookups);
-  AppendCounter(out, "kernel_memory_hits", "Lookups served from the memory cache.", memory_hits);
-  AppendCounter(out, "kernel_disk_hits", "Lookups served from the disk cache.", disk_hits);
+  AppendCounter(out, "kernel_memory_hits",
+                "Lookups served from the memory cache.", memory_hits);
+  AppendCounter(out, "kernel_disk_hits", "Lookups served from the disk cache.",
+                disk_hits);
   AppendCounter(out, "kernel_misses", "Lookups that had to compile.", misses);
   AppendCounter(out, "kernel_single_flight_waits",
-                "Lookups that waited for another thread's compile.", single_flight_waits);
+                "Lookups that waited for another thread's compile.",
+                single_flight_waits);
   AppendCounter(out, "kernel_compiles", "Kernels compiled.", compiles);
-  AppendCounter(out, "kernel_compile_failures", "Compiles that failed.", compile_failures);
-  AppendCounter(out, "disk_corrupt_entries", "Disk entries rejected as corrupt.", corrupt_entries);
-  AppendCounter(out, "disk_stale_entries", "Disk entries rejected as stale.", stale_entries);
-  AppendCounter(out, "disk_write_failures", "Disk entries that could not be written.",
-                disk_write_failures);
-  AppendCounter(out, "memory_evictions", "Kernels evicted from the memory cache.",
-                memory_evictions);
+  AppendCounter(out, "kernel_compile_failures", "Compiles that failed.",
+                compile_failures);
+  AppendCounter(out, "disk_corrupt_entries",
+                "Disk entries rejected as corrupt.", corrupt_entries);
+  AppendCounter(out, "disk_stale_entries", "Disk entries rejected as stale.",
+                stale_entries);
+  AppendCounter(out, "disk_write_failures",
+                "Disk entries that could not be written.", disk_write_failures);
+  AppendCounter(out, "memory_evictions",
+                "Kernels evicted from the memory cache.", memory_evictions);
   AppendCounter(out, "launches", "Kernel launches.", launches);
-  AppendCounter(out, "descriptor_encodes", "TMA descriptors encoded.", descriptor_encodes);
-  AppendCounter(out, "descriptor_reuses", "TMA descriptor pool hits.", descriptor_reuses);
-  AppendLabelled(out, "launches_by_op_total", "counter", "Kernel launches per op.",
-                 launches_per_op);
-  AppendLabelled(out, "specializations", "gauge", "Distinct kernel variants per op.",
-                 specializations_per_op);
-  AppendHistogram(out, "compile_seconds", "Kernel compile time.", compile_seconds);
-  AppendHistogram(out, "disk_load_seconds", "Disk cache entry load time.", disk_load_seconds);
+  AppendCounter(out, "descriptor_encodes", "TMA descriptors encoded.",
+                descriptor_encodes);
+  AppendCounter(out, "descriptor_reuses", "TMA descriptor pool hits.",
+                descriptor_reuses);
+  AppendLabelled(out, "launches_by_op_total", "counter",
+                 "Kernel launches per op.", launches_per_op);
+  AppendLabelled(out, "specializations", "gauge",
+                 "Distinct kernel variants per op.", specializations_per_op);
+  AppendHistogram(out, "compile_seconds", "Kernel compile time.",
+                  compile_seconds);
+  AppendHistogram(out, "disk_load_seconds", "Disk cache entry load time.",
+                  disk_load_seconds);
   return out;
 }
 

@@ -1,42 +1,59 @@
-#include "absl/strings/string_view.h"
 #include "tailor/tensor.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU8: return 1;
-    case DType::kF64: return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+      return 1;
+    case DType::kF64:
+      return 8;
   }
   return 0;
 }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
-    case DType::kF64: return "f64";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
+    case DType::kF64:
+      return "f64";
   }
   return "invalid";
 }
 
 std::string DeviceName(Device device) {
   switch (device.type) {
-    case DeviceType::kCpu: return "cpu";
-    case DeviceType::kCuda: return absl::StrCat("cuda:", device.index);
-    case DeviceType::kHip: return absl::StrCat("hip:", device.index);
+    case DeviceType::kCpu:
+      return "cpu";
+    case DeviceType::kCuda:
+      return absl::StrCat("cuda:", device.index);
+    case DeviceType::kHip:
+      return absl::StrCat("hip:", device.index);
   }
   return "invalid";
 }
@@ -93,8 +110,8 @@ absl::Status ValidateTensor(absl::string_view name, const TensorRef& t) {
   }
   for (int i = 0; i < t.rank; ++i) {
     if (t.dims[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": dims[", i, "] must be >= 0, got ", t.dims[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": dims[", i, "] must be >= 0, got ", t.dims[i]));
     }
     if (t.strides[i] < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -112,14 +129,14 @@ absl::Status ExpectTensor(absl::string_view name, const TensorRef& t, int rank,
                           DType dtype) {
   if (absl::Status s = ValidateTensor(name, t); !s.ok()) return s;
   if (t.rank != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": expected rank ", rank, ", got ", t.rank, " (",
-        t.ShapeString(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": expected rank ",
+                                                   rank, ", got ", t.rank, " (",
+                                                   t.ShapeString(), ")"));
   }
   if (t.dtype != dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": expected dtype ", DTypeName(dtype), ", got ",
-                     DTypeName(t.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": expected dtype ",
+                                                   DTypeName(dtype), ", got ",
+                                                   DTypeName(t.dtype)));
   }
   return absl::OkStatus();
 }

@@ -16,7 +16,8 @@ struct ThreadPool::Job {
 };
 
 ThreadPool::ThreadPool(int num_workers) {
-  for (int i = 0; i < num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < num_workers; ++i)
+    workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -52,7 +53,8 @@ void ThreadPool::WorkerLoop() {
       // Leave the job queued until all of its chunks are claimed, so several
       // workers can join it; the last claimer removes it.
       job->active_helpers.fetch_add(1, std::memory_order_acq_rel);
-      if (job->next_chunk.load(std::memory_order_relaxed) + 1 >= job->num_chunks) {
+      if (job->next_chunk.load(std::memory_order_relaxed) + 1 >=
+          job->num_chunks) {
         queue_.pop_front();
       }
     }
@@ -65,14 +67,18 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
                              absl::FunctionRef<void(int64_t, int64_t)> body) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
-  int64_t parts = std::min<int64_t>((n + min_chunk - 1) / min_chunk,
-                                    4 * (static_cast<int64_t>(workers_.size()) + 1));
+  int64_t parts =
+      std::min<int64_t>((n + min_chunk - 1) / min_chunk,
+                        4 * (static_cast<int64_t>(workers_.size()) + 1));
   if (parts <= 1 || workers_.empty()) {
     body(0, n);
     return;
   }
   int64_t chunk = (n + parts - 1) / parts;
-  Job job{.body = body, .n = n, .chunk = chunk, .num_chunks = (n + chunk - 1) / chunk};
+  Job job{.body = body,
+          .n = n,
+          .chunk = chunk,
+          .num_chunks = (n + chunk - 1) / chunk};
   {
     absl::MutexLock lock(&mu_);
     queue_.push_back(&job);

@@ -1,7 +1,7 @@
-#include "absl/strings/string_view.h"
 #include "ops/test_ops.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/engine.h"
 #include "tailor/status.h"
 
@@ -20,16 +20,18 @@ struct EmptyParams {
 };
 
 absl::StatusOr<KernelSource> GenerateEmpty(const SpecKey&) {
-  return KernelSource{.code = "#include \"templates/cpu/test_kernels.h\"\n"
-                              "TAILOR_CPU_ENTRY((tailor::kernels::EmptyKernel))\n",
+  return KernelSource{.code =
+                          "#include \"templates/cpu/test_kernels.h\"\n"
+                          "TAILOR_CPU_ENTRY((tailor::kernels::EmptyKernel))\n",
                       .entry = "tailor_entry"};
 }
 
 absl::StatusOr<KernelSource> GenerateAxpy(const SpecKey& key) {
-  return KernelSource{.code = absl::StrCat("#include \"templates/cpu/test_kernels.h\"\n"
-                                           "TAILOR_CPU_ENTRY((tailor::kernels::AxpyKernel<",
-                                           key.tile.m, ">))\n"),
-                      .entry = "tailor_entry"};
+  return KernelSource{
+      .code = absl::StrCat("#include \"templates/cpu/test_kernels.h\"\n"
+                           "TAILOR_CPU_ENTRY((tailor::kernels::AxpyKernel<",
+                           key.tile.m, ">))\n"),
+      .entry = "tailor_entry"};
 }
 
 absl::Status RequireCpu(Runtime& runtime, absl::string_view op) {
@@ -42,27 +44,30 @@ absl::Status RequireCpu(Runtime& runtime, absl::string_view op) {
 
 }  // namespace
 
-absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x, const TensorRef& y, int block) {
+absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x,
+                  const TensorRef& y, int block) {
   TAILOR_RETURN_IF_ERROR(RequireCpu(runtime, "test.axpy"));
   TAILOR_RETURN_IF_ERROR(ExpectTensor("x", x, 1, DType::kF32));
   TAILOR_RETURN_IF_ERROR(ExpectTensor("y", y, 1, DType::kF32));
   if (x.dims[0] != y.dims[0]) {
-    return absl::InvalidArgumentError(absl::StrCat("y: dims[0] must equal x.dims[0] (",
-                                                   x.dims[0], "), got ", y.dims[0]));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "y: dims[0] must equal x.dims[0] (", x.dims[0], "), got ", y.dims[0]));
   }
   if (!x.is_contiguous() || !y.is_contiguous()) {
     return absl::InvalidArgumentError("x, y: must be contiguous (stride 1)");
   }
   if (block < 8 || block > 65536 || block % 8 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("block: must be a multiple of 8 in [8, 65536], got ", block));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block: must be a multiple of 8 in [8, 65536], got ", block));
   }
   Engine& engine = runtime.engine();
   SpecKey key = engine.MakeKey(OpKind::kTestAxpy);
   key.dtypes = {DType::kF32, DType::kF32};
   key.tile.m = block;
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel, engine.GetKernel(key, GenerateAxpy));
-  AxpyParams params = {.x = x.as<float>(), .y = y.as<float>(), .n = x.dims[0], .a = a};
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, GenerateAxpy));
+  AxpyParams params = {
+      .x = x.as<float>(), .y = y.as<float>(), .n = x.dims[0], .a = a};
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>((x.dims[0] + block - 1) / block);
   return engine.Launch(key.op, *kernel, config, params);
@@ -76,7 +81,8 @@ absl::Status LaunchEmpty(Runtime& runtime, int64_t items) {
   }
   Engine& engine = runtime.engine();
   SpecKey key = engine.MakeKey(OpKind::kTestEmpty);
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel, engine.GetKernel(key, GenerateEmpty));
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, GenerateEmpty));
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(items);
   return engine.Launch(key.op, *kernel, config, EmptyParams{});

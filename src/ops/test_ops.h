@@ -13,8 +13,8 @@ namespace tailor::internal {
 
 // y = a * x + y for f32 vectors of equal length on the CPU backend. `block`
 // (a multiple of 8 in [8, 65536]) is specialized into the kernel.
-absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x, const TensorRef& y,
-                  int block = 1024);
+absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x,
+                  const TensorRef& y, int block = 1024);
 
 // Launches the empty kernel over `items` work items (dispatch overhead).
 absl::Status LaunchEmpty(Runtime& runtime, int64_t items = 1);

@@ -21,7 +21,8 @@ struct EmptyKernel {
 
 template <int kBlock>
 struct AxpyKernel {
-  static_assert(kBlock > 0 && kBlock % 8 == 0, "kBlock must be a positive multiple of 8");
+  static_assert(kBlock > 0 && kBlock % 8 == 0,
+                "kBlock must be a positive multiple of 8");
   struct Params {
     const float* x;  // [n]
     float* y;        // [n]

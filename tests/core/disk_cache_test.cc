@@ -45,7 +45,10 @@ class DiskCacheTest : public ::testing::Test {
   }
   TempDir dir_;
   std::optional<DiskCache> cache_;
-  std::string payload_ = std::string("\x7f" "ELF object bytes \0 with a NUL", 30);
+  std::string payload_ = std::string(
+      "\x7f"
+      "ELF object bytes \0 with a NUL",
+      30);
   std::string path_;
 };
 
@@ -69,7 +72,8 @@ TEST_F(DiskCacheTest, EveryTruncationIsCorrupt) {
   for (size_t len = 0; len < bytes.size(); ++len) {
     WriteFile(path_, bytes.substr(0, len));
     ReadResult r = cache_->Read("k", Identity());
-    ASSERT_EQ(r.problem, EntryProblem::kCorrupt) << "length " << len << ": " << r.detail;
+    ASSERT_EQ(r.problem, EntryProblem::kCorrupt)
+        << "length " << len << ": " << r.detail;
   }
 }
 
@@ -98,10 +102,11 @@ TEST_F(DiskCacheTest, WrongFormatVersionIsStale) {
 TEST_F(DiskCacheTest, WrongArchOrVersionIsStale) {
   // An entry written under another identity but placed at this path (e.g.
   // copied between machines) must not load.
-  for (auto edit : {+[](EntryIdentity& id) { id.arch = "x86_64-skylake"; },
-                    +[](EntryIdentity& id) { id.tailor_version = "0.0.9"; },
-                    +[](EntryIdentity& id) { id.compiler = "clang-15"; },
-                    +[](EntryIdentity& id) { id.source_hash = HashBytes("other"); }}) {
+  for (auto edit :
+       {+[](EntryIdentity& id) { id.arch = "x86_64-skylake"; },
+        +[](EntryIdentity& id) { id.tailor_version = "0.0.9"; },
+        +[](EntryIdentity& id) { id.compiler = "clang-15"; },
+        +[](EntryIdentity& id) { id.source_hash = HashBytes("other"); }}) {
     EntryIdentity other = Identity();
     edit(other);
     TAILOR_ASSERT_OK(cache_->Write("k", other, payload_));
@@ -126,7 +131,8 @@ TEST_F(DiskCacheTest, WriteReplacesAnExistingEntryAtomically) {
   EXPECT_EQ(cache_->Read("k", Identity()).payload, other);
   // No temp files left behind.
   int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir_.path() + "/cache")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(dir_.path() + "/cache")) {
     (void)e;
     ++files;
   }
@@ -136,16 +142,21 @@ TEST_F(DiskCacheTest, WriteReplacesAnExistingEntryAtomically) {
 TEST(DiskCacheOpenTest, RefusesWorldWritableDirectory) {
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
-  EXPECT_THAT(DiskCache::Open(dir.path()),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("has mode 777: group/world-writable directories are refused")));
+  EXPECT_THAT(
+      DiskCache::Open(dir.path()),
+      StatusIs(
+          absl::StatusCode::kFailedPrecondition,
+          HasSubstr(
+              "has mode 777: group/world-writable directories are refused")));
   ASSERT_EQ(chmod(dir.path().c_str(), 0770), 0);
   EXPECT_THAT(DiskCache::Open(dir.path()),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("has mode 770")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("has mode 770")));
 }
 
 TEST(DiskCacheOpenTest, RefusesDirectoryOwnedByAnotherUser) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to chown a directory to another user";
+  if (geteuid() != 0)
+    GTEST_SKIP() << "needs root to chown a directory to another user";
   TempDir dir;
   ASSERT_EQ(chown(dir.path().c_str(), 4242, 4242), 0);
   EXPECT_THAT(DiskCache::Open(dir.path()),
@@ -158,9 +169,11 @@ TEST(DiskCacheOpenTest, RefusesAFileAndAnEmptyPath) {
   std::string file = dir.path() + "/file";
   WriteFile(file, "x");
   EXPECT_THAT(DiskCache::Open(file),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is not a directory")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("is not a directory")));
   EXPECT_THAT(DiskCache::Open(""),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no directory")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("no directory")));
 }
 
 TEST(DiskCacheOpenTest, DefaultDirectoryFollowsTheEnvironment) {

@@ -32,9 +32,11 @@ TEST(SpecKeyTest, GoldenHashes) {
 
 TEST(SpecKeyTest, ReadableForm) {
   EXPECT_EQ(GroupedGemmKey().ToString(),
-            "moe.grouped_gemm/cpu/x86_64-znver3/bf16,bf16,f32/N=768,K=2048/b3/t8/m16n64k64/v1");
+            "moe.grouped_gemm/cpu/x86_64-znver3/bf16,bf16,f32/N=768,K=2048/b3/"
+            "t8/m16n64k64/v1");
   EXPECT_EQ(GroupedGemmKey().FileStem(),
-            "moe.grouped_gemm_cpu_x86_64-znver3_bf16_bf16_f32_N_768_K_2048_b3_t8_m16n64k64_v1");
+            "moe.grouped_gemm_cpu_x86_64-znver3_bf16_bf16_f32_N_768_K_2048_b3_"
+            "t8_m16n64k64_v1");
 }
 
 TEST(SpecKeyTest, FileStemIsBoundedAndSafe) {

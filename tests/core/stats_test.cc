@@ -54,10 +54,14 @@ TEST(StatsTest, PrometheusExposition) {
   std::string text = stats.Snapshot().ToPrometheus();
   EXPECT_THAT(text, HasSubstr("# TYPE tailor_kernel_compiles_total counter\n"
                               "tailor_kernel_compiles_total 2\n"));
-  EXPECT_THAT(text, HasSubstr("tailor_launches_by_op_total{op=\"moe.grouped_gemm\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tailor_launches_by_op_total{op=\"moe.grouped_gemm\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE tailor_compile_seconds histogram\n"));
-  EXPECT_THAT(text, HasSubstr("tailor_compile_seconds_bucket{le=\"0.025\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("tailor_compile_seconds_bucket{le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tailor_compile_seconds_bucket{le=\"0.025\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tailor_compile_seconds_bucket{le=\"+Inf\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("tailor_compile_seconds_count 2\n"));
 }
 
@@ -66,9 +70,10 @@ TEST(StatsTest, JsonIsParseableAndComplete) {
   stats.Add(stats.disk_hits, 4);
   nlohmann::json j = nlohmann::json::parse(stats.Snapshot().ToJson());
   EXPECT_EQ(j["disk_hits"], 4);
-  for (const char* key : {"lookups", "memory_hits", "misses", "compiles", "compile_failures",
-                          "corrupt_entries", "stale_entries", "launches",
-                          "specializations_per_op", "compile_seconds"}) {
+  for (const char* key :
+       {"lookups", "memory_hits", "misses", "compiles", "compile_failures",
+        "corrupt_entries", "stale_entries", "launches",
+        "specializations_per_op", "compile_seconds"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
 }

@@ -25,40 +25,47 @@ TEST(TensorTest, ContiguousStridesAreRowMajor) {
 }
 
 TEST(TensorTest, NullDataIsAllowedOnlyWhenEmpty) {
-  TAILOR_EXPECT_OK(ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {0, 8})));
-  EXPECT_THAT(ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {2, 8})),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("x: data is null but the tensor has 16 elements")));
+  TAILOR_EXPECT_OK(
+      ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {0, 8})));
+  EXPECT_THAT(
+      ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {2, 8})),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("x: data is null but the tensor has 16 elements")));
 }
 
 TEST(TensorTest, RejectsNegativeDimsAndStrides) {
   float data[4] = {};
   TensorRef t = TensorRef::Contiguous(data, DType::kF32, {2, 2});
   t.dims[1] = -1;
-  EXPECT_THAT(ValidateTensor("w", t), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("w: dims[1] must be >= 0, got -1")));
+  EXPECT_THAT(ValidateTensor("w", t),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: dims[1] must be >= 0, got -1")));
   t.dims[1] = 2;
   t.strides[0] = -2;
-  EXPECT_THAT(ValidateTensor("w", t), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("w: strides[0] must be >= 0, got -2")));
+  EXPECT_THAT(ValidateTensor("w", t),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: strides[0] must be >= 0, got -2")));
   t.rank = 7;
-  EXPECT_THAT(ValidateTensor("w", t), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("w: rank must be in [0, 6], got 7")));
+  EXPECT_THAT(ValidateTensor("w", t),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: rank must be in [0, 6], got 7")));
 }
 
 TEST(TensorTest, ExpectTensorNamesRankAndDtype) {
   float data[4] = {};
   TensorRef t = TensorRef::Contiguous(data, DType::kF32, {4});
-  EXPECT_THAT(ExpectTensor("hidden", t, 2, DType::kF32),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("hidden: expected rank 2, got 1 ([4] f32 cpu)")));
+  EXPECT_THAT(
+      ExpectTensor("hidden", t, 2, DType::kF32),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("hidden: expected rank 2, got 1 ([4] f32 cpu)")));
   EXPECT_THAT(ExpectTensor("hidden", t, 1, DType::kBF16),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("hidden: expected dtype bf16, got f32")));
   t.dtype = static_cast<DType>(99);
-  EXPECT_THAT(ValidateTensor("hidden", t),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("hidden: dtype is not a tailor::DType value")));
+  EXPECT_THAT(
+      ValidateTensor("hidden", t),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("hidden: dtype is not a tailor::DType value")));
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ TEST(ThreadPoolTest, CoversEveryItemExactlyOnce) {
     pool.ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
     });
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
   }
 }
 
@@ -27,7 +28,8 @@ TEST(ThreadPoolTest, ManyCallersAtOnce) {
   for (int t = 0; t < 8; ++t) {
     callers.emplace_back([&] {
       for (int rep = 0; rep < 200; ++rep) {
-        pool.ParallelFor(1000, 10, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+        pool.ParallelFor(1000, 10,
+                         [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
       }
     });
   }

@@ -17,8 +17,9 @@ using ::tailor::testing::TempDir;
 constexpr int kTopk = 2, kHidden = 64, kIntermediate = 32, kExperts = 8;
 
 int RunWarmup(const std::string& dir) {
-  std::string command = std::string(TAILOR_WARMUP_PATH) + " --topk 2 --hidden 64" +
-                        " --intermediate 32 --dtype f32 --cache-dir " + dir + " > /dev/null";
+  std::string command =
+      std::string(TAILOR_WARMUP_PATH) + " --topk 2 --hidden 64" +
+      " --intermediate 32 --dtype f32 --cache-dir " + dir + " > /dev/null";
   return system(command.c_str());
 }
 
@@ -35,27 +36,37 @@ TEST(WarmupTest, StrictRuntimeServesEveryRoutingAfterWarmup) {
 
   std::mt19937 rng(::tailor::testing::TestSeed());
   std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> w13(kExperts * 2 * kIntermediate * kHidden), w2(kExperts * kHidden * kIntermediate);
+  std::vector<float> w13(kExperts * 2 * kIntermediate * kHidden),
+      w2(kExperts * kHidden * kIntermediate);
   for (auto& w : w13) w = dist(rng);
   for (auto& w : w2) w = dist(rng);
   moe::Workspace ws;
   for (int step = 0; step < 40; ++step) {
     int tokens = static_cast<int>(rng() % 200);
-    std::vector<float> hidden(tokens * kHidden), out(tokens * kHidden), weights(tokens * kTopk, 0.5f);
+    std::vector<float> hidden(tokens * kHidden), out(tokens * kHidden),
+        weights(tokens * kTopk, 0.5f);
     std::vector<int32_t> ids(tokens * kTopk);
     for (auto& x : hidden) x = dist(rng);
     for (int t = 0; t < tokens; ++t) {
       ids[t * kTopk] = static_cast<int32_t>(rng() % kExperts);
-      ids[t * kTopk + 1] = (ids[t * kTopk] + 1 + static_cast<int32_t>(rng() % (kExperts - 1))) % kExperts;
+      ids[t * kTopk + 1] =
+          (ids[t * kTopk] + 1 + static_cast<int32_t>(rng() % (kExperts - 1))) %
+          kExperts;
     }
     absl::Status s = moe::Experts(
         **runtime,
-        {.hidden = TensorRef::Contiguous(hidden.data(), DType::kF32, {tokens, kHidden}),
-         .w13 = TensorRef::Contiguous(w13.data(), DType::kF32, {kExperts, 2 * kIntermediate, kHidden}),
-         .w2 = TensorRef::Contiguous(w2.data(), DType::kF32, {kExperts, kHidden, kIntermediate}),
-         .topk_weights = TensorRef::Contiguous(weights.data(), DType::kF32, {tokens, kTopk}),
-         .topk_ids = TensorRef::Contiguous(ids.data(), DType::kI32, {tokens, kTopk}),
-         .out = TensorRef::Contiguous(out.data(), DType::kF32, {tokens, kHidden})},
+        {.hidden = TensorRef::Contiguous(hidden.data(), DType::kF32,
+                                         {tokens, kHidden}),
+         .w13 = TensorRef::Contiguous(w13.data(), DType::kF32,
+                                      {kExperts, 2 * kIntermediate, kHidden}),
+         .w2 = TensorRef::Contiguous(w2.data(), DType::kF32,
+                                     {kExperts, kHidden, kIntermediate}),
+         .topk_weights = TensorRef::Contiguous(weights.data(), DType::kF32,
+                                               {tokens, kTopk}),
+         .topk_ids =
+             TensorRef::Contiguous(ids.data(), DType::kI32, {tokens, kTopk}),
+         .out =
+             TensorRef::Contiguous(out.data(), DType::kF32, {tokens, kHidden})},
         ws);
     ASSERT_TRUE(s.ok()) << "step " << step << " tokens " << tokens << ": " << s;
   }

@@ -10,9 +10,9 @@
 #define TAILOR_BACKENDS_CPU_CLANG_COMPILER_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tailor::internal::cpu {
 
@@ -30,7 +30,8 @@ std::string ClangCompilerIdentity(const HostTarget& target);
 
 // Compiles `code` (C++20) to an object file for `target`. Internal with the
 // compiler's diagnostics attached when the code does not compile.
-absl::StatusOr<std::string> CompileToObject(absl::string_view code, const HostTarget& target);
+absl::StatusOr<std::string> CompileToObject(absl::string_view code,
+                                            const HostTarget& target);
 
 }  // namespace tailor::internal::cpu
 

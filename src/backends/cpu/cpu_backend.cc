@@ -1,17 +1,18 @@
-#include "absl/strings/string_view.h"
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    const BackendOptions& options) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend,
                           cpu::CpuBackend::Create(options.cpu_threads));
   return std::unique_ptr<Backend>(std::move(backend));
@@ -19,59 +20,69 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& 
 
 namespace cpu {
 
-absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(int num_threads) {
-  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<OrcLoader> loader, OrcLoader::Create());
-  return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(loader), num_threads));
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
+    int num_threads) {
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<OrcLoader> loader,
+                          OrcLoader::Create());
+  return std::unique_ptr<CpuBackend>(
+      new CpuBackend(std::move(loader), num_threads));
 }
 
 CpuBackend::CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads)
     : target_(GetHostTarget()),
-      arch_(absl::StrCat(target_.triple.substr(0, target_.triple.find('-')), "-", target_.cpu)),
+      arch_(absl::StrCat(target_.triple.substr(0, target_.triple.find('-')),
+                         "-", target_.cpu)),
       compiler_identity_(ClangCompilerIdentity(target_)),
       headers_hash_(HashEmbeddedFiles({"runtime/cpu/", "templates/cpu/"})),
       loader_(std::move(loader)),
       // The calling thread runs chunks too, so one worker fewer than threads.
       pool_((num_threads > 0 ? num_threads
-                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) -
+                             : static_cast<int>(std::max(
+                                   1u, std::thread::hardware_concurrency()))) -
             1) {}
 
 absl::Status CpuBackend::Supports(const SpecKey& key) const {
   if (key.backend != BackendKind::kCpu) {
     return absl::UnimplementedError(
-        absl::StrCat("cpu backend cannot build ", key.ToString(), ": key is for another backend"));
+        absl::StrCat("cpu backend cannot build ", key.ToString(),
+                     ": key is for another backend"));
   }
   if (key.arch_name() != arch_) {
-    return absl::UnimplementedError(absl::StrCat("cpu backend builds for ", arch_,
-                                                 ", not for ", key.arch_name()));
+    return absl::UnimplementedError(absl::StrCat(
+        "cpu backend builds for ", arch_, ", not for ", key.arch_name()));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> CpuBackend::Compile(const SpecKey& key, const KernelSource& source) {
+absl::StatusOr<std::string> CpuBackend::Compile(const SpecKey& key,
+                                                const KernelSource& source) {
   absl::StatusOr<std::string> object = CompileToObject(source.code, target_);
   if (!object.ok()) {
-    return absl::Status(object.status().code(),
-                        absl::StrCat(key.ToString(), ": ", object.status().message()));
+    return absl::Status(
+        object.status().code(),
+        absl::StrCat(key.ToString(), ": ", object.status().message()));
   }
   return object;
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> CpuBackend::Load(const SpecKey& key,
-                                                         const KernelSource& source,
-                                                         absl::string_view binary) {
+absl::StatusOr<std::shared_ptr<Kernel>> CpuBackend::Load(
+    const SpecKey& key, const KernelSource& source, absl::string_view binary) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<LoadedObject> object,
                           loader_->Load(binary, source.entry));
-  return std::shared_ptr<Kernel>(std::make_shared<CpuKernel>(std::move(object)));
+  return std::shared_ptr<Kernel>(
+      std::make_shared<CpuKernel>(std::move(object)));
 }
 
-absl::Status CpuBackend::Launch(const Kernel& kernel, const LaunchConfig& config,
-                                const void* params, size_t params_size) {
+absl::Status CpuBackend::Launch(const Kernel& kernel,
+                                const LaunchConfig& config, const void* params,
+                                size_t params_size) {
   CpuEntry entry = static_cast<const CpuKernel&>(kernel).entry();
   int64_t items = static_cast<int64_t>(config.grid.count());
   // block.x is a hint for the chunk size (items per task) on the CPU.
   int64_t min_chunk = std::max<uint32_t>(1, config.block.x);
-  pool_.ParallelFor(items, min_chunk,
-                    [&](int64_t begin, int64_t end) { entry(params, begin, end); });
+  pool_.ParallelFor(items, min_chunk, [&](int64_t begin, int64_t end) {
+    entry(params, begin, end);
+  });
   return absl::OkStatus();
 }
 

@@ -7,10 +7,10 @@
 #ifndef TAILOR_BACKENDS_CPU_CPU_BACKEND_H_
 #define TAILOR_BACKENDS_CPU_CPU_BACKEND_H_
 
-#include "absl/strings/string_view.h"
 #include <memory>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "backends/cpu/clang_compiler.h"
 #include "backends/cpu/orc_loader.h"
 #include "core/backend.h"
@@ -20,7 +20,8 @@ namespace tailor::internal::cpu {
 
 class CpuKernel : public Kernel {
  public:
-  explicit CpuKernel(std::unique_ptr<LoadedObject> object) : object_(std::move(object)) {}
+  explicit CpuKernel(std::unique_ptr<LoadedObject> object)
+      : object_(std::move(object)) {}
   CpuEntry entry() const { return object_->entry(); }
 
  private:
@@ -33,14 +34,18 @@ class CpuBackend : public Backend {
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   const std::string& arch() const override { return arch_; }
-  const std::string& compiler_identity() const override { return compiler_identity_; }
+  const std::string& compiler_identity() const override {
+    return compiler_identity_;
+  }
   const Hash128& headers_hash() const override { return headers_hash_; }
   absl::Status Supports(const SpecKey& key) const override;
-  absl::StatusOr<std::string> Compile(const SpecKey& key, const KernelSource& source) override;
-  absl::StatusOr<std::shared_ptr<Kernel>> Load(const SpecKey& key, const KernelSource& source,
-                                               absl::string_view binary) override;
-  absl::Status Launch(const Kernel& kernel, const LaunchConfig& config, const void* params,
-                      size_t params_size) override;
+  absl::StatusOr<std::string> Compile(const SpecKey& key,
+                                      const KernelSource& source) override;
+  absl::StatusOr<std::shared_ptr<Kernel>> Load(
+      const SpecKey& key, const KernelSource& source,
+      absl::string_view binary) override;
+  absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
+                      const void* params, size_t params_size) override;
 
  private:
   CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads);

@@ -4,8 +4,10 @@
 
 namespace tailor::internal {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions&) {
-  return absl::UnavailableError("cpu backend: not built (TAILOR_ENABLE_CPU_JIT=OFF)");
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    const BackendOptions&) {
+  return absl::UnavailableError(
+      "cpu backend: not built (TAILOR_ENABLE_CPU_JIT=OFF)");
 }
 
 }  // namespace tailor::internal

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace llvm::orc {
@@ -28,8 +28,8 @@ using CpuEntry = void (*)(const void* params, int64_t begin, int64_t end);
 
 class LoadedObject {
  public:
-  LoadedObject(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::JITDylib* dylib,
-               CpuEntry entry);
+  LoadedObject(std::shared_ptr<llvm::orc::LLJIT> jit,
+               llvm::orc::JITDylib* dylib, CpuEntry entry);
   ~LoadedObject();
   CpuEntry entry() const { return entry_; }
 
@@ -45,11 +45,12 @@ class OrcLoader {
 
   // Links `object` and resolves `entry_symbol`. Internal (with LLVM's message)
   // if the object is malformed or the symbol is missing.
-  absl::StatusOr<std::unique_ptr<LoadedObject>> Load(absl::string_view object,
-                                                     absl::string_view entry_symbol);
+  absl::StatusOr<std::unique_ptr<LoadedObject>> Load(
+      absl::string_view object, absl::string_view entry_symbol);
 
  private:
-  explicit OrcLoader(std::shared_ptr<llvm::orc::LLJIT> jit) : jit_(std::move(jit)) {}
+  explicit OrcLoader(std::shared_ptr<llvm::orc::LLJIT> jit)
+      : jit_(std::move(jit)) {}
   std::shared_ptr<llvm::orc::LLJIT> jit_;
   absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;

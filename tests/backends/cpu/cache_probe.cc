@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   }
   std::vector<float> x(100, 1.0f), y(100, 1.0f);
   absl::Status s = tailor::internal::Axpy(
-      **runtime, 3.0f, tailor::TensorRef::Contiguous(x.data(), tailor::DType::kF32, {100}),
+      **runtime, 3.0f,
+      tailor::TensorRef::Contiguous(x.data(), tailor::DType::kF32, {100}),
       tailor::TensorRef::Contiguous(y.data(), tailor::DType::kF32, {100}));
   if (!s.ok() || y[99] != 4.0f) {
     std::cerr << "axpy failed: " << s << " y[99]=" << y[99] << "\n";

@@ -19,9 +19,10 @@ struct AxpyParams {
 };
 
 KernelSource AxpySource(int block) {
-  return KernelSource{.code = "#include \"templates/cpu/test_kernels.h\"\n"
-                              "TAILOR_CPU_ENTRY((tailor::kernels::AxpyKernel<" +
-                              std::to_string(block) + ">))\n",
+  return KernelSource{.code =
+                          "#include \"templates/cpu/test_kernels.h\"\n"
+                          "TAILOR_CPU_ENTRY((tailor::kernels::AxpyKernel<" +
+                          std::to_string(block) + ">))\n",
                       .entry = "tailor_entry"};
 }
 
@@ -42,7 +43,9 @@ class CpuBackendTest : public ::testing::Test {
 TEST_F(CpuBackendTest, CompileLoadLaunchMatchesReference) {
   auto object = backend_->Compile(key_, AxpySource(64));
   ASSERT_TRUE(object.ok()) << object.status();
-  EXPECT_EQ(object->substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(object->substr(0, 4),
+            "\x7f"
+            "ELF");
   auto kernel = backend_->Load(key_, AxpySource(64), *object);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
 
@@ -58,13 +61,17 @@ TEST_F(CpuBackendTest, CompileLoadLaunchMatchesReference) {
     AxpyParams params = {.x = x.data(), .y = y.data(), .n = n, .a = 0.5f};
     LaunchConfig config;
     config.grid.x = static_cast<uint32_t>((n + 63) / 64);
-    TAILOR_ASSERT_OK(backend_->Launch(**kernel, config, &params, sizeof(params)));
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], expected[i]) << "n=" << n << " i=" << i;
+    TAILOR_ASSERT_OK(
+        backend_->Launch(**kernel, config, &params, sizeof(params)));
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(y[i], expected[i]) << "n=" << n << " i=" << i;
   }
 }
 
 TEST_F(CpuBackendTest, CompileErrorIsInternalWithTheLog) {
-  KernelSource bad = {.code = "#include \"runtime/cpu/tailor_cpu.h\"\nint f() { return undeclared; }\n",
+  KernelSource bad = {.code =
+                          "#include \"runtime/cpu/tailor_cpu.h\"\nint f() { "
+                          "return undeclared; }\n",
                       .entry = "tailor_entry"};
   EXPECT_THAT(backend_->Compile(key_, bad),
               StatusIs(absl::StatusCode::kInternal,
@@ -74,11 +81,13 @@ TEST_F(CpuBackendTest, CompileErrorIsInternalWithTheLog) {
 TEST_F(CpuBackendTest, SystemHeadersAreNotVisible) {
   KernelSource bad = {.code = "#include <stdio.h>\n", .entry = "tailor_entry"};
   EXPECT_THAT(backend_->Compile(key_, bad),
-              StatusIs(absl::StatusCode::kInternal, HasSubstr("'stdio.h' file not found")));
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("'stdio.h' file not found")));
 }
 
 TEST_F(CpuBackendTest, MissingEntrySymbolIsAnError) {
-  KernelSource source = {.code = "extern \"C\" void other() {}\n", .entry = "tailor_entry"};
+  KernelSource source = {.code = "extern \"C\" void other() {}\n",
+                         .entry = "tailor_entry"};
   auto object = backend_->Compile(key_, source);
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_THAT(backend_->Load(key_, source, *object),
@@ -86,19 +95,23 @@ TEST_F(CpuBackendTest, MissingEntrySymbolIsAnError) {
 }
 
 TEST_F(CpuBackendTest, GarbageObjectIsAnErrorNotACrash) {
-  EXPECT_FALSE(backend_->Load(key_, AxpySource(64), "definitely not an ELF object").ok());
+  EXPECT_FALSE(
+      backend_->Load(key_, AxpySource(64), "definitely not an ELF object")
+          .ok());
 }
 
 TEST_F(CpuBackendTest, SupportsOnlyItsOwnBackendAndArch) {
   TAILOR_EXPECT_OK(backend_->Supports(key_));
   SpecKey other = key_;
   other.backend = BackendKind::kCuda;
-  EXPECT_THAT(backend_->Supports(other), StatusIs(absl::StatusCode::kUnimplemented,
-                                                  HasSubstr("key is for another backend")));
+  EXPECT_THAT(backend_->Supports(other),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("key is for another backend")));
   other = key_;
   other.SetArch("aarch64-neoverse-v2");
   EXPECT_THAT(backend_->Supports(other),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("not for aarch64-neoverse-v2")));
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("not for aarch64-neoverse-v2")));
 }
 
 }  // namespace

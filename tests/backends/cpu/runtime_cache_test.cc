@@ -24,7 +24,8 @@ using ::tailor::testing::StatusIs;
 using ::tailor::testing::TempDir;
 using ::testing::HasSubstr;
 
-std::unique_ptr<Runtime> MakeRuntime(const std::string& cache_dir, bool disable_jit = false) {
+std::unique_ptr<Runtime> MakeRuntime(const std::string& cache_dir,
+                                     bool disable_jit = false) {
   Runtime::Options options;
   options.backend = BackendKind::kCpu;
   options.cache_dir = cache_dir;
@@ -38,8 +39,9 @@ std::unique_ptr<Runtime> MakeRuntime(const std::string& cache_dir, bool disable_
 // Runs y = 2x + y on 100 elements and checks the result.
 absl::Status RunAxpy(Runtime& runtime, int block = 64) {
   std::vector<float> x(100, 1.0f), y(100, 0.5f);
-  absl::Status s = internal::Axpy(runtime, 2.0f, TensorRef::Contiguous(x.data(), DType::kF32, {100}),
-                                  TensorRef::Contiguous(y.data(), DType::kF32, {100}), block);
+  absl::Status s = internal::Axpy(
+      runtime, 2.0f, TensorRef::Contiguous(x.data(), DType::kF32, {100}),
+      TensorRef::Contiguous(y.data(), DType::kF32, {100}), block);
   if (s.ok() && y[99] != 2.5f) return absl::InternalError("wrong axpy result");
   return s;
 }
@@ -50,7 +52,8 @@ void ExpectLookupInvariant(const StatsSnapshot& s) {
 
 std::vector<std::string> EntryFiles(const std::string& dir) {
   std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.push_back(e.path());
   return files;
 }
 
@@ -225,9 +228,11 @@ TEST(RuntimeCacheTest, HostileDirectoryFallsBackToMemory) {
 TEST(RuntimeCacheTest, DisableJitMakesAMissingKernelAnError) {
   TempDir dir;
   auto runtime = MakeRuntime(dir.path(), /*disable_jit=*/true);
-  EXPECT_THAT(RunAxpy(*runtime),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("TAILOR_DISABLE_JIT is set and kernel test.axpy/cpu/")));
+  EXPECT_THAT(
+      RunAxpy(*runtime),
+      StatusIs(
+          absl::StatusCode::kFailedPrecondition,
+          HasSubstr("TAILOR_DISABLE_JIT is set and kernel test.axpy/cpu/")));
   EXPECT_EQ(runtime->stats().compiles, 0u);
   // Precompiled (by a JIT-enabled runtime): served from disk.
   TAILOR_ASSERT_OK(RunAxpy(*MakeRuntime(dir.path())));
@@ -241,8 +246,9 @@ TEST(RuntimeCacheTest, DisableJitFromTheEnvironment) {
   setenv("TAILOR_DISABLE_JIT", "1", 1);
   auto runtime = MakeRuntime(dir.path());
   unsetenv("TAILOR_DISABLE_JIT");
-  EXPECT_THAT(RunAxpy(*runtime), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                          HasSubstr("precompile it with tailor-warmup")));
+  EXPECT_THAT(RunAxpy(*runtime),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("precompile it with tailor-warmup")));
 }
 
 TEST(RuntimeCacheTest, LruEvictionKeepsCapacity) {
@@ -254,7 +260,8 @@ TEST(RuntimeCacheTest, LruEvictionKeepsCapacity) {
   options.log_level = "error";
   auto runtime = Runtime::Create(options);
   ASSERT_TRUE(runtime.ok());
-  for (int block : {64, 128, 256, 64}) TAILOR_ASSERT_OK(RunAxpy(**runtime, block));
+  for (int block : {64, 128, 256, 64})
+    TAILOR_ASSERT_OK(RunAxpy(**runtime, block));
   StatsSnapshot s = (*runtime)->stats();
   EXPECT_EQ(s.memory_evictions, 2u);
   EXPECT_EQ(s.compiles, 3u);
@@ -264,8 +271,8 @@ TEST(RuntimeCacheTest, LruEvictionKeepsCapacity) {
 
 TEST(RuntimeOptionsTest, BadOptionsAreNamed) {
   auto expect_bad = [](Runtime::Options o, const std::string& message) {
-    EXPECT_THAT(Runtime::Create(o),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
+    EXPECT_THAT(Runtime::Create(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr(message)));
   };
   Runtime::Options o;
   o.memory_cache_capacity = 0;
@@ -282,7 +289,9 @@ TEST(RuntimeOptionsTest, BadOptionsAreNamed) {
   expect_bad(o, "compile_threads: must be in [0, 1024], got -3");
   o = {};
   o.log_level = "loud";
-  expect_bad(o, "log_level: must be one of trace, debug, info, warn, error, critical, off");
+  expect_bad(o,
+             "log_level: must be one of trace, debug, info, warn, error, "
+             "critical, off");
   o = {};
   o.backend = static_cast<BackendKind>(9);
   expect_bad(o, "backend: must be kAuto, kCpu, kCuda or kHip");
@@ -291,7 +300,8 @@ TEST(RuntimeOptionsTest, BadOptionsAreNamed) {
 TEST(RuntimeOptionsTest, HipIsUnavailable) {
   Runtime::Options o;
   o.backend = BackendKind::kHip;
-  EXPECT_THAT(Runtime::Create(o), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("hip")));
+  EXPECT_THAT(Runtime::Create(o),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("hip")));
 }
 
 TEST(RuntimeOptionsTest, AutoPicksAnAvailableBackend) {
@@ -308,12 +318,15 @@ TEST(OpValidationTest, AxpyRejectsBadInput) {
   std::vector<float> x(8), y(9);
   auto tx = TensorRef::Contiguous(x.data(), DType::kF32, {8});
   auto ty = TensorRef::Contiguous(y.data(), DType::kF32, {9});
-  EXPECT_THAT(internal::Axpy(*runtime, 1, tx, ty),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("y: dims[0] must equal x.dims[0] (8), got 9")));
-  EXPECT_THAT(internal::Axpy(*runtime, 1, tx, tx, 12),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("block: must be a multiple of 8 in [8, 65536], got 12")));
+  EXPECT_THAT(
+      internal::Axpy(*runtime, 1, tx, ty),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("y: dims[0] must equal x.dims[0] (8), got 9")));
+  EXPECT_THAT(
+      internal::Axpy(*runtime, 1, tx, tx, 12),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("block: must be a multiple of 8 in [8, 65536], got 12")));
   EXPECT_EQ(runtime->stats().lookups, 0u);  // rejected before any lookup
 }
 
