@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/spec_key.h"
 #include "tailor/stats.h"
 
@@ -42,6 +43,16 @@ struct LaunchConfig {
   Dim3 cluster = {};          // GPU thread-block cluster; {1,1,1} = none
   uint32_t shared_bytes = 0;  // dynamic shared memory
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
+};
+
+class Kernel;
+
+// One launch of a batch (Backend::LaunchBatch).
+struct LaunchRequest {
+  const Kernel* kernel = nullptr;
+  LaunchConfig config = {};
+  const void* params = nullptr;
+  size_t params_size = 0;
 };
 
 // A loaded kernel. Backends subclass it; the cache shares it (shared_ptr),
@@ -82,6 +93,19 @@ class Backend {
   // allocation, no host sync on GPU backends.
   virtual absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                               const void* params, size_t params_size) = 0;
+
+  // (optional) Launches kernels that are independent of each other (no
+  // request reads what another writes), e.g. the core and tail variants of
+  // one grouped GEMM. The CPU backend runs all their work items as one
+  // parallel loop, so that small launches overlap instead of leaving threads
+  // idle. Defaults to Launch() on each request, in order.
+  virtual absl::Status LaunchBatch(absl::Span<const LaunchRequest> requests) {
+    for (const LaunchRequest& r : requests) {
+      absl::Status s = Launch(*r.kernel, r.config, r.params, r.params_size);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
 
   // (optional) Adds backend-owned counters (e.g. the CUDA descriptor pool's
   // encodes and reuses) to a stats snapshot. Defaults to adding nothing.

@@ -123,4 +123,10 @@ absl::Status Engine::Launch(OpKind op, const Kernel& kernel,
   return backend_->Launch(kernel, config, params, params_size);
 }
 
+absl::Status Engine::LaunchBatch(OpKind op,
+                                 absl::Span<const LaunchRequest> requests) {
+  for (size_t i = 0; i < requests.size(); ++i) stats_->CountLaunch(op);
+  return backend_->LaunchBatch(requests);
+}
+
 }  // namespace tailor::internal

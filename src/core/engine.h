@@ -55,6 +55,9 @@ class Engine {
                       const LaunchConfig& config, const void* params,
                       size_t params_size);
 
+  // Backend::LaunchBatch; every request counts as one launch of `op`.
+  absl::Status LaunchBatch(OpKind op, absl::Span<const LaunchRequest> requests);
+
   template <typename Params>
   absl::Status Launch(OpKind op, const Kernel& kernel,
                       const LaunchConfig& config, const Params& params) {

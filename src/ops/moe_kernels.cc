@@ -1,6 +1,7 @@
 #include "ops/moe_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <string>
 
@@ -114,28 +115,46 @@ absl::Status LaunchGroupedGemm(Engine& engine,
       gated ? kGroupedGemmTileN / 2 : kGroupedGemmTileN;
   const uint32_t n_tiles =
       static_cast<uint32_t>((out_cols + out_per_tile - 1) / out_per_tile);
+  // The variants write disjoint rows of C, so they go out as batches of
+  // independent launches: on the CPU their work items share one parallel
+  // loop and the small tail launches overlap the core instead of running
+  // after it on idle threads. Fixed-size batches: no allocation.
+  constexpr size_t kBatch = 16;
+  std::array<std::shared_ptr<Kernel>, kBatch> kernels;
+  std::array<GroupedGemmParams, kBatch> params;
+  std::array<LaunchRequest, kBatch> requests;
+  size_t pending = 0;
   for (const plan::VariantRange& range : launch.plan->variants()) {
     if (range.size() == 0) continue;
     SpecKey key = GroupedGemmKey(engine, launch, range.tail_class);
-    TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+    TAILOR_ASSIGN_OR_RETURN(kernels[pending],
                             engine.GetKernel(key, GenerateGroupedGemm));
-    GroupedGemmParams params = {
-        .a = launch.a,
-        .w = launch.w,
-        .c = launch.c,
-        .work = launch.plan->work().data() + range.begin,
-        .num_work = range.size()};
+    params[pending] = {.a = launch.a,
+                       .w = launch.w,
+                       .c = launch.c,
+                       .work = launch.plan->work().data() + range.begin,
+                       .num_work = range.size()};
     // Item = n_tile * num_work + work index (see the template).
-    LaunchConfig config;
-    config.grid = {.x = static_cast<uint32_t>(range.size()), .y = n_tiles};
+    LaunchRequest& request = requests[pending];
+    request = {.kernel = kernels[pending].get(),
+               .params = &params[pending],
+               .params_size = sizeof(GroupedGemmParams)};
+    request.config.grid = {.x = static_cast<uint32_t>(range.size()),
+                           .y = n_tiles};
     const int64_t rows =
         range.tail_class != 0 ? range.tail_class : launch.plan->tile_rows();
     const int64_t macs_per_item = rows * kGroupedGemmTileN * launch.k;
-    config.block.x = static_cast<uint32_t>(
+    request.config.block.x = static_cast<uint32_t>(
         std::max<int64_t>(1, kMinMacsPerChunk / macs_per_item));
-    TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
+    if (++pending == kBatch) {
+      TAILOR_RETURN_IF_ERROR(engine.LaunchBatch(
+          OpKind::kMoeGroupedGemm, absl::MakeSpan(requests.data(), pending)));
+      pending = 0;
+    }
   }
-  return absl::OkStatus();
+  if (pending == 0) return absl::OkStatus();
+  return engine.LaunchBatch(OpKind::kMoeGroupedGemm,
+                            absl::MakeSpan(requests.data(), pending));
 }
 
 absl::Status LaunchCombine(Engine& engine, const CombineLaunch& launch) {

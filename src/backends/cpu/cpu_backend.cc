@@ -1,6 +1,8 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +85,33 @@ absl::Status CpuBackend::Launch(const Kernel& kernel,
   pool_.ParallelFor(items, min_chunk, [&](int64_t begin, int64_t end) {
     entry(params, begin, end);
   });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::LaunchBatch(absl::Span<const LaunchRequest> requests) {
+  // Requests' items laid end to end: request i owns [first[i], first[i+1]).
+  constexpr size_t kMaxRequests = 64;
+  if (requests.size() > kMaxRequests) return Backend::LaunchBatch(requests);
+  std::array<int64_t, kMaxRequests + 1> first;
+  first[0] = 0;
+  int64_t min_chunk = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    first[i + 1] =
+        first[i] + static_cast<int64_t>(requests[i].config.grid.count());
+    min_chunk = std::min<int64_t>(
+        min_chunk, std::max<uint32_t>(1, requests[i].config.block.x));
+  }
+  pool_.ParallelFor(
+      first[requests.size()], min_chunk, [&](int64_t begin, int64_t end) {
+        for (size_t i = 0; i < requests.size() && begin < end; ++i) {
+          int64_t lo = std::max(begin, first[i]),
+                  hi = std::min(end, first[i + 1]);
+          if (lo >= hi) continue;
+          CpuEntry entry =
+              static_cast<const CpuKernel&>(*requests[i].kernel).entry();
+          entry(requests[i].params, lo - first[i], hi - first[i]);
+        }
+      });
   return absl::OkStatus();
 }
 

@@ -46,6 +46,8 @@ class CpuBackend : public Backend {
       absl::string_view binary) override;
   absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                       const void* params, size_t params_size) override;
+  // All requests' work items as one parallel loop (see Backend).
+  absl::Status LaunchBatch(absl::Span<const LaunchRequest> requests) override;
 
  private:
   CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads);

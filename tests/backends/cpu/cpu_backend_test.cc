@@ -68,6 +68,48 @@ TEST_F(CpuBackendTest, CompileLoadLaunchMatchesReference) {
   }
 }
 
+TEST_F(CpuBackendTest, LaunchBatchRunsEveryItemOfEveryRequestOnce) {
+  std::vector<std::shared_ptr<Kernel>> kernels;
+  for (int block : {8, 64}) {
+    auto object = backend_->Compile(key_, AxpySource(block));
+    ASSERT_TRUE(object.ok()) << object.status();
+    auto kernel = backend_->Load(key_, AxpySource(block), *object);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    kernels.push_back(*kernel);
+  }
+  std::mt19937 rng(::tailor::testing::TestSeed());
+  for (int rep = 0; rep < 20; ++rep) {
+    // Three requests of ragged sizes (one empty) over separate arrays.
+    std::vector<int64_t> sizes = {static_cast<int64_t>(rng() % 1000), 0,
+                                  static_cast<int64_t>(rng() % 5000)};
+    std::vector<std::vector<float>> xs, ys;
+    std::vector<AxpyParams> params(sizes.size());
+    std::vector<LaunchRequest> requests(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      xs.emplace_back(sizes[i], 1.0f + i);
+      ys.emplace_back(sizes[i], 0.25f);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int block = i == 1 ? 8 : 64;
+      params[i] = {
+          .x = xs[i].data(), .y = ys[i].data(), .n = sizes[i], .a = 2.0f};
+      requests[i] = {.kernel = kernels[i == 1 ? 0 : 1].get(),
+                     .params = &params[i],
+                     .params_size = sizeof(AxpyParams)};
+      requests[i].config.grid.x =
+          static_cast<uint32_t>((sizes[i] + block - 1) / block);
+      requests[i].config.block.x = 1 + rng() % 3;
+    }
+    TAILOR_ASSERT_OK(backend_->LaunchBatch(requests));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      for (int64_t j = 0; j < sizes[i]; ++j) {
+        ASSERT_EQ(ys[i][j], 2.0f * (1.0f + i) + 0.25f)
+            << "request " << i << " item " << j;
+      }
+    }
+  }
+}
+
 TEST_F(CpuBackendTest, CompileErrorIsInternalWithTheLog) {
   KernelSource bad = {.code =
                           "#include \"runtime/cpu/tailor_cpu.h\"\nint f() { "
