@@ -1,5 +1,6 @@
 #include "core/disk_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 #include "absl/container/flat_hash_map.h"
@@ -143,6 +145,27 @@ std::string DefaultCacheDir() {
   return "";
 }
 
+namespace {
+
+// Removes "<entry>.tkc.tmp.<pid>.<n>" files older than kStaleTempSeconds: what
+// writers killed between create and rename left behind.
+void RemoveStaleTempFiles(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  const time_t now = time(nullptr);
+  while (const dirent* e = readdir(d)) {
+    if (std::strstr(e->d_name, ".tkc.tmp.") == nullptr) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode) && now - st.st_mtime > kStaleTempSeconds) {
+      unlinkat(dirfd(d), e->d_name, 0);
+    }
+  }
+  closedir(d);
+}
+
+}  // namespace
+
 absl::StatusOr<DiskCache> DiskCache::Open(std::string dir) {
   if (dir.empty()) {
     return absl::FailedPreconditionError(
@@ -171,6 +194,7 @@ absl::StatusOr<DiskCache> DiskCache::Open(std::string dir) {
                         "(chmod 700 it)",
                         dir, st.st_mode & 0777));
   }
+  RemoveStaleTempFiles(dir);
   return DiskCache(std::move(dir));
 }
 

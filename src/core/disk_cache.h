@@ -14,7 +14,9 @@
 // crash. Writes go to a temp file opened O_CREAT|O_EXCL|O_NOFOLLOW in the
 // same directory, then rename() into place, so readers never see a partial
 // entry and concurrent writers of one key are harmless. Entry paths that are
-// symlinks are not followed.
+// symlinks are not followed. A writer killed mid-write leaves only its temp
+// file; Open removes temp files older than kStaleTempSeconds (younger ones may
+// belong to a live writer in another process).
 #ifndef TAILOR_CORE_DISK_CACHE_H_
 #define TAILOR_CORE_DISK_CACHE_H_
 
@@ -28,6 +30,7 @@
 namespace tailor::internal {
 
 inline constexpr uint32_t kDiskFormatVersion = 1;
+inline constexpr int kStaleTempSeconds = 600;
 
 // Everything a binary depends on. Two identities are equal iff the binary
 // may be reused.

@@ -176,6 +176,23 @@ TEST(DiskCacheOpenTest, RefusesAFileAndAnEmptyPath) {
                        HasSubstr("no directory")));
 }
 
+TEST(DiskCacheOpenTest, SweepsTempFilesOfKilledWritersOnly) {
+  TempDir dir;
+  std::string old_tmp = dir.path() + "/k-0123.tkc.tmp.77.1";
+  std::string live_tmp = dir.path() + "/k-0123.tkc.tmp.78.2";
+  std::string entry = dir.path() + "/k-0123.tkc";
+  for (const std::string& f : {old_tmp, live_tmp, entry})
+    WriteFile(f, "partial");
+  struct timespec times[2] = {{time(nullptr) - 2 * kStaleTempSeconds, 0},
+                              {time(nullptr) - 2 * kStaleTempSeconds, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, old_tmp.c_str(), times, 0), 0);
+  ASSERT_EQ(utimensat(AT_FDCWD, entry.c_str(), times, 0), 0);
+  TAILOR_ASSERT_OK(DiskCache::Open(dir.path()).status());
+  EXPECT_FALSE(std::filesystem::exists(old_tmp));  // a killed writer's leftover
+  EXPECT_TRUE(std::filesystem::exists(live_tmp));  // may be a live writer's
+  EXPECT_TRUE(std::filesystem::exists(entry));     // entries are never swept
+}
+
 TEST(DiskCacheOpenTest, DefaultDirectoryFollowsTheEnvironment) {
   setenv("TAILOR_CACHE_DIR", "/tmp/a", 1);
   EXPECT_EQ(DefaultCacheDir(), "/tmp/a");

@@ -132,6 +132,27 @@ TEST(RuntimeCacheTest, SecondProcessLoadsFromDiskWithZeroCompiles) {
   EXPECT_EQ(second["misses"], 0);
 }
 
+// Several processes starting cold on one cache directory: all succeed, one
+// good entry remains (last rename wins; all are identical), no temp files.
+TEST(RuntimeCacheTest, ConcurrentProcessesShareOneCache) {
+  TempDir dir;
+  std::string command = std::string(TAILOR_CACHE_PROBE_PATH) + " " + dir.path();
+  std::vector<FILE*> probes;
+  for (int i = 0; i < 4; ++i) probes.push_back(popen(command.c_str(), "r"));
+  for (FILE* p : probes) {
+    char buf[4096];
+    while (fread(buf, 1, sizeof(buf), p) > 0) {
+    }
+    EXPECT_EQ(pclose(p), 0);
+  }
+  std::vector<std::string> files = EntryFiles(dir.path());
+  ASSERT_EQ(files.size(), 1u) << "temp files left behind?";
+  EXPECT_TRUE(files[0].ends_with(".tkc"));
+  nlohmann::json after = RunProbe(dir.path());
+  EXPECT_EQ(after["compiles"], 0);
+  EXPECT_EQ(after["disk_hits"], 1);
+}
+
 // Each damaged entry is a counted miss: recompiled, replaced, never loaded.
 class DamagedEntryTest : public ::testing::Test {
  protected:
