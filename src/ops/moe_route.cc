@@ -212,6 +212,54 @@ void SortAssignments(int64_t assignments, MoeWorkspace& w) {
 
 }  // namespace
 
+absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws) {
+  auto out_of_range = [](absl::string_view field, int64_t lo, int64_t hi,
+                         int64_t got) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limits.", field, ": must be in [", lo, ", ", hi, "], got ", got));
+  };
+  const int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+  if (limits.topk < 1 || limits.topk > kMaxTopk)
+    return out_of_range("topk", 1, kMaxTopk, limits.topk);
+  if (limits.max_tokens < 0 || limits.max_tokens > kMaxIndex / limits.topk) {
+    return out_of_range("max_tokens", 0, kMaxIndex / limits.topk,
+                        limits.max_tokens);
+  }
+  if (limits.num_experts < 1 || limits.num_experts > kMaxExperts) {
+    return out_of_range("num_experts", 1, kMaxExperts, limits.num_experts);
+  }
+  if (limits.hidden < 0 || limits.hidden > kMaxModelDim) {
+    return out_of_range("hidden", 0, kMaxModelDim, limits.hidden);
+  }
+  if (limits.intermediate < 0 || limits.intermediate > kMaxModelDim) {
+    return out_of_range("intermediate", 0, kMaxModelDim, limits.intermediate);
+  }
+  if (limits.dtype != DType::kBF16 && limits.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limits.dtype: must be bf16 or f32, got ", DTypeName(limits.dtype)));
+  }
+  TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params, ToPlanParams(limits.policy));
+  TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
+  const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
+  const size_t element = DTypeSize(limits.dtype);
+  GrowTo(w->counts, limits.num_experts);
+  GrowTo(w->offsets, limits.num_experts + 1);
+  GrowTo(w->extents, limits.num_experts);
+  GrowTo(w->permutation, assignments);
+  GrowTo(w->inverse, assignments);
+  GrowTo(w->local_ids, assignments);
+  GrowTo(w->rows_h, static_cast<size_t>(assignments * limits.hidden) * element);
+  GrowTo(w->rows_i,
+         static_cast<size_t>(assignments * limits.intermediate) * element);
+  const int64_t groups = std::max(w->plan_reserved_groups, limits.num_experts);
+  const int64_t rows = std::max(w->plan_reserved_rows, assignments);
+  TAILOR_RETURN_IF_ERROR(w->plan.Reserve(groups, rows, params));
+  w->plan_reserved_groups = groups;
+  w->plan_reserved_rows = rows;
+  w->plan_reserved_tile_rows = params.tile_rows;
+  return absl::OkStatus();
+}
+
 absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
   TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.route"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));

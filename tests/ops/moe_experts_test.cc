@@ -151,6 +151,48 @@ TEST(MoeExpertsTest, WorkspaceStopsGrowingAtTheLargestStep) {
   }
 }
 
+TEST(MoeExpertsTest, ReservedWorkspaceNeverGrowsFromTheFirstStep) {
+  std::mt19937_64 rng(TestSeed());
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace({.max_tokens = 577,
+                                     .topk = 8,
+                                     .num_experts = 64,
+                                     .hidden = kHidden,
+                                     .intermediate = kIntermediate,
+                                     .dtype = DType::kBF16},
+                                    ws));
+  const size_t capacity = ws.CapacityBytes();
+  for (int64_t t : {577, 1, 3, 200, 17, 0}) {
+    ExpertsData data({DType::kBF16, 64, t, 8, Spread::kSubset}, rng);
+    TAILOR_ASSERT_OK(Experts(SharedRuntime(), data.Args(false), ws));
+    EXPECT_EQ(ws.CapacityBytes(), capacity) << "T=" << t;
+  }
+}
+
+TEST(MoeExpertsTest, ReserveRejectsBadLimits) {
+  Workspace ws;
+  EXPECT_THAT(
+      ReserveWorkspace({.max_tokens = 8, .topk = 0, .num_experts = 8}, ws),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("limits.topk: must be in [1, 64], got 0")));
+  EXPECT_THAT(
+      ReserveWorkspace({.max_tokens = -1, .topk = 2, .num_experts = 8}, ws),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("limits.max_tokens: must be in [0, 1073741823], got -1")));
+  EXPECT_THAT(
+      ReserveWorkspace({.max_tokens = 8, .topk = 2, .num_experts = 0}, ws),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("limits.num_experts: must be in [1, 1048576], got 0")));
+  EXPECT_THAT(
+      ReserveWorkspace(
+          {.max_tokens = 8, .topk = 2, .num_experts = 8, .dtype = DType::kI32},
+          ws),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("limits.dtype: must be bf16 or f32, got i32")));
+}
+
 // ---- the specialization budget ----------------------------------------------
 
 // Every GroupedGemm key a plan of T tokens needs is one of the 6 keys of the

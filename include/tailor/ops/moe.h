@@ -167,6 +167,24 @@ class Workspace {
   std::unique_ptr<internal::MoeWorkspace> impl_;
 };
 
+// The largest step a Workspace will see, for ReserveWorkspace.
+struct WorkspaceLimits {
+  int64_t max_tokens = 0;   // T, >= 0; T * topk <= 2^31 - 1
+  int64_t topk = 0;         // k, in [1, kMaxTopk]
+  int64_t num_experts = 0;  // E (local), in [1, kMaxExperts]
+  int64_t hidden = 0;  // H for Experts, in [0, kMaxModelDim] (0: routing only)
+  int64_t intermediate =
+      0;  // I for Experts, in [0, kMaxModelDim] (0: routing only)
+  DType dtype = DType::kBF16;  // activations: bf16 or f32
+  RoutingPolicy policy;
+};
+
+// Sizes every buffer of `ws` for steps up to `limits` now, so that even the
+// first step allocates nothing (before CUDA-graph capture, or for a latency
+// budget). Steps beyond the limits still work: the buffers grow then.
+// InvalidArgument naming the field for limits out of range.
+absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws);
+
 // ---- Route: the inspector ---------------------------------------------------
 
 struct RouteArgs {
