@@ -16,6 +16,7 @@ struct ThreadPool::Job {
 };
 
 ThreadPool::ThreadPool(int num_workers) {
+  queue_.reserve(kMaxQueuedJobs);
   for (int i = 0; i < num_workers; ++i)
     workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -55,7 +56,7 @@ void ThreadPool::WorkerLoop() {
       job->active_helpers.fetch_add(1, std::memory_order_acq_rel);
       if (job->next_chunk.load(std::memory_order_relaxed) + 1 >=
           job->num_chunks) {
-        queue_.pop_front();
+        queue_.erase(queue_.begin());
       }
     }
     RunChunks(*job);
@@ -79,9 +80,17 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
           .n = n,
           .chunk = chunk,
           .num_chunks = (n + chunk - 1) / chunk};
+  bool queued = false;
   {
     absl::MutexLock lock(&mu_);
-    queue_.push_back(&job);
+    if (queue_.size() < queue_.capacity()) {
+      queue_.push_back(&job);
+      queued = true;
+    }
+  }
+  if (!queued) {  // no room: run alone rather than allocate
+    body(0, n);
+    return;
   }
   RunChunks(job);
   {

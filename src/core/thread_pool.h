@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -37,8 +36,11 @@ class ThreadPool {
   void WorkerLoop();
   static void RunChunks(Job& job);
 
+  // Jobs waiting for workers. Reserved once: queueing never allocates (a job
+  // that finds it full runs on its caller alone).
+  static constexpr size_t kMaxQueuedJobs = 256;
   absl::Mutex mu_;
-  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Job*> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
