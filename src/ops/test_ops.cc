@@ -60,6 +60,11 @@ absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x,
     return absl::InvalidArgumentError(absl::StrCat(
         "block: must be a multiple of 8 in [8, 65536], got ", block));
   }
+  if ((x.dims[0] + block - 1) / block > int64_t{UINT32_MAX}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x: dims[0] / block must fit a 32-bit grid, got ",
+                     x.dims[0], " / ", block));
+  }
   Engine& engine = runtime.engine();
   SpecKey key = engine.MakeKey(OpKind::kTestAxpy);
   key.dtypes = {DType::kF32, DType::kF32};

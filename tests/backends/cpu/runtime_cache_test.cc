@@ -348,6 +348,11 @@ TEST(OpValidationTest, AxpyRejectsBadInput) {
       StatusIs(
           absl::StatusCode::kInvalidArgument,
           HasSubstr("block: must be a multiple of 8 in [8, 65536], got 12")));
+  TensorRef huge = tx;
+  huge.dims[0] = int64_t{1} << 40;  // never dereferenced: rejected first
+  EXPECT_THAT(internal::Axpy(*runtime, 1, huge, huge, 8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("x: dims[0] / block must fit a 32-bit grid")));
   EXPECT_EQ(runtime->stats().lookups, 0u);  // rejected before any lookup
 }
 
