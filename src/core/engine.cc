@@ -103,12 +103,10 @@ const std::string& Engine::cache_dir() const {
   return cache_->disk() ? cache_->disk()->dir() : kNone;
 }
 
-SpecKey Engine::MakeKey(OpKind op) const {
-  SpecKey key;
-  key.op = op;
-  key.backend = backend_->kind();
-  key.SetArch(backend_->arch());
-  return key;
+SpecKey Engine::MakeKey(OpKind op) const { return target().MakeKey(op); }
+
+KeyTarget Engine::target() const {
+  return KeyTarget{.backend = backend_->kind(), .arch = backend_->arch()};
 }
 
 absl::StatusOr<std::shared_ptr<Kernel>> Engine::GetKernel(

@@ -47,6 +47,8 @@ class Engine {
 
   // A SpecKey for `op` with this engine's backend and arch filled in.
   SpecKey MakeKey(OpKind op) const;
+  // This engine's backend and arch, for key builders (valid while it lives).
+  KeyTarget target() const;
 
   absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
                                                     KernelGenerator generate);

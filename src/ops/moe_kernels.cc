@@ -79,11 +79,49 @@ absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
 
 }  // namespace
 
+SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden_dim) {
+  SpecKey key = target.MakeKey(OpKind::kMoePack);
+  key.dtypes = {dtype};
+  key.dims = {hidden_dim};
+  return key;
+}
+
+SpecKey GroupedGemmKey(const KeyTarget& target, const GroupedGemmShape& shape,
+                       int32_t tail_class) {
+  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {shape.dtype, shape.dtype, DType::kF32};
+  key.dims = {shape.n, shape.k};
+  key.tile.m = shape.tile_rows;
+  key.tail_class = tail_class;
+  key.variant = static_cast<uint32_t>(shape.epilogue);
+  return key;
+}
+
+SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden_dim,
+                   int64_t topk) {
+  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {dtype, DType::kF32, dtype};
+  key.dims = {hidden_dim, topk};
+  return key;
+}
+
+absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::kMoePack:
+      return GeneratePack(key);
+    case OpKind::kMoeGroupedGemm:
+      return GenerateGroupedGemm(key);
+    case OpKind::kMoeCombine:
+      return GenerateCombine(key);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key.op: ", GetOpInfo(key.op).name, " is not a moe.* kernel"));
+  }
+}
+
 absl::Status LaunchPack(Engine& engine, const PackLaunch& launch) {
   if (launch.rows == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoePack);
-  key.dtypes = {launch.dtype};
-  key.dims = {launch.hidden_dim};
+  SpecKey key = PackKey(engine.target(), launch.dtype, launch.hidden_dim);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
                           engine.GetKernel(key, GeneratePack));
   PackParams params = {.hidden = launch.hidden,
@@ -98,13 +136,14 @@ absl::Status LaunchPack(Engine& engine, const PackLaunch& launch) {
 
 SpecKey GroupedGemmKey(const Engine& engine, const GroupedGemmLaunch& launch,
                        int32_t tail_class) {
-  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
-  key.dtypes = {launch.dtype, launch.dtype, DType::kF32};
-  key.dims = {launch.n, launch.k};
-  key.tile.m = static_cast<int32_t>(launch.plan->tile_rows());
-  key.tail_class = tail_class;
-  key.variant = static_cast<uint32_t>(launch.epilogue);
-  return key;
+  return GroupedGemmKey(
+      engine.target(),
+      {.dtype = launch.dtype,
+       .n = launch.n,
+       .k = launch.k,
+       .tile_rows = static_cast<int32_t>(launch.plan->tile_rows()),
+       .epilogue = launch.epilogue},
+      tail_class);
 }
 
 absl::Status LaunchGroupedGemm(Engine& engine,
@@ -159,9 +198,8 @@ absl::Status LaunchGroupedGemm(Engine& engine,
 
 absl::Status LaunchCombine(Engine& engine, const CombineLaunch& launch) {
   if (launch.tokens == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
-  key.dtypes = {launch.dtype, DType::kF32, launch.dtype};
-  key.dims = {launch.hidden_dim, launch.topk};
+  SpecKey key =
+      CombineKey(engine.target(), launch.dtype, launch.hidden_dim, launch.topk);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
                           engine.GetKernel(key, GenerateCombine));
   CombineParams params = {.c = launch.c,

@@ -67,6 +67,31 @@ struct CombineLaunch {
 };
 absl::Status LaunchCombine(Engine& engine, const CombineLaunch& launch);
 
+// ---- keys and sources without a launch
+// --------------------------------------- For tools that list or precompile
+// kernels (warmup/kernel_catalog.cc). The Launch* functions build their keys
+// with these, so the two cannot drift.
+
+SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden_dim);
+
+// The static part of a GroupedGemm launch: what its keys are made of.
+struct GroupedGemmShape {
+  DType dtype;
+  int64_t n;  // W rows per expert
+  int64_t k;  // reduction dim
+  int32_t tile_rows;
+  moe::Epilogue epilogue;
+};
+SpecKey GroupedGemmKey(const KeyTarget& target, const GroupedGemmShape& shape,
+                       int32_t tail_class);
+
+SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden_dim,
+                   int64_t topk);
+
+// The CPU kernel source of any moe.* key (moe.pack, moe.grouped_gemm,
+// moe.combine); InvalidArgument naming the op for any other key.
+absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key);
+
 }  // namespace tailor::internal
 
 #endif  // TAILOR_OPS_MOE_KERNELS_H_

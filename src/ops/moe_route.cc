@@ -325,4 +325,13 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
 }
 
 }  // namespace moe
+
+namespace internal {
+
+absl::StatusOr<plan::PlanParams> MoePlanParams(
+    const moe::RoutingPolicy& policy) {
+  return moe::ToPlanParams(policy);
+}
+
+}  // namespace internal
 }  // namespace tailor

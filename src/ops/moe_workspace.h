@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "plan/piecewise_plan.h"
 #include "tailor/ops/moe.h"
 
@@ -45,6 +46,11 @@ struct MoeWorkspace {
     num_tokens = topk = num_experts = num_rows = 0;
   }
 };
+
+// The planner parameters of a routing policy (moe_route.cc); InvalidArgument
+// naming policy.tile_rows or policy.tail when it is out of range.
+absl::StatusOr<plan::PlanParams> MoePlanParams(
+    const moe::RoutingPolicy& policy);
 
 // Grows `buffer` to at least `size` elements; never shrinks.
 template <typename T>
