@@ -17,6 +17,7 @@
 #define TAILOR_RUNTIME_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,9 @@ class Engine;
 
 class Runtime {
  public:
+  // Options::cache_max_bytes value that turns the disk size limit off.
+  static constexpr uint64_t kNoCacheSizeLimit = ~uint64_t{0};
+
   struct Options {
     // kAuto picks the first available of cuda, hip, cpu.
     BackendKind backend = BackendKind::kAuto;
@@ -49,14 +53,21 @@ class Runtime {
     std::string cache_dir;
     // Disables the disk cache entirely (memory cache only).
     bool disable_disk_cache = false;
+    // Size limit of the disk cache directory: past it, the least recently
+    // used entries are evicted (approximately, ccache-style; every process
+    // using the directory takes part). 0: $TAILOR_CACHE_MAX_SIZE ("512M",
+    // "2G", ...; "0" means no limit), else 2 GiB. kNoCacheSizeLimit: none.
+    uint64_t cache_max_bytes = 0;
     // Kernels kept in the memory cache (LRU); >= 1.
     size_t memory_cache_capacity = 4096;
     // Compiles that may run at once; 0 = number of hardware threads.
     int compile_threads = 0;
     // Worker threads of the CPU backend's grid executor; 0 = hardware threads.
     int cpu_threads = 0;
-    // spdlog level name (trace, debug, info, warn, error, off). Empty:
-    // $TAILOR_LOG_LEVEL, else "info".
+    // spdlog level name (trace, debug, info, warn, error, critical, off);
+    // another name is InvalidArgument. Empty: $TAILOR_LOG_LEVEL, else
+    // "info"; an unknown $TAILOR_LOG_LEVEL is logged as a warning and "info"
+    // applies.
     std::string log_level;
     // When true (or $TAILOR_DISABLE_JIT=1), a kernel that is neither in
     // memory nor on disk is an error (FailedPrecondition naming the key)

@@ -39,6 +39,7 @@ struct StatsSnapshot {
       0;                       // bad magic/size/checksum: recompiled, replaced
   uint64_t stale_entries = 0;  // other version/compiler/arch/source: replaced
   uint64_t disk_write_failures = 0;
+  uint64_t disk_evictions = 0;  // entries this process evicted (size limit)
   uint64_t memory_evictions = 0;
   uint64_t launches = 0;
   uint64_t descriptor_encodes = 0;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
+#include "core/disk_eviction.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
 #include "core/stats.h"
@@ -50,6 +51,22 @@ absl::Status ValidateOptions(const Runtime::Options& o) {
   return absl::OkStatus();
 }
 
+// The disk cache size limit in bytes (0: none): the option, else
+// $TAILOR_CACHE_MAX_SIZE, else the default. A malformed variable is reported
+// and the default applies.
+uint64_t DiskCacheMaxBytes(const Runtime::Options& options) {
+  if (options.cache_max_bytes == Runtime::kNoCacheSizeLimit) return 0;
+  if (options.cache_max_bytes != 0) return options.cache_max_bytes;
+  const char* env = std::getenv("TAILOR_CACHE_MAX_SIZE");
+  if (env == nullptr || *env == '\0') return kDefaultDiskCacheMaxBytes;
+  absl::StatusOr<uint64_t> parsed = ParseByteSize(env);
+  if (parsed.ok()) return *parsed;  // "0": no limit
+  Logger().warn("TAILOR_CACHE_MAX_SIZE: {}; using the default limit, {}",
+                parsed.status().message(),
+                FormatByteSize(kDefaultDiskCacheMaxBytes));
+  return kDefaultDiskCacheMaxBytes;
+}
+
 // Opens the disk cache, or explains (once, as a warning) why it is off.
 std::optional<DiskCache> OpenDiskCache(const Runtime::Options& options) {
   if (options.disable_disk_cache) return std::nullopt;
@@ -88,7 +105,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
           .capacity = options.memory_cache_capacity,
           .disable_jit = options.disable_jit || EnvFlag("TAILOR_DISABLE_JIT"),
           .compile_threads = compile_threads,
-          .disk = OpenDiskCache(options)});
+          .disk = OpenDiskCache(options),
+          .disk_max_bytes = DiskCacheMaxBytes(options)});
   Logger().debug(
       "runtime ready: backend {} arch {} cache {}",
       BackendName(engine->backend_->kind()), engine->backend_->arch(),

@@ -10,6 +10,14 @@
 // callers wait for it and share the result (or its error). Failed lookups are
 // not cached: a later Get tries again. With disable_jit, step 3 is replaced by
 // FailedPrecondition naming the key.
+//
+// With a disk size limit (Config::disk_max_bytes), every entry written is
+// counted and the least recently used entries are evicted past the limit
+// (core/disk_eviction.h). Loading an entry from disk, and every
+// kHitsPerTouch-th memory hit of a kernel, refreshes the entry's recency.
+//
+// Precompile and CheckOnDisk serve tailor-warmup: they make sure of (or look
+// at) the disk entry of a key without loading anything into memory.
 #ifndef TAILOR_CORE_KERNEL_CACHE_H_
 #define TAILOR_CORE_KERNEL_CACHE_H_
 
@@ -35,12 +43,42 @@ class KernelCache {
     bool disable_jit = false;
     int compile_threads = 1;
     std::optional<DiskCache> disk;
+    uint64_t disk_max_bytes = 0;  // 0: no limit
+  };
+
+  // What Precompile found or did for one key.
+  struct PrecompileResult {
+    bool was_on_disk = false;    // a valid entry was there: nothing compiled
+    double compile_seconds = 0;  // wall time of the compile, if one ran
+    double compile_cpu_seconds = 0;  // CPU time of the compiling thread
+    std::string entry_path;          // the disk entry
+    // OK when the disk now holds the entry; otherwise why it does not (the
+    // kernel compiled, but e.g. the disk is full).
+    absl::Status persisted;
   };
 
   KernelCache(Backend& backend, Stats& stats, Config config);
 
   absl::StatusOr<std::shared_ptr<Kernel>> Get(const SpecKey& key,
                                               KernelGenerator generate);
+
+  // Makes sure the disk cache holds a valid entry for `key` without loading
+  // it: reads and verifies an existing entry, else compiles and writes one.
+  // Errors: the generator's or the compiler's (Internal with the compiler
+  // log; Unimplemented when the backend cannot build the key);
+  // FailedPrecondition without a disk cache, or with disable_jit and no
+  // valid entry. A kernel that compiled but could not be written is no error
+  // here: PrecompileResult::persisted says why.
+  absl::StatusOr<PrecompileResult> Precompile(const SpecKey& key,
+                                              KernelGenerator generate);
+
+  // Whether the disk cache holds a valid entry for `key` (this build's
+  // identity, checksums verified), reading it but neither loading nor
+  // compiling anything. OK; NotFound when there is none; DataLoss (corrupt)
+  // or FailedPrecondition (stale: another version, compiler or source) with
+  // the reason; FailedPrecondition without a disk cache; the generator's or
+  // the backend's error when the key cannot be built here.
+  absl::Status CheckOnDisk(const SpecKey& key, KernelGenerator generate);
 
   // Drops every kernel from memory (disk entries stay). For tests and tools.
   void ClearMemory();
@@ -55,12 +93,31 @@ class KernelCache {
   struct Entry;
   using LruList = std::list<std::shared_ptr<Entry>>;
 
+  struct Timing {
+    double wall_seconds = 0;
+    double cpu_seconds = 0;
+  };
+
+  // `disk_path` receives the key's disk entry path (empty without a disk).
   absl::StatusOr<std::shared_ptr<Kernel>> Resolve(const SpecKey& key,
-                                                  KernelGenerator generate);
+                                                  KernelGenerator generate,
+                                                  std::string& disk_path);
+  // The source and entry identity of `key`, or why there is none.
+  absl::Status Prepare(const SpecKey& key, KernelGenerator generate,
+                       KernelSource& source, EntryIdentity& id);
+  // Reads and verifies the disk entry; counts and logs a bad one.
+  ReadResult ReadEntry(const SpecKey& key, const EntryIdentity& id);
   absl::StatusOr<std::shared_ptr<Kernel>> LoadFromDisk(
       const SpecKey& key, const KernelSource& source, const EntryIdentity& id);
   absl::StatusOr<std::shared_ptr<Kernel>> CompileAndStore(
       const SpecKey& key, const KernelSource& source, const EntryIdentity& id);
+  // Compiles within the compile_threads limit; counts and logs.
+  absl::StatusOr<std::string> CompileBinary(const SpecKey& key,
+                                            const KernelSource& source,
+                                            Timing& timing);
+  // Writes the disk entry; counts a failure, applies the size limit.
+  absl::Status StoreBinary(const SpecKey& key, const EntryIdentity& id,
+                           absl::string_view binary);
   void EvictIfFull() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Backend& backend_;

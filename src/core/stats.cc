@@ -59,8 +59,14 @@ void Stats::CountLaunch(OpKind op) {
 void Stats::NoteSpecialization(const SpecKey& key) {
   absl::MutexLock lock(&specializations_mu_);
   if (!seen_keys_.insert(key.Hash()).second) return;
+  if (recorded_keys_.size() < kMaxRecordedKeys) recorded_keys_.push_back(key);
   size_t index = static_cast<size_t>(key.op);
   if (index < specializations_per_op_.size()) ++specializations_per_op_[index];
+}
+
+std::vector<SpecKey> Stats::SeenKeys() const {
+  absl::MutexLock lock(&specializations_mu_);
+  return recorded_keys_;
 }
 
 StatsSnapshot Stats::Snapshot() const {
@@ -78,6 +84,7 @@ StatsSnapshot Stats::Snapshot() const {
   s.corrupt_entries = get(corrupt_entries);
   s.stale_entries = get(stale_entries);
   s.disk_write_failures = get(disk_write_failures);
+  s.disk_evictions = get(disk_evictions);
   s.memory_evictions = get(memory_evictions);
   for (size_t i = 0; i < launches_per_op_.size(); ++i) {
     uint64_t n = get(launches_per_op_[i]);
@@ -163,6 +170,7 @@ std::string StatsSnapshot::ToJson() const {
       {"corrupt_entries", corrupt_entries},
       {"stale_entries", stale_entries},
       {"disk_write_failures", disk_write_failures},
+      {"disk_evictions", disk_evictions},
       {"memory_evictions", memory_evictions},
       {"launches", launches},
       {"descriptor_encodes", descriptor_encodes},
@@ -195,6 +203,9 @@ std::string StatsSnapshot::ToPrometheus() const {
                 stale_entries);
   AppendCounter(out, "disk_write_failures",
                 "Disk entries that could not be written.", disk_write_failures);
+  AppendCounter(out, "disk_evictions",
+                "Disk entries evicted to keep the cache under its size limit.",
+                disk_evictions);
   AppendCounter(out, "memory_evictions",
                 "Kernels evicted from the memory cache.", memory_evictions);
   AppendCounter(out, "launches", "Kernel launches.", launches);
