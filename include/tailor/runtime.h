@@ -96,6 +96,22 @@ class Runtime {
   // A consistent snapshot of the counters and histograms.
   StatsSnapshot stats() const;
 
+  // The kernel specializations this runtime has used (every key it loaded
+  // from disk or compiled; at most 65536), as a JSON document that
+  // `tailor-warmup --from-history FILE` precompiles on another machine or
+  // after an upgrade. Keys are sorted by their readable form:
+  //   {"format": "tailor.history/1", "tailor_version": "0.1.0",
+  //    "backend": "cpu", "arch": "x86_64-znver3",
+  //    "specializations": [
+  //      {"key": "moe.pack/cpu/x86_64-znver3/bf16/H=2048/b0/t0/m0n0k0",
+  //       "op": "moe.pack", "dtypes": ["bf16"], "dims": [2048],
+  //       "bucket_id": 0, "tail_class": 0,
+  //       "tile": {"m": 0, "n": 0, "k": 0, "stages": 0, "warps": 0,
+  //                "cluster": 0},
+  //       "variant": 0}, ...]}
+  // "key" is for people; readers rebuild keys from the other fields.
+  std::string SpecializationHistoryJson() const;
+
   // For tailor's own op fronts and tools; not a stable API.
   internal::Engine& engine() { return *engine_; }
 

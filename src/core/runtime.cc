@@ -4,6 +4,11 @@
 #include "core/engine.h"
 #include "core/stats.h"
 #include "tailor/status.h"
+#include "warmup/history.h"
+
+#ifndef TAILOR_VERSION_STRING
+#define TAILOR_VERSION_STRING "dev"
+#endif
 
 namespace tailor {
 
@@ -39,6 +44,13 @@ Runtime::~Runtime() = default;
 BackendKind Runtime::backend() const { return engine_->backend().kind(); }
 const std::string& Runtime::arch() const { return engine_->backend().arch(); }
 const std::string& Runtime::cache_dir() const { return engine_->cache_dir(); }
+std::string Runtime::SpecializationHistoryJson() const {
+  return internal::HistoryToJson({.tailor_version = TAILOR_VERSION_STRING,
+                                  .backend = backend(),
+                                  .arch = arch(),
+                                  .keys = engine_->stats().SeenKeys()});
+}
+
 StatsSnapshot Runtime::stats() const {
   StatsSnapshot snapshot = engine_->stats().Snapshot();
   engine_->backend().AddCounters(snapshot);
