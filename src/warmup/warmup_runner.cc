@@ -100,6 +100,21 @@ std::vector<WarmupResult> PrecompileAll(
   return results;
 }
 
+void RecheckOnDisk(KernelCache& cache, absl::Span<const KernelJob> jobs,
+                   std::vector<WarmupResult>& results) {
+  for (size_t i = 0; i < results.size() && i < jobs.size(); ++i) {
+    WarmupResult& r = results[i];
+    if (!r.status.ok() || !r.precompile.persisted.ok()) continue;
+    absl::Status on_disk = cache.CheckOnDisk(jobs[i].key, jobs[i].generate);
+    if (on_disk.ok()) continue;
+    r.precompile.persisted = absl::FailedPreconditionError(absl::StrCat(
+        "gone from the disk cache by the end of the warm-up (",
+        on_disk.message(),
+        "); was it evicted? The cache's size limit (TAILOR_CACHE_MAX_SIZE) "
+        "may be too small for this profile"));
+  }
+}
+
 WarmupSummary SummarizeWarmup(absl::Span<const WarmupResult> results,
                               double wall_seconds) {
   std::vector<OpRow> rows;

@@ -55,6 +55,14 @@ std::vector<WarmupResult> PrecompileAll(
     KernelCache& cache, absl::Span<const KernelJob> jobs, int parallel,
     absl::FunctionRef<void(const WarmupProgress&)> on_progress);
 
+// Looks at the disk again for every kernel PrecompileAll persisted and marks
+// the ones that are gone (evicted by the cache's size limit, or removed by
+// another process meanwhile) as not persisted, so that the summary reports
+// only what a server will really find. `results` are PrecompileAll's for
+// `jobs`.
+void RecheckOnDisk(KernelCache& cache, absl::Span<const KernelJob> jobs,
+                   std::vector<WarmupResult>& results);
+
 struct WarmupSummary {
   std::string table;  // per op: variants, on disk, compiled, ..., timings
   int ready = 0;      // kernels whose entry is on disk now
