@@ -356,6 +356,7 @@ int Warm(tailor::Runtime& runtime, const Flags& f, const KernelList& kernels,
   double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  tailor::internal::RecheckOnDisk(cache, kernels.jobs, results);
   if (f.times) std::printf("%s", FormatCompileTimes(results).c_str());
   tailor::internal::WarmupSummary summary = SummarizeWarmup(results, wall);
   std::printf("%s", summary.table.c_str());
