@@ -8,15 +8,6 @@
 
 namespace tailor::internal {
 
-absl::Status RequireCpuBackend(Runtime& runtime, absl::string_view op) {
-  if (runtime.backend() != BackendKind::kCpu) {
-    return absl::UnimplementedError(absl::StrCat(
-        op, ": only the cpu backend has MoE kernels so far, runtime uses ",
-        BackendName(runtime.backend())));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ExpectOperand(absl::string_view name, const TensorRef& t, int rank,
                            DType dtype) {
   TAILOR_RETURN_IF_ERROR(ExpectTensor(name, t, rank, dtype));

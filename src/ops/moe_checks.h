@@ -1,9 +1,8 @@
 // ops/moe_checks.h — argument checks shared by the moe:: op fronts.
 //
-// Each returns InvalidArgument (Unimplemented for the backend check) with a
-// message that starts with the argument's name and states the rule, e.g.
-// "w: dims[2] must equal K = a.dims[1] (64), got 32". They only read shapes
-// and metadata, never tensor contents.
+// Each returns InvalidArgument with a message that starts with the argument's
+// name and states the rule, e.g. "w: dims[2] must equal K = a.dims[1] (64), got
+// 32". They only read shapes and metadata, never tensor contents.
 #ifndef TAILOR_OPS_MOE_CHECKS_H_
 #define TAILOR_OPS_MOE_CHECKS_H_
 
@@ -15,10 +14,6 @@
 #include "tailor/tensor.h"
 
 namespace tailor::internal {
-
-// Unimplemented unless `runtime` runs the CPU backend (the only one with
-// MoE kernels so far). `op` names the entry, e.g. "moe.route".
-absl::Status RequireCpuBackend(Runtime& runtime, absl::string_view op);
 
 // ValidateTensor, exactly `rank` dims, dtype `dtype`, contiguous, on the
 // CPU, and an element count that fits int64.

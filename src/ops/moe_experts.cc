@@ -98,7 +98,8 @@ absl::StatusOr<ExpertsDims> ValidateExperts(const ExpertsArgs& args) {
 }  // namespace
 
 absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.experts"));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.experts"));
   TAILOR_ASSIGN_OR_RETURN(ExpertsDims d, ValidateExperts(args));
   // Route validates the ids, the map and the policy before any kernel runs.
   TAILOR_RETURN_IF_ERROR(Route(runtime,
@@ -117,41 +118,43 @@ absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
 
   internal::Engine& engine = runtime.engine();
   TAILOR_RETURN_IF_ERROR(
-      internal::LaunchPack(engine, {.dtype = dtype,
-                                    .hidden_dim = d.hidden,
-                                    .rows = w.num_rows,
-                                    .topk = w.topk,
-                                    .hidden = args.hidden.data,
-                                    .permutation = w.permutation.data(),
-                                    .a = w.rows_h.data()}));
+      kernels->Pack(engine, {.dtype = dtype,
+                             .hidden_dim = d.hidden,
+                             .rows = w.num_rows,
+                             .topk = w.topk,
+                             .hidden = args.hidden.data,
+                             .permutation = w.permutation.data(),
+                             .a = w.rows_h.data()}));
   TAILOR_RETURN_IF_ERROR(
-      internal::LaunchGroupedGemm(engine, {.dtype = dtype,
-                                           .n = 2 * d.intermediate,
-                                           .k = d.hidden,
-                                           .epilogue = Epilogue::kSiluAndMul,
-                                           .plan = &w.plan,
-                                           .a = w.rows_h.data(),
-                                           .w = args.w13.data,
-                                           .c = w.rows_i.data()}));
+      kernels->GroupedGemm(engine, {.dtype = dtype,
+                                    .n = 2 * d.intermediate,
+                                    .k = d.hidden,
+                                    .tile_rows = w.plan.tile_rows(),
+                                    .epilogue = Epilogue::kSiluAndMul,
+                                    .plan = {.host = &w.plan},
+                                    .a = w.rows_h.data(),
+                                    .w = args.w13.data,
+                                    .c = w.rows_i.data()}));
   // The packed input is dead now: gemm2 writes over it.
   TAILOR_RETURN_IF_ERROR(
-      internal::LaunchGroupedGemm(engine, {.dtype = dtype,
-                                           .n = d.hidden,
-                                           .k = d.intermediate,
-                                           .epilogue = Epilogue::kNone,
-                                           .plan = &w.plan,
-                                           .a = w.rows_i.data(),
-                                           .w = args.w2.data,
-                                           .c = w.rows_h.data()}));
-  return internal::LaunchCombine(engine,
-                                 {.dtype = dtype,
-                                  .hidden_dim = d.hidden,
-                                  .tokens = d.tokens,
-                                  .topk = w.topk,
-                                  .c = w.rows_h.data(),
-                                  .weights = args.topk_weights.as<float>(),
-                                  .inverse = w.inverse.data(),
-                                  .out = args.out.data});
+      kernels->GroupedGemm(engine, {.dtype = dtype,
+                                    .n = d.hidden,
+                                    .k = d.intermediate,
+                                    .tile_rows = w.plan.tile_rows(),
+                                    .epilogue = Epilogue::kNone,
+                                    .plan = {.host = &w.plan},
+                                    .a = w.rows_i.data(),
+                                    .w = args.w2.data,
+                                    .c = w.rows_h.data()}));
+  return kernels->Combine(engine, {.dtype = dtype,
+                                   .hidden_dim = d.hidden,
+                                   .tokens = d.tokens,
+                                   .topk = w.topk,
+                                   .rows = w.num_rows,
+                                   .c = w.rows_h.data(),
+                                   .weights = args.topk_weights.as<float>(),
+                                   .inverse = w.inverse.data(),
+                                   .out = args.out.data});
 }
 
 }  // namespace moe

@@ -75,7 +75,8 @@ absl::Status ValidateEpilogue(Epilogue epilogue, int64_t n) {
 }  // namespace
 
 absl::Status Pack(Runtime& runtime, const PackArgs& args) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.pack"));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.pack"));
   TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("hidden", args.hidden, 2));
   const int64_t tokens = args.hidden.dims[0];
   const int64_t hidden_dim = args.hidden.dims[1];
@@ -98,20 +99,20 @@ absl::Status Pack(Runtime& runtime, const PackArgs& args) {
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("a", args.a, "hidden", args.hidden));
   TAILOR_RETURN_IF_ERROR(
       ValidatePermutation(args.permutation, tokens * args.topk));
-  return internal::LaunchPack(runtime.engine(),
-                              {.dtype = args.hidden.dtype,
-                               .hidden_dim = hidden_dim,
-                               .rows = rows,
-                               .topk = args.topk,
-                               .hidden = args.hidden.data,
-                               .permutation = args.permutation.as<int32_t>(),
-                               .a = args.a.data});
+  return kernels->Pack(runtime.engine(),
+                       {.dtype = args.hidden.dtype,
+                        .hidden_dim = hidden_dim,
+                        .rows = rows,
+                        .topk = args.topk,
+                        .hidden = args.hidden.data,
+                        .permutation = args.permutation.as<int32_t>(),
+                        .a = args.a.data});
 }
 
 absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                          const Workspace& ws) {
-  TAILOR_RETURN_IF_ERROR(
-      internal::RequireCpuBackend(runtime, "moe.grouped_gemm"));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.grouped_gemm"));
   TAILOR_ASSIGN_OR_RETURN(const MoeWorkspace* w, RoutedWorkspace(ws));
   TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("a", args.a, 2));
   TAILOR_RETURN_IF_ERROR(
@@ -136,19 +137,21 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                 gated ? "N / 2 = w.dims[1] / 2" : "N = w.dims[1]"));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "a", args.a));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "w", args.w));
-  return internal::LaunchGroupedGemm(runtime.engine(),
-                                     {.dtype = args.a.dtype,
-                                      .n = n,
-                                      .k = k,
-                                      .epilogue = args.epilogue,
-                                      .plan = &w->plan,
-                                      .a = args.a.data,
-                                      .w = args.w.data,
-                                      .c = args.c.data});
+  return kernels->GroupedGemm(runtime.engine(),
+                              {.dtype = args.a.dtype,
+                               .n = n,
+                               .k = k,
+                               .tile_rows = w->plan.tile_rows(),
+                               .epilogue = args.epilogue,
+                               .plan = {.host = &w->plan},
+                               .a = args.a.data,
+                               .w = args.w.data,
+                               .c = args.c.data});
 }
 
 absl::Status Combine(Runtime& runtime, const CombineArgs& args) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.combine"));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.combine"));
   TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2));
   const int64_t rows = args.c.dims[0];
   const int64_t hidden_dim = args.c.dims[1];
@@ -172,15 +175,16 @@ absl::Status Combine(Runtime& runtime, const CombineArgs& args) {
       ExpectDim("out", args.out, 1, hidden_dim, "H = c.dims[1]"));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("out", args.out, "c", args.c));
   TAILOR_RETURN_IF_ERROR(ValidateInverse(args.inverse, rows));
-  return internal::LaunchCombine(runtime.engine(),
-                                 {.dtype = args.c.dtype,
-                                  .hidden_dim = hidden_dim,
-                                  .tokens = tokens,
-                                  .topk = k,
-                                  .c = args.c.data,
-                                  .weights = args.topk_weights.as<float>(),
-                                  .inverse = args.inverse.as<int32_t>(),
-                                  .out = args.out.data});
+  return kernels->Combine(runtime.engine(),
+                          {.dtype = args.c.dtype,
+                           .hidden_dim = hidden_dim,
+                           .tokens = tokens,
+                           .topk = k,
+                           .rows = rows,
+                           .c = args.c.data,
+                           .weights = args.topk_weights.as<float>(),
+                           .inverse = args.inverse.as<int32_t>(),
+                           .out = args.out.data});
 }
 
 }  // namespace moe

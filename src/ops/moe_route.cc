@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/moe_checks.h"
+#include "ops/moe_kernels.h"
 #include "ops/moe_workspace.h"
 #include "plan/bucket_policy.h"
 #include "plan/piecewise_plan.h"
@@ -261,7 +262,7 @@ absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws) {
 }
 
 absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.route"));
+  TAILOR_RETURN_IF_ERROR(internal::MoeKernelsOf(runtime, "moe.route").status());
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
   TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params, ToPlanParams(args.policy));
@@ -294,7 +295,8 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
 
 absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
                       Workspace& ws) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.plan_rows"));
+  TAILOR_RETURN_IF_ERROR(
+      internal::MoeKernelsOf(runtime, "moe.plan_rows").status());
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
   TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params, ToPlanParams(args.policy));

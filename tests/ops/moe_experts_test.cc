@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/moe_kernels.h"
 #include "core/engine.h"
 #include "moe_test_util.h"
 #include "ops/moe_kernels.h"
@@ -203,6 +204,7 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
   internal::GroupedGemmLaunch launch = {.dtype = DType::kBF16,
                                         .n = 2 * kIntermediate,
                                         .k = kHidden,
+                                        .tile_rows = 16,
                                         .epilogue = Epilogue::kSiluAndMul};
   Workspace ws;
   std::set<std::string> expected;
@@ -211,9 +213,9 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
         SharedRuntime(),
         {.topk_ids = HostTensor(DType::kI32, {0, 1}).ref(), .num_experts = 8},
         ws));
-    launch.plan = &ws.impl()->plan;
+    launch.plan = {.host = &ws.impl()->plan};
     expected.insert(
-        internal::GroupedGemmKey(engine, launch, tail_class).ToString());
+        internal::cpu::GroupedGemmKey(engine, launch, tail_class).ToString());
   }
   std::set<std::string> seen;
   for (int64_t t = 0; t <= 600; t += 7) {
@@ -221,11 +223,12 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
         RandomTopkIds(rng, t, 2, 8, t % 2 ? Spread::kUniform : Spread::kSubset);
     TAILOR_ASSERT_OK(
         Route(SharedRuntime(), {.topk_ids = ids.ref(), .num_experts = 8}, ws));
-    launch.plan = &ws.impl()->plan;
+    launch.plan = {.host = &ws.impl()->plan};
     ASSERT_LE(ws.plan().variants, 6);
     for (const plan::VariantRange& range : ws.impl()->plan.variants()) {
-      seen.insert(internal::GroupedGemmKey(engine, launch, range.tail_class)
-                      .ToString());
+      seen.insert(
+          internal::cpu::GroupedGemmKey(engine, launch, range.tail_class)
+              .ToString());
     }
   }
   for (const std::string& key : seen) {

@@ -149,8 +149,10 @@ absl::Status CudaKernel::EnsureDynamicSharedLimit(uint32_t bytes) const {
 // ---- CudaBackend ------------------------------------------------------------
 
 CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
-                         NvrtcCompiler compiler, int compute_capability)
+                         int device_index, NvrtcCompiler compiler,
+                         int compute_capability)
     : context_(std::move(context)),
+      device_{.type = DeviceType::kCuda, .index = device_index},
       compiler_(std::move(compiler)),
       compute_capability_(compute_capability),
       arch_(ArchForComputeCapability(compute_capability / 10,
@@ -191,8 +193,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                       device, "compute capability minor"));
   absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create({});
   if (!compiler.ok()) return Unavailable(compiler.status());
-  return std::unique_ptr<CudaBackend>(new CudaBackend(
-      *std::move(context), *std::move(compiler), major * 10 + minor));
+  return std::unique_ptr<CudaBackend>(
+      new CudaBackend(*std::move(context), options.device_index,
+                      *std::move(compiler), major * 10 + minor));
 }
 
 absl::Status CudaBackend::Supports(const SpecKey& key) const {

@@ -104,6 +104,7 @@ class CudaBackend final : public tailor::internal::Backend {
       const tailor::internal::BackendOptions& options);
 
   BackendKind kind() const override { return BackendKind::kCuda; }
+  Device device() const override { return device_; }
   const std::string& arch() const override { return arch_; }
   const std::string& compiler_identity() const override {
     return compiler_identity_;
@@ -133,10 +134,11 @@ class CudaBackend final : public tailor::internal::Backend {
   int compute_capability() const { return compute_capability_; }  // 90 for 9.0
 
  private:
-  CudaBackend(std::shared_ptr<DeviceContext> context, NvrtcCompiler compiler,
-              int compute_capability);
+  CudaBackend(std::shared_ptr<DeviceContext> context, int device_index,
+              NvrtcCompiler compiler, int compute_capability);
 
   std::shared_ptr<DeviceContext> context_;
+  Device device_;
   NvrtcCompiler compiler_;
   int compute_capability_;
   std::string arch_;

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
+#include "kernels/cuda_test_kernels.h"
 #include "templates/cuda/test_kernels_params.h"
 #include "test_util.h"
 

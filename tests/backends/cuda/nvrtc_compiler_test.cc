@@ -14,9 +14,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
+#include "kernels/cuda_test_kernels.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
 
