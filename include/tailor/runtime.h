@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tailor/stats.h"
+#include "tailor/tensor.h"
 
 namespace tailor {
 
@@ -77,6 +78,10 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   BackendKind backend() const;
+  // Where the backend's tensors live: Device{} (the host) for the CPU
+  // backend, {DeviceType::kCuda, device_index} for CUDA. Op arguments must
+  // live there.
+  Device device() const;
   // Target the kernels are built for: "x86_64-znver3", "sm_90a", ...
   const std::string& arch() const;
   // The disk cache directory in use; empty when the disk cache is off.

@@ -37,6 +37,7 @@ Runtime::Runtime(std::unique_ptr<internal::Engine> engine)
 Runtime::~Runtime() = default;
 
 BackendKind Runtime::backend() const { return engine_->backend().kind(); }
+Device Runtime::device() const { return engine_->backend().device(); }
 const std::string& Runtime::arch() const { return engine_->backend().arch(); }
 const std::string& Runtime::cache_dir() const { return engine_->cache_dir(); }
 StatsSnapshot Runtime::stats() const {

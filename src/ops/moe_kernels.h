@@ -52,14 +52,13 @@ struct MoePlanRef {
 struct PackLaunch {
   DType dtype;
   int64_t hidden_dim;          // H
-  int64_t rows;                // R (host plans) or its bound T * k (device)
+  int64_t rows;                // rows of a: R, or its bound T * k (device)
+  int64_t tokens;              // T
   int64_t topk;                // k
   const void* hidden;          // [T, H]
-  const int32_t* permutation;  // [rows]
+  const int32_t* permutation;  // [rows]; device backends skip entries
+                               // outside [0, T * k) (e.g. -1 past R)
   void* a;                     // [rows, H]
-  // Device plans: the route scratch holding the real R; rows past it and
-  // permutation entries outside [0, T * k) are skipped.
-  const void* route_scratch = nullptr;
   void* stream = nullptr;
 };
 
@@ -130,6 +129,9 @@ struct RouteErrors {
 class MoeKernels {
  public:
   virtual ~MoeKernels() = default;
+
+  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to.
+  virtual int32_t DefaultTileRows() const = 0;
 
   // ---- device routing (optional: device-memory backends) ------------------
   // Bytes of opaque route scratch (histograms, the plan's real length, error

@@ -127,6 +127,26 @@ TEST(MoeExpertsTest, NoLocalExpertGivesZeros) {
     ASSERT_EQ(data.out.at(i), 0.0) << i;
 }
 
+TEST(MoeExpertsTest, ValidTokensZeroThePadding) {
+  std::mt19937_64 rng(TestSeed());
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ExpertsCase c = {dtype, 8, 17, 2};
+    ExpertsData data(c, rng);
+    HostTensor count(DType::kI32, {1});
+    count.i32()[0] = 11;
+    ExpertsArgs args = data.Args(false);
+    args.valid_tokens = count.ref();
+    Workspace ws;
+    TAILOR_ASSERT_OK(Experts(SharedRuntime(), args, ws));
+    // The first 11 tokens as if alone, zeros after them.
+    std::vector<double> ref = data.Reference(c);
+    std::fill(ref.begin() + 11 * kHidden, ref.end(), 0.0);
+    EXPECT_LT(RelativeError(data.out, ref), Tolerance(dtype));
+    for (int64_t i = 11 * kHidden; i < data.out.numel(); ++i)
+      ASSERT_EQ(data.out.at(i), 0.0) << i;
+  }
+}
+
 TEST(MoeExpertsTest, InPlace) {
   std::mt19937_64 rng(TestSeed());
   ExpertsCase c = {DType::kF32, 8, 17, 2};
@@ -155,7 +175,8 @@ TEST(MoeExpertsTest, WorkspaceStopsGrowingAtTheLargestStep) {
 TEST(MoeExpertsTest, ReservedWorkspaceNeverGrowsFromTheFirstStep) {
   std::mt19937_64 rng(TestSeed());
   Workspace ws;
-  TAILOR_ASSERT_OK(ReserveWorkspace({.max_tokens = 577,
+  TAILOR_ASSERT_OK(ReserveWorkspace(SharedRuntime(),
+                                    {.max_tokens = 577,
                                      .topk = 8,
                                      .num_experts = 64,
                                      .hidden = kHidden,
@@ -173,21 +194,25 @@ TEST(MoeExpertsTest, ReservedWorkspaceNeverGrowsFromTheFirstStep) {
 TEST(MoeExpertsTest, ReserveRejectsBadLimits) {
   Workspace ws;
   EXPECT_THAT(
-      ReserveWorkspace({.max_tokens = 8, .topk = 0, .num_experts = 8}, ws),
+      ReserveWorkspace(SharedRuntime(),
+                       {.max_tokens = 8, .topk = 0, .num_experts = 8}, ws),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("limits.topk: must be in [1, 64], got 0")));
   EXPECT_THAT(
-      ReserveWorkspace({.max_tokens = -1, .topk = 2, .num_experts = 8}, ws),
+      ReserveWorkspace(SharedRuntime(),
+                       {.max_tokens = -1, .topk = 2, .num_experts = 8}, ws),
       StatusIs(
           absl::StatusCode::kInvalidArgument,
           HasSubstr("limits.max_tokens: must be in [0, 1073741823], got -1")));
   EXPECT_THAT(
-      ReserveWorkspace({.max_tokens = 8, .topk = 2, .num_experts = 0}, ws),
+      ReserveWorkspace(SharedRuntime(),
+                       {.max_tokens = 8, .topk = 2, .num_experts = 0}, ws),
       StatusIs(
           absl::StatusCode::kInvalidArgument,
           HasSubstr("limits.num_experts: must be in [1, 1048576], got 0")));
   EXPECT_THAT(
       ReserveWorkspace(
+          SharedRuntime(),
           {.max_tokens = 8, .topk = 2, .num_experts = 8, .dtype = DType::kI32},
           ws),
       StatusIs(absl::StatusCode::kInvalidArgument,

@@ -25,6 +25,9 @@ namespace tailor::internal::cpu {
 
 class CpuMoeKernels final : public MoeKernels {
  public:
+  // 16 rows: a tile's W stream is reused 16 times from cache; tails are at
+  // most 15 rows.
+  int32_t DefaultTileRows() const override { return 16; }
   absl::Status Pack(Engine& engine, const PackLaunch& launch) override;
   absl::Status GroupedGemm(Engine& engine,
                            const GroupedGemmLaunch& launch) override;
