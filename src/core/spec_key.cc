@@ -43,6 +43,7 @@ const OpInfo& GetOpInfo(OpKind op) {
   static const OpInfo kMoePack = {"moe.pack", {"H"}};
   static const OpInfo kMoeGroupedGemm = {"moe.grouped_gemm", {"N", "K"}};
   static const OpInfo kMoeCombine = {"moe.combine", {"H", "topk"}};
+  static const OpInfo kMoeRoute = {"moe.route", {"warps"}};
   static const OpInfo kTmaPatchTest = {"tma.patch_test", {"cols"}};
   static const OpInfo kTmaCopyTest = {"tma.copy_test", {"cols"}};
   switch (op) {
@@ -58,6 +59,8 @@ const OpInfo& GetOpInfo(OpKind op) {
       return kMoeGroupedGemm;
     case OpKind::kMoeCombine:
       return kMoeCombine;
+    case OpKind::kMoeRoute:
+      return kMoeRoute;
     case OpKind::kTmaPatchTest:
       return kTmaPatchTest;
     case OpKind::kTmaCopyTest:

@@ -41,6 +41,7 @@ enum class OpKind : uint16_t {
   kMoePack = 10,
   kMoeGroupedGemm = 11,
   kMoeCombine = 12,
+  kMoeRoute = 13,  // device inspector kernels (variant: count, plan, scatter)
   kTmaPatchTest = 30,
   kTmaCopyTest = 31,
 };

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/cuda/driver_api.h"
+#include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "core/backend.h"
@@ -127,6 +128,18 @@ class CudaBackend final : public tailor::internal::Backend {
 
   void AddCounters(StatsSnapshot& snapshot) const override;
 
+  // Device memory: cuMemAlloc (freed with the context current), async
+  // memset and copy-back on the caller's stream.
+  absl::StatusOr<std::shared_ptr<void>> AllocateDevice(size_t bytes) override;
+  absl::Status FillDevice(void* dst, uint8_t value, size_t bytes,
+                          void* stream) override;
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
+                          void* stream) override;
+
+  tailor::internal::MoeKernels* moe_kernels() override {
+    return &moe_kernels_;
+  }
+
   // TMA descriptors of this device, encoded once per spec (checked first).
   DescriptorPool& descriptor_pool() { return descriptor_pool_; }
   const DeviceContext& device_context() const { return *context_; }
@@ -135,7 +148,8 @@ class CudaBackend final : public tailor::internal::Backend {
 
  private:
   CudaBackend(std::shared_ptr<DeviceContext> context, int device_index,
-              NvrtcCompiler compiler, int compute_capability);
+              NvrtcCompiler compiler, int compute_capability,
+              int multiprocessors);
 
   std::shared_ptr<DeviceContext> context_;
   Device device_;
@@ -145,6 +159,7 @@ class CudaBackend final : public tailor::internal::Backend {
   std::string compiler_identity_;
   tailor::internal::Hash128 headers_hash_;
   DescriptorPool descriptor_pool_;
+  CudaMoeKernels moe_kernels_;
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.

@@ -1,0 +1,71 @@
+// backends/cuda/moe_kernels.h — the MoE kernel family on the CUDA backend.
+//
+// Generators and launch glue for templates/cuda/moe_{route,pack,
+// grouped_gemm,combine}.cuh (params and launch shapes:
+// templates/cuda/moe_params.h). Device plans only: Route runs on the device
+// and every later kernel reads the plan's real length from the route
+// header, so a step is a fixed sequence of launches (3 route, pack, 2 GEMMs,
+// combine) sized from T and the worst case, with no host sync.
+//
+// Keys (static dims only; T, R and per-expert counts never appear):
+//   moe.route         variant = kernel (count, plan, scatter); scatter:
+//                     dims {warps}
+//   moe.pack          dtypes {x}            dims {H}
+//   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
+//                     variant = epilogue, tile.n = 1 for the tensor-core
+//                     kernel (bf16, K % 8 == 0), 0 for the SIMT one
+//   moe.combine       dtypes {x, f32, x}    dims {H, topk}
+// One grouped-GEMM kernel serves the core and every tail class.
+#ifndef TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
+#define TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
+
+#include <cstdint>
+
+#include "core/backend.h"
+#include "core/engine.h"
+#include "ops/moe_kernels.h"
+
+namespace tailor::cuda {
+
+// The source of a MoE key (moe.route, moe.pack, moe.grouped_gemm,
+// moe.combine); Unimplemented for other ops. For tests and tools that
+// compile kernels offline.
+absl::StatusOr<tailor::internal::KernelSource> GenerateMoeKernel(
+    const tailor::internal::SpecKey& key);
+
+class CudaMoeKernels final : public tailor::internal::MoeKernels {
+ public:
+  // `backend` fills and copies device memory; `multiprocessors` sizes the
+  // persistent GEMM grids.
+  CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors)
+      : backend_(backend), multiprocessors_(multiprocessors) {}
+
+  // 64 rows: four m16 fragments per core tile.
+  int32_t DefaultTileRows() const override { return 64; }
+  int64_t RouteScratchBytes(int64_t max_assignments,
+                            int64_t num_experts) const override;
+  int64_t MaxDeviceRouteExperts() const override;
+  absl::Status InitRouteScratch(tailor::internal::Engine& engine,
+                                void* route_scratch, void* stream) override;
+  absl::Status Route(tailor::internal::Engine& engine,
+                     const tailor::internal::DeviceRouteLaunch& launch) override;
+  absl::StatusOr<tailor::internal::RouteErrors> TakeRouteErrors(
+      tailor::internal::Engine& engine, void* route_scratch,
+      void* stream) override;
+
+  absl::Status Pack(tailor::internal::Engine& engine,
+                    const tailor::internal::PackLaunch& launch) override;
+  absl::Status GroupedGemm(
+      tailor::internal::Engine& engine,
+      const tailor::internal::GroupedGemmLaunch& launch) override;
+  absl::Status Combine(tailor::internal::Engine& engine,
+                       const tailor::internal::CombineLaunch& launch) override;
+
+ private:
+  tailor::internal::Backend& backend_;
+  int multiprocessors_;
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_

@@ -1,0 +1,174 @@
+// templates/cuda/moe_params.h — params of the MoE CUDA kernels, the one
+// definition that the host glue (src/backends/cuda/moe_kernels.cc) fills and
+// the templates (moe_route.cuh, moe_pack.cuh, moe_grouped_gemm.cuh,
+// moe_combine.cuh) read.
+//
+// Contract: plain C++ that compiles both as host code (g++) and as device
+// code (NVRTC, -default-device): no CUDA keywords, no standard headers.
+//
+// The device Route writes, per step, into the workspace: counts, offsets,
+// permutation, inverse, the work list (MoeWorkItem, the layout of the host
+// planner's plan::WorkItem) and, in its scratch, a MoeRouteHeader (the plan's
+// real length, the error record) followed by the per-segment histogram.
+#ifndef TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
+#define TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
+
+namespace tailor::cuda {
+
+// One core tile or tail piece of one expert (plan::WorkItem).
+struct MoeWorkItem {
+  int row_begin;   // first global row
+  int rows;        // tile rows (core) or 1..tail_class (tail)
+  int group;       // expert
+  int tail_class;  // 0: core
+};
+
+// Largest core tile (moe::kMaxTileRows).
+inline constexpr int kMoeMaxTileRows = 64;
+// Assignments per block of the count and scatter kernels: one histogram
+// column per segment.
+inline constexpr int kMoeRouteSegment = 1024;
+// The route scratch starts with the header, then the histogram.
+inline constexpr int kMoeRouteHeaderBytes = 256;
+// "No error recorded": the error words are kept with atomicMin.
+inline constexpr unsigned long long kMoeNoError = ~0ull;
+
+struct MoeRouteHeader {
+  // (position << 32) | (unsigned)value of the lowest bad topk_ids entry
+  // (value outside [0, id limit)) and of the lowest bad expert_map entry
+  // (value outside [-1, E)), or kMoeNoError. Sticky until the host takes
+  // them (Workspace::TakeRoutingErrors).
+  unsigned long long bad_id;
+  unsigned long long bad_map_entry;
+  int num_work;  // work items of the last plan
+  int num_core;  // core tiles among them (they come first)
+  int num_rows;  // R
+  int reserved;
+};
+
+// The three route kernels (SpecKey::variant of moe.route).
+inline constexpr unsigned kMoeRouteCount = 0;    // per-segment histograms
+inline constexpr unsigned kMoeRoutePlan = 1;     // counts, offsets, work list
+inline constexpr unsigned kMoeRouteScatter = 2;  // permutation, inverse
+
+struct MoeRouteParams {
+  const int* topk_ids;      // [tokens, topk]
+  const int* expert_map;    // [map_size] or null
+  const int* valid_tokens;  // [1] or null (all tokens)
+  long long map_size;       // ids are checked against it when a map is set
+  int tokens;               // T
+  int topk;                 // k
+  int experts;              // E (local)
+  int assignments;          // T * k
+  int segments;             // ceil(assignments / kMoeRouteSegment)
+  int tile_rows;
+  int max_work;
+  int* counts;            // [E]
+  int* offsets;           // [E + 1]
+  int* permutation;       // [assignments]; -1 past R
+  int* inverse;           // [assignments]; -1 when dropped
+  MoeWorkItem* work;      // [max_work]
+  MoeRouteHeader* header;
+  int* histogram;  // [E, segments]: counts, then (plan) absolute row bases
+  // tail_classes[n]: the class of a tail of n rows, n in [1, tile_rows).
+  int tail_classes[kMoeMaxTileRows];
+};
+
+// a[r, :] = hidden[permutation[r] / topk, :] for entries in [0, T * k).
+struct MoePackParams {
+  const void* hidden;      // [tokens, H]
+  const int* permutation;  // [rows]
+  void* a;                 // [rows, H]
+  int rows;
+  int tokens;
+  int topk;
+};
+
+// Grouped GEMM over the device work list: one launch, core and tails.
+struct MoeGroupedGemmParams {
+  const void* a;                    // [R, K]
+  const void* w;                    // [E, N, K]
+  void* c;                          // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;          // [max_work]
+  const MoeRouteHeader* header;     // num_work
+};
+
+// out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
+// [0, rows).
+struct MoeCombineParams {
+  const void* c;         // [rows, H]
+  const float* weights;  // [tokens, kTopk]
+  const int* inverse;    // [tokens, kTopk]
+  void* out;             // [tokens, H]
+  int rows;
+  int tokens;
+};
+
+// Epilogues of the grouped GEMM (SpecKey::variant of moe.grouped_gemm).
+inline constexpr int kMoeEpilogueNone = 0;
+inline constexpr int kMoeEpilogueSiluAndMul = 1;
+
+// ---- launch shapes: the one definition of the constants that the host
+// (grid, block, shared memory) and the templates (tiles) must agree on ------
+
+// Bytes of the widest vector (16, 8, 4, 2 or 1) that divides `row_bytes`:
+// rows of that many bytes laid back to back stay aligned to it.
+constexpr int MoeRowVectorBytes(long long row_bytes) {
+  return row_bytes % 16 == 0  ? 16
+         : row_bytes % 8 == 0 ? 8
+         : row_bytes % 4 == 0 ? 4
+         : row_bytes % 2 == 0 ? 2
+                              : 1;
+}
+
+// Pack: grid (rows, ceil(row vectors / kMoePackVectorsPerBlock)).
+inline constexpr int kMoePackThreads = 128;
+inline constexpr int kMoePackVectorsPerThread = 4;
+inline constexpr int kMoePackVectorsPerBlock =
+    kMoePackThreads * kMoePackVectorsPerThread;
+// Combine: grid (tokens, ceil(row vectors / kMoeCombineThreads)).
+inline constexpr int kMoeCombineThreads = 128;
+// Route: count kernel threads, plan kernel threads, and the scatter warps
+// for E local experts (its shared memory is (1 + warps) * E ints).
+inline constexpr int kMoeRouteCountThreads = 256;
+inline constexpr int kMoeRoutePlanThreads = 1024;
+inline constexpr long long kMoeScatterSharedBudget = 96 * 1024;
+constexpr int MoeScatterWarps(long long experts) {
+  return (1 + 8) * 4 * experts <= kMoeScatterSharedBudget   ? 8
+         : (1 + 4) * 4 * experts <= kMoeScatterSharedBudget ? 4
+         : (1 + 2) * 4 * experts <= kMoeScatterSharedBudget ? 2
+                                                            : 1;
+}
+// The most local experts the scatter's shared memory holds (with 1 warp).
+inline constexpr long long kMoeMaxDeviceExperts = kMoeScatterSharedBudget / 8;
+
+// Grouped GEMM. The tensor-core kernel takes bf16 with 16-byte aligned rows
+// (K % 8 == 0); the SIMT kernel takes the rest (f32, unaligned bf16).
+constexpr bool MoeGemmUsesMma(bool bf16, long long k) {
+  return bf16 && k % 8 == 0;
+}
+inline constexpr int kMoeMmaThreads = 128;
+inline constexpr int kMoeMmaWRows = 128;  // W rows per CTA tile
+inline constexpr int kMoeMmaKTile = 64;   // K per stage: 128-byte rows
+inline constexpr int kMoeMmaStages = 4;
+inline constexpr int kMoeSimtThreads = 256;
+inline constexpr int kMoeSimtWRows = 64;
+// CTA rows: the tile rows rounded up to the m16 fragment.
+constexpr int MoeGemmCtaRows(int tile_rows) { return (tile_rows + 15) / 16 * 16; }
+// Output columns one CTA tile writes (gated: half its W rows).
+constexpr int MoeGemmOutPerCta(bool mma, bool gated) {
+  return (mma ? kMoeMmaWRows : kMoeSimtWRows) / (gated ? 2 : 1);
+}
+constexpr int MoeGemmNTiles(bool mma, bool gated, long long n) {
+  const long long out = gated ? n / 2 : n;
+  const int per_cta = MoeGemmOutPerCta(mma, gated);
+  return static_cast<int>((out + per_cta - 1) / per_cta);
+}
+constexpr int MoeMmaSharedBytes(int tile_rows) {
+  return kMoeMmaStages * (MoeGemmCtaRows(tile_rows) + kMoeMmaWRows) *
+         kMoeMmaKTile * 2;
+}
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
