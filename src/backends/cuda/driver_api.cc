@@ -214,6 +214,7 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuMemsetD8Async, kCuda12_0);
   TAILOR_RESOLVE(cuMemcpyHtoDAsync, kCuda12_0);
   TAILOR_RESOLVE(cuMemcpyDtoHAsync, kCuda12_0);
+  TAILOR_RESOLVE(cuMemcpyDtoDAsync, kCuda12_0);
   TAILOR_RESOLVE(cuStreamCreate, kCuda12_0);
   TAILOR_RESOLVE(cuStreamDestroy, kCuda12_0);
   TAILOR_RESOLVE(cuStreamSynchronize, kCuda12_0);

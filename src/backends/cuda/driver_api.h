@@ -94,6 +94,7 @@ struct DriverApi {
   decltype(&::cuMemsetD8Async) cuMemsetD8Async = nullptr;
   decltype(&::cuMemcpyHtoDAsync) cuMemcpyHtoDAsync = nullptr;
   decltype(&::cuMemcpyDtoHAsync) cuMemcpyDtoHAsync = nullptr;
+  decltype(&::cuMemcpyDtoDAsync) cuMemcpyDtoDAsync = nullptr;
 
   // Streams and events.
   decltype(&::cuStreamCreate) cuStreamCreate = nullptr;
