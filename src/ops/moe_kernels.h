@@ -69,9 +69,11 @@ struct GroupedGemmLaunch {
   int64_t tile_rows;
   moe::Epilogue epilogue;
   MoePlanRef plan;
-  const void* a;  // [R, K]
-  const void* w;  // [E, N, K]
-  void* c;        // [R, N] or [R, N / 2]
+  const void* a;  // [rows, K]
+  const void* w;  // [experts, N, K]
+  void* c;        // [rows, N] or [rows, N / 2]
+  int64_t rows = 0;     // of a and c: R, or its bound T * k (device)
+  int64_t experts = 0;  // E
   void* stream = nullptr;
 };
 

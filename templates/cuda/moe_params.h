@@ -10,8 +10,16 @@
 // permutation, inverse, the work list (MoeWorkItem, the layout of the host
 // planner's plan::WorkItem) and, in its scratch, a MoeRouteHeader (the plan's
 // real length, the error record) followed by the per-segment histogram.
+//
+// The device work list holds the host plan's items in expert-major order:
+// expert 0's core tiles, then its tail, then expert 1's ... A GPU runs every
+// item of a GEMM in one launch, and this order keeps the tiles that stream
+// one expert's weights next to each other (the host order, every core tile
+// then the tails by class, serves one launch per class on the CPU).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
 #define TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
+
+#include "runtime/cuda/tensor_map.h"
 
 namespace tailor::cuda {
 
@@ -40,16 +48,20 @@ struct MoeRouteHeader {
   // them (Workspace::TakeRoutingErrors).
   unsigned long long bad_id;
   unsigned long long bad_map_entry;
-  int num_work;  // work items of the last plan
-  int num_core;  // core tiles among them (they come first)
-  int num_rows;  // R
+  int num_work;     // work items of the last plan
+  int num_rows;     // R
+  int blocks_done;  // count blocks finished (the last one plans); 0 between
   int reserved;
 };
 
-// The three route kernels (SpecKey::variant of moe.route).
-inline constexpr unsigned kMoeRouteCount = 0;    // per-segment histograms
-inline constexpr unsigned kMoeRoutePlan = 1;     // counts, offsets, work list
-inline constexpr unsigned kMoeRouteScatter = 2;  // permutation, inverse
+// The route kernels (SpecKey::variant of moe.route).
+// Per-segment histograms; the last block to finish plans (counts, offsets,
+// work list). One launch.
+inline constexpr unsigned kMoeRouteCountPlan = 0;
+// The same, plus the scatter, in one block: routes of one segment.
+inline constexpr unsigned kMoeRouteFused = 1;
+// Permutation and inverse, one block per segment.
+inline constexpr unsigned kMoeRouteScatter = 2;
 
 struct MoeRouteParams {
   const int* topk_ids;      // [tokens, topk]
@@ -69,7 +81,7 @@ struct MoeRouteParams {
   int* inverse;           // [assignments]; -1 when dropped
   MoeWorkItem* work;      // [max_work]
   MoeRouteHeader* header;
-  int* histogram;  // [E, segments]: counts, then (plan) absolute row bases
+  int* histogram;  // [segments, E]: counts, then (plan) absolute row bases
   // tail_classes[n]: the class of a tail of n rows, n in [1, tile_rows).
   int tail_classes[kMoeMaxTileRows];
 };
@@ -91,6 +103,18 @@ struct MoeGroupedGemmParams {
   void* c;                          // [R, N] or [R, N / 2]
   const MoeWorkItem* work;          // [max_work]
   const MoeRouteHeader* header;     // num_work
+};
+
+// The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
+// TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
+//   a_map  2D {K, rows of A}, box {64, 64}
+//   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
+struct MoeGroupedGemmSm90Params {
+  TensorMap a_map;
+  TensorMap w_map;
+  void* c;                       // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;       // [max_work]
+  const MoeRouteHeader* header;  // num_work
 };
 
 // out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
@@ -128,10 +152,9 @@ inline constexpr int kMoePackVectorsPerBlock =
     kMoePackThreads * kMoePackVectorsPerThread;
 // Combine: grid (tokens, ceil(row vectors / kMoeCombineThreads)).
 inline constexpr int kMoeCombineThreads = 128;
-// Route: count kernel threads, plan kernel threads, and the scatter warps
-// for E local experts (its shared memory is (1 + warps) * E ints).
+// Route: count(+plan) kernel threads, and the scatter warps for E local
+// experts (its shared memory is (1 + warps) * E ints).
 inline constexpr int kMoeRouteCountThreads = 256;
-inline constexpr int kMoeRoutePlanThreads = 1024;
 inline constexpr long long kMoeScatterSharedBudget = 96 * 1024;
 constexpr int MoeScatterWarps(long long experts) {
   return (1 + 8) * 4 * experts <= kMoeScatterSharedBudget   ? 8
@@ -167,6 +190,26 @@ constexpr int MoeGemmNTiles(bool mma, bool gated, long long n) {
 constexpr int MoeMmaSharedBytes(int tile_rows) {
   return kMoeMmaStages * (MoeGemmCtaRows(tile_rows) + kMoeMmaWRows) *
          kMoeMmaKTile * 2;
+}
+
+// The Hopper kernel: a producer warpgroup and two consumer warpgroups; CTA
+// tile 64 rows (one plan tile) x 256 W rows x 64 K; a ring of 5 stages.
+inline constexpr int kMoeSm90Threads = 384;
+inline constexpr int kMoeSm90Rows = 64;
+inline constexpr int kMoeSm90WRows = 256;
+inline constexpr int kMoeSm90KTile = 64;
+inline constexpr int kMoeSm90Stages = 5;
+inline constexpr int kMoeSm90BoxRows = 64;  // TMA box {64, 64} for A and W
+inline constexpr int kMoeSm90StageBytes =
+    (kMoeSm90Rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
+// Stages, 1 KiB for the ring's barriers and counters, 1 KiB of alignment
+// slack (stages must start 1024-byte aligned for the 128-byte swizzle).
+inline constexpr int kMoeSm90SharedBytes =
+    kMoeSm90Stages * kMoeSm90StageBytes + 2048;
+constexpr int MoeSm90NTiles(bool gated, long long n) {
+  const long long out = gated ? n / 2 : n;
+  const int per_cta = kMoeSm90WRows / (gated ? 2 : 1);
+  return static_cast<int>((out + per_cta - 1) / per_cta);
 }
 
 }  // namespace tailor::cuda

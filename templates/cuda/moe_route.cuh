@@ -1,25 +1,26 @@
 // templates/cuda/moe_route.cuh — the MoE inspector on the device: topk_ids
-// -> counts, offsets, permutation, inverse and the piecewise work list, in
-// three launches on the caller's stream, no host sync.
+// -> counts, offsets, permutation, inverse and the piecewise work list, on
+// the caller's stream, no host sync. Two launches (one for steps of at most
+// kMoeRouteSegment assignments):
 //
-//   MoeRouteCount      grid = segments of kMoeRouteSegment assignments:
+//   MoeRouteCountPlan  grid = segments of kMoeRouteSegment assignments:
 //                      checks ids (bad ones are dropped and recorded with
-//                      atomicMin, so the lowest position wins), counts each
-//                      segment's assignments per local expert into
-//                      histogram[e, segment]
-//   MoeRoutePlan       one block: counts = row sums, offsets = their
-//                      exclusive scan, histogram[e, s] -> the first row of
-//                      segment s's assignments to e; the work list: core
-//                      tiles expert by expert, then tails by class and, in
-//                      a class, by expert (the host planner's order);
+//                      atomicMin, so the lowest position wins) and counts
+//                      the segment's assignments per local expert into
+//                      histogram[segment, e]. The last block to finish
+//                      plans: counts, offsets, histogram[s, e] -> the first
+//                      row of segment s's assignments to e, the work list
+//                      (each expert's core tiles, then its tail) and
 //                      permutation[R..T*k) = -1
 //   MoeRouteScatter    grid = segments: each assignment's rank among the
 //                      equal experts before it (warp __match_any_sync, then
 //                      a per-expert running count across warps and rounds),
 //                      so row = base + rank is the host's stable order
+//   MoeRouteFused      both in one block, for a single segment
 //
-// Bit-identical to the host Route (src/ops/moe_route.cc) and planner
-// (plan::BuildPiecewisePlan): rows ordered by expert, then by assignment.
+// counts, offsets, permutation and inverse are bit-identical to the host
+// Route (src/ops/moe_route.cc); the work list has the host planner's items
+// (plan::BuildPiecewisePlan) in expert-major order (moe_params.h says why).
 // Params: MoeRouteParams (templates/cuda/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_
 #define TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_
@@ -70,6 +71,16 @@ TAILOR_DEVICE int LocalExpert(const MoeRouteParams& p, int i, int valid) {
   return local;
 }
 
+// An int from global memory written by other blocks of this launch: read
+// through L2, never a stale L1 line.
+TAILOR_DEVICE int LoadCg(const int* address) {
+  int value;
+  asm volatile("ld.global.cg.s32 %0, [%1];"
+               : "=r"(value)
+               : "l"(GlobalAddress(address)));
+  return value;
+}
+
 // Exclusive prefix sum of one int per thread over the whole block (at most
 // 32 warps); `total` gets the sum. Every thread of the block must call it.
 TAILOR_DEVICE int BlockExclusiveSum(int value, int (&warp_sums)[33],
@@ -100,62 +111,49 @@ TAILOR_DEVICE int BlockExclusiveSum(int value, int (&warp_sums)[33],
   return result;
 }
 
-// =============================================================================
-// MoeRouteCount: one block per segment, histogram[e, segment].
-// =============================================================================
-struct MoeRouteCount {
-  using Params = MoeRouteParams;
-  static constexpr int kThreads = kMoeRouteCountThreads;
-  static constexpr int kMinBlocksPerSm = 1;
-
-  // Dynamic shared memory: one int per local expert.
-  static void Run(const Params& p) {
-    extern __shared__ int segment_counts[];  // [experts]
-    for (int e = threadIdx.x; e < p.experts; e += kThreads) {
-      segment_counts[e] = 0;
-    }
-    __syncthreads();
-    const int valid = ValidAssignments(p);
-    const int begin = blockIdx.x * kMoeRouteSegment;
-    const int end = Min(begin + kMoeRouteSegment, p.assignments);
-    for (int i = begin + threadIdx.x; i < end; i += kThreads) {
-      const int e = LocalExpert<true>(p, i, valid);
-      if (e >= 0) atomicAdd(&segment_counts[e], 1);
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < p.experts; e += kThreads) {
-      p.histogram[static_cast<long long>(e) * p.segments + blockIdx.x] =
-          segment_counts[e];
-    }
+// ---- count: one segment's assignments per local expert -----------------------
+// Leaves the counts in shared `segment_counts` [E] and in histogram[segment].
+TAILOR_DEVICE void CountSegment(const MoeRouteParams& p, int segment,
+                                int valid, int* segment_counts) {
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+    segment_counts[e] = 0;
   }
-};
+  __syncthreads();
+  const int begin = segment * kMoeRouteSegment;
+  const int end = Min(begin + kMoeRouteSegment, p.assignments);
+  for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const int e = LocalExpert<true>(p, i, valid);
+    if (e >= 0) atomicAdd(&segment_counts[e], 1);
+  }
+  __syncthreads();
+  int* column = p.histogram + static_cast<long long>(segment) * p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+    column[e] = segment_counts[e];
+  }
+}
 
-// =============================================================================
-// MoeRoutePlan: one block; counts, offsets, segment bases and the work list.
-// =============================================================================
-struct MoeRoutePlan {
-  using Params = MoeRouteParams;
-  static constexpr int kThreads = kMoeRoutePlanThreads;
-  static constexpr int kMinBlocksPerSm = 1;
-  static constexpr int kWarps = kThreads / 32;
-  static constexpr int kClasses = kMoeMaxTileRows + 1;  // class values 1..64
-
-  struct Shared {
-    int warp_sums[33];
-    int class_count[kClasses];
-    int class_base[kClasses];
-    int running[kClasses];
-    int warp_class[kWarps][kClasses];
-  };
-
-  // ---- counts[e] and the in-expert prefix over segments ---------------------
-  static void CountsAndSegmentPrefix(const Params& p) {
-    for (int e = threadIdx.x; e < p.experts; e += kThreads) {
-      int* row = p.histogram + static_cast<long long>(e) * p.segments;
-      int sum = 0;
-      for (int s = 0; s < p.segments; ++s) {
-        const int count = row[s];
-        row[s] = sum;
+// ---- plan: one whole block, once every histogram column is written ----------
+struct MoeRoutePlanner {
+  // counts[e], and histogram[s, e] -> the assignments to e before segment s.
+  static void CountsAndSegmentPrefix(const MoeRouteParams& p) {
+    constexpr int kUnroll = 8;  // loads in flight per thread
+    for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+      int* h = p.histogram + e;  // column e, stride E
+      const long long stride = p.experts;
+      int sum = 0, s = 0;
+      for (; s + kUnroll <= p.segments; s += kUnroll) {
+        int count[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) count[u] = LoadCg(h + (s + u) * stride);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          h[(s + u) * stride] = sum;
+          sum += count[u];
+        }
+      }
+      for (; s < p.segments; ++s) {
+        const int count = LoadCg(h + s * stride);
+        h[s * stride] = sum;
         sum += count;
       }
       p.counts[e] = sum;
@@ -163,111 +161,145 @@ struct MoeRoutePlan {
     __syncthreads();
   }
 
-  // ---- offsets, absolute segment bases, core tiles; returns the core count --
-  static int OffsetsAndCore(const Params& p, Shared& sh, int& total_rows) {
+  static void Run(const MoeRouteParams& p, int (&warp_sums)[33]) {
+    CountsAndSegmentPrefix(p);
     // Each thread owns a contiguous run of experts, so one scan orders them.
-    const int per_thread = CeilDiv(p.experts, kThreads);
+    const int per_thread = CeilDiv(p.experts, static_cast<int>(blockDim.x));
     const int e0 = Min(static_cast<int>(threadIdx.x) * per_thread, p.experts);
     const int e1 = Min(e0 + per_thread, p.experts);
-    int rows = 0, core = 0;
-    for (int e = e0; e < e1; ++e) {
-      rows += p.counts[e];
-      core += p.counts[e] / p.tile_rows;
-    }
-    int total_core = 0;
-    int row = BlockExclusiveSum(rows, sh.warp_sums, total_rows);
-    int tile = BlockExclusiveSum(core, sh.warp_sums, total_core);
+    int rows = 0, items = 0;
     for (int e = e0; e < e1; ++e) {
       const int count = p.counts[e];
+      rows += count;
+      items += count / p.tile_rows + (count % p.tile_rows != 0);
+    }
+    int total_rows = 0, total_items = 0;
+    int row = BlockExclusiveSum(rows, warp_sums, total_rows);
+    int item = BlockExclusiveSum(items, warp_sums, total_items);
+    for (int e = e0; e < e1; ++e) {
+      const int count = p.counts[e], core = count / p.tile_rows;
+      const int rest = count % p.tile_rows;
       p.offsets[e] = row;
-      int* bases = p.histogram + static_cast<long long>(e) * p.segments;
-      for (int s = 0; s < p.segments; ++s) bases[s] += row;
-      for (int j = 0; j < count / p.tile_rows; ++j) {
-        p.work[tile + j] =
-            MoeWorkItem{row + j * p.tile_rows, p.tile_rows, e, 0};
+      for (int s = 0; s < p.segments; ++s) {
+        p.histogram[static_cast<long long>(s) * p.experts + e] += row;
       }
-      tile += count / p.tile_rows;
+      for (int j = 0; j < core; ++j) {
+        p.work[item + j] = MoeWorkItem{row + j * p.tile_rows, p.tile_rows, e, 0};
+      }
+      if (rest != 0) {
+        p.work[item + core] = MoeWorkItem{row + core * p.tile_rows, rest, e,
+                                          p.tail_classes[rest]};
+      }
+      item += core + (rest != 0);
       row += count;
     }
-    if (threadIdx.x == 0) p.offsets[p.experts] = total_rows;
-    __syncthreads();
-    return total_core;
-  }
-
-  // ---- tails: by class, then by expert; returns the tail count -------------
-  static int Tails(const Params& p, Shared& sh, int total_core) {
-    for (int i = threadIdx.x; i < kClasses; i += kThreads) {
-      sh.class_count[i] = 0;
-      sh.running[i] = 0;
-    }
-    for (int i = threadIdx.x; i < kWarps * kClasses; i += kThreads) {
-      sh.warp_class[i / kClasses][i % kClasses] = 0;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < p.experts; e += kThreads) {
-      const int rest = p.counts[e] % p.tile_rows;
-      if (rest != 0) atomicAdd(&sh.class_count[p.tail_classes[rest]], 1);
-    }
-    __syncthreads();
     if (threadIdx.x == 0) {
-      int sum = 0;
-      for (int c = 0; c < kClasses; ++c) {
-        sh.class_base[c] = sum;
-        sum += sh.class_count[c];
-      }
-    }
-    __syncthreads();
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int first = 0; first < p.experts; first += kThreads) {
-      const int e = first + threadIdx.x;
-      const int rest = e < p.experts ? p.counts[e] % p.tile_rows : 0;
-      const int key = rest != 0 ? p.tail_classes[rest] : -1;
-      const unsigned peers = __match_any_sync(kFullWarp, key);
-      const int leader = __ffs(peers) - 1;
-      const bool lead = lane == leader && key >= 0;
-      if (lead) sh.warp_class[warp][key] = __popc(peers);
-      __syncthreads();
-      int base = 0;
-      if (lead) {
-        base = sh.running[key];
-        for (int w = 0; w < warp; ++w) base += sh.warp_class[w][key];
-      }
-      base = __shfl_sync(kFullWarp, base, leader);
-      __syncthreads();
-      if (lead) {
-        atomicAdd(&sh.running[key], __popc(peers));
-        sh.warp_class[warp][key] = 0;
-      }
-      __syncthreads();
-      if (key >= 0) {
-        const int rank = base + __popc(peers & LaneMaskLt());
-        const int full = p.counts[e] / p.tile_rows * p.tile_rows;
-        p.work[total_core + sh.class_base[key] + rank] =
-            MoeWorkItem{p.offsets[e] + full, rest, e, key};
-      }
-    }
-    return sh.class_base[kClasses - 1] + sh.class_count[kClasses - 1];
-  }
-
-  static void Run(const Params& p) {
-    __shared__ Shared sh;
-    CountsAndSegmentPrefix(p);
-    int total_rows = 0;
-    const int total_core = OffsetsAndCore(p, sh, total_rows);
-    const int total_tails = Tails(p, sh, total_core);
-    if (threadIdx.x == 0) {
-      p.header->num_work = total_core + total_tails;
-      p.header->num_core = total_core;
+      p.offsets[p.experts] = total_rows;
+      p.header->num_work = total_items;
       p.header->num_rows = total_rows;
     }
-    for (int i = total_rows + threadIdx.x; i < p.assignments; i += kThreads) {
+    for (int i = total_rows + threadIdx.x; i < p.assignments; i += blockDim.x) {
       p.permutation[i] = -1;
     }
+    __syncthreads();
+  }
+};
+
+// ---- scatter: stable rows of one segment's assignments ------------------------
+// The block has kWarps warps; `smem` holds (1 + kWarps) ints per expert.
+template <int kWarps>
+TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
+                                  int valid, int* smem) {
+  constexpr int kThreads = 32 * kWarps;
+  static_assert(kMoeRouteSegment % kThreads == 0, "whole rounds per segment");
+  int* running = smem;                // [E] next row per expert
+  int* warp_count = smem + p.experts;  // [kWarps, E]
+  const int* bases = p.histogram + static_cast<long long>(segment) * p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += kThreads) {
+    running[e] = LoadCg(bases + e);
+    for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int round = 0; round < kMoeRouteSegment / kThreads; ++round) {
+    const int i = segment * kMoeRouteSegment + round * kThreads +
+                  static_cast<int>(threadIdx.x);
+    const int e = i < p.assignments ? LocalExpert<false>(p, i, valid) : -2;
+    const unsigned peers = __match_any_sync(kFullWarp, e);
+    const int leader = __ffs(peers) - 1;
+    const bool lead = lane == leader && e >= 0;
+    if (lead) warp_count[warp * p.experts + e] = __popc(peers);
+    __syncthreads();
+    int base = 0;
+    if (lead) {
+      base = running[e];
+      for (int w = 0; w < warp; ++w) base += warp_count[w * p.experts + e];
+    }
+    base = __shfl_sync(kFullWarp, base, leader);
+    __syncthreads();
+    if (lead) {
+      atomicAdd(&running[e], __popc(peers));
+      warp_count[warp * p.experts + e] = 0;
+    }
+    __syncthreads();
+    if (e >= 0) {
+      const int row = base + __popc(peers & LaneMaskLt());
+      p.permutation[row] = i;
+      p.inverse[i] = row;
+    } else if (e == -1) {
+      p.inverse[i] = -1;
+    }
+  }
+}
+
+// =============================================================================
+// MoeRouteCountPlan: grid = segments; the last block to finish plans.
+// =============================================================================
+struct MoeRouteCountPlan {
+  using Params = MoeRouteParams;
+  static constexpr int kThreads = kMoeRouteCountThreads;
+  static constexpr int kMinBlocksPerSm = 1;
+
+  // Dynamic shared memory: one int per local expert.
+  static void Run(const Params& p) {
+    extern __shared__ int count_smem[];
+    __shared__ int warp_sums[33];
+    __shared__ int ticket;
+    CountSegment(p, blockIdx.x, ValidAssignments(p), count_smem);
+    __threadfence();  // this block's histogram column, before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicAdd(&p.header->blocks_done, 1);
+    __syncthreads();
+    if (ticket != static_cast<int>(gridDim.x) - 1) return;
+    __threadfence();  // every column is visible to the last block
+    MoeRoutePlanner::Run(p, warp_sums);
+    if (threadIdx.x == 0) p.header->blocks_done = 0;  // for the next route
   }
 };
 
 // =============================================================================
-// MoeRouteScatter: one block per segment; stable rows of its assignments.
+// MoeRouteFused: one block routes a single segment (count, plan, scatter).
+// =============================================================================
+struct MoeRouteFused {
+  using Params = MoeRouteParams;
+  static constexpr int kThreads = kMoeRouteCountThreads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kMinBlocksPerSm = 1;
+
+  // Dynamic shared memory: (1 + kWarps) ints per local expert.
+  static void Run(const Params& p) {
+    extern __shared__ int fused_smem[];
+    __shared__ int warp_sums[33];
+    const int valid = ValidAssignments(p);
+    CountSegment(p, 0, valid, fused_smem);
+    __syncthreads();
+    MoeRoutePlanner::Run(p, warp_sums);
+    ScatterSegment<kWarps>(p, 0, valid, fused_smem);
+  }
+};
+
+// =============================================================================
+// MoeRouteScatter: one block per segment.
 // =============================================================================
 template <int kWarps>
 struct MoeRouteScatter {
@@ -276,50 +308,11 @@ struct MoeRouteScatter {
   using Params = MoeRouteParams;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMinBlocksPerSm = 1;
-  static constexpr int kRounds = kMoeRouteSegment / kThreads;
 
   // Dynamic shared memory: (1 + kWarps) ints per local expert.
   static void Run(const Params& p) {
     extern __shared__ int scatter_smem[];
-    int* running = scatter_smem;                // [E] next row per expert
-    int* warp_count = scatter_smem + p.experts;  // [kWarps, E]
-    for (int e = threadIdx.x; e < p.experts; e += kThreads) {
-      running[e] =
-          p.histogram[static_cast<long long>(e) * p.segments + blockIdx.x];
-      for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
-    }
-    __syncthreads();
-    const int valid = ValidAssignments(p);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int round = 0; round < kRounds; ++round) {
-      const int i = blockIdx.x * kMoeRouteSegment + round * kThreads +
-                    static_cast<int>(threadIdx.x);
-      const int e = i < p.assignments ? LocalExpert<false>(p, i, valid) : -2;
-      const unsigned peers = __match_any_sync(kFullWarp, e);
-      const int leader = __ffs(peers) - 1;
-      const bool lead = lane == leader && e >= 0;
-      if (lead) warp_count[warp * p.experts + e] = __popc(peers);
-      __syncthreads();
-      int base = 0;
-      if (lead) {
-        base = running[e];
-        for (int w = 0; w < warp; ++w) base += warp_count[w * p.experts + e];
-      }
-      base = __shfl_sync(kFullWarp, base, leader);
-      __syncthreads();
-      if (lead) {
-        atomicAdd(&running[e], __popc(peers));
-        warp_count[warp * p.experts + e] = 0;
-      }
-      __syncthreads();
-      if (e >= 0) {
-        const int row = base + __popc(peers & LaneMaskLt());
-        p.permutation[row] = i;
-        p.inverse[i] = row;
-      } else if (e == -1) {
-        p.inverse[i] = -1;
-      }
-    }
+    ScatterSegment<kWarps>(p, blockIdx.x, ValidAssignments(p), scatter_smem);
   }
 };
 

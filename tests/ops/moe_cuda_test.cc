@@ -31,7 +31,7 @@ WorkspaceLimits Limits(int64_t max_tokens, int64_t k, int64_t experts,
           .policy = policy};
 }
 
-// The route header of a device workspace: num_work, num_core, num_rows.
+// The route header of a device workspace: num_work, num_rows, blocks_done.
 std::vector<int32_t> RouteHeader(const cuda::DriverApi& api,
                                  const Workspace& ws) {
   const internal::MoeDeviceBuffers& d = *ws.impl()->device;
@@ -98,11 +98,19 @@ class MoeCudaRouteTest : public MoeCudaTest {
     absl::StatusOr<plan::PlanParams> params =
         internal::ResolvePolicy(c.policy, 64);
     ASSERT_TRUE(params.ok()) << params.status();
+    // The host plan's items, expert-major (each expert's core tiles, then
+    // its tail): the device order.
     std::vector<plan::WorkItem> expected_work =
         ReferenceWork(ref.counts, *params);
+    std::stable_sort(expected_work.begin(), expected_work.end(),
+                     [](const plan::WorkItem& a, const plan::WorkItem& b) {
+                       return a.group != b.group ? a.group < b.group
+                                                 : a.row_begin < b.row_begin;
+                     });
     std::vector<int32_t> header = RouteHeader(api(), ws);
     ASSERT_EQ(header[0], static_cast<int32_t>(expected_work.size()));
-    EXPECT_EQ(header[2], ref.offsets.back());
+    EXPECT_EQ(header[1], ref.offsets.back());
+    EXPECT_EQ(header[2], 0) << "blocks_done must be reset for the next route";
     std::vector<int32_t> work = DownloadI32(
         api(), ws.impl()->device->work_items(), 4 * header[0]);
     for (size_t i = 0; i < expected_work.size(); ++i) {

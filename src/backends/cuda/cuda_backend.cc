@@ -169,7 +169,8 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
           {"runtime/cuda/", "templates/cuda/"})),
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
-      moe_kernels_(*this, multiprocessors) {}
+      moe_kernels_(*this, multiprocessors, arch_ == "sm_90a",
+                   descriptor_pool_) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe_params.h"
 
@@ -36,6 +38,32 @@ static_assert(offsetof(MoeWorkItem, tail_class) ==
 static_assert(kMoeMaxTileRows == moe::kMaxTileRows);
 static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
 
+// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bit that
+// compiles the Hopper kernel with its pipeline protocol checks.
+constexpr int32_t kSimtGemm = 0;
+constexpr int32_t kMmaGemm = 1;
+constexpr int32_t kHopperGemm = 2;
+constexpr uint32_t kGemmPipelineChecks = 1u << 8;
+
+bool EnvIs(const char* name, absl::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && absl::string_view(v) == value;
+}
+
+// A 2D bf16 TMA map over a [rows, k] row-major matrix, {64, 64} boxes,
+// 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
+TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k) {
+  return TensorMapSpec{
+      .data_type = TensorMapDataType::kBfloat16,
+      .rank = 2,
+      .global_address = reinterpret_cast<uint64_t>(data),
+      .global_dims = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)},
+      .global_strides = {static_cast<uint64_t>(k) * 2},
+      .box_dims = {kMoeSm90KTile, kMoeSm90BoxRows},
+      .swizzle = TensorMapSwizzle::k128B,
+      .l2_promotion = TensorMapL2Promotion::k256B};
+}
+
 // Persistent grids: CTAs per multiprocessor of each GEMM kernel.
 constexpr int kMmaCtasPerSm = 2;   // its __launch_bounds__ minimum
 constexpr int kSimtCtasPerSm = 4;  // 256 threads, 8 KiB shared
@@ -53,10 +81,10 @@ KernelSource Entry(absl::string_view header, const std::string& kernel) {
 
 absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
   switch (key.variant) {
-    case kMoeRouteCount:
-      return Entry("moe_route.cuh", "MoeRouteCount");
-    case kMoeRoutePlan:
-      return Entry("moe_route.cuh", "MoeRoutePlan");
+    case kMoeRouteCountPlan:
+      return Entry("moe_route.cuh", "MoeRouteCountPlan");
+    case kMoeRouteFused:
+      return Entry("moe_route.cuh", "MoeRouteFused");
     case kMoeRouteScatter:
       return Entry("moe_route.cuh",
                    absl::StrCat("MoeRouteScatter<", key.dims[0], ">"));
@@ -73,10 +101,18 @@ absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
-  const std::string shape =
-      absl::StrCat(key.dims[0], ", ", key.dims[1], ", ", key.tile.m, ", ",
-                   key.variant, ">");
-  if (key.tile.n == 1) {
+  const uint32_t epilogue = key.variant & ~kGemmPipelineChecks;
+  const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
+                                         key.tile.m, ", ", epilogue, ">");
+  if (key.tile.n == kHopperGemm) {
+    KernelSource source = Entry("moe_grouped_gemm_sm90.cuh",
+                                absl::StrCat("MoeGroupedGemmSm90<", shape));
+    if (key.variant & kGemmPipelineChecks) {
+      source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
+    }
+    return source;
+  }
+  if (key.tile.n == kMmaGemm) {
     return Entry("moe_grouped_gemm.cuh",
                  absl::StrCat("MoeGroupedGemmMma<", shape));
   }
@@ -142,7 +178,8 @@ absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
 
 int64_t CudaMoeKernels::RouteScratchBytes(int64_t max_assignments,
                                           int64_t num_experts) const {
-  const int64_t segments = CeilDiv(max_assignments, kMoeRouteSegment);
+  const int64_t segments =
+      (max_assignments + kMoeRouteSegment - 1) / kMoeRouteSegment;
   return kMoeRouteHeaderBytes + 4 * num_experts * std::max<int64_t>(1, segments);
 }
 
@@ -163,7 +200,9 @@ absl::Status CudaMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
 absl::Status CudaMoeKernels::Route(Engine& engine,
                                    const DeviceRouteLaunch& l) {
   const int64_t assignments = l.tokens * l.topk;
-  const uint32_t segments = CeilDiv(assignments, kMoeRouteSegment);
+  // At least one segment: an empty step still plans (zero counts).
+  const uint32_t segments =
+      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
   MoeRouteParams p = {};
   p.topk_ids = l.topk_ids;
   p.expert_map = l.expert_map;
@@ -187,17 +226,21 @@ absl::Status CudaMoeKernels::Route(Engine& engine,
   std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
 
   const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
+  const int warps = MoeScatterWarps(l.experts);
   SpecKey key = engine.MakeKey(OpKind::kMoeRoute);
-  key.variant = kMoeRouteCount;
+  if (segments == 1 && warps == kMoeRouteCountThreads / 32) {
+    // One block counts, plans and scatters: one launch.
+    key.variant = kMoeRouteFused;
+    return LaunchKernel(engine, key, GenerateRoute,
+                        Config(1, 1, kMoeRouteCountThreads,
+                               (1 + warps) * expert_bytes, l.stream),
+                        &p, sizeof(p));
+  }
+  key.variant = kMoeRouteCountPlan;
   TAILOR_RETURN_IF_ERROR(LaunchKernel(
       engine, key, GenerateRoute,
       Config(segments, 1, kMoeRouteCountThreads, expert_bytes, l.stream), &p,
       sizeof(p)));
-  key.variant = kMoeRoutePlan;
-  TAILOR_RETURN_IF_ERROR(LaunchKernel(
-      engine, key, GenerateRoute,
-      Config(1, 1, kMoeRoutePlanThreads, 0, l.stream), &p, sizeof(p)));
-  const int warps = MoeScatterWarps(l.experts);
   key.variant = kMoeRouteScatter;
   key.dims = {warps};
   return LaunchKernel(engine, key, GenerateRoute,
@@ -244,11 +287,55 @@ absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
                       &p, sizeof(p));
 }
 
+CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
+                               int multiprocessors, bool hopper,
+                               DescriptorPool& descriptors)
+    : backend_(backend),
+      multiprocessors_(multiprocessors),
+      hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
+      pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
+      descriptors_(descriptors) {}
+
+absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
+                                               const GroupedGemmLaunch& l) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  MoeGroupedGemmSm90Params p = {};
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* a_map,
+                          descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k)));
+  TAILOR_ASSIGN_OR_RETURN(
+      const TensorMapBytes* w_map,
+      descriptors_.GetOrEncode(Bf16Rows(l.w, l.experts * l.n, l.k)));
+  std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
+  p.c = l.c;
+  p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
+  p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
+  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {l.dtype, l.dtype, DType::kF32};
+  key.dims = {l.n, l.k};
+  key.tile.m = static_cast<int32_t>(l.tile_rows);
+  key.tile.n = kHopperGemm;
+  key.variant = static_cast<uint32_t>(l.epilogue) |
+                (pipeline_checks_ ? kGemmPipelineChecks : 0u);
+  const uint32_t ctas =
+      static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
+  return LaunchKernel(
+      engine, key, GenerateGroupedGemm,
+      Config(ctas, 1, kMoeSm90Threads, kMoeSm90SharedBytes, l.stream), &p,
+      sizeof(p));
+}
+
 absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
                                          const GroupedGemmLaunch& l) {
   if (l.plan.device_work == nullptr) {
     return absl::InternalError(
         "moe.grouped_gemm: the cuda backend needs a device plan");
+  }
+  if (hopper_ && l.dtype == DType::kBF16 && l.k % 8 == 0 &&
+      l.tile_rows <= kMoeSm90Rows) {
+    return HopperGroupedGemm(engine, l);
   }
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   const bool mma = MoeGemmUsesMma(l.dtype == DType::kBF16, l.k);
@@ -258,7 +345,7 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
   key.dtypes = {l.dtype, l.dtype, DType::kF32};
   key.dims = {l.n, l.k};
   key.tile.m = static_cast<int32_t>(l.tile_rows);
-  key.tile.n = mma ? 1 : 0;
+  key.tile.n = mma ? kMmaGemm : kSimtGemm;
   key.variant = static_cast<uint32_t>(l.epilogue);
   MoeGroupedGemmParams p = {
       .a = l.a,

@@ -4,16 +4,22 @@
 // grouped_gemm,combine}.cuh (params and launch shapes:
 // templates/cuda/moe_params.h). Device plans only: Route runs on the device
 // and every later kernel reads the plan's real length from the route
-// header, so a step is a fixed sequence of launches (3 route, pack, 2 GEMMs,
-// combine) sized from T and the worst case, with no host sync.
+// header, so a step is a fixed sequence of launches (route: 1 for steps of
+// at most 1024 assignments, else 2; pack, 2 GEMMs, combine) sized from T and
+// the worst case, with no host sync.
 //
 // Keys (static dims only; T, R and per-expert counts never appear):
-//   moe.route         variant = kernel (count, plan, scatter); scatter:
-//                     dims {warps}
+//   moe.route         variant = kernel (count+plan, fused, scatter);
+//                     scatter: dims {warps}
 //   moe.pack          dtypes {x}            dims {H}
 //   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
-//                     variant = epilogue, tile.n = 1 for the tensor-core
-//                     kernel (bf16, K % 8 == 0), 0 for the SIMT one
+//                     variant = epilogue (| kMoeGemmPipelineChecks),
+//                     tile.n = the kernel: 2 Hopper (sm_90a, bf16,
+//                     K % 8 == 0: TMA + wgmma, moe_grouped_gemm_sm90.cuh),
+//                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT
+// $TAILOR_MOE_GEMM=portable picks the mma.sync kernel on Hopper too (for
+// comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles the Hopper kernel
+// with the pipeline's protocol checks (runtime/cuda/pipeline.cuh; tests).
 //   moe.combine       dtypes {x, f32, x}    dims {H, topk}
 // One grouped-GEMM kernel serves the core and every tail class.
 #ifndef TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
@@ -21,6 +27,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/tma/descriptor_pool.h"
 #include "core/backend.h"
 #include "core/engine.h"
 #include "ops/moe_kernels.h"
@@ -36,9 +43,10 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateMoeKernel(
 class CudaMoeKernels final : public tailor::internal::MoeKernels {
  public:
   // `backend` fills and copies device memory; `multiprocessors` sizes the
-  // persistent GEMM grids.
-  CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors)
-      : backend_(backend), multiprocessors_(multiprocessors) {}
+  // persistent GEMM grids; `hopper` (an sm_90a device) enables the TMA +
+  // wgmma GEMM, whose tensor maps come from `descriptors`.
+  CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors,
+                 bool hopper, DescriptorPool& descriptors);
 
   // 64 rows: four m16 fragments per core tile.
   int32_t DefaultTileRows() const override { return 64; }
@@ -62,8 +70,15 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
                        const tailor::internal::CombineLaunch& launch) override;
 
  private:
+  absl::Status HopperGroupedGemm(
+      tailor::internal::Engine& engine,
+      const tailor::internal::GroupedGemmLaunch& launch);
+
   tailor::internal::Backend& backend_;
   int multiprocessors_;
+  bool hopper_;
+  bool pipeline_checks_;
+  DescriptorPool& descriptors_;
 };
 
 }  // namespace tailor::cuda

@@ -1,0 +1,220 @@
+// templates/cuda/moe_grouped_gemm_sm90.cuh — the Hopper grouped GEMM:
+// persistent, warp-specialized, TMA + mbarrier ring + wgmma, over the device
+// Route's work list (core tiles and every tail in one launch).
+//
+// C[r, :] = epilogue(A[r, :] · W[e]ᵀ) for the rows r of each work item of
+// expert e, as moe_grouped_gemm.cuh, for bf16 with K % 8 == 0 on sm_90a.
+//
+// Per CTA (384 threads):
+//   warpgroup 0  producer: one thread walks the tile schedule and, per K
+//                block, waits for a free stage, arms its full barrier with
+//                the stage's bytes and issues 5 TMA boxes {64 K, 64 rows}:
+//                A rows [row_begin, +64) and 4 x 64 W rows; registers
+//                lowered to kProducerRegisters (setmaxnreg)
+//   warpgroups   consumers: each computes 64 rows x 128 W rows with
+//   1 and 2      wgmma m64n128k16 (f32 accumulators), registers raised to
+//                kConsumerRegisters, keeps one wgmma group in flight and
+//                releases a stage once the MMAs that read it are done
+// The stage ring (5 x 40 KiB) is runtime/cuda/pipeline.cuh's protocol.
+//
+// Tiles t = blockIdx.x, +gridDim.x, ... of (item, N tile) pairs, grouped by
+// kGroupItems items as the portable kernel. A core tile's 64 rows are all
+// its own; a tail's MMA computes all 64 rows too (wgmma's M is 64) but only
+// its rows are stored. Rows past the tail are the next expert's A rows (or
+// the TMA's zero fill past A's end): each C row depends only on its own A
+// row, so they never leak into stored rows.
+//
+// W rows of the CTA: plain, W rows [256 n, +256), consumer c owning
+// [128 c, +128); gated (silu_and_mul), output columns [128 n, +128), consumer
+// c owning outputs [64 c, +64) as 64 gate rows then the 64 matching up rows,
+// so gate and up of one output sit in one thread's accumulators.
+//
+// Params: MoeGroupedGemmSm90Params (templates/cuda/moe_params.h).
+#ifndef TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
+#define TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/mbarrier.cuh"
+#include "runtime/cuda/numeric.cuh"
+#include "runtime/cuda/pipeline.cuh"
+#include "runtime/cuda/tma.cuh"
+#include "runtime/cuda/wgmma.cuh"
+#include "templates/cuda/moe_grouped_gemm.cuh"  // TileOf
+#include "templates/cuda/moe_params.h"
+
+namespace tailor::cuda {
+
+template <int kN, int kK, int kTileRows, int kEpilogue>
+struct MoeGroupedGemmSm90 {
+  static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
+  static_assert(kK % 8 == 0, "TMA rows must be 16-byte multiples: K % 8 == 0");
+  static_assert(kTileRows >= 1 && kTileRows <= kMoeSm90Rows,
+                "a plan tile must fit the CTA's 64 rows");
+  static_assert(kEpilogue == kMoeEpilogueNone ||
+                    kEpilogue == kMoeEpilogueSiluAndMul,
+                "unknown epilogue");
+  static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
+                "silu_and_mul needs an even N (gate | up)");
+
+  using Params = MoeGroupedGemmSm90Params;
+  static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
+  static constexpr int kOutN = kGated ? kN / 2 : kN;
+  static constexpr int kThreads = kMoeSm90Threads;
+  static constexpr int kMinBlocksPerSm = 1;  // register cap for setmaxnreg
+  static constexpr int kStages = kMoeSm90Stages;
+  static constexpr int kBK = kMoeSm90KTile;
+  static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
+  static constexpr int kNTiles = MoeSm90NTiles(kGated, kN);
+  static constexpr int kBox = kMoeSm90BoxRows;
+  static constexpr unsigned kBoxBytes = kBox * kBK * 2;       // 8 KiB
+  static constexpr unsigned kStageBytes = kMoeSm90StageBytes;  // A + 4 W boxes
+  static constexpr int kConsumerRows = 128;  // W rows per consumer
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  static_assert(kStageBytes == 5 * kBoxBytes, "A box + 4 W boxes per stage");
+  static_assert(kStages * kStageBytes + sizeof(PipelineRing<kStages>) + 1024 <=
+                    kMoeSm90SharedBytes,
+                "shared memory layout");
+
+  // ---- producer ---------------------------------------------------------------
+  // Global W row (of the [E * N, K] view) of box q of N tile n_tile.
+  static int WBoxRow(int expert, int n_tile, int q) {
+    if constexpr (kGated) {
+      const int out = n_tile * (kMoeSm90WRows / 2) + (q / 2) * kBox;
+      return expert * kN + (q % 2 == 0 ? out : kOutN + out);
+    } else {
+      return expert * kN + n_tile * kMoeSm90WRows + q * kBox;
+    }
+  }
+
+  static void Produce(const Params& p, unsigned char* stages,
+                      PipelineRing<kStages>& ring, int num_work) {
+    PrefetchTensorMap(&p.a_map);
+    PrefetchTensorMap(&p.w_map);
+    PipelineCursor c;
+    const int tiles = num_work * kNTiles;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const MoeWorkItem item = p.work[coord.item];
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        WaitEmpty(ring, c);
+        ArmFull(ring, c, kStageBytes);
+        unsigned char* stage = stages + c.stage * kStageBytes;
+        Mbarrier* full = &ring.full[c.stage];
+        TmaLoad<2>(stage, &p.a_map, {kb * kBK, item.row_begin}, full);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          TmaLoad<2>(stage + (1 + q) * kBoxBytes, &p.w_map,
+                     {kb * kBK, WBoxRow(item.group, coord.n_tile, q)}, full);
+        }
+        c.Advance(kStages);
+      }
+    }
+  }
+
+  // ---- consumers --------------------------------------------------------------
+  static void StorePair(const Params& p, long long row, int col, float v0,
+                        float v1) {
+    unsigned short* c = static_cast<unsigned short*>(p.c) + row * kOutN + col;
+    if constexpr (kOutN % 2 == 0) {
+      if (col < kOutN) *reinterpret_cast<unsigned*>(c) = PackBf16x2(v0, v1);
+    } else {
+      if (col < kOutN) c[0] = FromFloat<bf16>(v0).bits;
+      if (col + 1 < kOutN) c[1] = FromFloat<bf16>(v1).bits;
+    }
+  }
+
+  // Registers -> C, the item's rows only.
+  static void Store(const Params& p, const MoeWorkItem& item, int n_tile,
+                    int consumer, const float (&acc)[64]) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = 16 * warp + g + 8 * half;
+      if (row >= item.rows) continue;
+      const long long c_row = item.row_begin + row;
+      if constexpr (kGated) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int col = n_tile * (kMoeSm90WRows / 2) + consumer * 64 +
+                          8 * j + 2 * t;
+          const float* gate = &acc[4 * j + 2 * half];
+          const float* up = &acc[4 * (j + 8) + 2 * half];
+          StorePair(p, c_row, col, Silu(gate[0]) * up[0],
+                    Silu(gate[1]) * up[1]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const int col = n_tile * kMoeSm90WRows + consumer * kConsumerRows +
+                          8 * j + 2 * t;
+          StorePair(p, c_row, col, acc[4 * j + 2 * half],
+                    acc[4 * j + 2 * half + 1]);
+        }
+      }
+    }
+  }
+
+  static void Consume(const Params& p, unsigned char* stages,
+                      PipelineRing<kStages>& ring, int num_work,
+                      int consumer) {
+    const bool leader = threadIdx.x % 128 == 0;
+    PipelineCursor c;
+    float acc[64];
+    const int tiles = num_work * kNTiles;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      PipelineCursor previous;
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        WaitFull(ring, c);
+        const unsigned char* stage = stages + c.stage * kStageBytes;
+        const unsigned long long a = SwizzledKMajorDescriptor(stage);
+        const unsigned long long b = SwizzledKMajorDescriptor(
+            stage + kBoxBytes + consumer * 2 * kBoxBytes);
+        WgmmaFence();
+#pragma unroll
+        for (int ks = 0; ks < kBK / 16; ++ks) {
+          // +32 bytes along K per step: +2 in the descriptor's address field.
+          WgmmaM64N128K16(acc, a + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
+        }
+        WgmmaCommit();
+        WgmmaWait<1>();  // the previous K block's MMAs are done
+        if (kb > 0 && leader) Release(ring, previous);
+        previous = c;
+        c.Advance(kStages);
+      }
+      WgmmaWait<0>();
+      if (leader) Release(ring, previous);
+      Store(p, p.work[coord.item], coord.n_tile, consumer, acc);
+    }
+  }
+
+  static void Run(const Params& p) {
+    extern __shared__ __align__(1024) unsigned char sm90_smem[];
+    // Stages 1024-byte aligned (128-byte swizzle atoms), the ring after them.
+    unsigned char* stages = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<unsigned long long>(sm90_smem) + 1023) & ~1023ull);
+    auto* ring = reinterpret_cast<PipelineRing<kStages>*>(
+        stages + kStages * kStageBytes);
+    if (threadIdx.x == 0) {
+      ring->Init(/*groups=*/2, kStageBytes);
+      FenceMbarrierInit();
+    }
+    __syncthreads();
+    const int num_work = p.header->num_work;
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+      SetMaxRegistersDecrease<kProducerRegisters>();
+      if (threadIdx.x == 0) Produce(p, stages, *ring, num_work);
+    } else {
+      SetMaxRegistersIncrease<kConsumerRegisters>();
+      Consume(p, stages, *ring, num_work, warpgroup - 1);
+    }
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
