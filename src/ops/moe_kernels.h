@@ -132,8 +132,10 @@ class MoeKernels {
  public:
   virtual ~MoeKernels() = default;
 
-  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to.
+  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to, and the
+  // most this backend's kernels accept (<= moe::kMaxTileRows).
   virtual int32_t DefaultTileRows() const = 0;
+  virtual int32_t MaxTileRows() const = 0;
 
   // ---- device routing (optional: device-memory backends) ------------------
   // Bytes of opaque route scratch (histograms, the plan's real length, error

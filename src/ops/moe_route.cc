@@ -195,7 +195,7 @@ absl::Status RouteOnDevice(Runtime& runtime, MoeKernels& kernels,
           .tile_rows = params.tile_rows,
           .scratch_bytes =
               kernels.RouteScratchBytes(assignments, args.num_experts)}));
-  std::array<int32_t, kMaxTileRows> tail_classes = {};
+  std::array<int32_t, kMaxTileRows> tail_classes = {};  // [n]: n-row tail
   for (int64_t n = 1; n < params.tile_rows; ++n) {
     TAILOR_ASSIGN_OR_RETURN(tail_classes[n], plan::TailClassOf(n, params));
   }
@@ -231,7 +231,7 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
   w->Invalidate();
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows()));
+      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows(), kernels->MaxTileRows()));
   TAILOR_RETURN_IF_ERROR(ValidateRouteShapes(args, runtime.device()));
   const int64_t tokens = args.topk_ids.dims[0];
   const int64_t k = args.topk_ids.dims[1];
@@ -263,7 +263,7 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
   w->Invalidate();
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows()));
+      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows(), kernels->MaxTileRows()));
   TAILOR_RETURN_IF_ERROR(
       internal::ExpectOperand("counts", args.counts, 1, DType::kI32, Device{}));
   const int64_t experts = args.counts.dims[0];

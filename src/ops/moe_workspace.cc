@@ -188,7 +188,7 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(),
+      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(), kernels.MaxTileRows(),
                               "limits."));
   if (limits.num_experts > kernels.MaxDeviceRouteExperts()) {
     return absl::InvalidArgumentError(
@@ -208,12 +208,13 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
           kernels.RouteScratchBytes(assignments, limits.num_experts)};
 }
 
-absl::Status ReserveHost(const WorkspaceLimits& limits, int32_t default_tile,
-                         MoeWorkspace& w) {
+absl::Status ReserveHost(const WorkspaceLimits& limits,
+                         const MoeKernels& kernels, MoeWorkspace& w) {
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, default_tile, "limits."));
+      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(),
+                              kernels.MaxTileRows(), "limits."));
   const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
   const size_t element = DTypeSize(limits.dtype);
   GrowTo(w.counts, limits.num_experts);
@@ -261,7 +262,7 @@ absl::Status ReserveWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
                           internal::MoeKernelsOf(runtime, "moe.reserve"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   if (runtime.device().type == DeviceType::kCpu) {
-    return ReserveHost(limits, kernels->DefaultTileRows(), *w);
+    return ReserveHost(limits, *kernels, *w);
   }
   TAILOR_ASSIGN_OR_RETURN(MoeCapacity capacity,
                           DeviceCapacity(*kernels, limits));

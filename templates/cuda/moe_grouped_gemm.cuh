@@ -8,13 +8,15 @@
 // route header, so the host needs no sync and one captured launch serves
 // every routing.
 //
-//   kTailClass of an item   0: a core tile of kTileRows rows, run without
-//                           any row mask when kTileRows % 16 == 0
-//                           c > 0: a tail of 1..c rows; classes up to 16 run
+//   tail_class of an item   0: a core tile of kTileRows rows, run without
+//                           any row mask when its rows are whole m16
+//                           fragments (kTileRows % 16 == 0)
+//                           c > 0: a tail of 1..c rows: up to 16 rows run
 //                           one m16 fragment (a 3-row tail computes 16 rows,
 //                           not kTileRows), longer ones a masked full tile;
 //                           A rows past the tail are zero-filled by
 //                           cp.async, C rows past it are not stored
+// A CTA computes at most 64 rows: a 128-row item runs as two parts.
 //
 // Epilogues: kMoeEpilogueNone C [R, N]; kMoeEpilogueSiluAndMul C [R, N / 2]
 // = silu(A W[:N/2]ᵀ) * (A W[N/2:]ᵀ) (vLLM's silu_and_mul), on the f32
@@ -71,7 +73,7 @@ struct MoeGroupedGemmMma {
                 "rows of A and W must be 16-byte aligned (K % 8 == 0); "
                 "MoeGroupedGemmSimt takes the others");
   static_assert(kTileRows >= 1 && kTileRows <= kMoeMaxTileRows,
-                "tile rows must be in [1, 64]");
+                "tile rows must be in [1, 128]");
   static_assert(kEpilogue == kMoeEpilogueNone ||
                     kEpilogue == kMoeEpilogueSiluAndMul,
                 "unknown epilogue");
@@ -81,9 +83,8 @@ struct MoeGroupedGemmMma {
   using Params = MoeGroupedGemmParams;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
   static constexpr int kOutN = kGated ? kN / 2 : kN;           // columns of C
-  static constexpr int kBM = MoeGemmCtaRows(kTileRows);  // CTA rows
+  static constexpr int kBM = MoeGemmCtaRows(kTileRows);  // CTA rows, <= 64
   static constexpr int kMF = kBM / 16;                    // m16 fragments
-  static constexpr bool kCoreMasked = kTileRows % 16 != 0;
   static constexpr int kBN = kMoeMmaWRows;  // W rows per CTA
   static constexpr int kOutPerCta = MoeGemmOutPerCta(true, kGated);
   static constexpr int kNTiles = MoeGemmNTiles(true, kGated, kN);
@@ -275,17 +276,25 @@ struct MoeGroupedGemmMma {
     Store<kMFActive, kMasked>(p, item, rows, n_tile, acc);
   }
 
-  // Three variants keep compile time and code size down: the core, tails of
-  // at most 16 rows (one m16 fragment: decode steps are almost all these),
-  // and longer tails, computed as a masked core tile.
+  // An item runs as parts of at most kBM rows (a 128-row tile: two). Three
+  // variants keep compile time and code size down: full parts, unmasked
+  // (every part of a core tile whose rows are a multiple of 16); parts of at
+  // most 16 rows, one m16 fragment (decode steps are almost all these); and
+  // other parts, a masked full part.
   static void RunItem(const Params& p, const MoeWorkItem& item, int n_tile,
                       unsigned char* smem) {
-    if (item.tail_class == 0) {
-      Tile<kMF, kCoreMasked>(p, item, kTileRows, n_tile, smem);
-    } else if (item.tail_class <= 16) {
-      Tile<1, true>(p, item, item.rows, n_tile, smem);
-    } else {
-      if constexpr (kMF > 1) Tile<kMF, true>(p, item, item.rows, n_tile, smem);
+    const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+    for (int first = 0; first < rows; first += kBM) {
+      MoeWorkItem part = item;
+      part.row_begin += first;
+      const int part_rows = Min(kBM, rows - first);
+      if (part_rows == kBM) {
+        Tile<kMF, false>(p, part, kBM, n_tile, smem);
+      } else if (part_rows <= 16) {
+        Tile<1, true>(p, part, part_rows, n_tile, smem);
+      } else {
+        if constexpr (kMF > 1) Tile<kMF, true>(p, part, part_rows, n_tile, smem);
+      }
     }
   }
 
@@ -308,7 +317,7 @@ template <typename T, int kN, int kK, int kTileRows, int kEpilogue>
 struct MoeGroupedGemmSimt {
   static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
   static_assert(kTileRows >= 1 && kTileRows <= kMoeMaxTileRows,
-                "tile rows must be in [1, 64]");
+                "tile rows must be in [1, 128]");
   static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
                 "silu_and_mul needs an even N (gate | up)");
 
@@ -337,9 +346,10 @@ struct MoeGroupedGemmSimt {
     }
   }
 
-  static void Tile(const Params& p, const MoeWorkItem& item, int n_tile,
-                   float (&a_tile)[kBK][kBM], float (&w_tile)[kBK][kBN]) {
-    const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+  // Rows [0, rows) of `item` (rows <= kBM).
+  static void Tile(const Params& p, const MoeWorkItem& item, int rows,
+                   int n_tile, float (&a_tile)[kBK][kBM],
+                   float (&w_tile)[kBK][kBN]) {
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const T* a = static_cast<const T*>(p.a) +
                  static_cast<long long>(item.row_begin) * kK;  // [rows, K]
@@ -406,7 +416,13 @@ struct MoeGroupedGemmSimt {
 #pragma unroll 1
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const TileCoord coord = TileOf(t, num_work, kNTiles);
-      Tile(p, p.work[coord.item], coord.n_tile, a_tile, w_tile);
+      const MoeWorkItem item = p.work[coord.item];
+      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+      for (int first = 0; first < rows; first += kBM) {  // parts of kBM rows
+        MoeWorkItem part = item;
+        part.row_begin += first;
+        Tile(p, part, Min(kBM, rows - first), coord.n_tile, a_tile, w_tile);
+      }
     }
   }
 };

@@ -5,29 +5,30 @@
 // C[r, :] = epilogue(A[r, :] · W[e]ᵀ) for the rows r of each work item of
 // expert e, as moe_grouped_gemm.cuh, for bf16 with K % 8 == 0 on sm_90a.
 //
-// Per CTA (384 threads):
+// Per CTA (384 threads), a tile of 128 rows (one plan tile) x 256 W rows:
 //   warpgroup 0  producer: one thread walks the tile schedule and, per K
 //                block, waits for a free stage, arms its full barrier with
-//                the stage's bytes and issues 5 TMA boxes {64 K, 64 rows}:
-//                A rows [row_begin, +64) and 4 x 64 W rows; registers
-//                lowered to kProducerRegisters (setmaxnreg)
-//   warpgroups   consumers: each computes 64 rows x 128 W rows with
-//   1 and 2      wgmma m64n128k16 (f32 accumulators), registers raised to
-//                kConsumerRegisters, keeps one wgmma group in flight and
-//                releases a stage once the MMAs that read it are done
-// The stage ring (5 x 40 KiB) is runtime/cuda/pipeline.cuh's protocol.
+//                the stage's bytes and issues 5 TMA boxes: A rows
+//                [row_begin, +128) x 64 K and 4 x {64 W rows, 64 K};
+//                registers lowered to kProducerRegisters (setmaxnreg)
+//   warpgroups   consumers: consumer c computes rows [64 c, +64) x all 256
+//   1 and 2      W rows with wgmma m64n256k16 (f32 accumulators), so both
+//                share every W tile; registers raised to kConsumerRegisters;
+//                keeps one wgmma group in flight and releases a stage once
+//                the MMAs that read it are done. (A consumer whose rows are
+//                all past a tail's end computes them anyway: a branch around
+//                wgmma makes ptxas serialize every wgmma, C7518.)
+// The stage ring (4 x 48 KiB) is runtime/cuda/pipeline.cuh's protocol.
 //
 // Tiles t = blockIdx.x, +gridDim.x, ... of (item, N tile) pairs, grouped by
-// kGroupItems items as the portable kernel. A core tile's 64 rows are all
-// its own; a tail's MMA computes all 64 rows too (wgmma's M is 64) but only
-// its rows are stored. Rows past the tail are the next expert's A rows (or
-// the TMA's zero fill past A's end): each C row depends only on its own A
-// row, so they never leak into stored rows.
+// kGroupItems items as the portable kernel. A tail's MMA computes 64-row
+// blocks (wgmma's M) but only its rows are stored. Rows past the tail are
+// the next expert's A rows (or the TMA's zero fill past A's end): each C row
+// depends only on its own A row, so they never leak into stored rows.
 //
-// W rows of the CTA: plain, W rows [256 n, +256), consumer c owning
-// [128 c, +128); gated (silu_and_mul), output columns [128 n, +128), consumer
-// c owning outputs [64 c, +64) as 64 gate rows then the 64 matching up rows,
-// so gate and up of one output sit in one thread's accumulators.
+// W rows of the CTA: plain, W rows [256 n, +256); gated (silu_and_mul),
+// output columns [128 n, +128) as 128 gate rows then the 128 matching up
+// rows, so gate and up of one output sit in one thread's accumulators.
 //
 // Params: MoeGroupedGemmSm90Params (templates/cuda/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
@@ -67,12 +68,14 @@ struct MoeGroupedGemmSm90 {
   static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
   static constexpr int kNTiles = MoeSm90NTiles(kGated, kN);
   static constexpr int kBox = kMoeSm90BoxRows;
-  static constexpr unsigned kBoxBytes = kBox * kBK * 2;       // 8 KiB
+  static constexpr unsigned kBoxBytes = kBox * kBK * 2;        // 8 KiB
+  static constexpr unsigned kABytes = kMoeSm90Rows * kBK * 2;   // 16 KiB
   static constexpr unsigned kStageBytes = kMoeSm90StageBytes;  // A + 4 W boxes
-  static constexpr int kConsumerRows = 128;  // W rows per consumer
+  static constexpr int kConsumerRows = 64;  // A rows per consumer (wgmma M)
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
-  static_assert(kStageBytes == 5 * kBoxBytes, "A box + 4 W boxes per stage");
+  static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
+                "A box + 4 W boxes per stage");
   static_assert(kStages * kStageBytes + sizeof(PipelineRing<kStages>) + 1024 <=
                     kMoeSm90SharedBytes,
                 "shared memory layout");
@@ -81,8 +84,8 @@ struct MoeGroupedGemmSm90 {
   // Global W row (of the [E * N, K] view) of box q of N tile n_tile.
   static int WBoxRow(int expert, int n_tile, int q) {
     if constexpr (kGated) {
-      const int out = n_tile * (kMoeSm90WRows / 2) + (q / 2) * kBox;
-      return expert * kN + (q % 2 == 0 ? out : kOutN + out);
+      const int out = n_tile * (kMoeSm90WRows / 2) + (q % 2) * kBox;
+      return expert * kN + (q < 2 ? out : kOutN + out);  // gate, then up
     } else {
       return expert * kN + n_tile * kMoeSm90WRows + q * kBox;
     }
@@ -105,7 +108,7 @@ struct MoeGroupedGemmSm90 {
         TmaLoad<2>(stage, &p.a_map, {kb * kBK, item.row_begin}, full);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          TmaLoad<2>(stage + (1 + q) * kBoxBytes, &p.w_map,
+          TmaLoad<2>(stage + kABytes + q * kBoxBytes, &p.w_map,
                      {kb * kBK, WBoxRow(item.group, coord.n_tile, q)}, full);
         }
         c.Advance(kStages);
@@ -127,29 +130,27 @@ struct MoeGroupedGemmSm90 {
 
   // Registers -> C, the item's rows only.
   static void Store(const Params& p, const MoeWorkItem& item, int n_tile,
-                    int consumer, const float (&acc)[64]) {
+                    int consumer, const float (&acc)[128]) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = 16 * warp + g + 8 * half;
+      const int row = kConsumerRows * consumer + 16 * warp + g + 8 * half;
       if (row >= item.rows) continue;
       const long long c_row = item.row_begin + row;
       if constexpr (kGated) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int col = n_tile * (kMoeSm90WRows / 2) + consumer * 64 +
-                          8 * j + 2 * t;
+        for (int j = 0; j < 16; ++j) {
+          const int col = n_tile * (kMoeSm90WRows / 2) + 8 * j + 2 * t;
           const float* gate = &acc[4 * j + 2 * half];
-          const float* up = &acc[4 * (j + 8) + 2 * half];
+          const float* up = &acc[4 * (j + 16) + 2 * half];
           StorePair(p, c_row, col, Silu(gate[0]) * up[0],
                     Silu(gate[1]) * up[1]);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const int col = n_tile * kMoeSm90WRows + consumer * kConsumerRows +
-                          8 * j + 2 * t;
+        for (int j = 0; j < 32; ++j) {
+          const int col = n_tile * kMoeSm90WRows + 8 * j + 2 * t;
           StorePair(p, c_row, col, acc[4 * j + 2 * half],
                     acc[4 * j + 2 * half + 1]);
         }
@@ -162,22 +163,26 @@ struct MoeGroupedGemmSm90 {
                       int consumer) {
     const bool leader = threadIdx.x % 128 == 0;
     PipelineCursor c;
-    float acc[64];
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     const int tiles = num_work * kNTiles;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const MoeWorkItem item = p.work[coord.item];
+      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
       PipelineCursor previous;
       for (int kb = 0; kb < kKBlocks; ++kb) {
         WaitFull(ring, c);
         const unsigned char* stage = stages + c.stage * kStageBytes;
-        const unsigned long long a = SwizzledKMajorDescriptor(stage);
-        const unsigned long long b = SwizzledKMajorDescriptor(
-            stage + kBoxBytes + consumer * 2 * kBoxBytes);
+        const unsigned long long a = SwizzledKMajorDescriptor(
+            stage + consumer * kConsumerRows * kBK * 2);
+        const unsigned long long b = SwizzledKMajorDescriptor(stage + kABytes);
         WgmmaFence();
 #pragma unroll
         for (int ks = 0; ks < kBK / 16; ++ks) {
-          // +32 bytes along K per step: +2 in the descriptor's address field.
-          WgmmaM64N128K16(acc, a + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
+          // +32 bytes along K per step: +2 in the address field.
+          WgmmaM64N256K16(acc, a + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
         }
         WgmmaCommit();
         WgmmaWait<1>();  // the previous K block's MMAs are done
@@ -187,7 +192,9 @@ struct MoeGroupedGemmSm90 {
       }
       WgmmaWait<0>();
       if (leader) Release(ring, previous);
-      Store(p, p.work[coord.item], coord.n_tile, consumer, acc);
+      MoeWorkItem stored = item;
+      stored.rows = rows;
+      Store(p, stored, coord.n_tile, consumer, acc);
     }
   }
 

@@ -32,7 +32,7 @@ struct MoeWorkItem {
 };
 
 // Largest core tile (moe::kMaxTileRows).
-inline constexpr int kMoeMaxTileRows = 64;
+inline constexpr int kMoeMaxTileRows = 128;
 // Assignments per block of the count and scatter kernels: one histogram
 // column per segment.
 inline constexpr int kMoeRouteSegment = 1024;
@@ -107,7 +107,7 @@ struct MoeGroupedGemmParams {
 
 // The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
 // TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
-//   a_map  2D {K, rows of A}, box {64, 64}
+//   a_map  2D {K, rows of A}, box {64, 128}
 //   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
 struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
@@ -176,8 +176,13 @@ inline constexpr int kMoeMmaKTile = 64;   // K per stage: 128-byte rows
 inline constexpr int kMoeMmaStages = 4;
 inline constexpr int kMoeSimtThreads = 256;
 inline constexpr int kMoeSimtWRows = 64;
-// CTA rows: the tile rows rounded up to the m16 fragment.
-constexpr int MoeGemmCtaRows(int tile_rows) { return (tile_rows + 15) / 16 * 16; }
+// Rows one CTA tile of the portable kernels computes: the tile rows rounded
+// up to the m16 fragment, at most 64 (a 128-row plan tile runs as two).
+inline constexpr int kMoePortableMaxRows = 64;
+constexpr int MoeGemmCtaRows(int tile_rows) {
+  return tile_rows >= kMoePortableMaxRows ? kMoePortableMaxRows
+                                          : (tile_rows + 15) / 16 * 16;
+}
 // Output columns one CTA tile writes (gated: half its W rows).
 constexpr int MoeGemmOutPerCta(bool mma, bool gated) {
   return (mma ? kMoeMmaWRows : kMoeSimtWRows) / (gated ? 2 : 1);
@@ -192,14 +197,15 @@ constexpr int MoeMmaSharedBytes(int tile_rows) {
          kMoeMmaKTile * 2;
 }
 
-// The Hopper kernel: a producer warpgroup and two consumer warpgroups; CTA
-// tile 64 rows (one plan tile) x 256 W rows x 64 K; a ring of 5 stages.
+// The Hopper kernel: a producer warpgroup and two consumer warpgroups (64
+// rows each); CTA tile 128 rows (one plan tile) x 256 W rows x 64 K; a ring
+// of 4 stages.
 inline constexpr int kMoeSm90Threads = 384;
-inline constexpr int kMoeSm90Rows = 64;
+inline constexpr int kMoeSm90Rows = 128;
 inline constexpr int kMoeSm90WRows = 256;
 inline constexpr int kMoeSm90KTile = 64;
-inline constexpr int kMoeSm90Stages = 5;
-inline constexpr int kMoeSm90BoxRows = 64;  // TMA box {64, 64} for A and W
+inline constexpr int kMoeSm90Stages = 4;
+inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}; A {64, 128}
 inline constexpr int kMoeSm90StageBytes =
     (kMoeSm90Rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
 // Stages, 1 KiB for the ring's barriers and counters, 1 KiB of alignment

@@ -95,8 +95,9 @@ class MoeCudaRouteTest : public MoeCudaTest {
     EXPECT_EQ(perm, expected_perm);
     EXPECT_EQ(DownloadI32(api(), ws.inverse().data, assignments), ref.inverse);
 
+    // The tile the backend resolved (policy 0: 128 on Hopper, else 64).
     absl::StatusOr<plan::PlanParams> params =
-        internal::ResolvePolicy(c.policy, 64);
+        internal::ResolvePolicy(c.policy, ws.plan().tile_rows, 128);
     ASSERT_TRUE(params.ok()) << params.status();
     // The host plan's items, expert-major (each expert's core tiles, then
     // its tail): the device order.
@@ -153,8 +154,10 @@ TEST_F(MoeCudaRouteTest, TailPoliciesTilesAndValidTokens) {
   for (RoutingPolicy policy :
        {RoutingPolicy{.tile_rows = 16, .tail = TailPolicy::kExact},
         RoutingPolicy{.tile_rows = 64, .tail = TailPolicy::kExact},
+        RoutingPolicy{.tile_rows = 128, .tail = TailPolicy::kExact},
         RoutingPolicy{.tile_rows = 17, .tail = TailPolicy::kNextPowerOfTwo},
         RoutingPolicy{.tile_rows = 48, .tail = TailPolicy::kFullTile},
+        RoutingPolicy{.tile_rows = 100},
         RoutingPolicy{.tile_rows = 1}}) {
     for (int64_t t : {1, 17, 577}) {
       ExpectRouting({64, t, 8, Spread::kSubset, true, policy}, rng, ws);
@@ -303,7 +306,8 @@ TEST_F(MoeCudaExpertsTest, TileRowsAndTailPolicies) {
   for (RoutingPolicy policy :
        {RoutingPolicy{.tile_rows = 16}, RoutingPolicy{.tile_rows = 17},
         RoutingPolicy{.tile_rows = 48, .tail = TailPolicy::kExact},
-        RoutingPolicy{.tile_rows = 1}}) {
+        RoutingPolicy{.tile_rows = 64}, RoutingPolicy{.tile_rows = 100},
+        RoutingPolicy{.tile_rows = 128}, RoutingPolicy{.tile_rows = 1}}) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE(absl::StrCat("tile_rows=", policy.tile_rows));
       Workspace ws;
@@ -365,11 +369,14 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
   const int64_t experts = 8, tokens = 577, topk = 2;
   for (const GemmCase& g : std::vector<GemmCase>{
            {DType::kBF16, 64, 64, 64, Epilogue::kNone},
+           {DType::kBF16, 64, 64, 128, Epilogue::kSiluAndMul},
+           {DType::kBF16, 520, 136, 100, Epilogue::kNone},
            {DType::kBF16, 200, 72, 17, Epilogue::kNone},   // ragged N and K
            {DType::kBF16, 96, 40, 16, Epilogue::kSiluAndMul},
            {DType::kBF16, 30, 17, 64, Epilogue::kSiluAndMul},  // K % 8: SIMT
            {DType::kBF16, 1, 8, 64, Epilogue::kNone},
            {DType::kF32, 200, 72, 17, Epilogue::kNone},
+           {DType::kF32, 72, 40, 128, Epilogue::kNone},
            {DType::kF32, 96, 33, 64, Epilogue::kSiluAndMul}}) {
     SCOPED_TRACE(absl::StrCat(DTypeName(g.dtype), " N=", g.n, " K=", g.k,
                               " tile=", g.tile_rows,

@@ -36,6 +36,9 @@ static_assert(offsetof(MoeWorkItem, group) == offsetof(plan::WorkItem, group));
 static_assert(offsetof(MoeWorkItem, tail_class) ==
               offsetof(plan::WorkItem, tail_class));
 static_assert(kMoeMaxTileRows == moe::kMaxTileRows);
+static_assert(CudaMoeKernels::kMaxTileRows == kMoeMaxTileRows);
+static_assert(kMoeSm90Rows == CudaMoeKernels::kMaxTileRows,
+              "one Hopper CTA tile holds any plan tile");
 static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
 
 // SpecKey::tile.n of the grouped-GEMM kernels, and the variant bit that
@@ -50,16 +53,17 @@ bool EnvIs(const char* name, absl::string_view value) {
   return v != nullptr && absl::string_view(v) == value;
 }
 
-// A 2D bf16 TMA map over a [rows, k] row-major matrix, {64, 64} boxes,
-// 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
-TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k) {
+// A 2D bf16 TMA map over a [rows, k] row-major matrix, boxes of 64 K x
+// `box_rows` rows, 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
+TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
+                       uint32_t box_rows) {
   return TensorMapSpec{
       .data_type = TensorMapDataType::kBfloat16,
       .rank = 2,
       .global_address = reinterpret_cast<uint64_t>(data),
       .global_dims = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)},
       .global_strides = {static_cast<uint64_t>(k) * 2},
-      .box_dims = {kMoeSm90KTile, kMoeSm90BoxRows},
+      .box_dims = {kMoeSm90KTile, box_rows},
       .swizzle = TensorMapSwizzle::k128B,
       .l2_promotion = TensorMapL2Promotion::k256B};
 }
@@ -303,10 +307,11 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   if (max_tiles == 0) return absl::OkStatus();
   MoeGroupedGemmSm90Params p = {};
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* a_map,
-                          descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k)));
-  TAILOR_ASSIGN_OR_RETURN(
-      const TensorMapBytes* w_map,
-      descriptors_.GetOrEncode(Bf16Rows(l.w, l.experts * l.n, l.k)));
+                          descriptors_.GetOrEncode(
+                              Bf16Rows(l.a, l.rows, l.k, kMoeSm90Rows)));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
+                          descriptors_.GetOrEncode(Bf16Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
   std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
   std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
   p.c = l.c;

@@ -42,14 +42,19 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateMoeKernel(
 
 class CudaMoeKernels final : public tailor::internal::MoeKernels {
  public:
+  static constexpr int32_t kMaxTileRows = 128;
+
   // `backend` fills and copies device memory; `multiprocessors` sizes the
   // persistent GEMM grids; `hopper` (an sm_90a device) enables the TMA +
   // wgmma GEMM, whose tensor maps come from `descriptors`.
   CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors,
                  bool hopper, DescriptorPool& descriptors);
 
-  // 64 rows: four m16 fragments per core tile.
-  int32_t DefaultTileRows() const override { return 64; }
+  // Hopper: 128 rows, the CTA tile of the wgmma kernel (two consumer
+  // warpgroups of 64 rows share each W tile); elsewhere 64, the portable
+  // kernel's (four m16 fragments).
+  int32_t DefaultTileRows() const override { return hopper_ ? 128 : 64; }
+  int32_t MaxTileRows() const override { return kMaxTileRows; }
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
   int64_t MaxDeviceRouteExperts() const override;

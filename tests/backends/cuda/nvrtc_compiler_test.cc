@@ -157,7 +157,7 @@ std::vector<TemplateCase> AllTemplateCases() {
       {"moe_gemm_sm90_silu",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {4096, 7168}, 1, 64, 2),
        "templates/cuda/moe_grouped_gemm_sm90.cuh",
-       {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+       {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
         "setmaxnreg.inc.sync.aligned.u32 232",
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
         "complete_tx::bytes",
