@@ -132,9 +132,13 @@ class MoeKernels {
  public:
   virtual ~MoeKernels() = default;
 
-  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to, and the
-  // most this backend's kernels accept (<= moe::kMaxTileRows).
-  virtual int32_t DefaultTileRows() const = 0;
+  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to for a
+  // step of `assignments` (T * k) over `experts` local experts: a backend's
+  // cost model may pick larger tiles for larger steps, never smaller ones
+  // (a reservation sizes the work list with assignments = 0). And the most
+  // this backend's kernels accept (<= moe::kMaxTileRows).
+  virtual int32_t DefaultTileRows(int64_t assignments,
+                                  int64_t experts) const = 0;
   virtual int32_t MaxTileRows() const = 0;
 
   // ---- device routing (optional: device-memory backends) ------------------

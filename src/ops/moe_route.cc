@@ -229,12 +229,14 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
                           internal::MoeKernelsOf(runtime, "moe.route"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
-  TAILOR_ASSIGN_OR_RETURN(
-      plan::PlanParams params,
-      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows(), kernels->MaxTileRows()));
   TAILOR_RETURN_IF_ERROR(ValidateRouteShapes(args, runtime.device()));
   const int64_t tokens = args.topk_ids.dims[0];
   const int64_t k = args.topk_ids.dims[1];
+  TAILOR_ASSIGN_OR_RETURN(
+      plan::PlanParams params,
+      internal::ResolvePolicy(
+          args.policy, kernels->DefaultTileRows(tokens * k, args.num_experts),
+          kernels->MaxTileRows()));
   if (runtime.device().type == DeviceType::kCpu) {
     TAILOR_RETURN_IF_ERROR(RouteOnHost(args, params, *w));
   } else {
@@ -261,9 +263,6 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
   }
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
-  TAILOR_ASSIGN_OR_RETURN(
-      plan::PlanParams params,
-      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows(), kernels->MaxTileRows()));
   TAILOR_RETURN_IF_ERROR(
       internal::ExpectOperand("counts", args.counts, 1, DType::kI32, Device{}));
   const int64_t experts = args.counts.dims[0];
@@ -283,6 +282,11 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
         absl::StrCat("counts: the sum ", total,
                      " exceeds 2147483647 (row indices are int32)"));
   }
+  TAILOR_ASSIGN_OR_RETURN(
+      plan::PlanParams params,
+      internal::ResolvePolicy(args.policy,
+                              kernels->DefaultTileRows(total, experts),
+                              kernels->MaxTileRows()));
   GrowTo(w->counts, experts);
   std::copy_n(counts, experts, w->counts.begin());
   TAILOR_RETURN_IF_ERROR(PlanFromCounts(experts, params, *w));

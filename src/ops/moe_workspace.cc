@@ -188,7 +188,7 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(), kernels.MaxTileRows(),
+      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(0, limits.num_experts), kernels.MaxTileRows(),
                               "limits."));
   if (limits.num_experts > kernels.MaxDeviceRouteExperts()) {
     return absl::InvalidArgumentError(
@@ -213,7 +213,7 @@ absl::Status ReserveHost(const WorkspaceLimits& limits,
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(),
+      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(0, limits.num_experts),
                               kernels.MaxTileRows(), "limits."));
   const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
   const size_t element = DTypeSize(limits.dtype);

@@ -5,20 +5,24 @@
 // C[r, :] = epilogue(A[r, :] · W[e]ᵀ) for the rows r of each work item of
 // expert e, as moe_grouped_gemm.cuh, for bf16 with K % 8 == 0 on sm_90a.
 //
-// Per CTA (384 threads), a tile of 128 rows (one plan tile) x 256 W rows:
+// Per CTA (384 threads), a tile of kCtaRows rows (one plan tile: 64 for
+// plan tiles of at most 64 rows, else 128) x 256 W rows:
 //   warpgroup 0  producer: one thread walks the tile schedule and, per K
 //                block, waits for a free stage, arms its full barrier with
 //                the stage's bytes and issues 5 TMA boxes: A rows
-//                [row_begin, +128) x 64 K and 4 x {64 W rows, 64 K};
+//                [row_begin, +kCtaRows) x 64 K and 4 x {64 W rows, 64 K};
 //                registers lowered to kProducerRegisters (setmaxnreg)
-//   warpgroups   consumers: consumer c computes rows [64 c, +64) x all 256
-//   1 and 2      W rows with wgmma m64n256k16 (f32 accumulators), so both
-//                share every W tile; registers raised to kConsumerRegisters;
-//                keeps one wgmma group in flight and releases a stage once
-//                the MMAs that read it are done. (A consumer whose rows are
-//                all past a tail's end computes them anyway: a branch around
-//                wgmma makes ptxas serialize every wgmma, C7518.)
-// The stage ring (4 x 48 KiB) is runtime/cuda/pipeline.cuh's protocol.
+//   warpgroups   consumers, f32 accumulators in registers raised to
+//   1 and 2      kConsumerRegisters; each keeps one wgmma group in flight
+//                and releases a stage once the MMAs that read it are done.
+//                128 rows: consumer c computes rows [64 c, +64) x all 256 W
+//                rows (m64n256k16): both share every W tile, halving its
+//                reads per row. 64 rows: consumer c computes the 64 rows x
+//                W rows [128 c, +128) (m64n128k16). (A consumer whose rows
+//                are all past a tail's end computes them anyway: a branch
+//                around wgmma makes ptxas serialize every wgmma, C7518.)
+// The stage ring (runtime/cuda/pipeline.cuh's protocol) holds 5 x 40 KiB
+// (64 rows) or 4 x 48 KiB (128 rows).
 //
 // Tiles t = blockIdx.x, +gridDim.x, ... of (item, N tile) pairs, grouped by
 // kGroupItems items as the portable kernel. A tail's MMA computes 64-row
@@ -27,8 +31,9 @@
 // depends only on its own A row, so they never leak into stored rows.
 //
 // W rows of the CTA: plain, W rows [256 n, +256); gated (silu_and_mul),
-// output columns [128 n, +128) as 128 gate rows then the 128 matching up
-// rows, so gate and up of one output sit in one thread's accumulators.
+// output columns [128 n, +128), laid out so that gate and up of one output
+// sit in one thread's accumulators: 128 rows, the 128 gate rows then the
+// 128 up rows; 64 rows, per consumer its 64 gate rows then their 64 up rows.
 //
 // Params: MoeGroupedGemmSm90Params (templates/cuda/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
@@ -50,8 +55,8 @@ template <int kN, int kK, int kTileRows, int kEpilogue>
 struct MoeGroupedGemmSm90 {
   static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
   static_assert(kK % 8 == 0, "TMA rows must be 16-byte multiples: K % 8 == 0");
-  static_assert(kTileRows >= 1 && kTileRows <= kMoeSm90Rows,
-                "a plan tile must fit the CTA's 64 rows");
+  static_assert(kTileRows >= 1 && kTileRows <= kMoeSm90MaxRows,
+                "a plan tile must fit the CTA's 128 rows");
   static_assert(kEpilogue == kMoeEpilogueNone ||
                     kEpilogue == kMoeEpilogueSiluAndMul,
                 "unknown epilogue");
@@ -61,31 +66,39 @@ struct MoeGroupedGemmSm90 {
   using Params = MoeGroupedGemmSm90Params;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
   static constexpr int kOutN = kGated ? kN / 2 : kN;
+  static constexpr int kCtaRows = MoeSm90CtaRows(kTileRows);
+  static constexpr bool kSplitRows = kCtaRows == 128;  // else split W rows
   static constexpr int kThreads = kMoeSm90Threads;
   static constexpr int kMinBlocksPerSm = 1;  // register cap for setmaxnreg
-  static constexpr int kStages = kMoeSm90Stages;
+  static constexpr int kStages = MoeSm90Stages(kCtaRows);
   static constexpr int kBK = kMoeSm90KTile;
   static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
   static constexpr int kNTiles = MoeSm90NTiles(kGated, kN);
   static constexpr int kBox = kMoeSm90BoxRows;
-  static constexpr unsigned kBoxBytes = kBox * kBK * 2;        // 8 KiB
-  static constexpr unsigned kABytes = kMoeSm90Rows * kBK * 2;   // 16 KiB
-  static constexpr unsigned kStageBytes = kMoeSm90StageBytes;  // A + 4 W boxes
-  static constexpr int kConsumerRows = 64;  // A rows per consumer (wgmma M)
+  static constexpr unsigned kBoxBytes = kBox * kBK * 2;          // 8 KiB
+  static constexpr unsigned kABytes = kCtaRows * kBK * 2;         // A box
+  static constexpr unsigned kStageBytes = MoeSm90StageBytes(kCtaRows);
+  // Per consumer: rows x W rows of its wgmma tile, and its accumulators.
+  static constexpr int kConsumerWRows = kSplitRows ? 256 : 128;
+  static constexpr int kAccumulators = kConsumerWRows / 2;  // 64 x N / 128
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
   static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
                 "A box + 4 W boxes per stage");
   static_assert(kStages * kStageBytes + sizeof(PipelineRing<kStages>) + 1024 <=
-                    kMoeSm90SharedBytes,
+                    MoeSm90SharedBytes(kCtaRows),
                 "shared memory layout");
 
   // ---- producer ---------------------------------------------------------------
   // Global W row (of the [E * N, K] view) of box q of N tile n_tile.
   static int WBoxRow(int expert, int n_tile, int q) {
     if constexpr (kGated) {
-      const int out = n_tile * (kMoeSm90WRows / 2) + (q % 2) * kBox;
-      return expert * kN + (q < 2 ? out : kOutN + out);  // gate, then up
+      // 128 rows: gate 0-63, gate 64-127, up 0-63, up 64-127; 64 rows:
+      // gate 0-63, up 0-63, gate 64-127, up 64-127.
+      const int half = kSplitRows ? q % 2 : q / 2;
+      const bool up = kSplitRows ? q >= 2 : q % 2 == 1;
+      const int out = n_tile * (kMoeSm90WRows / 2) + half * kBox;
+      return expert * kN + (up ? kOutN + out : out);
     } else {
       return expert * kN + n_tile * kMoeSm90WRows + q * kBox;
     }
@@ -128,34 +141,62 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
-  // Registers -> C, the item's rows only.
-  static void Store(const Params& p, const MoeWorkItem& item, int n_tile,
-                    int consumer, const float (&acc)[128]) {
+  // Registers -> C, the item's rows only. Accumulator 4 j + 2 h + x holds
+  // row 16 warp + g + 8 h, column 8 j + 2 t + x of the consumer's tile.
+  static void Store(const Params& p, const MoeWorkItem& item, int rows,
+                    int n_tile, int consumer, const float (&acc)[kAccumulators]) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int g = lane / 4, t = lane % 4;
+    constexpr int kGroups = kConsumerWRows / 8;  // n8 groups
+    const int row0 = (kSplitRows ? 64 * consumer : 0) + 16 * warp + g;
+    // First output column of the consumer's tile.
+    const int col0 = kGated ? n_tile * (kMoeSm90WRows / 2) +
+                                  (kSplitRows ? 0 : 64 * consumer)
+                            : n_tile * kMoeSm90WRows +
+                                  (kSplitRows ? 0 : 128 * consumer);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = kConsumerRows * consumer + 16 * warp + g + 8 * half;
-      if (row >= item.rows) continue;
+      const int row = row0 + 8 * half;
+      if (row >= rows) continue;
       const long long c_row = item.row_begin + row;
       if constexpr (kGated) {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const int col = n_tile * (kMoeSm90WRows / 2) + 8 * j + 2 * t;
+        for (int j = 0; j < kGroups / 2; ++j) {
           const float* gate = &acc[4 * j + 2 * half];
-          const float* up = &acc[4 * (j + 16) + 2 * half];
-          StorePair(p, c_row, col, Silu(gate[0]) * up[0],
+          const float* up = &acc[4 * (j + kGroups / 2) + 2 * half];
+          StorePair(p, c_row, col0 + 8 * j + 2 * t, Silu(gate[0]) * up[0],
                     Silu(gate[1]) * up[1]);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const int col = n_tile * kMoeSm90WRows + 8 * j + 2 * t;
-          StorePair(p, c_row, col, acc[4 * j + 2 * half],
+        for (int j = 0; j < kGroups; ++j) {
+          StorePair(p, c_row, col0 + 8 * j + 2 * t, acc[4 * j + 2 * half],
                     acc[4 * j + 2 * half + 1]);
         }
       }
     }
+  }
+
+  // One K block's 4 wgmma k16 steps on the stage at `stage`.
+  static void Mma(const unsigned char* stage, int consumer, bool accumulate,
+                  float (&acc)[kAccumulators]) {
+    const unsigned char* a_tile =
+        stage + (kSplitRows ? consumer * 64 * kBK * 2 : 0);
+    const unsigned char* b_tile =
+        stage + kABytes + (kSplitRows ? 0 : consumer * 2 * kBoxBytes);
+    const unsigned long long a = SwizzledKMajorDescriptor(a_tile);
+    const unsigned long long b = SwizzledKMajorDescriptor(b_tile);
+    WgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      // +32 bytes along K per step: +2 in the address field.
+      if constexpr (kSplitRows) {
+        WgmmaM64N256K16(acc, a + 2 * ks, b + 2 * ks, accumulate || ks > 0);
+      } else {
+        WgmmaM64N128K16(acc, a + 2 * ks, b + 2 * ks, accumulate || ks > 0);
+      }
+    }
+    WgmmaCommit();
   }
 
   static void Consume(const Params& p, unsigned char* stages,
@@ -163,28 +204,17 @@ struct MoeGroupedGemmSm90 {
                       int consumer) {
     const bool leader = threadIdx.x % 128 == 0;
     PipelineCursor c;
-    float acc[128];
+    float acc[kAccumulators];
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
     const int tiles = num_work * kNTiles;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const TileCoord coord = TileOf(t, num_work, kNTiles);
       const MoeWorkItem item = p.work[coord.item];
-      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
       PipelineCursor previous;
       for (int kb = 0; kb < kKBlocks; ++kb) {
         WaitFull(ring, c);
-        const unsigned char* stage = stages + c.stage * kStageBytes;
-        const unsigned long long a = SwizzledKMajorDescriptor(
-            stage + consumer * kConsumerRows * kBK * 2);
-        const unsigned long long b = SwizzledKMajorDescriptor(stage + kABytes);
-        WgmmaFence();
-#pragma unroll
-        for (int ks = 0; ks < kBK / 16; ++ks) {
-          // +32 bytes along K per step: +2 in the address field.
-          WgmmaM64N256K16(acc, a + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
-        }
-        WgmmaCommit();
+        Mma(stages + c.stage * kStageBytes, consumer, kb > 0, acc);
         WgmmaWait<1>();  // the previous K block's MMAs are done
         if (kb > 0 && leader) Release(ring, previous);
         previous = c;
@@ -192,9 +222,8 @@ struct MoeGroupedGemmSm90 {
       }
       WgmmaWait<0>();
       if (leader) Release(ring, previous);
-      MoeWorkItem stored = item;
-      stored.rows = rows;
-      Store(p, stored, coord.n_tile, consumer, acc);
+      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+      Store(p, item, rows, coord.n_tile, consumer, acc);
     }
   }
 

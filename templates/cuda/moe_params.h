@@ -107,7 +107,7 @@ struct MoeGroupedGemmParams {
 
 // The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
 // TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
-//   a_map  2D {K, rows of A}, box {64, 128}
+//   a_map  2D {K, rows of A}, box {64, MoeSm90CtaRows(tile rows)}
 //   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
 struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
@@ -197,21 +197,26 @@ constexpr int MoeMmaSharedBytes(int tile_rows) {
          kMoeMmaKTile * 2;
 }
 
-// The Hopper kernel: a producer warpgroup and two consumer warpgroups (64
-// rows each); CTA tile 128 rows (one plan tile) x 256 W rows x 64 K; a ring
-// of 4 stages.
+// The Hopper kernel: a producer warpgroup and two consumer warpgroups; CTA
+// tile (one plan tile of up to 64 or 128 rows) x 256 W rows x 64 K. With
+// 128 rows each consumer computes 64 rows x all 256 W rows (m64n256k16);
+// with 64 rows each computes all 64 rows x its 128 W rows (m64n128k16).
 inline constexpr int kMoeSm90Threads = 384;
-inline constexpr int kMoeSm90Rows = 128;
+inline constexpr int kMoeSm90MaxRows = 128;
 inline constexpr int kMoeSm90WRows = 256;
 inline constexpr int kMoeSm90KTile = 64;
-inline constexpr int kMoeSm90Stages = 4;
-inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}; A {64, 128}
-inline constexpr int kMoeSm90StageBytes =
-    (kMoeSm90Rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
+inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
+constexpr int MoeSm90CtaRows(int tile_rows) { return tile_rows <= 64 ? 64 : 128; }
+constexpr int MoeSm90StageBytes(int cta_rows) {
+  return (cta_rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
+}
+// As many stages as fit: 5 x 40 KiB (64 rows) or 4 x 48 KiB (128 rows).
+constexpr int MoeSm90Stages(int cta_rows) { return cta_rows <= 64 ? 5 : 4; }
 // Stages, 1 KiB for the ring's barriers and counters, 1 KiB of alignment
 // slack (stages must start 1024-byte aligned for the 128-byte swizzle).
-inline constexpr int kMoeSm90SharedBytes =
-    kMoeSm90Stages * kMoeSm90StageBytes + 2048;
+constexpr int MoeSm90SharedBytes(int cta_rows) {
+  return MoeSm90Stages(cta_rows) * MoeSm90StageBytes(cta_rows) + 2048;
+}
 constexpr int MoeSm90NTiles(bool gated, long long n) {
   const long long out = gated ? n / 2 : n;
   const int per_cta = kMoeSm90WRows / (gated ? 2 : 1);

@@ -37,7 +37,7 @@ static_assert(offsetof(MoeWorkItem, tail_class) ==
               offsetof(plan::WorkItem, tail_class));
 static_assert(kMoeMaxTileRows == moe::kMaxTileRows);
 static_assert(CudaMoeKernels::kMaxTileRows == kMoeMaxTileRows);
-static_assert(kMoeSm90Rows == CudaMoeKernels::kMaxTileRows,
+static_assert(kMoeSm90MaxRows == CudaMoeKernels::kMaxTileRows,
               "one Hopper CTA tile holds any plan tile");
 static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
 
@@ -305,10 +305,11 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
+  const int cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
   MoeGroupedGemmSm90Params p = {};
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* a_map,
-                          descriptors_.GetOrEncode(
-                              Bf16Rows(l.a, l.rows, l.k, kMoeSm90Rows)));
+                          descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k,
+                                                            cta_rows)));
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
                           descriptors_.GetOrEncode(Bf16Rows(
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
@@ -328,8 +329,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
   return LaunchKernel(
       engine, key, GenerateGroupedGemm,
-      Config(ctas, 1, kMoeSm90Threads, kMoeSm90SharedBytes, l.stream), &p,
-      sizeof(p));
+      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows), l.stream),
+      &p, sizeof(p));
 }
 
 absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
@@ -339,7 +340,7 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
         "moe.grouped_gemm: the cuda backend needs a device plan");
   }
   if (hopper_ && l.dtype == DType::kBF16 && l.k % 8 == 0 &&
-      l.tile_rows <= kMoeSm90Rows) {
+      l.tile_rows <= kMoeSm90MaxRows) {
     return HopperGroupedGemm(engine, l);
   }
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;

@@ -50,10 +50,15 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors,
                  bool hopper, DescriptorPool& descriptors);
 
-  // Hopper: 128 rows, the CTA tile of the wgmma kernel (two consumer
-  // warpgroups of 64 rows share each W tile); elsewhere 64, the portable
-  // kernel's (four m16 fragments).
-  int32_t DefaultTileRows() const override { return hopper_ ? 128 : 64; }
+  // The cost model (per step, deterministic): on Hopper, 128-row tiles
+  // (two consumer warpgroups share each W tile, halving W reads per row)
+  // once the average expert has at least kRowsFor128 rows (T * k / E), so a
+  // tail wastes at most about a third of a tile; 64-row tiles below that,
+  // where tails dominate (decode). Elsewhere 64, the portable kernel's CTA.
+  static constexpr int64_t kRowsFor128 = 256;
+  int32_t DefaultTileRows(int64_t assignments, int64_t experts) const override {
+    return hopper_ && assignments >= kRowsFor128 * experts ? 128 : 64;
+  }
   int32_t MaxTileRows() const override { return kMaxTileRows; }
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
