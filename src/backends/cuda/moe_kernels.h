@@ -52,10 +52,13 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
 
   // The cost model (per step, deterministic): on Hopper, 128-row tiles
   // (two consumer warpgroups share each W tile, halving W reads per row)
-  // once the average expert has at least kRowsFor128 rows (T * k / E), so a
-  // tail wastes at most about a third of a tile; 64-row tiles below that,
-  // where tails dominate (decode). Elsewhere 64, the portable kernel's CTA.
-  static constexpr int64_t kRowsFor128 = 256;
+  // once the average expert has at least kRowsFor128 rows (T * k / E);
+  // 64-row tiles below that, where every item is a small tail (decode).
+  // Measured on the H100 (bench/results/moe_cuda_h100.txt): 128 wins from
+  // about 32 rows per expert up (DeepSeek-V3 T=4096, 128 rows/expert: 8.9
+  // vs 10.2 ms), 64 wins below 16 (Mixtral T=1: 0.164 vs 0.186 ms), even in
+  // between. Elsewhere 64, the portable kernel's CTA.
+  static constexpr int64_t kRowsFor128 = 32;
   int32_t DefaultTileRows(int64_t assignments, int64_t experts) const override {
     return hopper_ && assignments >= kRowsFor128 * experts ? 128 : 64;
   }
