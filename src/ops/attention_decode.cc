@@ -150,6 +150,7 @@ internal::DecodeWorkRef WorkOf(DecodeWorkspaceImpl& w) {
   work.partial_out = static_cast<float*>(d.at(d.partial_out));
   work.partial_lse = static_cast<float*>(d.at(d.partial_lse));
   work.scratch = d.at(d.scratch);
+  work.max_partials = d.capacity.partials;
   return work;
 }
 

@@ -72,6 +72,7 @@ struct DecodeWorkRef {
   const plan::DecodeWorkItem* items = nullptr;  // [max_items]
   const int32_t* worker_begin = nullptr;        // [num_workers + 1]
   void* scratch = nullptr;                      // ScratchBytes(max_partials)
+  int64_t max_partials = 0;                     // slots the scratch holds
   int32_t num_workers = 0;
 };
 

@@ -41,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/tma/descriptor_pool.h"
@@ -126,6 +127,9 @@ class CudaBackend final : public tailor::internal::Backend {
                       const void* params, size_t params_size) override;
 
   void AddCounters(StatsSnapshot& snapshot) const override;
+  tailor::internal::DecodeKernels* decode_kernels() override {
+    return &decode_kernels_;
+  }
 
   // TMA descriptors of this device, encoded once per spec (checked first).
   DescriptorPool& descriptor_pool() { return descriptor_pool_; }
@@ -145,6 +149,7 @@ class CudaBackend final : public tailor::internal::Backend {
   std::string compiler_identity_;
   tailor::internal::Hash128 headers_hash_;
   DescriptorPool descriptor_pool_;
+  CudaDecodeKernels decode_kernels_{*this};
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.
