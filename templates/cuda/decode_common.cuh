@@ -53,12 +53,13 @@ TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
 }
 
 // Checks of one item that do not depend on a tile: the device length
+// (loaded by the caller, so that the load overlaps the block-table loads)
 // against the plan, and the planned pages against the block table. Returns
 // the end of the tokens to attend: min(kv_end, device length).
 template <int kPageSize>
-TAILOR_DEVICE int DecodeItemEnd(const DecodeKernelParams& p,
-                                const DecodeWorkItem& item, bool report) {
-  const int device_len = __ldg(p.seq_lens + item.seq);
+TAILOR_DEVICE int DecodeAttendedEnd(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item, int device_len,
+                                    bool report) {
   if (report && device_len != item.seq_len) {
     DecodeRecordError(p.errors, kDecodeErrorBadSeqLen, item.seq, device_len);
   }
@@ -69,25 +70,32 @@ TAILOR_DEVICE int DecodeItemEnd(const DecodeKernelParams& p,
   return min(item.kv_end, max(device_len, 0));
 }
 
-// The page holding token `token` of `item`, or -1 when the block table
-// entry is out of range (recorded when `report`) or past max_pages.
+// block_table[b, token / page], or kDecodeNoPage for a slot past max_pages
+// (reported by DecodeAttendedEnd). Depends on the item only, so it can be
+// issued before the device length arrives.
+inline constexpr int kDecodeNoPage = -2147483647 - 1;
+
 template <int kPageSize>
-TAILOR_DEVICE int DecodePageOf(const DecodeKernelParams& p,
-                               const DecodeWorkItem& item, int token,
-                               bool report) {
+TAILOR_DEVICE int DecodeLoadPage(const DecodeKernelParams& p,
+                                 const DecodeWorkItem& item, int token) {
   const int slot = token / kPageSize;
-  if (slot >= p.max_pages) return -1;  // reported by DecodeItemEnd
-  const int page =
-      __ldg(p.block_table + item.seq * p.block_table_stride + slot);
-  if (page < 0 || page >= p.num_pages) {
-    if (report) {
-      DecodeRecordError(p.errors, kDecodeErrorBadPage,
-                        static_cast<long long>(item.seq) * p.max_pages + slot,
-                        page);
-    }
-    return -1;
-  }
-  return page;
+  if (slot >= p.max_pages) return kDecodeNoPage;
+  return __ldg(p.block_table + item.seq * p.block_table_stride + slot);
+}
+
+TAILOR_DEVICE bool DecodePageValid(const DecodeKernelParams& p, int page) {
+  return page >= 0 && page < p.num_pages;
+}
+
+// Records a block-table entry outside [0, num_pages).
+template <int kPageSize>
+TAILOR_DEVICE void DecodeReportPage(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item, int token,
+                                    int page) {
+  if (page == kDecodeNoPage || DecodePageValid(p, page)) return;
+  DecodeRecordError(
+      p.errors, kDecodeErrorBadPage,
+      static_cast<long long>(item.seq) * p.max_pages + token / kPageSize, page);
 }
 
 // Byte offset of chunk `chunk` (elements 8 chunk .. 8 chunk + 7) of token

@@ -76,16 +76,19 @@ struct DecodeSm80Kernel {
                                      const DecodeWorkItem& item, int tile,
                                      int stage) {
     const int thread = threadIdx.x, warp = thread / 32, lane = thread % 32;
-    const int end = DecodeItemEnd<kPageSize>(p, item, thread == 0 && tile == 0);
+    const int device_len = __ldg(p.seq_lens + item.seq);
     const int tile_first = item.kv_begin + tile * kDecodeTileTokens;
     const unsigned k_tile =
         SharedAddress(base + kLayout.kv + stage * 2 * kLayout.tile_bytes);
     const int chunk = thread % kChunks;
     for (int r = thread / kChunks; r < kDecodeTileTokens; r += kRowsPerPass) {
       const int token = tile_first + r;
-      if (token >= end) break;
-      const int page = DecodePageOf<kPageSize>(p, item, token, false);
-      if (page < 0) continue;
+      if (token >= item.kv_end) break;
+      const int page = DecodeLoadPage<kPageSize>(p, item, token);
+      if (token >= min(item.kv_end, max(device_len, 0)) ||
+          !DecodePageValid(p, page)) {
+        continue;  // not attended: masked, its stale tile rows never count
+      }
       const long long in_page = token % kPageSize;
       const long long k_at = page * p.k_stride_page +
                              in_page * p.k_stride_token +
@@ -113,13 +116,19 @@ struct DecodeSm80Kernel {
                   static_cast<const unsigned short*>(p.q) + at);
       }
     }
-    if (warp == 0) {  // the tile's valid-token bits (and bad pages, once)
+    if (warp == 0) {  // the tile's valid-token bits; errors, once each
+      const int end = DecodeAttendedEnd<kPageSize>(
+          p, item, device_len, /*report=*/lane == 0 && tile == 0);
       bool valid[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int token = tile_first + lane + 32 * h;
-        valid[h] = token < end && DecodePageOf<kPageSize>(p, item, token,
-                                                          /*report=*/true) >= 0;
+        valid[h] = false;
+        if (token < end) {
+          const int page = DecodeLoadPage<kPageSize>(p, item, token);
+          DecodeReportPage<kPageSize>(p, item, token, page);
+          valid[h] = DecodePageValid(p, page);
+        }
       }
       const unsigned lo = __ballot_sync(0xffffffffu, valid[0]);
       const unsigned hi = __ballot_sync(0xffffffffu, valid[1]);
@@ -166,8 +175,9 @@ struct DecodeSm80Kernel {
     for (int i = first; i < last; ++i) {
       const DecodeWorkItem item = p.items[i];
       const int tiles = TilesOf(item);
-      if (tiles == 0 && threadIdx.x == 0) {
-        DecodeItemEnd<kPageSize>(p, item, /*report=*/true);  // length check
+      if (tiles == 0 && threadIdx.x == 0) {  // still check the length
+        DecodeAttendedEnd<kPageSize>(p, item, __ldg(p.seq_lens + item.seq),
+                                     /*report=*/true);
       }
       st.Reset();
       for (int j = 0; j < tiles; ++j, ++k) {

@@ -99,14 +99,23 @@ struct DecodeSm90Kernel {
   // ---- producer
   // ---------------------------------------------------------------
   static TAILOR_DEVICE void LoadTile(const Params& p, const Shared& sh,
-                                     const DecodeWorkItem& item, int end,
+                                     const DecodeWorkItem& item, int device_len,
                                      int tile, int stage, int lane) {
     const int tile_first = item.kv_begin + tile * kDecodeTileTokens;
     const int box_first = tile_first + lane * kBoxTokens;
-    int page = -1;
-    if (lane < kBoxes && box_first < end) {
-      page = DecodePageOf<kPageSize>(p, item, box_first, /*report=*/true);
+    // The page load depends on the plan only: it overlaps the length load.
+    int page = kDecodeNoPage;
+    if (lane < kBoxes && box_first < item.kv_end) {
+      page = DecodeLoadPage<kPageSize>(p, item, box_first);
     }
+    const int end = DecodeAttendedEnd<kPageSize>(
+        p, item, device_len, /*report=*/tile == 0 && lane == 0);
+    if (box_first < end) {
+      DecodeReportPage<kPageSize>(p, item, box_first, page);
+    } else {
+      page = kDecodeNoPage;  // past the attended tokens: not loaded
+    }
+    if (!DecodePageValid(p, page)) page = -1;
     const unsigned boxes_ok = __ballot_sync(0xffffffffu, page >= 0);
     // Token t of the tile is attended iff its box loads and t < end.
     const int t0 = lane, t1 = lane + 32;
@@ -147,13 +156,16 @@ struct DecodeSm90Kernel {
     unsigned k = 0;  // tiles issued so far
     for (int i = first; i < last; ++i) {
       const DecodeWorkItem item = p.items[i];
-      const int end = DecodeItemEnd<kPageSize>(p, item, /*report=*/lane == 0);
+      const int device_len = __ldg(p.seq_lens + item.seq);
       const int tiles = (item.kv_end - item.kv_begin + kDecodeTileTokens - 1) /
                         kDecodeTileTokens;
+      if (tiles == 0) {  // nothing to load; still check the length
+        DecodeAttendedEnd<kPageSize>(p, item, device_len, lane == 0);
+      }
       for (int j = 0; j < tiles; ++j, ++k) {
         const int stage = k % kStages;
         sh.empty[stage].Wait(((k / kStages) & 1u) ^ 1u);
-        LoadTile(p, sh, item, end, j, stage, lane);
+        LoadTile(p, sh, item, device_len, j, stage, lane);
       }
     }
   }
