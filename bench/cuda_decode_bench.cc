@@ -15,11 +15,14 @@
 //   cp.async    RunDecode forced onto the cp.async kernel
 //   plan        host us of PlanDecode (plan + async copy of the work list)
 //   items/split the plan: work items, split (sequence, KV head) pairs
-// then, per model, the decode kernel variants it compiled (SpecKeys of op
-// attention.decode), and JSON lines in $OUT/cuda_decode_bench.json (keys as
-// in the anchors' JSON: model, case, B, sum_L, floor_ms, tailor_ms, ...).
-// Data: caches filled with one bf16 value, so every output must equal it
-// (checked: a cheap guard against a broken kernel in the timed runs).
+// The last block repeats Llama with pages of 64 tokens (one TMA box per
+// 64-token tile instead of four): the most that merging physically
+// contiguous pages into larger loads could buy. Then, per model, the decode
+// kernel variants it compiled (SpecKeys of op attention.decode), and JSON lines
+// in $OUT/cuda_decode_bench.json (keys as in the anchors' JSON: model, case, B,
+// sum_L, floor_ms, tailor_ms, ...). Data: caches filled with one bf16 value, so
+// every output must equal it (checked: a cheap guard against a broken kernel in
+// the timed runs).
 //
 // Needs an NVIDIA GPU; prints "skipped" and exits 0 without one.
 // Usage: cuda_decode_bench [--reps=N] (default 50)
@@ -51,7 +54,6 @@ using cuda::testing::CudaTestRuntime;
 using cuda::testing::DeviceBuffer;
 using cuda::testing::TestStream;
 
-constexpr int64_t kPage = 16;
 constexpr int64_t kHeadDim = 128;
 constexpr uint8_t kFillByte = 0x3c;  // bf16 0x3c3c ~ 0.0115 everywhere
 constexpr uint16_t kFillValue = 0x3c3c;
@@ -68,6 +70,7 @@ void Check(CUresult result, const char* what) {
 struct Model {
   const char* name;
   int64_t qo_heads, kv_heads;
+  int64_t page = 16;
 };
 
 struct Case {
@@ -217,12 +220,12 @@ struct CaseData {
       : pages(0) {
     std::vector<int64_t> per_seq(c.lens.size());
     for (size_t b = 0; b < c.lens.size(); ++b) {
-      per_seq[b] = (c.lens[b] + kPage - 1) / kPage;
+      per_seq[b] = (c.lens[b] + m.page - 1) / m.page;
       pages += per_seq[b];
       max_pages = std::max(max_pages, per_seq[b]);
     }
     pages += 8;
-    const int64_t page_elems = kPage * m.kv_heads * kHeadDim;
+    const int64_t page_elems = m.page * m.kv_heads * kHeadDim;
     k = std::make_unique<DeviceBuffer>(api, pages * page_elems * 2);
     v = std::make_unique<DeviceBuffer>(api, pages * page_elems * 2);
     q = std::make_unique<DeviceBuffer>(api, rows * m.qo_heads * kHeadDim * 2);
@@ -255,9 +258,9 @@ struct CaseData {
     args.q = TensorRef::Contiguous(q->data(), DType::kBF16,
                                    {rows, m.qo_heads, kHeadDim}, device);
     args.k_cache = TensorRef::Contiguous(
-        k->data(), DType::kBF16, {pages, kPage, m.kv_heads, kHeadDim}, device);
+        k->data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim}, device);
     args.v_cache = TensorRef::Contiguous(
-        v->data(), DType::kBF16, {pages, kPage, m.kv_heads, kHeadDim}, device);
+        v->data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim}, device);
     args.block_table = TensorRef::Contiguous(table_dev->data(), DType::kI32,
                                              {rows, max_pages}, device);
     args.seq_lens =
@@ -301,7 +304,7 @@ DecodeLimits LimitsOf(const Model& m) {
           .num_qo_heads = m.qo_heads,
           .num_kv_heads = m.kv_heads,
           .head_dim = kHeadDim,
-          .page_size = kPage,
+          .page_size = m.page,
           .dtype = DType::kBF16};
 }
 
@@ -331,7 +334,7 @@ PlanDecodeArgs PlanArgs(const Model& m, const CaseData& d, int64_t batch,
                         CUstream stream) {
   return {
       .seq_lens = TensorRef::Contiguous(d.lens.data(), DType::kI32, {batch}),
-      .page_size = kPage,
+      .page_size = m.page,
       .num_qo_heads = m.qo_heads,
       .num_kv_heads = m.kv_heads,
       .head_dim = kHeadDim,
@@ -473,9 +476,14 @@ int Main(int argc, char** argv) {
   std::printf(
       "device %s (%s); copy %.2f TB/s (read+write), read %.2f TB/s; "
       "floor uses %.2f; %d reps, L2 flushed per rep; mean us\n",
-      device_name, "bf16, page 16, head_dim 128, NHD", copy / 1e12, read / 1e12,
+      device_name, "bf16, head_dim 128, NHD, pages at random places", copy / 1e12, read / 1e12,
       bandwidth / 1e12, reps);
-  const Model models[] = {{"llama3-8b", 32, 8}, {"qwen3-30b", 32, 4}};
+  // The anchors' two models at page 16, then Llama at page 64: what whole
+  // 64-token boxes (one TMA load per tile instead of four) would buy, the
+  // upper bound of merging physically contiguous pages into larger loads.
+  const Model models[] = {{"llama3-8b", 32, 8, 16},
+                          {"qwen3-30b", 32, 4, 16},
+                          {"llama3-8b/page64", 32, 8, 64}};
   std::vector<Row> rows;
   std::vector<std::string> variant_lines;
   for (const Model& m : models) {
