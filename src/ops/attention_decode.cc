@@ -73,6 +73,10 @@ absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
         runtime.engine(), items.data(), d.at(d.items),
         items.size() * sizeof(plan::DecodeWorkItem), stream));
   }
+  const auto first_items = plan.first_items();
+  TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
+      runtime.engine(), first_items.data(), d.at(d.first_items),
+      first_items.size() * sizeof(plan::DecodeWorkItem), stream));
   const auto begin = plan.worker_begin();
   return kernels.UploadPlan(runtime.engine(), begin.data(),
                             d.at(d.worker_begin),
@@ -147,6 +151,8 @@ internal::DecodeWorkRef WorkOf(DecodeWorkspaceImpl& w) {
   DecodeDeviceBuffers& d = *w.device;
   work.items = static_cast<const plan::DecodeWorkItem*>(d.at(d.items));
   work.worker_begin = static_cast<const int32_t*>(d.at(d.worker_begin));
+  work.first_items =
+      static_cast<const plan::DecodeWorkItem*>(d.at(d.first_items));
   work.partial_out = static_cast<float*>(d.at(d.partial_out));
   work.partial_lse = static_cast<float*>(d.at(d.partial_lse));
   work.scratch = d.at(d.scratch);

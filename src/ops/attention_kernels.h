@@ -69,10 +69,11 @@ struct DecodeWorkRef {
   float* partial_out = nullptr;  // [max_partials, group, D]
   float* partial_lse = nullptr;  // [max_partials, group]
   // Device-memory backends: the uploaded plan and the backend's scratch.
-  const plan::DecodeWorkItem* items = nullptr;  // [max_items]
-  const int32_t* worker_begin = nullptr;        // [num_workers + 1]
-  void* scratch = nullptr;                      // ScratchBytes(max_partials)
-  int64_t max_partials = 0;                     // slots the scratch holds
+  const plan::DecodeWorkItem* items = nullptr;        // [max_items]
+  const int32_t* worker_begin = nullptr;              // [num_workers + 1]
+  const plan::DecodeWorkItem* first_items = nullptr;  // [num_workers]
+  void* scratch = nullptr;   // ScratchBytes(max_partials)
+  int64_t max_partials = 0;  // slots the scratch holds
   int32_t num_workers = 0;
 };
 

@@ -10,6 +10,7 @@
 //     buffers:
 //       items         [max_items] plan::DecodeWorkItem (the uploaded plan)
 //       worker_begin  [max_workers + 1] i32
+//       first_items   [max_workers] plan::DecodeWorkItem
 //       partial_out   [max_partials, group, D] f32
 //       partial_lse   [max_partials, group] f32
 //       scratch       the backend's DecodeKernels::ScratchBytes
@@ -49,8 +50,8 @@ struct DecodeDeviceBuffers {
   int64_t bytes = 0;
   DecodeCapacity capacity;
   // Byte offsets from `base`.
-  int64_t items = 0, worker_begin = 0, partial_out = 0, partial_lse = 0,
-          scratch = 0;
+  int64_t items = 0, worker_begin = 0, first_items = 0, partial_out = 0,
+          partial_lse = 0, scratch = 0;
 
   void* at(int64_t offset) const { return base + offset; }
 };

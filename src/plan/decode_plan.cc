@@ -60,6 +60,7 @@ int64_t MaxDecodePartials(int64_t num_workers) {
 void DecodePlan::Clear() {
   seq_lens_.clear();
   worker_begin_.clear();
+  first_items_.clear();
   max_seq_len_ = 0;
   num_items_ = 0;
   num_merge_groups_ = 0;
@@ -79,6 +80,7 @@ absl::Status DecodePlan::Reserve(int64_t max_batch,
   seq_lens_.reserve(max_batch);
   if (items_.size() < static_cast<size_t>(items)) items_.resize(items);
   worker_begin_.reserve(params.num_workers + 1);
+  first_items_.reserve(params.num_workers);
   worker_cost_.reserve(params.num_workers);
   const int64_t groups = std::max<int64_t>(params.num_workers - 1, 0);
   if (merge_groups_.size() < static_cast<size_t>(groups)) {
@@ -91,6 +93,7 @@ size_t DecodePlan::CapacityBytes() const {
   return seq_lens_.capacity() * sizeof(int32_t) +
          items_.capacity() * sizeof(DecodeWorkItem) +
          worker_begin_.capacity() * sizeof(int32_t) +
+         first_items_.capacity() * sizeof(DecodeWorkItem) +
          worker_cost_.capacity() * sizeof(int64_t) +
          merge_groups_.capacity() * sizeof(DecodeMergeGroup);
 }
@@ -234,6 +237,12 @@ absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
   }
   while (static_cast<int64_t>(plan->worker_begin_.size()) <= workers) {
     plan->worker_begin_.push_back(static_cast<int32_t>(plan->num_items_));
+  }
+  for (int64_t w = 0; w < workers; ++w) {
+    const int32_t first = plan->worker_begin_[w];
+    plan->first_items_.push_back(first < plan->worker_begin_[w + 1]
+                                     ? plan->items_[first]
+                                     : DecodeWorkItem{});
   }
   return absl::OkStatus();
 }

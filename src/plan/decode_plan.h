@@ -138,6 +138,10 @@ class DecodePlan {
   // [num_workers + 1] worker w runs items [worker_begin[w],
   // worker_begin[w + 1]); empty before the first build.
   absl::Span<const int32_t> worker_begin() const { return worker_begin_; }
+  // [num_workers] a copy of each worker's first item (zeros for an idle
+  // worker): a device worker reads it beside worker_begin, one memory round
+  // trip instead of two before its first load.
+  absl::Span<const DecodeWorkItem> first_items() const { return first_items_; }
   // [split pairs] by first slot.
   absl::Span<const DecodeMergeGroup> merge_groups() const {
     return {merge_groups_.data(), num_merge_groups_};
@@ -169,6 +173,7 @@ class DecodePlan {
   std::vector<DecodeWorkItem> items_;
   size_t num_items_ = 0;
   std::vector<int32_t> worker_begin_;           // [num_workers + 1]
+  std::vector<DecodeWorkItem> first_items_;     // [num_workers]
   std::vector<int64_t> worker_cost_;            // [num_workers]
   std::vector<DecodeMergeGroup> merge_groups_;  // [>= num_merge_groups_]
   size_t num_merge_groups_ = 0;

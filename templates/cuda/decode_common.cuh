@@ -52,6 +52,13 @@ TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
   atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
 }
 
+// Item `i` of a CTA whose first item `first` is `head` (already loaded).
+TAILOR_DEVICE DecodeWorkItem DecodeItemAt(const DecodeKernelParams& p, int i,
+                                          int first,
+                                          const DecodeWorkItem& head) {
+  return i == first ? head : p.items[i];
+}
+
 // Checks of one item that do not depend on a tile: the device length
 // (loaded by the caller, so that the load overlaps the block-table loads)
 // against the plan, and the planned pages against the block table. Returns

@@ -79,10 +79,13 @@ struct DecodeKernelParams {
   float cap_scale;    // sm_scale / soft_cap; 0: no soft cap
   const DecodeWorkItem* items;  // [num_items]
   const int* worker_begin;      // [gridDim.x + 1]
-  float* partial_out;           // [partials, group, D] normalized
-  float* partial_lse;           // [partials, group] log2 domain
-  int* counters;                // [partials] zero between launches
-  unsigned long long* errors;   // [kDecodeErrorWords]
+  // [gridDim.x] each CTA's first item (read beside worker_begin: one
+  // memory round trip before the first load instead of two).
+  const DecodeWorkItem* first_items;
+  float* partial_out;          // [partials, group, D] normalized
+  float* partial_lse;          // [partials, group] log2 domain
+  int* counters;               // [partials] zero between launches
+  unsigned long long* errors;  // [kDecodeErrorWords]
 };
 
 // Shared memory of one CTA, in bytes from a 1024-byte aligned base (the

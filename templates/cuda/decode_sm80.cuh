@@ -54,10 +54,13 @@ struct DecodeSm80Kernel {
       MakeDecodeSmemLayout(kHeadDim, kGroup, kStages);
   using Layout = DecodeTileLayout<kHeadDim, kDecodeTileTokens>;
 
-  // The next tile to issue: item index and tile within it.
+  // The next tile to issue: item index and tile within it, and the CTA's
+  // first item (index and copy).
   struct Cursor {
     int item;
     int tile;
+    int first;
+    DecodeWorkItem head;
   };
 
   static TAILOR_DEVICE int TilesOf(const DecodeWorkItem& item) {
@@ -143,7 +146,8 @@ struct DecodeSm80Kernel {
   static TAILOR_DEVICE void IssueNext(const Params& p, unsigned char* base,
                                       Cursor& next, int last, int stage) {
     while (next.item < last) {
-      const DecodeWorkItem item = p.items[next.item];
+      const DecodeWorkItem item =
+          DecodeItemAt(p, next.item, next.first, next.head);
       if (next.tile < TilesOf(item)) {
         LoadTile(p, base, item, next.tile, stage);
         ++next.tile;
@@ -160,9 +164,10 @@ struct DecodeSm80Kernel {
     for (unsigned i = threadIdx.x; i < kLayout.q_bytes / 16; i += kThreads) {
       reinterpret_cast<uint4*>(base + kLayout.q)[i] = make_uint4(0, 0, 0, 0);
     }
+    const DecodeWorkItem head = p.first_items[blockIdx.x];  // with first
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
-    Cursor next = {first, 0};
+    Cursor next = {first, 0, first, head};
     for (int s = 0; s + 1 < kStages; ++s) {
       IssueNext(p, base, next, last, s);
       CpAsyncCommit();
@@ -173,7 +178,7 @@ struct DecodeSm80Kernel {
     unsigned k = 0;  // tiles consumed so far
     DecodeWarpState<kHeadDim> st;
     for (int i = first; i < last; ++i) {
-      const DecodeWorkItem item = p.items[i];
+      const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
       const int tiles = TilesOf(item);
       if (tiles == 0 && threadIdx.x == 0) {  // still check the length
         DecodeAttendedEnd<kPageSize>(p, item, __ldg(p.seq_lens + item.seq),

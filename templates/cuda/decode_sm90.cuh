@@ -148,14 +148,15 @@ struct DecodeSm90Kernel {
   }
 
   static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh,
-                                    int first, int last, int lane) {
+                                    int first, int last,
+                                    const DecodeWorkItem& head, int lane) {
     if (lane == 0) {
       PrefetchTensorMap(&p.k_map);
       PrefetchTensorMap(&p.v_map);
     }
     unsigned k = 0;  // tiles issued so far
     for (int i = first; i < last; ++i) {
-      const DecodeWorkItem item = p.items[i];
+      const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
       const int device_len = __ldg(p.seq_lens + item.seq);
       const int tiles = (item.kv_end - item.kv_begin + kDecodeTileTokens - 1) /
                         kDecodeTileTokens;
@@ -173,12 +174,14 @@ struct DecodeSm90Kernel {
   // ---- consumers
   // ---------------------------------------------------------------
   static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh,
-                                    int first, int last, int warp, int lane) {
+                                    int first, int last,
+                                    const DecodeWorkItem& head, int warp,
+                                    int lane) {
     const unsigned q_rows = SharedAddress(sh.base + kLayout.q);
     unsigned k = 0;  // tiles consumed so far
     DecodeWarpState<kHeadDim> st;
     for (int i = first; i < last; ++i) {
-      const DecodeWorkItem item = p.items[i];
+      const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
       const int tiles = (item.kv_end - item.kv_begin + kDecodeTileTokens - 1) /
                         kDecodeTileTokens;
       st.Reset();
@@ -220,12 +223,13 @@ struct DecodeSm90Kernel {
       FenceMbarrierInit();
     }
     __syncthreads();
+    const DecodeWorkItem head = p.first_items[blockIdx.x];  // with first
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
     if (warp == kProducerWarp) {
-      Produce(p, sh, first, last, lane);
+      Produce(p, sh, first, last, head, lane);
     } else {
-      Consume(p, sh, first, last, warp, lane);
+      Consume(p, sh, first, last, head, warp, lane);
     }
   }
 };

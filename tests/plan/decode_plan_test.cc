@@ -37,6 +37,12 @@ void ExpectValidPlan(const DecodePlan& plan, const std::vector<int32_t>& lens,
   EXPECT_EQ(begin.front(), 0);
   EXPECT_EQ(begin.back(), static_cast<int32_t>(items.size()));
   EXPECT_TRUE(std::is_sorted(begin.begin(), begin.end()));
+  ASSERT_EQ(plan.first_items().size(), static_cast<size_t>(params.num_workers));
+  for (int32_t w = 0; w < params.num_workers; ++w) {
+    if (begin[w] < begin[w + 1]) {
+      EXPECT_EQ(plan.first_items()[w], items[begin[w]]) << "worker " << w;
+    }
+  }
   EXPECT_LE(
       static_cast<int64_t>(items.size()),
       MaxDecodeItems(lens.size(), params.num_kv_heads, params.num_workers));

@@ -173,6 +173,7 @@ DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
   }
   p.items = reinterpret_cast<const DecodeWorkItem*>(l.work.items);
   p.worker_begin = l.work.worker_begin;
+  p.first_items = reinterpret_cast<const DecodeWorkItem*>(l.work.first_items);
   p.partial_out = l.work.partial_out;
   p.partial_lse = l.work.partial_lse;
   p.counters = static_cast<int*>(l.work.scratch);
