@@ -115,32 +115,6 @@ unsigned long long* ErrorWords(void* scratch, int64_t max_partials) {
       kDecodeErrorWords * 8);
 }
 
-// The rank-5 map over one cache tensor (decode_params.h).
-TensorMapSpec CacheMapSpec(const DecodeLaunch& l, const void* cache,
-                           const int64_t (&strides)[3]) {
-  const DecodeShape& s = l.shape;
-  constexpr uint64_t kBytes = 2;
-  const uint32_t box_tokens =
-      static_cast<uint32_t>(std::min<int64_t>(s.page_size, kDecodeTileTokens));
-  TensorMapSpec spec;
-  spec.data_type = s.dtype == DType::kBF16 ? TensorMapDataType::kBfloat16
-                                           : TensorMapDataType::kFloat16;
-  spec.rank = 5;
-  spec.global_address = reinterpret_cast<uint64_t>(cache);
-  spec.global_dims = {64, static_cast<uint64_t>(s.page_size),
-                      static_cast<uint64_t>(s.head_dim / 64),
-                      static_cast<uint64_t>(s.num_kv_heads),
-                      static_cast<uint64_t>(l.num_pages)};
-  spec.global_strides = {static_cast<uint64_t>(strides[1]) * kBytes, 128,
-                         static_cast<uint64_t>(strides[2]) * kBytes,
-                         static_cast<uint64_t>(strides[0]) * kBytes};
-  spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64), 1,
-                   1};
-  spec.swizzle = TensorMapSwizzle::k128B;
-  spec.l2_promotion = TensorMapL2Promotion::k256B;
-  return spec;
-}
-
 DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
   DecodeKernelParams p = {};
   p.q = l.q;
@@ -182,6 +156,31 @@ DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
 }
 
 }  // namespace
+
+TensorMapSpec DecodeCacheMapSpec(const DecodeShape& s, int64_t num_pages,
+                                 const void* cache,
+                                 const int64_t (&strides)[3]) {
+  constexpr uint64_t kBytes = 2;
+  const uint32_t box_tokens =
+      static_cast<uint32_t>(std::min<int64_t>(s.page_size, kDecodeTileTokens));
+  TensorMapSpec spec;
+  spec.data_type = s.dtype == DType::kBF16 ? TensorMapDataType::kBfloat16
+                                           : TensorMapDataType::kFloat16;
+  spec.rank = 5;
+  spec.global_address = reinterpret_cast<uint64_t>(cache);
+  spec.global_dims = {64, static_cast<uint64_t>(s.page_size),
+                      static_cast<uint64_t>(s.head_dim / 64),
+                      static_cast<uint64_t>(s.num_kv_heads),
+                      static_cast<uint64_t>(num_pages)};
+  spec.global_strides = {static_cast<uint64_t>(strides[1]) * kBytes, 128,
+                         static_cast<uint64_t>(strides[2]) * kBytes,
+                         static_cast<uint64_t>(strides[0]) * kBytes};
+  spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64), 1,
+                   1};
+  spec.swizzle = TensorMapSwizzle::k128B;
+  spec.l2_promotion = TensorMapL2Promotion::k256B;
+  return spec;
+}
 
 bool DecodeTmaPageSize(int64_t page_size) {
   return page_size >= 8 && page_size <= 256 && page_size % 8 == 0 &&
@@ -367,7 +366,8 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
     for (const auto& [map, cache, strides] :
          {std::tuple{&params.k_map, launch.k_cache, &launch.k_strides},
           std::tuple{&params.v_map, launch.v_cache, &launch.v_strides}}) {
-      const TensorMapSpec spec = CacheMapSpec(launch, cache, *strides);
+      const TensorMapSpec spec =
+          DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides);
       tma_status = CheckTensorMap(spec, backend_.compute_capability());
       if (!tma_status.ok()) break;
       absl::StatusOr<const TensorMapBytes*> bytes =

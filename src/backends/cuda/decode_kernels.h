@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "backends/cuda/tma/tensor_map_spec.h"
 #include "core/backend.h"
 #include "core/spec_key.h"
 #include "ops/attention_kernels.h"
@@ -85,6 +86,12 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit);
 
 // Whether the TMA kernel can serve `page_size` (the template's rule).
 bool DecodeTmaPageSize(int64_t page_size);
+
+// The rank-5 map over one cache tensor ([num_pages, page_size, Hkv, D] with
+// element strides {page, token, head}; see decode_params.h).
+TensorMapSpec DecodeCacheMapSpec(const tailor::internal::DecodeShape& shape,
+                                 int64_t num_pages, const void* cache,
+                                 const int64_t (&strides)[3]);
 
 // The key of one decode kernel variant (tests, tools, the bench's variant
 // count). `variant` is kDecodeVariantCpAsync or kDecodeVariantTma.

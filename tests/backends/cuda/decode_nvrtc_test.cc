@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/tma/tensor_map_check.h"
 #include "core/spec_key.h"
 #include "templates/cuda/decode_params.h"
 #include "test_util.h"
@@ -159,6 +160,33 @@ TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
   EXPECT_TRUE(DecodeTmaPageSize(192));
   EXPECT_FALSE(DecodeTmaPageSize(24));
   EXPECT_FALSE(DecodeTmaPageSize(1));
+}
+
+// The checker (and so the descriptor pool) accepts the cache maps of every
+// layout and TMA page size on sm_90; nothing else would take the TMA path.
+TEST(DecodeKernelKeysTest, CacheMapsAreLegalOnHopper) {
+  for (int64_t d : {64, 128, 256}) {
+    for (int64_t page : {8, 16, 32, 64, 128, 256}) {
+      for (int64_t heads : {1, 4, 8}) {
+        for (bool hnd : {false, true}) {
+          SCOPED_TRACE(absl::StrCat("D=", d, " page=", page, " Hkv=", heads,
+                                    hnd ? " HND" : " NHD"));
+          const tailor::internal::DecodeShape shape = {.dtype = DType::kBF16,
+                                                       .head_dim = d,
+                                                       .group = 4,
+                                                       .page_size = page,
+                                                       .num_kv_heads = heads};
+          const int64_t nhd[3] = {page * heads * d, heads * d, d};
+          const int64_t hnd_strides[3] = {heads * page * d, d, page * d};
+          const TensorMapSpec spec = DecodeCacheMapSpec(
+              shape, 100000, reinterpret_cast<const void*>(0x7f0000000000),
+              hnd ? hnd_strides : nhd);
+          TAILOR_EXPECT_OK(CheckTensorMap(spec, 90));
+          EXPECT_EQ(spec.box_dims[1], std::min<int64_t>(page, 64));
+        }
+      }
+    }
+  }
 }
 
 TEST(DecodeKernelKeysTest, GeneratorRejectsKeysTheTemplatesCannotBuild) {
