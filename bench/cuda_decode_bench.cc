@@ -476,8 +476,8 @@ int Main(int argc, char** argv) {
   std::printf(
       "device %s (%s); copy %.2f TB/s (read+write), read %.2f TB/s; "
       "floor uses %.2f; %d reps, L2 flushed per rep; mean us\n",
-      device_name, "bf16, head_dim 128, NHD, pages at random places", copy / 1e12, read / 1e12,
-      bandwidth / 1e12, reps);
+      device_name, "bf16, head_dim 128, NHD, pages at random places",
+      copy / 1e12, read / 1e12, bandwidth / 1e12, reps);
   // The anchors' two models at page 16, then Llama at page 64: what whole
   // 64-token boxes (one TMA load per tile instead of four) would buy, the
   // upper bound of merging physically contiguous pages into larger loads.
