@@ -1,20 +1,20 @@
-// runtime/cuda/entry.cuh — the one kernel entry of a generated CUDA module.
+// runtime/cuda/entry.cuh — the extern "C" entry of a generated CUDA kernel.
 //
 // Contract: device-only code for NVRTC. Header-only, no standard headers.
 //
-// A generated source is exactly
+// A generated kernel source is exactly:
 //
 //   #include "templates/cuda/<family>.cuh"
-//   TAILOR_CUDA_ENTRY((tailor::cuda::<Family><template args>))
+//   TAILOR_CUDA_ENTRY(tailor_<name>, (tailor::cuda::<Kernel><template args>))
 //
-// and defines `extern "C" __global__ void tailor_entry(Params)` with the
-// kernel class's launch bounds, so the bounds live in the template next to
-// the code they constrain. The kernel class provides:
-//   Params                 the params struct (core/backend.h kernel ABI:
-//                          one argument, passed by value, __grid_constant__)
-//   kThreads               threads per block the host launches with
-//   kMinBlocksPerSm        the second __launch_bounds__ argument
-//   static void Run(const Params&)
+// where the kernel class supplies
+//   using Params = ...;                        // the one by-value argument
+//   static constexpr int kThreads = ...;       // block size it is built for
+//   static constexpr int kMinBlocksPerSm = ...;
+//   static __device__ void Run(const Params&);
+// so launch bounds live in the template, next to the code they constrain,
+// and the params struct is passed as `const __grid_constant__` (TMA maps in
+// it stay in parameter space, where cp.async.bulk.tensor may use them).
 #ifndef TAILOR_RUNTIME_CUDA_ENTRY_CUH_
 #define TAILOR_RUNTIME_CUDA_ENTRY_CUH_
 
@@ -31,12 +31,12 @@ struct ParenType<void(T)> {
 
 }  // namespace tailor::cuda
 
-#define TAILOR_CUDA_ENTRY(KERNEL)                                          \
-  using TailorEntryKernel = ::tailor::cuda::ParenType<void KERNEL>::type;  \
-  extern "C" __global__ void __launch_bounds__(                            \
-      TailorEntryKernel::kThreads, TailorEntryKernel::kMinBlocksPerSm)     \
-      tailor_entry(const __grid_constant__ TailorEntryKernel::Params p) {  \
-    TailorEntryKernel::Run(p);                                             \
+#define TAILOR_CUDA_ENTRY(NAME, KERNEL)                                        \
+  using NAME##_kernel = typename ::tailor::cuda::ParenType<void KERNEL>::type; \
+  extern "C" __global__ void __launch_bounds__(NAME##_kernel::kThreads,        \
+                                               NAME##_kernel::kMinBlocksPerSm) \
+      NAME(const __grid_constant__ typename NAME##_kernel::Params params) {    \
+    NAME##_kernel::Run(params);                                                \
   }
 
 #endif  // TAILOR_RUNTIME_CUDA_ENTRY_CUH_

@@ -46,6 +46,7 @@ struct LaunchConfig {
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
 };
 
+class DecodeKernels;  // ops/attention_kernels.h
 class Kernel;
 class MoeKernels;  // ops/moe_kernels.h
 
@@ -139,6 +140,7 @@ class Backend {
   // templates; null (the default) when it has none, and the op front says
   // Unimplemented.
   virtual MoeKernels* moe_kernels() { return nullptr; }
+  virtual DecodeKernels* decode_kernels() { return nullptr; }
 };
 
 }  // namespace tailor::internal

@@ -44,6 +44,10 @@ const OpInfo& GetOpInfo(OpKind op) {
   static const OpInfo kMoeGroupedGemm = {"moe.grouped_gemm", {"N", "K"}};
   static const OpInfo kMoeCombine = {"moe.combine", {"H", "topk"}};
   static const OpInfo kMoeRoute = {"moe.route", {"warps"}};
+  static const OpInfo kAttentionDecode = {"attention.decode",
+                                          {"D", "group", "page"}};
+  static const OpInfo kAttentionDecodeMerge = {"attention.decode_merge",
+                                               {"D", "group"}};
   static const OpInfo kTmaPatchTest = {"tma.patch_test", {"cols"}};
   static const OpInfo kTmaCopyTest = {"tma.copy_test", {"cols"}};
   switch (op) {
@@ -61,6 +65,10 @@ const OpInfo& GetOpInfo(OpKind op) {
       return kMoeCombine;
     case OpKind::kMoeRoute:
       return kMoeRoute;
+    case OpKind::kAttentionDecode:
+      return kAttentionDecode;
+    case OpKind::kAttentionDecodeMerge:
+      return kAttentionDecodeMerge;
     case OpKind::kTmaPatchTest:
       return kTmaPatchTest;
     case OpKind::kTmaCopyTest:

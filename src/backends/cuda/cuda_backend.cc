@@ -35,6 +35,8 @@ std::optional<Requirement> RequirementFor(OpKind op) {
     case OpKind::kTestEmpty:
     case OpKind::kTestAxpy:
       return Requirement{.min_compute_capability = 70};
+    case OpKind::kAttentionDecode:  // the TMA variant is only asked on sm_90a
+      return Requirement{.min_compute_capability = 80};
     case OpKind::kTmaCopyTest:
       return Requirement{.min_compute_capability = 90};
     case OpKind::kTmaPatchTest:

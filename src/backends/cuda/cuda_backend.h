@@ -41,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
@@ -127,6 +128,9 @@ class CudaBackend final : public tailor::internal::Backend {
                       const void* params, size_t params_size) override;
 
   void AddCounters(StatsSnapshot& snapshot) const override;
+  tailor::internal::DecodeKernels* decode_kernels() override {
+    return &decode_kernels_;
+  }
 
   // Device memory: cuMemAlloc (freed with the context current), async
   // memset and copy-back on the caller's stream.
@@ -160,6 +164,7 @@ class CudaBackend final : public tailor::internal::Backend {
   tailor::internal::Hash128 headers_hash_;
   DescriptorPool descriptor_pool_;
   CudaMoeKernels moe_kernels_;
+  CudaDecodeKernels decode_kernels_{*this};
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.

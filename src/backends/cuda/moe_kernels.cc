@@ -79,7 +79,8 @@ absl::string_view KernelTypeName(DType dtype) {
 KernelSource Entry(absl::string_view header, const std::string& kernel) {
   return KernelSource{
       .code = absl::StrCat("#include \"templates/cuda/", header, "\"\n",
-                           "TAILOR_CUDA_ENTRY((tailor::cuda::", kernel, "))\n"),
+                           "TAILOR_CUDA_ENTRY(tailor_entry, (tailor::cuda::", kernel,
+                           "))\n"),
       .entry = "tailor_entry"};
 }
 

@@ -15,9 +15,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/moe_kernels.h"
+#include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
+#include "templates/cuda/decode_params.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
 
@@ -75,11 +77,24 @@ SpecKey MoeKey(OpKind op, DType dtype, std::array<int64_t, 6> dims,
   return key;
 }
 
-// The generator of a test or MoE key.
+// The source of a test key or of a library kernel key.
 absl::StatusOr<KernelSource> Generate(const SpecKey& key) {
+  if (key.op == OpKind::kAttentionDecode) return GenerateCudaDecode(key);
   absl::StatusOr<KernelSource> moe = GenerateMoeKernel(key);
   if (!absl::IsUnimplemented(moe.status())) return moe;
   return GenerateCudaTestKernel(key);
+}
+
+SpecKey DecodeKey(uint32_t variant, int64_t page) {
+  SpecKey key;
+  key.op = OpKind::kAttentionDecode;
+  key.backend = BackendKind::kCuda;
+  key.SetArch("sm_90a");
+  key.dtypes[0] = DType::kBF16;
+  key.dims = {128, 4, page};
+  key.tile = {.m = 64, .stages = 4, .warps = 4};
+  key.variant = variant;
+  return key;
 }
 
 // One instantiation per template family; `header` is the template it covers.
@@ -125,6 +140,19 @@ std::vector<TemplateCase> AllTemplateCases() {
        TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64, kTmaPatchOnly),
        "templates/cuda/tma_patch_test.cuh",
        {"tensormap.cp_fenceproxy"}},
+      {"decode_tma",
+       DecodeKey(kDecodeVariantTma, 16),
+       "templates/cuda/decode_sm90.cuh",
+       {"cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
+        "complete_tx::bytes",
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"}},
+      {"decode_cp_async",
+       DecodeKey(kDecodeVariantCpAsync, 5),
+       "templates/cuda/decode_sm80.cuh",
+       {"cp.async.cg.shared.global", "cp.async.wait_group 3",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}},
       {"tma_copy_f32",
        TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 32),
        "templates/cuda/tma_copy_test.cuh",
