@@ -131,9 +131,14 @@ class Backend {
   virtual absl::Status FillDevice(void* dst, uint8_t value, size_t bytes,
                                   void* stream);
   // (optional) Copies `bytes` from device `src` to host `dst` on `stream`
-  // and waits for the stream. Defaults to Unimplemented.
+  // and waits for the stream (with `bytes` 0: only waits). Defaults to
+  // Unimplemented.
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
                                   void* stream);
+  // (optional) Copies `bytes` from host `src` to device `dst` on `stream`
+  // and waits for the stream. Defaults to Unimplemented.
+  virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
+                                    void* stream);
 
   // ---- op families (optional) ----------------------------------------------
   // The kernels of each op family this backend implements, next to its

@@ -580,6 +580,19 @@ TEST_F(MoeCudaTest, MisalignedActivationsAreRejected) {
                                  "cuda:0")));
 }
 
+// ---- Runtime memory (what the examples and C++ servers use) ---------------------
+
+TEST_F(MoeCudaTest, RuntimeMemoryRoundTrip) {
+  absl::StatusOr<std::shared_ptr<void>> memory = runtime().Allocate(4096);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  std::vector<uint8_t> in(4096), out(4096, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7);
+  TAILOR_ASSERT_OK(runtime().CopyToDevice(memory->get(), in.data(), 4096));
+  TAILOR_ASSERT_OK(runtime().CopyToHost(out.data(), memory->get(), 4096));
+  TAILOR_ASSERT_OK(runtime().Synchronize());
+  EXPECT_EQ(in, out);
+}
+
 // ---- CUDA graphs --------------------------------------------------------------------
 
 TEST_F(MoeCudaExpertsTest, GraphReplaysEveryTokenCountOfItsBucket) {

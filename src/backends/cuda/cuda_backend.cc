@@ -288,6 +288,21 @@ absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes,
       "cuStreamSynchronize");
 }
 
+absl::Status CudaBackend::CopyToDevice(void* dst, const void* src,
+                                       size_t bytes, void* stream) {
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  const DriverApi& api = context_->api();
+  if (bytes > 0) {
+    TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+        api.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes,
+                              static_cast<CUstream>(stream)),
+        "cuMemcpyHtoDAsync"));
+  }
+  return CudaResultToStatus(
+      api.cuStreamSynchronize(static_cast<CUstream>(stream)),
+      "cuStreamSynchronize");
+}
+
 absl::StatusOr<std::string> CudaBackend::Compile(const SpecKey& key,
                                                  const KernelSource& source) {
   const std::string arch =

@@ -139,6 +139,8 @@ class CudaBackend final : public tailor::internal::Backend {
                           void* stream) override;
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
                           void* stream) override;
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
+                            void* stream) override;
 
   tailor::internal::MoeKernels* moe_kernels() override {
     return &moe_kernels_;
