@@ -13,8 +13,9 @@
 // "bw" = the GEMM's minimum bytes (active experts' weights + A + C) over
 // its time, as a fraction of the copy bandwidth measured in this run.
 //
-// Usage: moe_cuda_bench [mixtral|deepseek_v3|qwen3_30b_a3b ...]
-// Prints "skipped" and exits 0 without a device.
+// Usage: moe_cuda_bench [mixtral|deepseek_v3|qwen3_30b_a3b ...] [--tokens=T]
+// (--tokens: only that T, e.g. to profile one shape with ncu). Prints
+// "skipped" and exits 0 without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -136,7 +137,7 @@ TensorRef View(const DeviceBuffer& b, DType dtype,
 }
 
 void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
-              double copy_bw) {
+              double copy_bw, int64_t only_tokens) {
   const cuda::DriverApi& api = env.api();
   std::mt19937_64 rng(1234);
   const int64_t E = m.experts, k = m.topk, H = m.hidden, I = m.intermediate;
@@ -159,6 +160,7 @@ void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
                               ws),
         "ReserveWorkspace");
   for (int64_t t : kTokens) {
+    if (only_tokens != 0 && t != only_tokens) continue;
     std::vector<int32_t> ids = ZipfRouting(rng, t, E, k);
     std::vector<float> weights(t * k, 1.0f / k);
     Check(ids_d.Upload(ids), "upload ids");
@@ -256,10 +258,21 @@ int main(int argc, char** argv) {
   const double copy_bw = CopyBandwidth(api, stream.get());
   std::printf("moe_cuda_bench: %s, copy bandwidth %.2f TB/s (read + write)\n",
               (*env)->runtime().arch().c_str(), copy_bw / 1e12);
+  int64_t only_tokens = 0;
+  std::vector<std::string> models;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--tokens=", 0) == 0) {
+      only_tokens = std::stoll(arg.substr(9));
+    } else {
+      models.push_back(arg);
+    }
+  }
   for (const Model& m : kModels) {
-    bool wanted = argc == 1;
-    for (int i = 1; i < argc; ++i) wanted |= std::string(argv[i]) == m.name;
-    if (wanted) RunModel(**env, stream.get(), m, copy_bw);
+    const bool wanted =
+        models.empty() ||
+        std::find(models.begin(), models.end(), m.name) != models.end();
+    if (wanted) RunModel(**env, stream.get(), m, copy_bw, only_tokens);
   }
   return 0;
 }
