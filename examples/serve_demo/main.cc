@@ -9,6 +9,7 @@
 //
 // Run it twice: the second run compiles nothing (every kernel from disk).
 //   serve_demo [--steps N] [--backend auto|cpu|cuda]
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +18,6 @@
 #include <vector>
 
 #include "moe_layer.h"
-#include "plan/piecewise_plan.h"
 #include "report.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
@@ -35,21 +35,30 @@ constexpr int kCheckEvery = 8;     // check one step in this many
 constexpr int kTokensChecked = 4;  // tokens per checked step
 constexpr uint16_t kBf16Nan = 0x7fc0;
 
+// Rows one step executes when every expert's rows are padded: to the next
+// power of two (pad-and-mask layouts), or to a multiple of `block` (vLLM's
+// moe_align_block_size). Empty experts stay empty in both.
+int64_t PaddedRows(const TensorRef& counts, int64_t block) {
+  int64_t rows = 0;
+  for (int64_t e = 0; e < counts.dims[0]; ++e) {
+    const int64_t n = counts.as<const int32_t>()[e];
+    if (n == 0) continue;
+    rows += block == 0
+                ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n)))
+                : (n + block - 1) / block * block;
+  }
+  return rows;
+}
+
 // Adds this step's per-expert counts to the waste accounting of all three
 // ways of cutting the work.
 void Account(const tailor::moe::Workspace& ws, ShapeReport& report) {
-  TensorRef counts = ws.counts();
-  std::vector<int64_t> extents(counts.as<const int32_t>(),
-                               counts.as<const int32_t>() + counts.dims[0]);
   tailor::moe::PlanSummary plan = ws.plan();
   report.useful_rows += plan.useful_rows;
   report.core_tail_rows += plan.executed_rows;
-  report.pow2_rows +=
-      tailor::plan::PadToPowerOfTwoAccounting(extents)->executed_rows;
-  report.block16_rows +=
-      tailor::plan::PadToBlockAccounting(extents, 16)->executed_rows;
-  report.block64_rows +=
-      tailor::plan::PadToBlockAccounting(extents, 64)->executed_rows;
+  report.pow2_rows += PaddedRows(ws.counts(), 0);
+  report.block16_rows += PaddedRows(ws.counts(), 16);
+  report.block64_rows += PaddedRows(ws.counts(), 64);
 }
 
 // Relative error of a few tokens of `out` against the fp64 reference.
