@@ -1,0 +1,206 @@
+"""torch custom ops over tailor (import tailor.torch_ops to register them).
+
+  torch.ops.tailor.fused_experts(hidden_states, w1, w2, topk_weights,
+      topk_ids, inplace=False, activation="silu", global_num_experts=-1,
+      expert_map=None) -> Tensor
+      vLLM's fused_experts arguments; out of place (a torch op cannot return
+      its input: inplace=True raises, use the next op or fused_experts()).
+  torch.ops.tailor.inplace_fused_experts(hidden_states, w1, w2,
+      topk_weights, topk_ids, activation="silu", global_num_experts=-1,
+      expert_map=None) -> None
+      The same, written into hidden_states (vLLM's inplace_fused_experts).
+  fused_experts(...)  the Python function with vLLM's exact semantics:
+      inplace=True writes hidden_states and returns it.
+
+Shapes (vLLM's): hidden_states [T, H] bf16 | f32, w1 [E, 2I, H] (gate rows,
+then up), w2 [E, H, I], topk_weights [T, k] (any float dtype: f32 is used),
+topk_ids [T, k] int32 | int64, expert_map [E_global] int32 (global id ->
+local id, -1 elsewhere) with global_num_experts = E_global.
+
+Both ops have fake (meta) implementations, so torch.compile(fullgraph=True)
+traces them, and they are safe to capture in a CUDA graph: each (thread,
+device) keeps one tailor Workspace, reserved outside capture and grown only
+outside capture (a step larger than the reservation during capture raises:
+call reserve() first, e.g. with the server's max_num_batched_tokens), and
+every launch goes on torch's current stream.
+"""
+
+import threading
+from typing import Optional
+
+import torch
+
+import tailor
+from tailor import moe
+
+_local = threading.local()
+_LIMIT_FIELDS = ("max_tokens", "topk", "num_experts", "hidden",
+                 "intermediate")
+
+
+def _runtime(device):
+    return tailor.runtime_for(device)
+
+
+def _dtype_name(dtype):
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if dtype == torch.float32:
+        return "f32"
+    raise NotImplementedError(
+        f"tailor: hidden_states dtype {dtype}: bf16 and float32 only")
+
+
+def _workspace(device, limits, dtype):
+    """The (thread, device) Workspace, grown to `limits` when needed."""
+    cache = getattr(_local, "workspaces", None)
+    if cache is None:
+        cache = _local.workspaces = {}
+    key = (str(device), dtype)
+    entry = cache.get(key)
+    if entry is not None and all(entry[1][f] >= limits[f]
+                                 for f in _LIMIT_FIELDS):
+        return entry[0]
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        held = entry[1] if entry else None
+        raise RuntimeError(
+            f"tailor: the {device} workspace ({held}) is too small for this "
+            f"step ({limits}) and cannot grow during CUDA graph capture; call "
+            f"tailor.torch_ops.reserve(...) before capturing")
+    grown = dict(limits)
+    if entry is not None:
+        for f in _LIMIT_FIELDS:
+            grown[f] = max(grown[f], entry[1][f])
+    ws = entry[0] if entry is not None else moe.Workspace()
+    moe.reserve_workspace(_runtime(device), ws, dtype=dtype, **grown)
+    cache[key] = (ws, grown)
+    return ws
+
+
+def reserve(device, *, max_tokens, topk, num_experts, hidden, intermediate,
+            dtype=torch.bfloat16):
+    """Reserves this thread's workspace on `device` for steps up to these
+    limits now (before CUDA graph capture)."""
+    _workspace(torch.device(device),
+               {"max_tokens": max_tokens, "topk": topk,
+                "num_experts": num_experts, "hidden": hidden,
+                "intermediate": intermediate}, _dtype_name(dtype))
+
+
+def _check_experts(w1, expert_map, global_num_experts):
+    if expert_map is None:
+        if global_num_experts not in (-1, w1.shape[0]):
+            raise ValueError(
+                f"global_num_experts: must be -1 or w1.shape[0] "
+                f"({w1.shape[0]}) without expert_map, got "
+                f"{global_num_experts}")
+    elif global_num_experts not in (-1, expert_map.shape[0]):
+        raise ValueError(
+            f"global_num_experts: must equal expert_map.shape[0] "
+            f"({expert_map.shape[0]}), got {global_num_experts}")
+
+
+def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
+         global_num_experts, expert_map):
+    if activation != "silu":
+        raise NotImplementedError(
+            f"tailor: activation {activation!r}: only 'silu' is supported")
+    _check_experts(w1, expert_map, global_num_experts)
+    device = hidden_states.device
+    tokens, hidden = hidden_states.shape
+    topk = topk_ids.shape[1]
+    ws = _workspace(device,
+                    {"max_tokens": tokens, "topk": topk,
+                     "num_experts": w1.shape[0], "hidden": hidden,
+                     "intermediate": w2.shape[2]},
+                    _dtype_name(hidden_states.dtype))
+    if topk_ids.dtype != torch.int32:
+        topk_ids = topk_ids.to(torch.int32)
+    if topk_weights.dtype != torch.float32:
+        topk_weights = topk_weights.float()
+    if expert_map is not None and expert_map.dtype != torch.int32:
+        expert_map = expert_map.to(torch.int32)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
+                topk_weights.contiguous(), topk_ids.contiguous(), out, ws,
+                expert_map=expert_map, stream=stream)
+
+
+@torch.library.custom_op("tailor::fused_experts", mutates_args=())
+def _fused_experts_op(hidden_states: torch.Tensor, w1: torch.Tensor,
+                      w2: torch.Tensor, topk_weights: torch.Tensor,
+                      topk_ids: torch.Tensor, inplace: bool = False,
+                      activation: str = "silu", global_num_experts: int = -1,
+                      expert_map: Optional[torch.Tensor] = None
+                      ) -> torch.Tensor:
+    if inplace:
+        raise ValueError(
+            "inplace=True: a torch op cannot return its input; call "
+            "torch.ops.tailor.inplace_fused_experts, or "
+            "tailor.torch_ops.fused_experts(..., inplace=True)")
+    out = torch.empty_like(hidden_states)
+    _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
+         global_num_experts, expert_map)
+    return out
+
+
+@_fused_experts_op.register_fake
+def _(hidden_states, w1, w2, topk_weights, topk_ids, inplace=False,
+      activation="silu", global_num_experts=-1, expert_map=None):
+    return torch.empty_like(hidden_states)
+
+
+@torch.library.custom_op("tailor::inplace_fused_experts",
+                         mutates_args=("hidden_states",))
+def _inplace_fused_experts_op(hidden_states: torch.Tensor, w1: torch.Tensor,
+                              w2: torch.Tensor, topk_weights: torch.Tensor,
+                              topk_ids: torch.Tensor,
+                              activation: str = "silu",
+                              global_num_experts: int = -1,
+                              expert_map: Optional[torch.Tensor] = None
+                              ) -> None:
+    _run(hidden_states, w1, w2, topk_weights, topk_ids, hidden_states,
+         activation, global_num_experts, expert_map)
+
+
+@_inplace_fused_experts_op.register_fake
+def _(hidden_states, w1, w2, topk_weights, topk_ids, activation="silu",
+      global_num_experts=-1, expert_map=None):
+    return None
+
+
+def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids,
+                  inplace=False, activation="silu", global_num_experts=-1,
+                  expert_map=None):
+    """vLLM's fused_experts(...) contract: the output, which is
+    hidden_states itself when inplace=True."""
+    if inplace:
+        torch.ops.tailor.inplace_fused_experts(
+            hidden_states, w1, w2, topk_weights, topk_ids, activation,
+            global_num_experts, expert_map)
+        return hidden_states
+    return torch.ops.tailor.fused_experts(
+        hidden_states, w1, w2, topk_weights, topk_ids, False, activation,
+        global_num_experts, expert_map)
+
+
+def fused_experts_reference(hidden_states, w1, w2, topk_weights, topk_ids,
+                            expert_map=None):
+    """Plain torch (float32 math) vLLM fused_experts, for tests."""
+    x = hidden_states.float()
+    out = torch.zeros_like(x)
+    inter = w2.shape[2]
+    ids = topk_ids.long()
+    if expert_map is not None:
+        ids = expert_map.long()[ids]
+    for j in range(ids.shape[1]):
+        for e in range(w1.shape[0]):
+            rows = (ids[:, j] == e).nonzero().flatten()
+            if rows.numel() == 0:
+                continue
+            h = x[rows] @ w1[e].float().t()
+            a = torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
+            out[rows] += (topk_weights[rows, j].float()[:, None] *
+                          (a @ w2[e].float().t()))
+    return out.to(hidden_states.dtype)
