@@ -33,6 +33,10 @@ endif()
 # Relocatable: the prefix is found from the .pc file's own place.
 file(RELATIVE_PATH TAILOR_PC_TO_PREFIX
   "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+set(TAILOR_PC_HTTPLIB "")
+if(TAILOR_HAVE_HTTPLIB)
+  set(TAILOR_PC_HTTPLIB " cpp-httplib")
+endif()
 foreach(pc tailor tailor_c)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in
                  ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)

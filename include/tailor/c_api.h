@@ -180,6 +180,10 @@ typedef struct tailor_runtime_options {
   int32_t cpu_threads;     /* CPU backend workers; 0: hardware threads */
   /* spdlog level (trace ... off); NULL or "": $TAILOR_LOG_LEVEL, else info. */
   const char* log_level;
+  /* HTTP stats endpoint "host:port" (/metrics, /stats, /healthz); NULL or
+   * "": $TAILOR_STATS_ADDR, else none. Port 0: a free port (see
+   * tailor_runtime_info.stats_address). */
+  const char* stats_addr;
 } tailor_runtime_options;
 
 /* tailor::Runtime::Create. On success *out is a new runtime (destroy it
@@ -195,11 +199,12 @@ TAILOR_C_EXPORT void tailor_runtime_destroy(tailor_runtime* runtime);
 
 /* What a runtime is. The strings live as long as the runtime. */
 typedef struct tailor_runtime_info {
-  int32_t backend;       /* tailor_backend, never AUTO */
-  int32_t device_type;   /* where op tensors must live */
-  int32_t device_index;  /* of that device */
-  const char* arch;      /* "x86_64-znver3", "sm_90a", ... */
-  const char* cache_dir; /* "" when the disk cache is off */
+  int32_t backend;           /* tailor_backend, never AUTO */
+  int32_t device_type;       /* where op tensors must live */
+  int32_t device_index;      /* of that device */
+  const char* arch;          /* "x86_64-znver3", "sm_90a", ... */
+  const char* cache_dir;     /* "" when the disk cache is off */
+  const char* stats_address; /* "127.0.0.1:9464"; "" without an endpoint */
 } tailor_runtime_info;
 
 TAILOR_C_EXPORT tailor_status tailor_runtime_get_info(

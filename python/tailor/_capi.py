@@ -47,12 +47,14 @@ class RuntimeOptions(ctypes.Structure):
     _fields_ = [("backend", _i32), ("device_index", _i32), ("cache_dir", _cp),
                 ("disable_disk_cache", _i32), ("disable_jit", _i32),
                 ("memory_cache_capacity", _i64), ("compile_threads", _i32),
-                ("cpu_threads", _i32), ("log_level", _cp)]
+                ("cpu_threads", _i32), ("log_level", _cp),
+                ("stats_addr", _cp)]
 
 
 class RuntimeInfo(ctypes.Structure):
     _fields_ = [("backend", _i32), ("device_type", _i32),
-                ("device_index", _i32), ("arch", _cp), ("cache_dir", _cp)]
+                ("device_index", _i32), ("arch", _cp), ("cache_dir", _cp),
+                ("stats_address", _cp)]
 
 
 class RoutingPolicy(ctypes.Structure):

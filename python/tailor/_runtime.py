@@ -18,14 +18,16 @@ class Runtime:
     device_index; cache_dir (None: $TAILOR_CACHE_DIR, else the user cache);
     disable_disk_cache; disable_jit (a missing kernel is an error, not a
     compile); memory_cache_capacity (0: default); compile_threads and
-    cpu_threads (0: hardware threads); log_level (None: $TAILOR_LOG_LEVEL).
+    cpu_threads (0: hardware threads); log_level (None: $TAILOR_LOG_LEVEL);
+    stats_addr ("host:port": serve /metrics, /stats, /healthz there; None:
+    $TAILOR_STATS_ADDR, else no endpoint; see .stats_address).
     Raises tailor.InvalidArgumentError / UnavailableError.
     """
 
     def __init__(self, backend="auto", device_index=0, cache_dir=None,
                  disable_disk_cache=False, disable_jit=False,
                  memory_cache_capacity=0, compile_threads=0, cpu_threads=0,
-                 log_level=None):
+                 log_level=None, stats_addr=None):
         if backend not in _capi.BACKENDS:
             raise ValueError(f"backend: must be one of "
                              f"{sorted(_capi.BACKENDS)}, got {backend!r}")
@@ -36,7 +38,8 @@ class Runtime:
             disable_jit=int(disable_jit),
             memory_cache_capacity=memory_cache_capacity,
             compile_threads=compile_threads, cpu_threads=cpu_threads,
-            log_level=log_level.encode() if log_level else None)
+            log_level=log_level.encode() if log_level else None,
+            stats_addr=stats_addr.encode() if stats_addr else None)
         handle = ctypes.c_void_p()
         check(lib.tailor_runtime_create(ctypes.byref(options),
                                         ctypes.byref(handle)))
@@ -49,6 +52,8 @@ class Runtime:
         self.device_index = info.device_index
         self.arch = info.arch.decode()
         self.cache_dir = info.cache_dir.decode()
+        # Where the stats endpoint listens ("127.0.0.1:9464"); "" for none.
+        self.stats_address = info.stats_address.decode()
 
     @property
     def device(self):

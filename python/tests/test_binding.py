@@ -158,3 +158,41 @@ def test_stats_dict_and_prometheus(runtime, rng):
     text = runtime.stats_prometheus()
     assert "# TYPE tailor_launches_total counter" in text
     json.dumps(snapshot)
+
+
+def test_stats_endpoint_and_cli(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    runtime = tailor.Runtime(backend="cpu", stats_addr="127.0.0.1:0",
+                             disable_disk_cache=True, log_level="error")
+    base = f"http://{runtime.stats_address}"
+    assert urllib.request.urlopen(base + "/healthz").read() == b"ok\n"
+    body = json.load(urllib.request.urlopen(base + "/stats"))
+    assert list(body["runtimes"]) == ["cpu"]
+    metrics = urllib.request.urlopen(base + "/metrics").read().decode()
+    assert 'tailor_kernel_lookups_total{runtime="cpu"} 0' in metrics
+    runtime.close()
+
+    # python -m tailor.stats --serve: a process that only runs the endpoint
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tailor.stats", "--serve", "--addr",
+         "127.0.0.1:0", "--backend", "cpu"],
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "TAILOR_CACHE_DIR": str(tmp_path)})
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("tailor stats endpoint: http://127.0.0.1:")
+        url = line.split()[3]
+        assert "# TYPE tailor_launches_total counter" in (
+            urllib.request.urlopen(url).read().decode())
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+
+
+def test_stats_module_keeps_the_function():
+    import tailor.stats  # noqa: F401  the CLI module must not shadow it
+    assert isinstance(tailor.stats(), dict)

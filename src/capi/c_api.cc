@@ -48,6 +48,7 @@ absl::StatusOr<Runtime::Options> ToOptions(const tailor_runtime_options& in) {
   out.compile_threads = in.compile_threads;
   out.cpu_threads = in.cpu_threads;
   if (in.log_level != nullptr) out.log_level = in.log_level;
+  if (in.stats_addr != nullptr) out.stats_addr = in.stats_addr;
   return out;
 }
 
@@ -198,7 +199,8 @@ tailor_status tailor_runtime_create(const tailor_runtime_options* options,
         tailor::capi::ToOptions(options ? *options : defaults));
     TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<tailor::Runtime> runtime,
                             tailor::Runtime::Create(cpp_options));
-    *out = new tailor_runtime{std::move(runtime)};
+    std::string stats_address = runtime->stats_address();
+    *out = new tailor_runtime{std::move(runtime), std::move(stats_address)};
     return absl::OkStatus();
   });
 }
@@ -221,6 +223,7 @@ tailor_status tailor_runtime_get_info(const tailor_runtime* runtime,
     out->device_index = rt->device().index;
     out->arch = rt->arch().c_str();
     out->cache_dir = rt->cache_dir().c_str();
+    out->stats_address = runtime->stats_address.c_str();
     return absl::OkStatus();
   });
 }

@@ -29,6 +29,7 @@
 
 struct tailor_runtime {
   std::unique_ptr<tailor::Runtime> runtime;
+  std::string stats_address;  // for tailor_runtime_info
 };
 
 struct tailor_moe_workspace {

@@ -142,6 +142,7 @@ TEST_F(CApiTest, InfoAndStats) {
   EXPECT_EQ(info.device_type, TAILOR_DEVICE_CPU);
   EXPECT_THAT(info.arch, StartsWith("x86_64"));
   EXPECT_STREQ(info.cache_dir, TAILOR_CAPI_TEST_CACHE_DIR);
+  EXPECT_STREQ(info.stats_address, "");
 
   char* text = nullptr;
   ASSERT_EQ(tailor_runtime_stats(runtime_, TAILOR_STATS_JSON, &text),
@@ -296,6 +297,27 @@ TEST_F(CApiTest, WorkspaceEntries) {
   EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(LastError(), HasSubstr("topk"));
+}
+
+TEST(CApi, StatsEndpointAddress) {
+  tailor_runtime_options options = {};
+  options.backend = TAILOR_BACKEND_CPU;
+  options.log_level = "error";
+  options.disable_disk_cache = 1;
+  options.stats_addr = "127.0.0.1:0";
+  tailor_runtime* runtime = nullptr;
+  ASSERT_EQ(tailor_runtime_create(&options, &runtime), TAILOR_STATUS_OK)
+      << LastError();
+  tailor_runtime_info info;
+  ASSERT_EQ(tailor_runtime_get_info(runtime, &info), TAILOR_STATUS_OK);
+  EXPECT_THAT(info.stats_address, StartsWith("127.0.0.1:"));
+  tailor_runtime_destroy(runtime);
+  options.stats_addr = "nowhere";
+  EXPECT_EQ(tailor_runtime_create(&options, &runtime),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "stats_addr: expected host:port with a port in [0, 65535], got "
+            "\"nowhere\"");
 }
 
 TEST_F(CApiTest, LastErrorIsPerThread) {

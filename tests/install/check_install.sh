@@ -18,8 +18,10 @@ cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" "${generator[@]
   -DCMAKE_PREFIX_PATH="$prefix" -DTAILOR_EXAMPLES_DIR="$source/examples" \
   -DCMAKE_BUILD_TYPE=Release > "$scratch/configure.log"
 cmake --build "$scratch/consumer" > "$scratch/build.log"
-"$scratch/consumer/consumer_cpp" | tail -n 3
-"$scratch/consumer/consumer_c" | head -n 3
+# Whole outputs to files first: head closing a pipe early would fail them.
+run() { "$1" > "$1.out"; head -n "$2" "$1.out"; }
+run "$scratch/consumer/consumer_cpp" 1
+run "$scratch/consumer/consumer_c" 3
 
 echo "== 2. pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -29,6 +31,6 @@ cc -std=c11 -o "$scratch/pc_c" "$source/examples/02_c_api.c" \
 # shellcheck disable=SC2046
 c++ -std=c++20 -o "$scratch/pc_cpp" "$source/examples/01_jit_cache.cc" \
   $(pkg-config --cflags --libs tailor)
-"$scratch/pc_c" | head -n 1
-"$scratch/pc_cpp" | head -n 1
+run "$scratch/pc_c" 1
+run "$scratch/pc_cpp" 1
 echo "install check: ok"
