@@ -4,14 +4,16 @@
 copies $TAILOR_LIBRARY, else ../build/src/capi/libtailor_c.so.1, into
 tailor/_lib/, so the installed package needs nothing else from the build
 tree. Without either, the package loads libtailor_c.so at run time from
-$TAILOR_LIBRARY or the loader's path (tailor/_capi.py).
+$TAILOR_LIBRARY or the loader's path (tailor/_capi.py). It also builds the
+optional C fast path tailor._fastcall when a compiler and Python's headers
+are there.
 """
 
 import os
 import pathlib
 import shutil
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -39,4 +41,10 @@ class BuildPyWithLibrary(build_py):
         print(f"tailor: bundled {library}")
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary})
+# The C fast path of tailor.moe.experts (tailor/_fastcall.c): needs only
+# tailor/c_api.h and Python's headers; optional, the ctypes path remains.
+FASTCALL = Extension("tailor._fastcall", ["tailor/_fastcall.c"],
+                     include_dirs=[str(HERE.parent / "include")],
+                     optional=True)
+
+setup(cmdclass={"build_py": BuildPyWithLibrary}, ext_modules=[FASTCALL])

@@ -14,7 +14,7 @@ packages=(
   libcpp-httplib-dev
   # tests of the serving surfaces: the Python package's venv, the stats
   # endpoint's scrape (curl, promtool from prometheus) and load (wrk)
-  python3-venv curl prometheus wrk
+  python3-venv python3-dev curl prometheus wrk
 )
 
 missing=()

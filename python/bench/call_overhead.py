@@ -2,11 +2,15 @@
 
 Measures, per call, on the CPU backend with warm kernels:
   c_floor       a no-argument C entry (tailor_c_api_version) through ctypes
+  convert       the C fast path (tailor._fastcall) converting the 6 tensors
+                and calling tailor_moe_experts with a null runtime, which
+                returns at its first check: the binding's own cost in C
   c_experts     tailor_moe_experts through ctypes with prebuilt C args
                 (the C++ work of one small Experts step + the ctypes floor)
   py_experts    tailor.moe.experts(...) from numpy arrays / torch tensors
-  binding       py_experts - c_experts + c_floor: what the Python side adds
-                (argument conversion + one ctypes call)
+  binding       py_experts - c_experts + c_floor: all the Python side adds
+                (wrapper, conversion, call); the difference of two noisy
+                times, so read it with `convert`
 Usage: python bench/call_overhead.py [--torch]
 """
 
@@ -20,16 +24,18 @@ import tailor
 from tailor import _capi, _tensors
 
 
-def per_call_us(fn, n):
-    for _ in range(max(10, n // 20)):
-        fn()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - start) / n)
-    return best * 1e6
+def per_call_us(fns, n, rounds=7):
+    """Best time per call of each function, rounds interleaved."""
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(max(10, n // 20)):
+                fn()
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / n)
+    return {name: t * 1e6 for name, t in best.items()}
 
 
 def main():
@@ -56,19 +62,26 @@ def main():
         _tensors.fill(getattr(args, field), a)
     lib = _capi.lib
     args_ref = ctypes.byref(args)
-    n = 20000
-    floor = per_call_us(lib.tailor_c_api_version, n * 5)
-    c_experts = per_call_us(
-        lambda: lib.tailor_moe_experts(rt, args_ref, ws), n)
-    py_experts = per_call_us(lambda: tailor.moe.experts(rt, *tensors, ws), n)
+    fns = {
+        "c_floor": lib.tailor_c_api_version,
+        "c_experts": lambda: lib.tailor_moe_experts(rt, args_ref, ws),
+        "py_experts": lambda: tailor.moe.experts(rt, *tensors, ws),
+    }
+    fast = tailor.moe._fastcall
+    if fast is not None:
+        if use_torch:
+            tailor.moe._fastcall_learn_torch()
+        fns["convert"] = lambda: fast.experts(0, ws._handle, *tensors, None)
+    t = per_call_us(fns, 5000)
     kind = "torch" if use_torch else "numpy"
     print(f"python {sys.version.split()[0]}, {kind} inputs, T={T} H={H} "
-          f"I={I} E={E} k={k}")
-    print(f"c_floor     {floor:7.2f} us")
-    print(f"c_experts   {c_experts:7.2f} us")
-    print(f"py_experts  {py_experts:7.2f} us")
-    print(f"binding     {py_experts - c_experts + floor:7.2f} us per Experts "
-          f"call (6 tensors)")
+          f"I={I} E={E} k={k}, fast path "
+          f"{'on' if fast is not None else 'off (ctypes)'}")
+    for name in ("c_floor", "convert", "c_experts", "py_experts"):
+        if name in t:
+            print(f"{name:11s} {t[name]:7.2f} us")
+    print(f"binding     {t['py_experts'] - t['c_experts'] + t['c_floor']:7.2f}"
+          f" us per Experts call (6 tensors)")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,33 @@ too. Host backends run synchronously and ignore it.
 """
 
 import ctypes
+import sys
 
 from tailor import _capi
 from tailor._capi import lib
-from tailor._errors import check
+from tailor._errors import check, raise_for
 from tailor import _tensors
+
+# The C fast path of experts() (tailor/_fastcall.c), when it was built.
+try:
+    from tailor import _fastcall
+    _fastcall.init(ctypes.cast(lib.tailor_moe_experts, ctypes.c_void_p).value)
+except ImportError:
+    _fastcall = None
+_fastcall_knows_torch = False
+
+
+def _fastcall_learn_torch():
+    """Hands torch's Tensor type and dtypes to the fast path, once torch is
+    imported (this package never imports torch itself)."""
+    global _fastcall_knows_torch
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    _fastcall.init_torch(torch.Tensor, torch.float32, torch.bfloat16,
+                         torch.float16, torch.int32, torch.int64, torch.uint8,
+                         torch.float64)
+    _fastcall_knows_torch = True
 
 _DTYPES = {"bf16": _capi.DTYPE_BF16, "bfloat16": _capi.DTYPE_BF16,
            "f32": _capi.DTYPE_F32, "float32": _capi.DTYPE_F32}
@@ -232,6 +254,21 @@ def experts(runtime, hidden, w13, w2, topk_weights, topk_ids, out, ws, *,
     if activation != "silu":
         raise ValueError(f"activation: only 'silu' is supported, got "
                          f"{activation!r}")
+    if (_fastcall is not None and expert_map is None and valid_tokens is None
+            and not tile_rows and tail == "pow2"):
+        if not _fastcall_knows_torch:
+            _fastcall_learn_torch()
+        stream = _stream(stream, hidden)
+        try:
+            code = _fastcall.experts(runtime._handle, ws._handle, hidden, w13,
+                                     w2, topk_weights, topk_ids, out, stream)
+        except TypeError:  # e.g. a DLPack-only object: the general path
+            code = None
+        if code is not None:
+            if code:
+                raise_for(code)
+            ws._runtime = runtime
+            return
     call = _ExpertsCall()
     args = call.args
     fill = _tensors.fill

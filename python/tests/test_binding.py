@@ -196,3 +196,16 @@ def test_stats_endpoint_and_cli(tmp_path):
 def test_stats_module_keeps_the_function():
     import tailor.stats  # noqa: F401  the CLI module must not shadow it
     assert isinstance(tailor.stats(), dict)
+
+
+def test_fast_path_is_built_and_agrees(runtime, rng):
+    # pip install builds tailor._fastcall where Python's headers are present
+    # (CI installs python3-dev); it must give the ctypes path's bits.
+    assert tailor.moe._fastcall is not None
+    x, w13, w2, tw, ids = moe_inputs(rng)
+    fast, general = np.empty_like(x), np.empty_like(x)
+    ws = tailor.moe.Workspace()
+    tailor.moe.experts(runtime, x, w13, w2, tw, ids, fast, ws)
+    tailor.moe.experts(runtime, x, w13, w2, tw, ids, general, ws,
+                       tile_rows=16)  # a policy: the ctypes path
+    np.testing.assert_array_equal(fast, general)

@@ -79,7 +79,7 @@ class Endpoint {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     });
     server.set_tcp_nodelay(true);  // else Nagle + delayed ACKs: 40 ms a reply
-    server.set_keep_alive_max_count(100);
+    server.set_keep_alive_max_count(1000);
     server.set_keep_alive_timeout(1);  // two threads: do not park on idlers
     server.set_read_timeout(5, 0);
     server.set_write_timeout(5, 0);
