@@ -101,6 +101,23 @@ class Runtime {
   // resolved); empty without one.
   std::string stats_address() const;
 
+  // ---- memory on device(), for C++ callers without an allocator of their
+  // own (tools, examples, servers without torch) ---------------------------
+  // `bytes` of memory where op tensors live: device memory on GPU backends
+  // (cuMemAlloc), host memory on the CPU; freed when the last copy of the
+  // handle goes. ResourceExhausted when the device is out of memory.
+  absl::StatusOr<std::shared_ptr<void>> Allocate(size_t bytes);
+  // Copies `bytes` between host memory and memory on device(), enqueued on
+  // `stream` (CUstream; null: the legacy default stream), and waits for the
+  // stream. On the CPU a plain copy.
+  absl::Status CopyToDevice(void* device_dst, const void* host_src,
+                            size_t bytes, void* stream = nullptr);
+  absl::Status CopyToHost(void* host_dst, const void* device_src,
+                          size_t bytes, void* stream = nullptr);
+  // Waits until `stream` has run everything enqueued on it (GPU backends;
+  // OkStatus on the CPU, where every op is synchronous).
+  absl::Status Synchronize(void* stream = nullptr);
+
   // For tailor's own op fronts and tools; not a stable API.
   internal::Engine& engine() { return *engine_; }
 

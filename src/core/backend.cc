@@ -25,4 +25,8 @@ absl::Status Backend::CopyToHost(void*, const void*, size_t, void*) {
   return HostMemoryBackend(*this, "CopyToHost");
 }
 
+absl::Status Backend::CopyToDevice(void*, const void*, size_t, void*) {
+  return HostMemoryBackend(*this, "CopyToDevice");
+}
+
 }  // namespace tailor::internal

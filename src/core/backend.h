@@ -46,6 +46,7 @@ struct LaunchConfig {
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
 };
 
+class DecodeKernels;  // ops/attention_kernels.h
 class Kernel;
 class MoeKernels;  // ops/moe_kernels.h
 
@@ -130,15 +131,21 @@ class Backend {
   virtual absl::Status FillDevice(void* dst, uint8_t value, size_t bytes,
                                   void* stream);
   // (optional) Copies `bytes` from device `src` to host `dst` on `stream`
-  // and waits for the stream. Defaults to Unimplemented.
+  // and waits for the stream (with `bytes` 0: only waits). Defaults to
+  // Unimplemented.
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
                                   void* stream);
+  // (optional) Copies `bytes` from host `src` to device `dst` on `stream`
+  // and waits for the stream. Defaults to Unimplemented.
+  virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
+                                    void* stream);
 
   // ---- op families (optional) ----------------------------------------------
   // The kernels of each op family this backend implements, next to its
   // templates; null (the default) when it has none, and the op front says
   // Unimplemented.
   virtual MoeKernels* moe_kernels() { return nullptr; }
+  virtual DecodeKernels* decode_kernels() { return nullptr; }
 };
 
 }  // namespace tailor::internal

@@ -1,7 +1,9 @@
 #include "tailor/runtime.h"
 
 #include <cstdlib>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/engine.h"
 #include "core/stats.h"
@@ -64,6 +66,42 @@ StatsSnapshot Runtime::stats() const {
   StatsSnapshot snapshot = engine_->stats().Snapshot();
   engine_->backend().AddCounters(snapshot);
   return snapshot;
+}
+
+absl::StatusOr<std::shared_ptr<void>> Runtime::Allocate(size_t bytes) {
+  if (device().type != DeviceType::kCpu) {
+    return engine_->backend().AllocateDevice(bytes);
+  }
+  void* data = std::malloc(bytes == 0 ? 1 : bytes);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Allocate: ", bytes, " bytes of host memory"));
+  }
+  return std::shared_ptr<void>(data, [](void* p) { std::free(p); });
+}
+
+absl::Status Runtime::CopyToDevice(void* device_dst, const void* host_src,
+                                   size_t bytes, void* stream) {
+  if (device().type != DeviceType::kCpu) {
+    return engine_->backend().CopyToDevice(device_dst, host_src, bytes,
+                                           stream);
+  }
+  if (bytes > 0) std::memcpy(device_dst, host_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::CopyToHost(void* host_dst, const void* device_src,
+                                 size_t bytes, void* stream) {
+  if (device().type != DeviceType::kCpu) {
+    return engine_->backend().CopyToHost(host_dst, device_src, bytes, stream);
+  }
+  if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Synchronize(void* stream) {
+  if (device().type == DeviceType::kCpu) return absl::OkStatus();
+  return engine_->backend().CopyToHost(nullptr, nullptr, 0, stream);
 }
 
 }  // namespace tailor

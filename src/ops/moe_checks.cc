@@ -48,12 +48,13 @@ absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
 
 absl::StatusOr<plan::PlanParams> ResolvePolicy(const moe::RoutingPolicy& policy,
                                                int32_t default_tile_rows,
+                                               int32_t max_tile_rows,
                                                absl::string_view prefix) {
   const int32_t tile_rows =
       policy.tile_rows == 0 ? default_tile_rows : policy.tile_rows;
-  if (tile_rows < 1 || tile_rows > moe::kMaxTileRows) {
+  if (tile_rows < 1 || tile_rows > max_tile_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "policy.tile_rows: must be in [1, ", moe::kMaxTileRows,
+        prefix, "policy.tile_rows: must be in [1, ", max_tile_rows,
         "] (or 0: the backend's choice), got ", policy.tile_rows));
   }
   plan::PlanParams params{.tile_rows = tile_rows, .tail_policy = {}};

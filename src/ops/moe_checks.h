@@ -29,11 +29,13 @@ absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
                                 int rank, Device device);
 
 // The tile rows and tail policy of `policy`; a tile_rows of 0 resolves to
-// `default_tile_rows` (the backend's choice). InvalidArgument naming
+// `default_tile_rows` (the backend's choice), others must be in [1,
+// max_tile_rows] (the backend's limit). InvalidArgument naming
 // "policy.tile_rows" or "policy.tail" (prefixed by `prefix`, e.g.
 // "limits.") for values out of range.
 absl::StatusOr<plan::PlanParams> ResolvePolicy(const moe::RoutingPolicy& policy,
                                                int32_t default_tile_rows,
+                                               int32_t max_tile_rows,
                                                absl::string_view prefix = "");
 
 // t.dims[dim] == expected; `what` says where `expected` comes from, e.g.

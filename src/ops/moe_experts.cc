@@ -165,6 +165,8 @@ absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
                                     .a = rows.h,
                                     .w = args.w13.data,
                                     .c = rows.i,
+                                    .rows = w.num_rows,
+                                    .experts = d.experts,
                                     .stream = args.stream}));
   // The packed input is dead now: gemm2 writes over it.
   TAILOR_RETURN_IF_ERROR(
@@ -177,6 +179,8 @@ absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
                                     .a = rows.i,
                                     .w = args.w2.data,
                                     .c = rows.h,
+                                    .rows = w.num_rows,
+                                    .experts = d.experts,
                                     .stream = args.stream}));
   return kernels->Combine(engine, {.dtype = dtype,
                                    .hidden_dim = d.hidden,

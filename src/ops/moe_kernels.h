@@ -69,9 +69,11 @@ struct GroupedGemmLaunch {
   int64_t tile_rows;
   moe::Epilogue epilogue;
   MoePlanRef plan;
-  const void* a;  // [R, K]
-  const void* w;  // [E, N, K]
-  void* c;        // [R, N] or [R, N / 2]
+  const void* a;  // [rows, K]
+  const void* w;  // [experts, N, K]
+  void* c;        // [rows, N] or [rows, N / 2]
+  int64_t rows = 0;     // of a and c: R, or its bound T * k (device)
+  int64_t experts = 0;  // E
   void* stream = nullptr;
 };
 
@@ -130,8 +132,14 @@ class MoeKernels {
  public:
   virtual ~MoeKernels() = default;
 
-  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to.
-  virtual int32_t DefaultTileRows() const = 0;
+  // The core tile rows a RoutingPolicy of tile_rows 0 resolves to for a
+  // step of `assignments` (T * k) over `experts` local experts: a backend's
+  // cost model may pick larger tiles for larger steps, never smaller ones
+  // (a reservation sizes the work list with assignments = 0). And the most
+  // this backend's kernels accept (<= moe::kMaxTileRows).
+  virtual int32_t DefaultTileRows(int64_t assignments,
+                                  int64_t experts) const = 0;
+  virtual int32_t MaxTileRows() const = 0;
 
   // ---- device routing (optional: device-memory backends) ------------------
   // Bytes of opaque route scratch (histograms, the plan's real length, error

@@ -159,6 +159,8 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                                .a = args.a.data,
                                .w = args.w.data,
                                .c = args.c.data,
+                               .rows = args.a.dims[0],
+                               .experts = args.w.dims[0],
                                .stream = args.stream});
 }
 

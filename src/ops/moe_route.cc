@@ -197,7 +197,7 @@ absl::Status RouteOnDevice(Runtime& runtime, MoeKernels& kernels,
           .tile_rows = params.tile_rows,
           .scratch_bytes =
               kernels.RouteScratchBytes(assignments, args.num_experts)}));
-  std::array<int32_t, kMaxTileRows> tail_classes = {};
+  std::array<int32_t, kMaxTileRows> tail_classes = {};  // [n]: n-row tail
   for (int64_t n = 1; n < params.tile_rows; ++n) {
     TAILOR_ASSIGN_OR_RETURN(tail_classes[n], plan::TailClassOf(n, params));
   }
@@ -238,12 +238,14 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
                           internal::MoeKernelsOf(runtime, "moe.route"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
-  TAILOR_ASSIGN_OR_RETURN(
-      plan::PlanParams params,
-      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows()));
   TAILOR_RETURN_IF_ERROR(ValidateRouteShapes(args, runtime.device()));
   const int64_t tokens = args.topk_ids.dims[0];
   const int64_t k = args.topk_ids.dims[1];
+  TAILOR_ASSIGN_OR_RETURN(
+      plan::PlanParams params,
+      internal::ResolvePolicy(
+          args.policy, kernels->DefaultTileRows(tokens * k, args.num_experts),
+          kernels->MaxTileRows()));
   if (runtime.device().type == DeviceType::kCpu) {
     TAILOR_RETURN_IF_ERROR(RouteOnHost(args, params, *w));
     CountPlanRows(runtime, w->plan);
@@ -271,9 +273,6 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
   }
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
-  TAILOR_ASSIGN_OR_RETURN(
-      plan::PlanParams params,
-      internal::ResolvePolicy(args.policy, kernels->DefaultTileRows()));
   TAILOR_RETURN_IF_ERROR(
       internal::ExpectOperand("counts", args.counts, 1, DType::kI32, Device{}));
   const int64_t experts = args.counts.dims[0];
@@ -293,6 +292,11 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
         absl::StrCat("counts: the sum ", total,
                      " exceeds 2147483647 (row indices are int32)"));
   }
+  TAILOR_ASSIGN_OR_RETURN(
+      plan::PlanParams params,
+      internal::ResolvePolicy(args.policy,
+                              kernels->DefaultTileRows(total, experts),
+                              kernels->MaxTileRows()));
   GrowTo(w->counts, experts);
   std::copy_n(counts, experts, w->counts.begin());
   TAILOR_RETURN_IF_ERROR(PlanFromCounts(experts, params, *w));

@@ -190,7 +190,7 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(),
+      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(0, limits.num_experts), kernels.MaxTileRows(),
                               "limits."));
   if (limits.num_experts > kernels.MaxDeviceRouteExperts()) {
     return absl::InvalidArgumentError(
@@ -210,12 +210,13 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
           kernels.RouteScratchBytes(assignments, limits.num_experts)};
 }
 
-absl::Status ReserveHost(const WorkspaceLimits& limits, int32_t default_tile,
-                         MoeWorkspace& w) {
+absl::Status ReserveHost(const WorkspaceLimits& limits,
+                         const MoeKernels& kernels, MoeWorkspace& w) {
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, default_tile, "limits."));
+      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(0, limits.num_experts),
+                              kernels.MaxTileRows(), "limits."));
   const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
   const size_t element = DTypeSize(limits.dtype);
   GrowTo(w.counts, limits.num_experts);
@@ -275,7 +276,7 @@ static absl::Status ReserveUnaccounted(Runtime& runtime,
                           internal::MoeKernelsOf(runtime, "moe.reserve"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   if (runtime.device().type == DeviceType::kCpu) {
-    return ReserveHost(limits, kernels->DefaultTileRows(), *w);
+    return ReserveHost(limits, *kernels, *w);
   }
   TAILOR_ASSIGN_OR_RETURN(MoeCapacity capacity,
                           DeviceCapacity(*kernels, limits));

@@ -417,6 +417,17 @@ TEST(MoeRouteErrorTest2, ValidTokens) {
                          "got 2")));
 }
 
+TEST(RuntimeMemoryTest, HostRuntimeAllocatesAndCopiesHostMemory) {
+  absl::StatusOr<std::shared_ptr<void>> memory = SharedRuntime().Allocate(64);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  std::vector<uint8_t> in(64), out(64, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i);
+  TAILOR_ASSERT_OK(SharedRuntime().CopyToDevice(memory->get(), in.data(), 64));
+  TAILOR_ASSERT_OK(SharedRuntime().CopyToHost(out.data(), memory->get(), 64));
+  TAILOR_ASSERT_OK(SharedRuntime().Synchronize());
+  EXPECT_EQ(in, out);
+}
+
 TEST(MoeHostWorkspaceTest, DeviceOnlyEntriesOnTheHost) {
   Workspace ws;
   EXPECT_EQ(ws.device(), Device{});

@@ -109,7 +109,8 @@ struct MoeWorkspace;
 namespace moe {
 
 // Largest accepted values of the static (compiled-in) quantities.
-inline constexpr int64_t kMaxTileRows = 64;      // RoutingPolicy::tile_rows
+// RoutingPolicy::tile_rows: the most any backend accepts (cpu 64, cuda 128).
+inline constexpr int64_t kMaxTileRows = 128;
 inline constexpr int64_t kMaxTopk = 64;          // k
 inline constexpr int64_t kMaxModelDim = 65536;   // H, I, N, K
 inline constexpr int64_t kMaxExperts = 1 << 20;  // E and the expert_map length
@@ -128,8 +129,8 @@ enum class TailPolicy : uint8_t {
 
 // An aggregate: designated initializers, defaults are the recommended policy.
 struct RoutingPolicy {
-  // Rows of a core tile, in [1, kMaxTileRows]; 0: the backend's choice
-  // (cpu 16, cuda 64).
+  // Rows of a core tile, in [1, the backend's maximum] (cpu 64, cuda 128);
+  // 0: the backend's choice (cpu 16; cuda 128 on Hopper, 64 elsewhere).
   int32_t tile_rows = 0;
   TailPolicy tail = TailPolicy::kNextPowerOfTwo;
 };

@@ -12,6 +12,7 @@
 
 #include "absl/strings/string_view.h"
 #include "backends/cpu/clang_compiler.h"
+#include "backends/cpu/decode_kernels.h"
 #include "backends/cpu/moe_kernels.h"
 #include "backends/cpu/orc_loader.h"
 #include "core/backend.h"
@@ -51,6 +52,7 @@ class CpuBackend : public Backend {
   // All requests' work items as one parallel loop (see Backend).
   absl::Status LaunchBatch(absl::Span<const LaunchRequest> requests) override;
   MoeKernels* moe_kernels() override { return &moe_kernels_; }
+  DecodeKernels* decode_kernels() override { return &decode_kernels_; }
 
  private:
   CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads);
@@ -62,6 +64,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<OrcLoader> loader_;
   ThreadPool pool_;
   CpuMoeKernels moe_kernels_;
+  CpuDecodeKernels decode_kernels_;
 };
 
 }  // namespace tailor::internal::cpu

@@ -41,7 +41,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/driver_api.h"
+#include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "core/backend.h"
@@ -126,6 +128,23 @@ class CudaBackend final : public tailor::internal::Backend {
                       const void* params, size_t params_size) override;
 
   void AddCounters(StatsSnapshot& snapshot) const override;
+  tailor::internal::DecodeKernels* decode_kernels() override {
+    return &decode_kernels_;
+  }
+
+  // Device memory: cuMemAlloc (freed with the context current), async
+  // memset and copy-back on the caller's stream.
+  absl::StatusOr<std::shared_ptr<void>> AllocateDevice(size_t bytes) override;
+  absl::Status FillDevice(void* dst, uint8_t value, size_t bytes,
+                          void* stream) override;
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
+                          void* stream) override;
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
+                            void* stream) override;
+
+  tailor::internal::MoeKernels* moe_kernels() override {
+    return &moe_kernels_;
+  }
 
   // TMA descriptors of this device, encoded once per spec (checked first).
   DescriptorPool& descriptor_pool() { return descriptor_pool_; }
@@ -135,7 +154,8 @@ class CudaBackend final : public tailor::internal::Backend {
 
  private:
   CudaBackend(std::shared_ptr<DeviceContext> context, int device_index,
-              NvrtcCompiler compiler, int compute_capability);
+              NvrtcCompiler compiler, int compute_capability,
+              int multiprocessors);
 
   std::shared_ptr<DeviceContext> context_;
   Device device_;
@@ -145,6 +165,8 @@ class CudaBackend final : public tailor::internal::Backend {
   std::string compiler_identity_;
   tailor::internal::Hash128 headers_hash_;
   DescriptorPool descriptor_pool_;
+  CudaMoeKernels moe_kernels_;
+  CudaDecodeKernels decode_kernels_{*this};
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.
