@@ -2,7 +2,8 @@
  *
  * For C and C++ servers, other languages' FFIs (Python's ctypes, Rust, Go)
  * and anything that must not see C++ types. Every function is a thin shell
- * over the C++ API (tailor/runtime.h, tailor/ops/moe.h): it checks its
+ * over the C++ API (tailor/runtime.h, tailor/ops/moe.h,
+ * tailor/ops/attention.h): it checks its
  * arguments as the C++ API does, calls it, and converts the result. Nothing
  * crosses this boundary but plain C: no C++ exception escapes (each entry
  * catches everything and reports TAILOR_STATUS_INTERNAL, or
@@ -19,9 +20,10 @@
  *   that succeeded, valid until the next tailor_* call on that thread. (A
  *   thread-local string rather than an out-parameter: every entry keeps one
  *   signature shape, and the common ok path costs one string clear.)
- * - Handles (tailor_runtime, tailor_moe_workspace) are opaque, created and
- *   destroyed here. A runtime is thread-safe; a workspace is not (one per
- *   thread or stream, as in C++). Destroy workspaces before their runtime.
+ * - Handles (tailor_runtime, tailor_moe_workspace, tailor_decode_workspace)
+ *   are opaque, created and destroyed here. A runtime is thread-safe; a
+ *   workspace is not (one per thread or stream, as in C++). Destroy
+ *   workspaces before their runtime.
  * - Tensors are tailor_tensor views the caller owns: data pointer, dtype,
  *   rank, dims, strides counted in elements, device. tailor never frees
  *   them. tailor_tensor_contiguous() fills a row-major view.
@@ -383,9 +385,96 @@ TAILOR_C_EXPORT tailor_status
 tailor_moe_experts(tailor_runtime* runtime, const tailor_moe_experts_args* args,
                    tailor_moe_workspace* ws);
 
-/* ---- attention (paged decode) ------------------------------------------
- * tailor::attention's paged decode is added here when it lands:
- * tailor_attention_* entries over the same handles, tensors and stream. */
+/* ---- attention: paged decode (tailor/ops/attention.h) --------------------
+ * Plan once per step on the host (seq_lens in host memory), run every layer
+ * (on a device: asynchronously on `stream`, capturable in a CUDA graph). */
+
+typedef struct tailor_decode_workspace tailor_decode_workspace;
+
+/* tailor::attention::DecodeLimits. */
+typedef struct tailor_decode_limits {
+  int64_t max_batch;
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;  /* 64, 128 or 256 */
+  int64_t page_size; /* [1, 256] */
+  int32_t dtype;     /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+} tailor_decode_limits;
+
+/* A new, empty decode workspace in *out (tailor::attention::DecodeWorkspace).
+ * Not thread-safe: one per thread or stream. */
+TAILOR_C_EXPORT tailor_status
+tailor_decode_workspace_create(tailor_decode_workspace** out);
+/* NULL is a no-op. Never fails. */
+TAILOR_C_EXPORT void tailor_decode_workspace_destroy(
+    tailor_decode_workspace* ws);
+
+/* tailor::attention::ReserveDecodeWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_attention_reserve_decode_workspace(
+    tailor_runtime* runtime, const tailor_decode_limits* limits,
+    tailor_decode_workspace* ws);
+/* tailor::attention::DecodeWorkspaceBytes, into *bytes. */
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_bytes(
+    tailor_runtime* runtime, const tailor_decode_limits* limits,
+    int64_t* bytes);
+/* tailor::attention::BindDecodeWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_attention_bind_decode_workspace(
+    tailor_runtime* runtime, const tailor_decode_limits* limits, void* memory,
+    int64_t bytes, tailor_decode_workspace* ws, void* stream);
+/* tailor::attention::DecodeWorkspace::TakeErrors; waits for `stream`. */
+TAILOR_C_EXPORT tailor_status tailor_attention_take_decode_errors(
+    tailor_runtime* runtime, tailor_decode_workspace* ws, void* stream);
+
+/* DecodeWorkspace's accessors and its DecodePlanSummary. */
+typedef struct tailor_decode_workspace_info {
+  int32_t planned;
+  int32_t workers; /* CUDA: CTAs of the grid; CPU: tasks */
+  int64_t batch;   /* B of the last plan */
+  int64_t capacity_bytes;
+  int32_t busy_workers;
+  int32_t items;       /* pieces run */
+  int32_t split_pairs; /* (sequence, KV head) pairs split into pieces */
+  int32_t partials;    /* pieces merged by log-sum-exp */
+  int64_t tokens;      /* KV tokens read, times KV heads */
+  int64_t max_worker_cost;
+  double mean_worker_cost;
+} tailor_decode_workspace_info;
+
+TAILOR_C_EXPORT tailor_status tailor_decode_workspace_get_info(
+    const tailor_decode_workspace* ws, tailor_decode_workspace_info* out);
+
+typedef struct tailor_plan_decode_args {
+  tailor_tensor seq_lens; /* [B] i32 in HOST memory */
+  int64_t page_size;
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int32_t dtype; /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+  void* stream;  /* device backends: the work list is copied here */
+} tailor_plan_decode_args;
+
+/* tailor::attention::PlanDecode. */
+TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
+    tailor_runtime* runtime, const tailor_plan_decode_args* args,
+    tailor_decode_workspace* ws);
+
+typedef struct tailor_run_decode_args {
+  tailor_tensor q;           /* [B', Hq, D] bf16 | f16 */
+  tailor_tensor k_cache;     /* [num_pages, page_size, Hkv, D] */
+  tailor_tensor v_cache;     /* [num_pages, page_size, Hkv, D] */
+  tailor_tensor block_table; /* [B', max_pages] i32 */
+  tailor_tensor seq_lens;    /* [B'] i32 on the runtime's device */
+  tailor_tensor out;         /* [B', Hq, D] */
+  const tailor_tensor* lse;  /* [B', Hq] f32, or NULL */
+  float sm_scale;            /* > 0; 0: 1 / sqrt(D) */
+  float logits_soft_cap;     /* >= 0; 0: no cap */
+  void* stream;
+} tailor_run_decode_args;
+
+/* tailor::attention::RunDecode. */
+TAILOR_C_EXPORT tailor_status tailor_attention_run_decode(
+    tailor_runtime* runtime, const tailor_run_decode_args* args,
+    tailor_decode_workspace* ws);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -20,7 +20,7 @@ from tailor._errors import (Error, FailedPreconditionError, InternalError,
                             OutOfRangeError, ResourceExhaustedError,
                             UnavailableError, UnimplementedError)
 from tailor._runtime import Runtime, runtime_for, stats
-from tailor import moe
+from tailor import attention, moe
 
 __version__ = _lib.tailor_version().decode()
 library_path = _lib.path
@@ -29,5 +29,5 @@ __all__ = [
     "Error", "FailedPreconditionError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "OutOfRangeError",
     "ResourceExhaustedError", "Runtime", "UnavailableError",
-    "UnimplementedError", "moe", "runtime_for", "stats",
+    "UnimplementedError", "attention", "moe", "runtime_for", "stats",
 ]

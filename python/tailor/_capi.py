@@ -110,6 +110,33 @@ class ExpertsArgs(ctypes.Structure):
                 ("out", Tensor), ("stream", _vp)]
 
 
+class DecodeLimits(ctypes.Structure):
+    _fields_ = [("max_batch", _i64), ("num_qo_heads", _i64),
+                ("num_kv_heads", _i64), ("head_dim", _i64),
+                ("page_size", _i64), ("dtype", _i32)]
+
+
+class DecodeWorkspaceInfo(ctypes.Structure):
+    _fields_ = [("planned", _i32), ("workers", _i32), ("batch", _i64),
+                ("capacity_bytes", _i64), ("busy_workers", _i32),
+                ("items", _i32), ("split_pairs", _i32), ("partials", _i32),
+                ("tokens", _i64), ("max_worker_cost", _i64),
+                ("mean_worker_cost", ctypes.c_double)]
+
+
+class PlanDecodeArgs(ctypes.Structure):
+    _fields_ = [("seq_lens", Tensor), ("page_size", _i64),
+                ("num_qo_heads", _i64), ("num_kv_heads", _i64),
+                ("head_dim", _i64), ("dtype", _i32), ("stream", _vp)]
+
+
+class RunDecodeArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k_cache", Tensor), ("v_cache", Tensor),
+                ("block_table", Tensor), ("seq_lens", Tensor), ("out", Tensor),
+                ("lse", _TensorP), ("sm_scale", ctypes.c_float),
+                ("logits_soft_cap", ctypes.c_float), ("stream", _vp)]
+
+
 _P = ctypes.POINTER
 _SIGNATURES = {
     # name: (restype, argtypes)
@@ -137,6 +164,21 @@ _SIGNATURES = {
     "tailor_moe_grouped_gemm": (ctypes.c_int, [_vp, _P(GroupedGemmArgs), _vp]),
     "tailor_moe_combine": (ctypes.c_int, [_vp, _P(CombineArgs)]),
     "tailor_moe_experts": (ctypes.c_int, [_vp, _P(ExpertsArgs), _vp]),
+    "tailor_decode_workspace_create": (ctypes.c_int, [_P(_vp)]),
+    "tailor_decode_workspace_destroy": (None, [_vp]),
+    "tailor_attention_reserve_decode_workspace": (
+        ctypes.c_int, [_vp, _P(DecodeLimits), _vp]),
+    "tailor_attention_decode_workspace_bytes": (
+        ctypes.c_int, [_vp, _P(DecodeLimits), _P(_i64)]),
+    "tailor_attention_bind_decode_workspace": (
+        ctypes.c_int, [_vp, _P(DecodeLimits), _vp, _i64, _vp, _vp]),
+    "tailor_attention_take_decode_errors": (ctypes.c_int, [_vp, _vp, _vp]),
+    "tailor_decode_workspace_get_info": (
+        ctypes.c_int, [_vp, _P(DecodeWorkspaceInfo)]),
+    "tailor_attention_plan_decode": (ctypes.c_int,
+                                     [_vp, _P(PlanDecodeArgs), _vp]),
+    "tailor_attention_run_decode": (ctypes.c_int,
+                                    [_vp, _P(RunDecodeArgs), _vp]),
 }
 
 

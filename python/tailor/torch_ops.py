@@ -1,5 +1,8 @@
 """torch custom ops over tailor (import tailor.torch_ops to register them).
 
+MoE (below) and paged decode (torch.ops.tailor.paged_decode with
+plan_paged_decode, at the end of this file).
+
   torch.ops.tailor.fused_experts(hidden_states, w1, w2, topk_weights,
       topk_ids, inplace=False, activation="silu", global_num_experts=-1,
       expert_map=None) -> Tensor
@@ -214,3 +217,123 @@ def fused_experts_reference(hidden_states, w1, w2, topk_weights, topk_ids,
             out[rows] += (topk_weights[rows, j].float()[:, None] *
                           (a @ w2[e].float().t()))
     return out.to(hidden_states.dtype)
+
+
+# ---- paged decode ----------------------------------------------------------
+#
+#   plan_paged_decode(seq_lens, num_qo_heads=, num_kv_heads=, head_dim=,
+#                     page_size=, dtype=, device=)     outside any graph
+#   torch.ops.tailor.paged_decode(q, k_cache, v_cache, block_table, seq_lens,
+#                                 sm_scale=0.0, logits_soft_cap=0.0) -> out
+#
+# As in FlashInfer's wrappers, planning is host work on the step's lengths
+# (vLLM: the attention metadata builder) and the op, which runs the plan of
+# this thread and device, is what torch.compile traces and CUDA graphs
+# capture: replay after each step's plan, with the new lengths and block
+# table in the captured buffers. sm_scale 0: 1 / sqrt(head_dim).
+
+from tailor import attention as _attention  # noqa: E402
+
+_DECODE_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def _decode_workspace(device, batch, shape, dtype):
+    cache = getattr(_local, "decode", None)
+    if cache is None:
+        cache = _local.decode = {}
+    key = str(device)
+    entry = cache.get(key)
+    if entry is not None and entry[1] == shape + (dtype,) and entry[2] >= batch:
+        return entry[0]
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("tailor: plan_paged_decode cannot grow the decode "
+                           "workspace during CUDA graph capture")
+    ws = _attention.DecodeWorkspace()
+    max_batch = max(batch, entry[2] if entry is not None else 0)
+    heads_q, heads_kv, head_dim, page_size = shape
+    _attention.reserve_decode_workspace(
+        _runtime(device), ws, max_batch=max_batch, num_qo_heads=heads_q,
+        num_kv_heads=heads_kv, head_dim=head_dim, page_size=page_size,
+        dtype=dtype)
+    cache[key] = (ws, shape + (dtype,), max_batch)
+    return ws
+
+
+def plan_paged_decode(seq_lens, *, num_qo_heads, num_kv_heads, head_dim,
+                      page_size, dtype=torch.bfloat16, device=None,
+                      max_batch=None):
+    """Plans the next decode step of this thread on `device` (default: the
+    device of seq_lens) for the lengths `seq_lens` ([B] int; a device tensor
+    is copied to the host: a sync). Reserves the workspace for max_batch
+    (default B) the first time, outside any graph."""
+    device = torch.device(device) if device is not None else seq_lens.device
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    host_lens = seq_lens.to("cpu", torch.int32).contiguous()
+    dtype_name = _DECODE_DTYPES.get(dtype)
+    if dtype_name is None:
+        raise NotImplementedError(f"tailor: decode dtype {dtype}: bf16 and "
+                                  f"float16 only")
+    shape = (num_qo_heads, num_kv_heads, head_dim, page_size)
+    ws = _decode_workspace(device, max(max_batch or 0, host_lens.shape[0]),
+                           shape, dtype_name)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    _attention.plan_decode(_runtime(device), ws, host_lens,
+                           page_size=page_size, num_qo_heads=num_qo_heads,
+                           num_kv_heads=num_kv_heads, head_dim=head_dim,
+                           dtype=dtype_name, stream=stream)
+
+
+def _paged_decode_impl(q, k_cache, v_cache, block_table, seq_lens,
+                       sm_scale=0.0, logits_soft_cap=0.0):
+    device = q.device
+    entry = getattr(_local, "decode", {}).get(str(device))
+    if entry is None:
+        raise RuntimeError("tailor: call tailor.torch_ops.plan_paged_decode "
+                           "before torch.ops.tailor.paged_decode")
+    out = torch.empty_like(q)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    _attention.run_decode(_runtime(device), entry[0], q, k_cache, v_cache,
+                          block_table, seq_lens, out,
+                          sm_scale=sm_scale or None,
+                          logits_soft_cap=logits_soft_cap, stream=stream)
+    return out
+
+
+def _paged_decode_fake(q, k_cache, v_cache, block_table, seq_lens,
+                       sm_scale=0.0, logits_soft_cap=0.0):
+    return torch.empty_like(q)
+
+
+_library.define("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, "
+                "Tensor block_table, Tensor seq_lens, float sm_scale=0.0, "
+                "float logits_soft_cap=0.0) -> Tensor")
+for _key in ("CPU", "CUDA"):
+    _library.impl("paged_decode", _paged_decode_impl, _key)
+torch.library.register_fake("tailor::paged_decode", _paged_decode_fake,
+                            lib=_library)
+
+
+def paged_decode_reference(q, k_cache, v_cache, block_table, seq_lens,
+                           sm_scale=None):
+    """Plain torch paged decode (float32 math), for tests."""
+    batch, heads_q, head_dim = q.shape
+    page_size, heads_kv = k_cache.shape[1], k_cache.shape[2]
+    scale = sm_scale or head_dim ** -0.5
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b in range(batch):
+        n = int(seq_lens[b])
+        if n == 0:
+            continue
+        t = torch.arange(n, device=q.device)
+        pages = block_table[b, t // page_size].long()
+        keys = k_cache[pages, t % page_size].float()  # [n, Hkv, D]
+        vals = v_cache[pages, t % page_size].float()
+        group = heads_q // heads_kv
+        keys = keys.repeat_interleave(group, dim=1)  # [n, Hq, D]
+        vals = vals.repeat_interleave(group, dim=1)
+        s = torch.einsum("hd,nhd->hn", q[b].float(), keys) * scale
+        out[b] = torch.einsum("hn,nhd->hd", s.softmax(-1), vals)
+    return out.to(q.dtype)

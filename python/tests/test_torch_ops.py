@@ -94,3 +94,45 @@ def test_workspace_grows_outside_capture():
     x, w1, w2, tw, ids = make(T=40)
     y = torch.ops.tailor.fused_experts(x, w1, w2, tw, ids)
     assert rel_err(y, ops.fused_experts_reference(x, w1, w2, tw, ids)) < 1e-5
+
+
+def make_decode(B=3, HQ=8, HKV=2, D=64, PAGE=16, PAGES=24, seed=0,
+                dtype=torch.bfloat16):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, HQ, D, generator=g).to(dtype)
+    k = torch.randn(PAGES, PAGE, HKV, D, generator=g).to(dtype)
+    v = torch.randn(PAGES, PAGE, HKV, D, generator=g).to(dtype)
+    lens = torch.tensor([37, 0, 100][:B], dtype=torch.int32)
+    table = torch.randperm(PAGES, generator=g)[:B * 7].reshape(B, 7)
+    return q, k, v, table.to(torch.int32), lens
+
+
+def test_paged_decode_matches_torch_and_compiles():
+    q, k, v, table, lens = make_decode()
+    ops.plan_paged_decode(lens, num_qo_heads=8, num_kv_heads=2, head_dim=64,
+                          page_size=16, dtype=torch.bfloat16)
+    out = torch.ops.tailor.paged_decode(q, k, v, table, lens)
+    ref = ops.paged_decode_reference(q, k, v, table, lens)
+    assert rel_err(out, ref) < 2e-2
+    assert torch.equal(out[1], torch.zeros_like(out[1]))  # length 0
+    torch.library.opcheck(torch.ops.tailor.paged_decode.default,
+                          (q, k, v, table, lens))
+    compiled = torch.compile(
+        lambda *a: torch.ops.tailor.paged_decode(*a) * 2, fullgraph=True)
+    assert torch.equal(compiled(q, k, v, table, lens), out * 2)
+
+
+def test_paged_decode_needs_a_plan():
+    import threading
+    q, k, v, table, lens = make_decode()
+    errors = []
+
+    def run():  # a fresh thread has no plan
+        try:
+            torch.ops.tailor.paged_decode(q, k, v, table, lens)
+        except RuntimeError as e:
+            errors.append(str(e))
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert errors and "plan_paged_decode" in errors[0]
