@@ -34,7 +34,8 @@ absl::string_view BackendName(
 
 namespace internal {
 class Engine;
-}
+class StatsAttachment;
+}  // namespace internal
 
 class Runtime {
  public:
@@ -63,6 +64,13 @@ class Runtime {
     // memory nor on disk is an error (FailedPrecondition naming the key)
     // instead of a compile.
     bool disable_jit = false;
+    // Serve this runtime's stats over HTTP (GET /metrics: Prometheus text,
+    // /stats: JSON, /healthz) at "host:port" (":port" or "port": host
+    // 127.0.0.1; port 0: a free port, see stats_address()). Runtimes given
+    // the same address share one endpoint, each labelled by its device.
+    // Empty: $TAILOR_STATS_ADDR, else no endpoint. The endpoint answers from
+    // snapshots on its own two threads; launching threads never wait for it.
+    std::string stats_addr;
   };
 
   // Validates `options`, resolves the backend and opens the cache.
@@ -89,6 +97,9 @@ class Runtime {
 
   // A consistent snapshot of the counters and histograms.
   StatsSnapshot stats() const;
+  // Where this runtime's stats endpoint listens ("127.0.0.1:9464", port
+  // resolved); empty without one.
+  std::string stats_address() const;
 
   // ---- memory on device(), for C++ callers without an allocator of their
   // own (tools, examples, servers without torch) ---------------------------
@@ -113,6 +124,8 @@ class Runtime {
  private:
   explicit Runtime(std::unique_ptr<internal::Engine> engine);
   std::unique_ptr<internal::Engine> engine_;
+  // Declared after engine_: detached (destroyed) before the engine goes.
+  std::unique_ptr<internal::StatsAttachment> stats_endpoint_;
 };
 
 }  // namespace tailor

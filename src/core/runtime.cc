@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "core/engine.h"
 #include "core/stats.h"
+#include "serving/stats_endpoint.h"
 #include "tailor/status.h"
 
 namespace tailor {
@@ -29,7 +30,20 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     const Options& options) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<internal::Engine> engine,
                           internal::Engine::Create(options));
-  return std::unique_ptr<Runtime>(new Runtime(std::move(engine)));
+  std::unique_ptr<Runtime> runtime(new Runtime(std::move(engine)));
+  std::string address = options.stats_addr;
+  if (const char* env = std::getenv("TAILOR_STATS_ADDR");
+      address.empty() && env != nullptr) {
+    address = env;
+  }
+  if (!address.empty()) {
+    const Runtime* self = runtime.get();
+    TAILOR_ASSIGN_OR_RETURN(
+        runtime->stats_endpoint_,
+        internal::AttachStatsEndpoint(address, DeviceName(self->device()),
+                                      [self] { return self->stats(); }));
+  }
+  return runtime;
 }
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
@@ -39,6 +53,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
 Runtime::Runtime(std::unique_ptr<internal::Engine> engine)
     : engine_(std::move(engine)) {}
 Runtime::~Runtime() = default;
+
+std::string Runtime::stats_address() const {
+  return stats_endpoint_ ? stats_endpoint_->address() : std::string();
+}
 
 BackendKind Runtime::backend() const { return engine_->backend().kind(); }
 Device Runtime::device() const { return engine_->backend().device(); }

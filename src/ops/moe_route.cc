@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/engine.h"
+#include "core/stats.h"
 #include "ops/moe_checks.h"
 #include "ops/moe_device_workspace.h"
 #include "ops/moe_kernels.h"
@@ -222,6 +224,13 @@ absl::Status RouteOnDevice(Runtime& runtime, MoeKernels& kernels,
        .stream = args.stream});
 }
 
+// The stats' plan_useful_rows / plan_executed_rows of a host plan.
+void CountPlanRows(Runtime& runtime, const plan::PiecewisePlan& plan) {
+  internal::Stats& stats = runtime.engine().stats();
+  stats.Add(stats.plan_useful_rows, plan.accounting().useful_rows);
+  stats.Add(stats.plan_executed_rows, plan.accounting().executed_rows);
+}
+
 }  // namespace
 
 absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
@@ -239,6 +248,7 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
           kernels->MaxTileRows()));
   if (runtime.device().type == DeviceType::kCpu) {
     TAILOR_RETURN_IF_ERROR(RouteOnHost(args, params, *w));
+    CountPlanRows(runtime, w->plan);
   } else {
     TAILOR_RETURN_IF_ERROR(RouteOnDevice(runtime, *kernels, args, params, *w));
     w->num_experts = args.num_experts;
@@ -290,6 +300,7 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
   GrowTo(w->counts, experts);
   std::copy_n(counts, experts, w->counts.begin());
   TAILOR_RETURN_IF_ERROR(PlanFromCounts(experts, params, *w));
+  CountPlanRows(runtime, w->plan);
   w->tile_rows = params.tile_rows;
   w->routed = true;
   return absl::OkStatus();

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/engine.h"
+#include "core/stats.h"
 #include "ops/moe_checks.h"
 #include "ops/moe_device_workspace.h"
 #include "ops/moe_kernels.h"
@@ -256,8 +258,20 @@ absl::Status AdoptDeviceBuffers(Runtime& runtime, MoeKernels& kernels,
 
 }  // namespace
 
-absl::Status ReserveWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
-                              Workspace& ws) {
+// Keeps the runtime's workspace_bytes gauge at what `ws` holds after a
+// successful reservation or binding.
+static absl::Status Accounted(Runtime& runtime, Workspace& ws,
+                              absl::Status status) {
+  if (status.ok() && ws.impl() != nullptr) {
+    ws.impl()->accounted_bytes.Set(runtime.engine().stats().workspace_bytes,
+                                   static_cast<int64_t>(ws.CapacityBytes()));
+  }
+  return status;
+}
+
+static absl::Status ReserveUnaccounted(Runtime& runtime,
+                                       const WorkspaceLimits& limits,
+                                       Workspace& ws) {
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.reserve"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
@@ -291,9 +305,10 @@ absl::StatusOr<int64_t> WorkspaceBytes(Runtime& runtime,
   return internal::LayoutFor(capacity).bytes;
 }
 
-absl::Status BindWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
-                           void* memory, int64_t bytes, Workspace& ws,
-                           void* stream) {
+static absl::Status BindUnaccounted(Runtime& runtime,
+                                    const WorkspaceLimits& limits, void* memory,
+                                    int64_t bytes, Workspace& ws,
+                                    void* stream) {
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.bind"));
   if (runtime.device().type == DeviceType::kCpu) {
@@ -317,6 +332,18 @@ absl::Status BindWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
   buffers.base = static_cast<char*>(memory);
   buffers.device = runtime.device();
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), stream, *w);
+}
+
+absl::Status ReserveWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
+                              Workspace& ws) {
+  return Accounted(runtime, ws, ReserveUnaccounted(runtime, limits, ws));
+}
+
+absl::Status BindWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
+                           void* memory, int64_t bytes, Workspace& ws,
+                           void* stream) {
+  return Accounted(runtime, ws,
+                   BindUnaccounted(runtime, limits, memory, bytes, ws, stream));
 }
 
 }  // namespace moe

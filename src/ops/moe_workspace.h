@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/stats.h"
 #include "ops/moe_device_workspace.h"
 #include "ops/moe_kernels.h"
 #include "plan/piecewise_plan.h"
@@ -55,6 +56,9 @@ struct MoeWorkspace {
 
   // ---- device storage (device-memory backends) -----------------------------
   std::optional<MoeDeviceBuffers> device;
+
+  // This workspace's bytes in its runtime's Stats::workspace_bytes gauge.
+  GaugeShare accounted_bytes;
 
   void Invalidate() {
     routed = false;
