@@ -1,6 +1,7 @@
 // bench/compile_time_bench — cold compile time of every kernel variant a
-// serving profile needs (CPU backend: Clang + LLVM in process), and of the
-// CUDA templates that exist (NVRTC for sm_90a, offline: no GPU needed).
+// serving profile needs: CPU backend (Clang + LLVM in process), and CUDA
+// (NVRTC for sm_90a and sm_80 by default, offline: no GPU needed; the keys
+// warm-up lists for that arch).
 //
 // Each variant is compiled `repetitions` times from scratch (the backends
 // cache nothing between compiles; NVRTC gets a unique source each time). For
@@ -10,6 +11,7 @@
 //
 // Usage: compile_time_bench [--profile FILE.json] [--repetitions N]
 //                           [--filter SUBSTRING] [--nvrtc-only | --cpu-only]
+//                           [--arch sm_XY]
 #include <time.h>
 
 #include <algorithm>
@@ -29,7 +31,6 @@
 #include "warmup/kernel_catalog.h"
 #include "warmup/profile.h"
 #ifdef TAILOR_BENCH_NVRTC
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #endif
 
@@ -148,45 +149,38 @@ int BenchCpu(const std::string& profile_path, int repetitions,
 }
 
 #ifdef TAILOR_BENCH_NVRTC
-// The CUDA kernel templates that exist today, one representative key each.
-std::vector<std::pair<std::string, SpecKey>> CudaKeys() {
-  using tailor::internal::OpKind;
-  std::vector<std::pair<std::string, SpecKey>> keys;
-  SpecKey key;
-  key.op = OpKind::kTestEmpty;
-  keys.push_back({"test_kernels.cuh: test.empty", key});
-  key.op = OpKind::kTestAxpy;
-  key.dims[0] = 4;
-  keys.push_back({"test_kernels.cuh: test.axpy unroll 4", key});
-  for (OpKind op : {OpKind::kTmaCopyTest, OpKind::kTmaPatchTest}) {
-    key = SpecKey{};
-    key.op = op;
-    key.dtypes[0] = tailor::DType::kBF16;
-    key.dims[0] = 128;
-    key.tile.m = 64;
-    keys.push_back({op == OpKind::kTmaCopyTest
-                        ? "tma_copy_test.cuh: bf16 128 cols, 64-row tile"
-                        : "tma_patch_test.cuh: bf16 128 cols, 64-row tile",
-                    key});
+// Every CUDA kernel the profile needs on `arch`, as warm-up lists them
+// (keys only: no device), compiled offline with NVRTC.
+int BenchNvrtc(const std::string& profile_path, const std::string& arch,
+               int repetitions, const std::string& filter) {
+  std::ifstream in(profile_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto profile = tailor::internal::ParseProfile(text.str());
+  if (!profile.ok()) return 1;
+  auto kernels = tailor::internal::KernelsForProfile(
+      {.backend = tailor::BackendKind::kCuda, .arch = arch}, *profile);
+  if (!kernels.ok()) {
+    std::fprintf(stderr, "%s\n", kernels.status().ToString().c_str());
+    return 1;
   }
-  return keys;
-}
-
-int BenchNvrtc(int repetitions) {
   auto compiler = tailor::cuda::NvrtcCompiler::Create({});
   if (!compiler.ok()) {
     std::printf("\nNVRTC: skipped (%s)\n",
                 std::string(compiler.status().message()).c_str());
     return 0;
   }
-  Header(absl::StrCat("NVRTC for sm_90a (offline), ", repetitions,
+  Header(absl::StrCat("NVRTC for ", arch, " (offline), profile ", profile->name,
+                      ", ", repetitions,
                       " cold compiles each; unique source per compile")
              .c_str());
   int nonce = 0;
-  double worst = 0;
-  for (const auto& [name, key] : CudaKeys()) {
-    absl::StatusOr<KernelSource> source =
-        tailor::cuda::GenerateCudaTestKernel(key);
+  double worst = 0, total = 0;
+  int over = 0, count = 0;
+  for (const tailor::internal::KernelJob& job : kernels->jobs) {
+    const std::string name = job.key.ToString();
+    if (!filter.empty() && !absl::StrContains(name, filter)) continue;
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
     if (!source.ok()) {
       std::printf("%s: %s\n", name.c_str(),
                   std::string(source.status().message()).c_str());
@@ -196,19 +190,26 @@ int BenchNvrtc(int repetitions) {
       KernelSource unique = *source;
       unique.code = absl::StrCat(source->code, "constexpr int tailor_nonce_",
                                  nonce++, " = 0;\n");
-      auto out = compiler->Compile(unique, "sm_90a");
+      auto out = compiler->Compile(unique, arch);
       if (!out.ok()) {
         std::fprintf(stderr, "%s\n", out.status().ToString().c_str());
         return -1;
       }
       return static_cast<long>(out->cubin.size());
     };
-    compile(0);  // the process's first NVRTC call pays a one-time setup
+    if (count == 0) compile(0);  // the first NVRTC call pays a setup
     long bytes = -1;
     std::vector<Sample> samples = Measure(repetitions, compile, &bytes);
-    worst = std::max(worst, Report(name, samples, bytes));
+    const double cpu = Report(name, samples, bytes);
+    worst = std::max(worst, cpu);
+    total += cpu;
+    over += cpu > 200;
+    ++count;
   }
-  std::printf("NVRTC: worst min CPU %.1f ms (target 200 ms)\n", worst);
+  std::printf(
+      "NVRTC %s: %d variants, sum of min CPU %.0f ms, worst %.1f ms, %d over "
+      "the 200 ms target\n",
+      arch.c_str(), count, total, worst, over);
   return 0;
 }
 #endif
@@ -221,6 +222,7 @@ int main(int argc, char** argv) {
   std::string filter;
   int repetitions = 5;
   bool cpu = true, nvrtc = true;
+  std::vector<std::string> archs = {"sm_90a", "sm_80"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--profile" && i + 1 < argc)
@@ -233,16 +235,21 @@ int main(int argc, char** argv) {
       nvrtc = false;
     else if (arg == "--nvrtc-only")
       cpu = false;
+    else if (arg == "--arch" && i + 1 < argc)
+      archs = {argv[++i]};
     else {
       std::fprintf(stderr,
                    "usage: compile_time_bench [--profile FILE] [--repetitions "
-                   "N] [--filter S] [--cpu-only | --nvrtc-only]\n");
+                   "N] [--filter S] [--cpu-only | --nvrtc-only] [--arch "
+                   "sm_XY]\n");
       return 2;
     }
   }
   if (cpu && BenchCpu(profile, repetitions, filter) != 0) return 1;
 #ifdef TAILOR_BENCH_NVRTC
-  if (nvrtc) return BenchNvrtc(repetitions);
+  for (const std::string& arch : archs) {
+    if (nvrtc && BenchNvrtc(profile, arch, repetitions, filter) != 0) return 1;
+  }
 #else
   if (nvrtc) std::printf("\nNVRTC: not built (no CUDA toolkit headers)\n");
 #endif

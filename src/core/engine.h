@@ -34,6 +34,16 @@ class ThreadPool;
 using KernelGenerator =
     absl::FunctionRef<absl::StatusOr<KernelSource>(const SpecKey&)>;
 
+// A generator as a plain function, so that it can be stored with its key and
+// run later on any thread (warm-up jobs, background compiles).
+using KernelGeneratorFn = absl::StatusOr<KernelSource> (*)(const SpecKey&);
+
+// A key and the generator that builds it.
+struct KernelJob {
+  SpecKey key;
+  KernelGeneratorFn generate = nullptr;
+};
+
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(

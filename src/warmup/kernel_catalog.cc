@@ -1,12 +1,16 @@
 #include "warmup/kernel_catalog.h"
 
-#include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/decode_kernels.h"
+#include "backends/cpu/moe_kernels.h"
+#include "backends/cuda/decode_kernels.h"
+#include "backends/cuda/moe_kernels.h"
+#include "ops/attention_kernels.h"
 #include "ops/moe_kernels.h"
-#include "ops/moe_workspace.h"
-#include "plan/piecewise_plan.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
@@ -25,61 +29,88 @@ class JobCollector {
   std::vector<KernelJob> jobs_;
 };
 
-// Every kernel of moe::Experts for one layer: pack, the two grouped GEMMs
-// (gate|up with silu_and_mul, then down) for every tail class, combine.
+// The kernels of one MoE profile section on `target`'s backend: each dtype
+// and routing policy through the backend's own list (the launches' key
+// builders). A backend this build lacks is one `skipped` line.
 absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
-                         JobCollector& jobs) {
+                         JobCollector& jobs,
+                         std::vector<std::string>& skipped) {
   for (DType dtype : layer.dtypes) {
-    jobs.Add(PackKey(target, dtype, layer.hidden), GenerateMoeKernel);
     for (const moe::RoutingPolicy& policy : layer.routing) {
-      TAILOR_ASSIGN_OR_RETURN(std::vector<int32_t> classes,
-                              TailClassesOf(policy));
-      const GroupedGemmShape gate_up = {.dtype = dtype,
-                                        .n = 2 * layer.intermediate,
-                                        .k = layer.hidden,
-                                        .tile_rows = policy.tile_rows,
-                                        .epilogue = moe::Epilogue::kSiluAndMul};
-      const GroupedGemmShape down = {.dtype = dtype,
-                                     .n = layer.hidden,
-                                     .k = layer.intermediate,
-                                     .tile_rows = policy.tile_rows,
-                                     .epilogue = moe::Epilogue::kNone};
-      for (const GroupedGemmShape& shape : {gate_up, down}) {
-        for (int32_t tail_class : classes) {
-          jobs.Add(GroupedGemmKey(target, shape, tail_class),
-                   GenerateMoeKernel);
-        }
+      const MoeLayerShape shape = {.dtype = dtype,
+                                   .experts = layer.experts,
+                                   .topk = layer.topk,
+                                   .hidden = layer.hidden,
+                                   .intermediate = layer.intermediate,
+                                   .policy = policy};
+      absl::StatusOr<std::vector<KernelJob>> kernels =
+          target.backend == BackendKind::kCuda
+              ? cuda::MoeLayerKernels(target, shape)
+              : cpu::MoeLayerKernels(target, shape);
+      if (absl::IsUnavailable(kernels.status())) {
+        skipped.push_back(
+            absl::StrCat(layer.path, ": ", kernels.status().message()));
+        return absl::OkStatus();
       }
+      if (!kernels.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(layer.path, ": ", kernels.status().message()));
+      }
+      for (const KernelJob& job : *kernels) jobs.Add(job.key, job.generate);
     }
-    jobs.Add(CombineKey(target, dtype, layer.hidden, layer.topk),
-             GenerateMoeKernel);
   }
   return absl::OkStatus();
+}
+
+// The kernels of one paged-decode section. A dtype or shape the backend
+// cannot build is one `skipped` line naming why (nothing to precompile).
+void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
+                    JobCollector& jobs, std::vector<std::string>& skipped) {
+  for (DType dtype : layer.dtypes) {
+    const DecodeShape shape = {.dtype = dtype,
+                               .head_dim = layer.head_dim,
+                               .group = layer.heads_q / layer.heads_kv,
+                               .page_size = layer.page_size,
+                               .num_kv_heads = layer.heads_kv};
+    absl::StatusOr<std::vector<KernelJob>> kernels =
+        target.backend == BackendKind::kCuda
+            ? cuda::DecodeLayerKernels(target, shape)
+            : cpu::DecodeLayerKernels(target, shape);
+    if (!kernels.ok()) {
+      skipped.push_back(absl::StrCat(layer.path, " (", DTypeName(dtype),
+                                     "): ", kernels.status().message()));
+      continue;
+    }
+    for (const KernelJob& job : *kernels) jobs.Add(job.key, job.generate);
+  }
+}
+
+bool IsMoeOp(OpKind op) {
+  return op == OpKind::kMoeRoute || op == OpKind::kMoePack ||
+         op == OpKind::kMoeGroupedGemm || op == OpKind::kMoeCombine;
+}
+
+bool IsDecodeOp(OpKind op) {
+  return op == OpKind::kAttentionDecode || op == OpKind::kAttentionDecodeMerge;
 }
 
 }  // namespace
 
 absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key) {
-  const bool moe = key.op == OpKind::kMoePack ||
-                   key.op == OpKind::kMoeGroupedGemm ||
-                   key.op == OpKind::kMoeCombine;
-  if (moe && key.backend == BackendKind::kCpu) return &GenerateMoeKernel;
+  if (key.backend == BackendKind::kCpu) {
+    // moe.route runs on the host on the CPU: no kernel.
+    if (IsMoeOp(key.op) && key.op != OpKind::kMoeRoute) {
+      return &cpu::GenerateMoeKernel;
+    }
+    if (IsDecodeOp(key.op)) return &cpu::GenerateDecodeKernel;
+  }
+  if (key.backend == BackendKind::kCuda) {
+    if (IsMoeOp(key.op)) return &cuda::GenerateMoeKernel;
+    if (key.op == OpKind::kAttentionDecode) return &cuda::GenerateCudaDecode;
+  }
   return absl::NotFoundError(absl::StrCat("this build has no ",
                                           BackendName(key.backend), " ",
                                           GetOpInfo(key.op).name, " kernels"));
-}
-
-absl::StatusOr<std::vector<int32_t>> TailClassesOf(
-    const moe::RoutingPolicy& policy) {
-  TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params, MoePlanParams(policy));
-  std::vector<int32_t> classes = {0};
-  for (int64_t rows = 1; rows < params.tile_rows; ++rows) {
-    TAILOR_ASSIGN_OR_RETURN(int32_t tail_class, TailClassOf(rows, params));
-    if (std::find(classes.begin(), classes.end(), tail_class) == classes.end())
-      classes.push_back(tail_class);
-  }
-  std::sort(classes.begin() + 1, classes.end());
-  return classes;
 }
 
 absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
@@ -87,17 +118,10 @@ absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
   KernelList list;
   JobCollector jobs;
   for (const MoeLayerProfile& layer : profile.moe) {
-    if (target.backend != BackendKind::kCpu) {
-      list.skipped.push_back(absl::StrCat(layer.path, ": this build has no ",
-                                          BackendName(target.backend),
-                                          " MoE kernels yet"));
-      continue;
-    }
-    TAILOR_RETURN_IF_ERROR(AddMoeLayer(target, layer, jobs));
+    TAILOR_RETURN_IF_ERROR(AddMoeLayer(target, layer, jobs, list.skipped));
   }
   for (const PagedDecodeProfile& decode : profile.paged_decode) {
-    list.skipped.push_back(absl::StrCat(
-        decode.path, ": this build has no paged-decode kernels yet"));
+    AddDecodeLayer(target, decode, jobs, list.skipped);
   }
   list.jobs = jobs.Take();
   return list;

@@ -1,12 +1,13 @@
 // warmup/kernel_catalog.h — which kernels a serving profile can need, and
 // how to build any library kernel from its key alone.
 //
-// This is the one place warm-up knows about op families: a family's keys
-// (from its static model dims, dtypes and routing policy, never from ragged
-// sizes) and its generator per backend. When kernel generators move (each
-// backend owning its op families' generators, src/backends/<name>/), only
-// this file is re-pointed. Keys come from the same builders the op fronts
-// launch with (ops/moe_kernels.h), so warm-up and serving cannot disagree.
+// This is the one place warm-up knows about op families: which profile
+// section maps to which family, and which backend lists a family's kernels.
+// The lists themselves live with each backend's launch glue
+// (src/backends/<name>/{moe,decode}_kernels.h: MoeLayerKernels,
+// DecodeLayerKernels) and use the launches' own key builders, so warm-up
+// and serving cannot disagree. A new family adds a profile section, a list
+// per backend, and a line here.
 //
 // Example:
 //   TAILOR_ASSIGN_OR_RETURN(KernelList kernels,
@@ -21,29 +22,16 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend.h"
+#include "core/engine.h"
 #include "core/spec_key.h"
 #include "warmup/profile.h"
 
 namespace tailor::internal {
 
-// A plain function, so that a job can be stored and run on any thread.
-using KernelGeneratorFn = absl::StatusOr<KernelSource> (*)(const SpecKey&);
-
-struct KernelJob {
-  SpecKey key;
-  KernelGeneratorFn generate = nullptr;
-};
-
 // The generator of `key`'s op on `key`'s backend. NotFound naming the op and
 // backend when this build has none (test-only ops, families a backend does
 // not implement yet).
 absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key);
-
-// The tail classes a routing policy can produce, core (0) first:
-// {0, 1, 2, 4, 8, 16} for tile_rows 16 and pow2 tails. InvalidArgument
-// naming policy.tile_rows or policy.tail when the policy is out of range.
-absl::StatusOr<std::vector<int32_t>> TailClassesOf(
-    const moe::RoutingPolicy& policy);
 
 struct KernelList {
   std::vector<KernelJob> jobs;  // distinct keys, in a stable order

@@ -67,7 +67,7 @@ std::optional<moe::RoutingPolicy> ReadRoutingPolicy(
     std::vector<std::string>& errors) {
   FieldReader reader(value, std::move(path), errors);
   std::optional<int64_t> tile_rows =
-      reader.Int("tile_rows", 1, moe::kMaxTileRows);
+      reader.Int("tile_rows", 0, moe::kMaxTileRows);
   std::optional<std::string> tail =
       reader.OneOf("tail", {"pow2", "exact", "full"});
   reader.RejectUnknownFields();

@@ -21,17 +21,22 @@
 //       "intermediate": 768,                I, in [1, 65536]
 //       "dtypes": ["bf16"],                 each bf16 or f32; non-empty
 //       "activation": "silu",               optional, default "silu"
-//       "routing": [{"tile_rows": 16,       in [1, 64]
+//       "routing": [{"tile_rows": 16,       in [0, 128]; 0: the backend's
+//                                           choice (cpu 16; cuda 64, and
+//                                           128 on sm_90a); the backend's
+//                                           own limit applies (cpu 64)
 //                    "tail": "pow2"}]       pow2 | exact | full
 //     },                                    routing: an object or an array;
-//                                           optional, default tile_rows 16,
+//                                           optional, default tile_rows 0,
 //                                           tail pow2 (RoutingPolicy{})
 //     "paged_decode": {                     optional; an object or an array
 //       "heads_q": 32, "heads_kv": 8,       in [1, 1024]; heads_q a
 //                                           multiple of heads_kv
 //       "head_dim": 128,                    in [1, 1024]
 //       "page_size": 16,                    in [1, 4096]
-//       "dtypes": ["bf16"]                  each bf16, f16 or f32
+//       "dtypes": ["bf16"]                  each bf16, f16 or f32 (the
+//                                           kernels take bf16 and f16: f32
+//                                           is listed as skipped)
 //     }
 //   }
 //

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "test_util.h"
 #include "tool_runner.h"
@@ -31,9 +32,15 @@ ToolRun Cache(const std::string& dir, std::vector<std::string> args) {
 }
 
 // Fills `dir` with the small profile's kernels. They are compiled once per
-// build tree (ctest runs every test in its own process) and copied.
+// build of the tools (ctest runs every test in its own process) and copied:
+// a folder per tailor-warmup binary, so that entries of an older build
+// (stale, kept beside the new ones) are never counted.
 void FillCache(const std::string& dir) {
-  const std::string shared = TAILOR_TOOLS_TEST_CACHE_DIR;
+  const std::string shared =
+      absl::StrCat(TAILOR_TOOLS_TEST_CACHE_DIR, "/",
+                   std::filesystem::last_write_time(TAILOR_WARMUP_PATH)
+                       .time_since_epoch()
+                       .count());
   std::filesystem::create_directories(shared);
   std::string profile = shared + "/../small-profile.json";
   WriteTextFile(profile, SmallProfileJson());

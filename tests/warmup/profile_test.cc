@@ -53,7 +53,7 @@ TEST(ProfileTest, ShippedProfilesParse) {
   EXPECT_EQ(qwen->moe[0].intermediate, 768);
   EXPECT_EQ(qwen->moe[0].dtypes, std::vector<DType>{DType::kBF16});
   ASSERT_EQ(qwen->moe[0].routing.size(), 1u);
-  EXPECT_EQ(qwen->moe[0].routing[0].tile_rows, 16);
+  EXPECT_EQ(qwen->moe[0].routing[0].tile_rows, 0);
   EXPECT_EQ(qwen->moe[0].routing[0].tail, moe::TailPolicy::kNextPowerOfTwo);
   ASSERT_EQ(qwen->paged_decode.size(), 1u);
   EXPECT_EQ(qwen->paged_decode[0].heads_kv, 4);
@@ -75,8 +75,8 @@ TEST(ProfileTest, DefaultsAndArrays) {
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->moe.size(), 2u);
   EXPECT_EQ(p->moe[1].path, "moe[1]");
-  ASSERT_EQ(p->moe[0].routing.size(), 1u);  // the default policy
-  EXPECT_EQ(p->moe[0].routing[0].tile_rows, 16);
+  ASSERT_EQ(p->moe[0].routing.size(), 1u);       // the default policy
+  EXPECT_EQ(p->moe[0].routing[0].tile_rows, 0);  // the backend's choice
   EXPECT_EQ(p->moe[1].routing[1].tail, moe::TailPolicy::kFullTile);
   EXPECT_TRUE(p->batch_buckets.empty());
 }
@@ -157,11 +157,11 @@ TEST(ProfileTest, MoeFields) {
 TEST(ProfileTest, RoutingFields) {
   ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 64,
                           "intermediate": 32, "dtypes": ["f32"],
-                          "routing": [{"tile_rows": 0, "tail": "pow3"},
+                          "routing": [{"tile_rows": 129, "tail": "pow3"},
                                       {"tile_rows": 16, "tail": "exact",
                                        "tile": 3}]})"),
-              "profile: moe.routing[0].tile_rows: must be an integer in [1, "
-              "64], got 0; moe.routing[0].tail: must be one of pow2, exact, "
+              "profile: moe.routing[0].tile_rows: must be an integer in [0, "
+              "128], got 129; moe.routing[0].tail: must be one of pow2, exact, "
               "full; got \"pow3\"; moe.routing[1].tile: unknown field "
               "(known: tile_rows, tail)");
 }

@@ -13,8 +13,8 @@
 #include "core/disk_eviction.h"
 #include "core/engine.h"
 #include "core/kernel_cache.h"
+#include "kernels/test_ops.h"
 #include "nlohmann/json.hpp"
-#include "ops/test_ops.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
 

@@ -9,13 +9,13 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/moe_kernels.h"
 #include "core/disk_cache.h"
 #include "core/disk_eviction.h"
 #include "core/engine.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
 #include "nlohmann/json.hpp"
-#include "ops/moe_kernels.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
@@ -48,7 +48,7 @@ std::unique_ptr<Runtime> MakeRuntime(const std::string& cache_dir,
 }
 
 SpecKey PackKey(Runtime& runtime, int64_t hidden) {
-  return internal::PackKey(runtime.engine().target(), DType::kF32, hidden);
+  return internal::cpu::PackKey(runtime.engine().target(), DType::kF32, hidden);
 }
 
 absl::StatusOr<KernelSource> BrokenSource(const SpecKey&) {
@@ -77,10 +77,10 @@ TEST(PrecompileTest, WritesWithoutLoadingThenFindsItOnDisk) {
   auto runtime = MakeRuntime(dir.path());
   KernelCache& cache = runtime->engine().cache();
   SpecKey key = PackKey(*runtime, 64);
-  EXPECT_THAT(cache.CheckOnDisk(key, internal::GenerateMoeKernel),
+  EXPECT_THAT(cache.CheckOnDisk(key, internal::cpu::GenerateMoeKernel),
               StatusIs(absl::StatusCode::kNotFound, "not in the disk cache"));
 
-  auto first = cache.Precompile(key, internal::GenerateMoeKernel);
+  auto first = cache.Precompile(key, internal::cpu::GenerateMoeKernel);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->was_on_disk);
   TAILOR_EXPECT_OK(first->persisted);
@@ -88,9 +88,9 @@ TEST(PrecompileTest, WritesWithoutLoadingThenFindsItOnDisk) {
   EXPECT_GT(first->compile_cpu_seconds, 0);
   EXPECT_TRUE(std::filesystem::exists(first->entry_path));
   EXPECT_EQ(cache.memory_size(), 0u);  // nothing loaded
-  TAILOR_EXPECT_OK(cache.CheckOnDisk(key, internal::GenerateMoeKernel));
+  TAILOR_EXPECT_OK(cache.CheckOnDisk(key, internal::cpu::GenerateMoeKernel));
 
-  auto second = cache.Precompile(key, internal::GenerateMoeKernel);
+  auto second = cache.Precompile(key, internal::cpu::GenerateMoeKernel);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE(second->was_on_disk);
   StatsSnapshot s = runtime->stats();
@@ -101,13 +101,13 @@ TEST(PrecompileTest, WritesWithoutLoadingThenFindsItOnDisk) {
   std::filesystem::resize_file(
       first->entry_path, std::filesystem::file_size(first->entry_path) - 8);
   EXPECT_THAT(
-      cache.CheckOnDisk(key, internal::GenerateMoeKernel),
+      cache.CheckOnDisk(key, internal::cpu::GenerateMoeKernel),
       StatusIs(absl::StatusCode::kDataLoss, HasSubstr("corrupt: payload is ")));
-  auto repaired = cache.Precompile(key, internal::GenerateMoeKernel);
+  auto repaired = cache.Precompile(key, internal::cpu::GenerateMoeKernel);
   ASSERT_TRUE(repaired.ok()) << repaired.status();
   EXPECT_FALSE(repaired->was_on_disk);
   EXPECT_EQ(runtime->stats().corrupt_entries, 1u);
-  TAILOR_EXPECT_OK(cache.CheckOnDisk(key, internal::GenerateMoeKernel));
+  TAILOR_EXPECT_OK(cache.CheckOnDisk(key, internal::cpu::GenerateMoeKernel));
 }
 
 TEST(PrecompileTest, ABrokenTemplateIsAnErrorWithTheCompilerLog) {
@@ -125,7 +125,7 @@ TEST(PrecompileTest, NeedsADiskAndTheJit) {
   auto strict = MakeRuntime(dir.path(), 0, /*disable_jit=*/true);
   EXPECT_THAT(
       strict->engine().cache().Precompile(PackKey(*strict, 64),
-                                          internal::GenerateMoeKernel),
+                                          internal::cpu::GenerateMoeKernel),
       StatusIs(absl::StatusCode::kFailedPrecondition,
                HasSubstr("TAILOR_DISABLE_JIT is set and kernel moe.pack/")));
   Runtime::Options options;
@@ -134,14 +134,14 @@ TEST(PrecompileTest, NeedsADiskAndTheJit) {
   options.log_level = "error";
   auto memory_only = Runtime::Create(options);
   ASSERT_TRUE(memory_only.ok());
-  EXPECT_THAT(
-      (*memory_only)
-          ->engine()
-          .cache()
-          .Precompile(PackKey(**memory_only, 64), internal::GenerateMoeKernel),
-      StatusIs(absl::StatusCode::kFailedPrecondition,
-               HasSubstr("the disk cache is off, so nothing would "
-                         "persist")));
+  EXPECT_THAT((*memory_only)
+                  ->engine()
+                  .cache()
+                  .Precompile(PackKey(**memory_only, 64),
+                              internal::cpu::GenerateMoeKernel),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the disk cache is off, so nothing would "
+                                 "persist")));
 }
 
 TEST(RuntimeHistoryTest, ListsExactlyTheKeysARuntimeUsed) {
@@ -196,10 +196,10 @@ TEST(DiskRecencyTest, LoadsAndSteadyMemoryHitsKeepEntriesYoung) {
   SpecKey key = PackKey(*runtime, 64);
   // Hits 1 .. kHitsPerTouch - 1 touch nothing; hit kHitsPerTouch does.
   for (uint32_t i = 0; i + 1 < internal::kHitsPerTouch; ++i) {
-    ASSERT_TRUE(engine.GetKernel(key, internal::GenerateMoeKernel).ok());
+    ASSERT_TRUE(engine.GetKernel(key, internal::cpu::GenerateMoeKernel).ok());
   }
   EXPECT_LT(MtimeSeconds(entry), time(nullptr) - 3000);  // not yet
-  ASSERT_TRUE(engine.GetKernel(key, internal::GenerateMoeKernel).ok());
+  ASSERT_TRUE(engine.GetKernel(key, internal::cpu::GenerateMoeKernel).ok());
   EXPECT_GT(MtimeSeconds(entry), time(nullptr) - 60);
 }
 
@@ -222,7 +222,7 @@ TEST(DiskLimitTest, ServingEvictsTheOldestEntriesPastTheLimit) {
           PackKey(*runtime, 64).FileStem(),
           runtime->engine().cache().IdentityFor(
               PackKey(*runtime, 64),
-              *internal::GenerateMoeKernel(PackKey(*runtime, 64))))));
+              *internal::cpu::GenerateMoeKernel(PackKey(*runtime, 64))))));
 }
 
 // Captures what the "tailor" logger writes while it lives.
