@@ -53,7 +53,8 @@ inputs (one of):
   --profile FILE       a serving profile (tools/profiles/*.json; the schema is
                        documented in src/warmup/profile.h)
   --from-history FILE  the specializations a server used, as exported by
-                       Runtime::SpecializationHistoryJson()
+                       Runtime::SpecializationHistoryJson() or served at
+                       GET /specializations by its stats endpoint
   --model NAME         a built-in MoE shape (--list-models), or --topk,
                        --hidden and --intermediate; with --dtype bf16|f32,
                        --tile-rows N and --tail pow2|exact|full

@@ -43,6 +43,23 @@ class Runtime {
   // Options::cache_max_bytes value that turns the disk size limit off.
   static constexpr uint64_t kNoCacheSizeLimit = ~uint64_t{0};
 
+  // How a call meets a kernel that is not cached yet.
+  enum class JitMode {
+    kDefault = 0,  // $TAILOR_JIT_MODE ("blocking" | "background"), else
+                   // blocking
+    // The call compiles the kernel (or waits for the thread compiling it).
+    kBlocking = 1,
+    // The call runs at once on its op family's generic kernel (runtime
+    // shapes, built into the library), and the specialized kernel is
+    // compiled on the compile threads; later calls use it once it is ready.
+    // A failed background compile is logged and counted once
+    // (StatsSnapshot::background_compile_failures) and the generic kernel
+    // keeps serving that key. Families without a generic kernel block as in
+    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) has
+    // one; paged decode and the CUDA kernels do not yet.
+    kBackground = 2,
+  };
+
   struct Options {
     // kAuto picks the first available of cuda, hip, cpu.
     BackendKind backend = BackendKind::kAuto;
@@ -75,6 +92,9 @@ class Runtime {
     // memory nor on disk is an error (FailedPrecondition naming the key)
     // instead of a compile.
     bool disable_jit = false;
+    // See JitMode. With disable_jit too, background mode never compiles:
+    // keys on disk are loaded in the background, the rest stay generic.
+    JitMode jit_mode = JitMode::kDefault;
     // Serve this runtime's stats over HTTP (GET /metrics: Prometheus text,
     // /stats: JSON, /healthz) at "host:port" (":port" or "port": host
     // 127.0.0.1; port 0: a free port, see stats_address()). Runtimes given

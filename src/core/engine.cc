@@ -36,6 +36,13 @@ absl::Status ValidateOptions(const Runtime::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device_index: must be 0 for the cpu backend, got ", o.device_index));
   }
+  if (o.jit_mode != Runtime::JitMode::kDefault &&
+      o.jit_mode != Runtime::JitMode::kBlocking &&
+      o.jit_mode != Runtime::JitMode::kBackground) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "jit_mode: must be kDefault, kBlocking or kBackground, got ",
+        static_cast<int>(o.jit_mode)));
+  }
   if (o.memory_cache_capacity == 0) {
     return absl::InvalidArgumentError(
         "memory_cache_capacity: must be >= 1, got 0");
@@ -49,6 +56,25 @@ absl::Status ValidateOptions(const Runtime::Options& o) {
         absl::StrCat("cpu_threads: must be in [0, 4096], got ", o.cpu_threads));
   }
   return absl::OkStatus();
+}
+
+// Options::jit_mode resolved: background or not. An unknown
+// $TAILOR_JIT_MODE is reported and blocking applies.
+bool BackgroundJit(const Runtime::Options& options) {
+  if (options.jit_mode != Runtime::JitMode::kDefault) {
+    return options.jit_mode == Runtime::JitMode::kBackground;
+  }
+  const char* env = std::getenv("TAILOR_JIT_MODE");
+  if (env == nullptr || *env == '\0') return false;
+  const absl::string_view mode = env;
+  if (mode == "background") return true;
+  if (mode != "blocking") {
+    Logger().warn(
+        "TAILOR_JIT_MODE: expected blocking or background, got \"{}\"; "
+        "using blocking",
+        mode);
+  }
+  return false;
 }
 
 // The disk cache size limit in bytes (0: none): the option, else
@@ -107,6 +133,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
           .compile_threads = compile_threads,
           .disk = OpenDiskCache(options),
           .disk_max_bytes = DiskCacheMaxBytes(options)});
+  engine->background_jit_ = BackgroundJit(options);
   Logger().debug(
       "runtime ready: backend {} arch {} cache {}",
       BackendName(engine->backend_->kind()), engine->backend_->arch(),
@@ -130,6 +157,18 @@ KeyTarget Engine::target() const {
 absl::StatusOr<std::shared_ptr<Kernel>> Engine::GetKernel(
     const SpecKey& key, KernelGenerator generate) {
   return cache_->Get(key, generate);
+}
+
+std::shared_ptr<Kernel> Engine::TryGetKernel(const SpecKey& key,
+                                             KernelGeneratorFn generate) {
+  return cache_->TryGet(key, generate);
+}
+
+absl::Status Engine::LaunchFallback(OpKind op, const Kernel& generic,
+                                    const LaunchConfig& config,
+                                    const void* params, size_t params_size) {
+  stats_->Add(stats_->fallback_launches);
+  return Launch(op, generic, config, params, params_size);
 }
 
 absl::Status Engine::Launch(OpKind op, const Kernel& kernel,

@@ -63,6 +63,19 @@ class Engine {
   absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
                                                     KernelGenerator generate);
 
+  // Background JIT (Runtime::Options::jit_mode resolved): op families with
+  // a generic kernel ask TryGetKernel instead of GetKernel and launch the
+  // generic kernel with LaunchFallback while it returns null.
+  bool background_jit() const { return background_jit_; }
+  // The kernel when it is ready; else null at once, its resolve queued
+  // (KernelCache::TryGet).
+  std::shared_ptr<Kernel> TryGetKernel(const SpecKey& key,
+                                       KernelGeneratorFn generate);
+  // Launch, counted also as a fallback launch (StatsSnapshot).
+  absl::Status LaunchFallback(OpKind op, const Kernel& generic,
+                              const LaunchConfig& config, const void* params,
+                              size_t params_size);
+
   absl::Status Launch(OpKind op, const Kernel& kernel,
                       const LaunchConfig& config, const void* params,
                       size_t params_size);
@@ -81,6 +94,7 @@ class Engine {
   std::unique_ptr<Stats> stats_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KernelCache> cache_;
+  bool background_jit_ = false;
 };
 
 }  // namespace tailor::internal

@@ -97,14 +97,21 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(
   std::string disk_path;
   absl::StatusOr<std::shared_ptr<Kernel>> result =
       Resolve(key, generate, disk_path);
+  Publish(entry, result, std::move(disk_path));
+  return result;
+}
 
+void KernelCache::Publish(const std::shared_ptr<Entry>& entry,
+                          absl::StatusOr<std::shared_ptr<Kernel>> result,
+                          std::string disk_path) {
   absl::MutexLock lock(&mu_);
-  entry->result = result;
+  const bool ok = result.ok();
+  entry->result = std::move(result);
   entry->disk_path = std::move(disk_path);
   entry->ready = true;
-  if (!result.ok()) {
+  if (!ok) {
     // Do not cache failures: the next Get tries again.
-    auto it = index_.find(hash);
+    auto it = index_.find(entry->key.Hash());
     if (it != index_.end() && *it->second == entry) {
       lru_.erase(it->second);
       index_.erase(it);
@@ -112,7 +119,93 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(
   } else {
     EvictIfFull();
   }
-  return result;
+}
+
+KernelCache::~KernelCache() {
+  std::vector<std::thread> workers;
+  {
+    absl::MutexLock lock(&background_mu_);
+    background_stopping_ = true;
+    stats_.pending_compiles.fetch_sub(background_queue_.size(),
+                                      std::memory_order_relaxed);
+    background_queue_.clear();
+    workers.swap(background_workers_);
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
+std::shared_ptr<Kernel> KernelCache::TryGet(const SpecKey& key,
+                                            KernelGeneratorFn generate) {
+  const Hash128 hash = key.Hash();
+  std::shared_ptr<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = index_.find(hash);
+    if (it != index_.end() && (*it->second)->key == key) {
+      if (!(*it->second)->ready) return nullptr;  // resolving: do not wait
+      stats_.Add(stats_.lookups);
+      stats_.Add(stats_.memory_hits);
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return *(*it->second)->result;  // ready entries in the index are ok
+    }
+    if (background_failed_.contains(hash)) return nullptr;
+    stats_.Add(stats_.lookups);
+    entry = std::make_shared<Entry>();
+    entry->key = key;
+    lru_.push_front(entry);
+    index_[hash] = lru_.begin();
+  }
+  Enqueue({.entry = std::move(entry), .generate = generate});
+  return nullptr;
+}
+
+void KernelCache::Enqueue(BackgroundJob job) {
+  absl::MutexLock lock(&background_mu_);
+  if (background_stopping_) return;
+  stats_.pending_compiles.fetch_add(1, std::memory_order_relaxed);
+  background_queue_.push_back(std::move(job));
+  if (background_workers_.size() <
+      static_cast<size_t>(config_.compile_threads)) {
+    background_workers_.emplace_back([this] { BackgroundLoop(); });
+  }
+}
+
+void KernelCache::BackgroundLoop() {
+  while (true) {
+    BackgroundJob job;
+    {
+      absl::MutexLock lock(&background_mu_);
+      background_mu_.Await(absl::Condition(
+          +[](KernelCache* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->background_mu_) {
+            return c->background_stopping_ || !c->background_queue_.empty();
+          },
+          this));
+      if (background_stopping_) return;
+      job = std::move(background_queue_.front());
+      background_queue_.pop_front();
+    }
+    RunBackground(job);
+    stats_.pending_compiles.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void KernelCache::RunBackground(const BackgroundJob& job) {
+  const SpecKey& key = job.entry->key;
+  std::string disk_path;
+  absl::StatusOr<std::shared_ptr<Kernel>> result =
+      Resolve(key, job.generate, disk_path);
+  if (!result.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      background_failed_.insert(key.Hash());
+    }
+    stats_.Add(stats_.background_compile_failures);
+    Logger().error(
+        "background compile of {} failed; its generic kernel keeps serving "
+        "it: {}",
+        key.ToString(), result.status().message());
+  }
+  Publish(job.entry, std::move(result), std::move(disk_path));
 }
 
 absl::Status KernelCache::Prepare(const SpecKey& key, KernelGenerator generate,

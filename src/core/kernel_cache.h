@@ -16,17 +16,30 @@
 // (core/disk_eviction.h). Loading an entry from disk, and every
 // kHitsPerTouch-th memory hit of a kernel, refreshes the entry's recency.
 //
+// TryGet serves background JIT: it never waits. A miss queues the key's
+// resolve (disk, else compile) on the cache's compile workers (at most
+// compile_threads, started on first use) and returns null, so that the
+// caller runs its op family's generic kernel; later TryGets return the
+// kernel once it is ready. Blocking Gets of a queued key wait for that one
+// resolve (single flight holds across both). A background resolve that
+// fails is counted (background_compile_failures) and logged once, and the
+// key is not retried by TryGet: the generic kernel keeps serving it.
+//
 // Precompile and CheckOnDisk serve tailor-warmup: they make sure of (or look
 // at) the disk entry of a key without loading anything into memory.
 #ifndef TAILOR_CORE_KERNEL_CACHE_H_
 #define TAILOR_CORE_KERNEL_CACHE_H_
 
+#include <deque>
 #include <list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backend.h"
@@ -58,9 +71,18 @@ class KernelCache {
   };
 
   KernelCache(Backend& backend, Stats& stats, Config config);
+  // Waits for the background resolve running on each worker; drops the
+  // queued ones.
+  ~KernelCache();
 
   absl::StatusOr<std::shared_ptr<Kernel>> Get(const SpecKey& key,
                                               KernelGenerator generate);
+
+  // The kernel for `key` when memory holds it; else null at once, with a
+  // resolve of `key` queued or already under way (see the file comment).
+  // Never waits for a compile, a disk read or another thread's resolve.
+  std::shared_ptr<Kernel> TryGet(const SpecKey& key,
+                                 KernelGeneratorFn generate);
 
   // Makes sure the disk cache holds a valid entry for `key` without loading
   // it: reads and verifies an existing entry, else compiles and writes one.
@@ -93,6 +115,11 @@ class KernelCache {
   struct Entry;
   using LruList = std::list<std::shared_ptr<Entry>>;
 
+  struct BackgroundJob {
+    std::shared_ptr<Entry> entry;
+    KernelGeneratorFn generate;
+  };
+
   struct Timing {
     double wall_seconds = 0;
     double cpu_seconds = 0;
@@ -119,6 +146,15 @@ class KernelCache {
   absl::Status StoreBinary(const SpecKey& key, const EntryIdentity& id,
                            absl::string_view binary);
   void EvictIfFull() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the outcome of resolving `entry` (Get's end and the workers'):
+  // a failure leaves the index, so that the next Get tries again.
+  void Publish(const std::shared_ptr<Entry>& entry,
+               absl::StatusOr<std::shared_ptr<Kernel>> result,
+               std::string disk_path) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `job`, starting a worker when fewer than compile_threads run.
+  void Enqueue(BackgroundJob job);
+  void BackgroundLoop();
+  void RunBackground(const BackgroundJob& job);
 
   Backend& backend_;
   Stats& stats_;
@@ -127,6 +163,14 @@ class KernelCache {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Hash128, LruList::iterator> index_ ABSL_GUARDED_BY(mu_);
   LruList lru_ ABSL_GUARDED_BY(mu_);  // front = most recently used
+
+  // Keys whose background resolve failed: TryGet does not queue them again.
+  absl::flat_hash_set<Hash128> background_failed_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex background_mu_;
+  std::deque<BackgroundJob> background_queue_ ABSL_GUARDED_BY(background_mu_);
+  std::vector<std::thread> background_workers_ ABSL_GUARDED_BY(background_mu_);
+  bool background_stopping_ ABSL_GUARDED_BY(background_mu_) = false;
 
   absl::Mutex compile_mu_;
   int compiles_running_ ABSL_GUARDED_BY(compile_mu_) = 0;

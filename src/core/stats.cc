@@ -86,6 +86,9 @@ StatsSnapshot Stats::Snapshot() const {
   s.disk_write_failures = get(disk_write_failures);
   s.disk_evictions = get(disk_evictions);
   s.memory_evictions = get(memory_evictions);
+  s.fallback_launches = get(fallback_launches);
+  s.pending_compiles = get(pending_compiles);
+  s.background_compile_failures = get(background_compile_failures);
   s.plan_useful_rows = get(plan_useful_rows);
   s.plan_executed_rows = get(plan_executed_rows);
   s.workspace_bytes = workspace_bytes->load(std::memory_order_relaxed);
@@ -141,6 +144,9 @@ std::string StatsSnapshot::ToJson() const {
       {"disk_evictions", disk_evictions},
       {"memory_evictions", memory_evictions},
       {"launches", launches},
+      {"fallback_launches", fallback_launches},
+      {"pending_compiles", pending_compiles},
+      {"background_compile_failures", background_compile_failures},
       {"descriptor_encodes", descriptor_encodes},
       {"descriptor_reuses", descriptor_reuses},
       {"plan_useful_rows", plan_useful_rows},

@@ -85,6 +85,12 @@ class Stats {
   std::atomic<uint64_t> disk_write_failures{0};
   std::atomic<uint64_t> disk_evictions{0};
   std::atomic<uint64_t> memory_evictions{0};
+  // Background JIT: launches of a generic kernel standing in for a
+  // specialization not ready yet; resolves queued or running; background
+  // resolves that failed (one per key).
+  std::atomic<uint64_t> fallback_launches{0};
+  std::atomic<uint64_t> pending_compiles{0};
+  std::atomic<uint64_t> background_compile_failures{0};
   std::atomic<uint64_t> plan_useful_rows{0};
   std::atomic<uint64_t> plan_executed_rows{0};
   // Shared with the workspaces that hold a share of it (GaugeShare), so

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/moe_generic.h"
+#include "core/stats.h"
 #include "ops/moe_checks.h"
 #include "tailor/status.h"
 #include "templates/cpu/moe_params.h"
@@ -81,11 +83,32 @@ absl::Status RequireHostPlan(const MoePlanRef& plan) {
 
 }  // namespace
 
+namespace {
+
+int TestSlot(OpKind op) {
+  return op == OpKind::kMoePack ? 0 : op == OpKind::kMoeGroupedGemm ? 1 : 2;
+}
+
+}  // namespace
+
+void CpuMoeKernels::SetGeneratorForTesting(OpKind op,
+                                           KernelGeneratorFn generate) {
+  test_generators_[TestSlot(op)].store(generate);
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> CpuMoeKernels::KernelFor(
+    Engine& engine, const SpecKey& key, KernelGeneratorFn library) {
+  KernelGeneratorFn generate = test_generators_[TestSlot(key.op)].load();
+  if (generate == nullptr) generate = library;
+  if (engine.background_jit()) return engine.TryGetKernel(key, generate);
+  return engine.GetKernel(key, generate);
+}
+
 absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
   if (launch.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), launch.dtype, launch.hidden_dim);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GeneratePack));
+                          KernelFor(engine, key, &GeneratePack));
   MoePackParams params = {.hidden = launch.hidden,
                           .permutation = launch.permutation,
                           .a = launch.a,
@@ -93,6 +116,12 @@ absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.rows);  // R < 2^31
   config.block.x = kRowsPerChunk;
+  if (kernel == nullptr) {
+    const GenericPackParams generic = {
+        .base = params, .dtype = launch.dtype, .hidden = launch.hidden_dim};
+    return engine.LaunchFallback(key.op, GenericPackKernel(), config, &generic,
+                                 sizeof(generic));
+  }
   return engine.Launch(key.op, *kernel, config, params);
 }
 
@@ -205,13 +234,15 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
   constexpr size_t kBatch = 16;
   std::array<std::shared_ptr<Kernel>, kBatch> kernels;
   std::array<MoeGroupedGemmParams, kBatch> params;
+  std::array<GenericGemmParams, kBatch> generic;  // background JIT fallbacks
+  size_t fallbacks = 0;
   std::array<LaunchRequest, kBatch> requests;
   size_t pending = 0;
   for (const plan::VariantRange& range : plan.variants()) {
     if (range.size() == 0) continue;
     SpecKey key = GroupedGemmKey(engine, launch, range.tail_class);
     TAILOR_ASSIGN_OR_RETURN(kernels[pending],
-                            engine.GetKernel(key, GenerateGroupedGemm));
+                            KernelFor(engine, key, &GenerateGroupedGemm));
     params[pending] = {.a = launch.a,
                        .w = launch.w,
                        .c = launch.c,
@@ -223,6 +254,17 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
     request = {.kernel = kernels[pending].get(),
                .params = &params[pending],
                .params_size = sizeof(MoeGroupedGemmParams)};
+    if (kernels[pending] == nullptr) {  // not compiled yet: the generic one
+      generic[pending] = {.base = params[pending],
+                          .dtype = launch.dtype,
+                          .n = launch.n,
+                          .k = launch.k,
+                          .gated = gated};
+      request.kernel = &GenericGemmKernel();
+      request.params = &generic[pending];
+      request.params_size = sizeof(GenericGemmParams);
+      ++fallbacks;
+    }
     request.config.grid = {.x = static_cast<uint32_t>(range.size()),
                            .y = n_tiles};
     const int64_t rows =
@@ -231,12 +273,15 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
     request.config.block.x = static_cast<uint32_t>(
         std::max<int64_t>(1, kMinMacsPerChunk / macs_per_item));
     if (++pending == kBatch) {
+      engine.stats().Add(engine.stats().fallback_launches, fallbacks);
+      fallbacks = 0;
       TAILOR_RETURN_IF_ERROR(engine.LaunchBatch(
           OpKind::kMoeGroupedGemm, absl::MakeSpan(requests.data(), pending)));
       pending = 0;
     }
   }
   if (pending == 0) return absl::OkStatus();
+  engine.stats().Add(engine.stats().fallback_launches, fallbacks);
   return engine.LaunchBatch(OpKind::kMoeGroupedGemm,
                             absl::MakeSpan(requests.data(), pending));
 }
@@ -247,7 +292,7 @@ absl::Status CpuMoeKernels::Combine(Engine& engine,
   const SpecKey key =
       CombineKey(engine.target(), launch.dtype, launch.hidden_dim, launch.topk);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GenerateCombine));
+                          KernelFor(engine, key, &GenerateCombine));
   MoeCombineParams params = {.c = launch.c,
                              .weights = launch.weights,
                              .inverse = launch.inverse,
@@ -255,6 +300,14 @@ absl::Status CpuMoeKernels::Combine(Engine& engine,
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.tokens);  // T < 2^31
   config.block.x = kRowsPerChunk;
+  if (kernel == nullptr) {
+    const GenericCombineParams generic = {.base = params,
+                                          .dtype = launch.dtype,
+                                          .hidden = launch.hidden_dim,
+                                          .topk = launch.topk};
+    return engine.LaunchFallback(key.op, GenericCombineKernel(), config,
+                                 &generic, sizeof(generic));
+  }
   return engine.Launch(key.op, *kernel, config, params);
 }
 

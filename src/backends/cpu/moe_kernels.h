@@ -12,10 +12,17 @@
 // GroupedGemm launches the plan's core variant and one variant per tail
 // class present, as batches of independent launches (their work items share
 // one parallel loop).
+//
+// Background JIT (Engine::background_jit): a kernel not ready yet is
+// replaced, launch by launch, by its generic kernel (moe_generic.h), while
+// the specialized one compiles on the cache's compile workers.
 #ifndef TAILOR_BACKENDS_CPU_MOE_KERNELS_H_
 #define TAILOR_BACKENDS_CPU_MOE_KERNELS_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/engine.h"
@@ -35,6 +42,21 @@ class CpuMoeKernels final : public MoeKernels {
   absl::Status GroupedGemm(Engine& engine,
                            const GroupedGemmLaunch& launch) override;
   absl::Status Combine(Engine& engine, const CombineLaunch& launch) override;
+
+  // Tests: generate `op`'s (moe.pack, moe.grouped_gemm, moe.combine)
+  // specialized kernels with `generate` instead of the library's templates
+  // (null: the library's again), e.g. a source that does not compile.
+  void SetGeneratorForTesting(OpKind op, KernelGeneratorFn generate);
+
+ private:
+  // The kernel for `key`: blocking, or in background mode the ready kernel
+  // or null (serve the generic one).
+  absl::StatusOr<std::shared_ptr<Kernel>> KernelFor(Engine& engine,
+                                                    const SpecKey& key,
+                                                    KernelGeneratorFn library);
+
+  // Test overrides by op: pack, grouped GEMM, combine.
+  std::array<std::atomic<KernelGeneratorFn>, 3> test_generators_{};
 };
 
 // ---- keys and sources without a launch (tests, warm-up)
