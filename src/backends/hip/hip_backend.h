@@ -42,7 +42,9 @@ class HipKernel final : public tailor::internal::Kernel {
   HipKernel(const HipRuntimeApi& api, hipModule_t module,
             hipFunction_t function)
       : api_(api), module_(module), function_(function) {}
-  ~HipKernel() override { api_.ModuleUnload(module_); }
+  // An unload error cannot be reported from here; it leaks at most the
+  // module.
+  ~HipKernel() override { (void)api_.ModuleUnload(module_); }
   hipFunction_t function() const { return function_; }
 
  private:

@@ -140,8 +140,8 @@ absl::Status HiprtcCompiler::CheckTarget(absl::string_view target) const {
   return absl::UnimplementedError(absl::StrCat(
       "target ", processor, ": hiprtc ", api_->VersionString(),
       " cannot compile for it: its code-object manager (", api_->comgr_path,
-      ") does not know it (MI300, gfx940/gfx941/gfx942, needs ROCm 5.7 or "
-      "newer; this comgr knows ",
+      ") does not know it (MI300, gfx940/gfx941/gfx942, needs a newer ROCm: "
+      "6.0 or later supports MI300X; this comgr knows ",
       absl::StrJoin(known, " "), ")"));
 }
 

@@ -170,6 +170,29 @@ HipLaunchPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l, SpecKey key,
 
 // ---- Route ------------------------------------------------------------------
 
+std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
+                                        SpecKey key, void* stream) {
+  // At least one segment: an empty step still plans (zero counts).
+  const uint32_t segments =
+      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
+  const uint32_t expert_bytes = static_cast<uint32_t>(4 * experts);
+  const int waves = HipRouteScatterWaves(experts);
+  if (segments == 1 && waves == kHipRouteCountThreads / 64) {
+    key.variant = kMoeRouteFused;  // one block counts, plans and scatters
+    return {{key, Config(1, 1, kHipRouteCountThreads,
+                         (1 + waves) * expert_bytes, stream)}};
+  }
+  std::vector<HipLaunchPlan> launches;
+  key.variant = kMoeRouteCountPlan;
+  launches.push_back(
+      {key, Config(segments, 1, kHipRouteCountThreads, expert_bytes, stream)});
+  key.variant = kMoeRouteScatter;
+  key.dims = {waves};
+  launches.push_back({key, Config(segments, 1, 64 * waves,
+                                  (1 + waves) * expert_bytes, stream)});
+  return launches;
+}
+
 int64_t HipMoeKernels::RouteScratchBytes(int64_t max_assignments,
                                          int64_t num_experts) const {
   const int64_t segments =
@@ -218,27 +241,13 @@ absl::Status HipMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
                                        kMoeRouteHeaderBytes);
   std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
 
-  const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
-  const int waves = HipRouteScatterWaves(l.experts);
-  SpecKey key = engine.MakeKey(OpKind::kMoeRoute);
-  if (segments == 1 && waves == kHipRouteCountThreads / 64) {
-    key.variant = kMoeRouteFused;
-    return LaunchKernel(engine, key, GenerateRoute,
-                        Config(1, 1, kHipRouteCountThreads,
-                               (1 + waves) * expert_bytes, l.stream),
-                        &p, sizeof(p));
+  for (const HipLaunchPlan& launch :
+       PlanHipRoute(assignments, l.experts, engine.MakeKey(OpKind::kMoeRoute),
+                    l.stream)) {
+    TAILOR_RETURN_IF_ERROR(LaunchKernel(engine, launch.key, GenerateRoute,
+                                        launch.config, &p, sizeof(p)));
   }
-  key.variant = kMoeRouteCountPlan;
-  TAILOR_RETURN_IF_ERROR(LaunchKernel(
-      engine, key, GenerateRoute,
-      Config(segments, 1, kHipRouteCountThreads, expert_bytes, l.stream), &p,
-      sizeof(p)));
-  key.variant = kMoeRouteScatter;
-  key.dims = {waves};
-  return LaunchKernel(
-      engine, key, GenerateRoute,
-      Config(segments, 1, 64 * waves, (1 + waves) * expert_bytes, l.stream), &p,
-      sizeof(p));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RouteErrors> HipMoeKernels::TakeRouteErrors(Engine&,

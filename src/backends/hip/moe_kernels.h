@@ -21,6 +21,7 @@
 #define TAILOR_BACKENDS_HIP_MOE_KERNELS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/engine.h"
@@ -51,6 +52,14 @@ struct HipLaunchPlan {
 HipLaunchPlan PlanHipGroupedGemm(const tailor::internal::GroupedGemmLaunch& l,
                                  tailor::internal::SpecKey key,
                                  int compute_units);
+
+// The Route launches of a step of `assignments` (T * k) over `experts`
+// local experts: one fused launch when one block holds the step and the
+// scatter gets 4 waves, else count+plan then scatter over segments of
+// kMoeRouteSegment assignments (waves chosen so the scatter's LDS fits).
+std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
+                                        tailor::internal::SpecKey key,
+                                        void* stream);
 
 class HipMoeKernels final : public tailor::internal::MoeKernels {
  public:
