@@ -50,6 +50,21 @@
 
 namespace tailor::hip {
 
+// gfx908 (MI100) has MFMA but not the bf16 "_1k" instructions. A kernel that
+// uses them must static_assert this: otherwise LLVM aborts the process in
+// instruction selection ("Cannot select: intrinsic
+// llvm.amdgcn.mfma.f32.16x16x16bf16.1k"), taking hiprtc's caller with it.
+// The host glue sends gfx908 to the SIMT kernels (HasMfmaBf16).
+#if defined(__gfx908__)
+inline constexpr bool kHasMfmaBf16 = false;
+#else
+inline constexpr bool kHasMfmaBf16 = true;
+#endif
+
+}  // namespace tailor::hip
+
+namespace tailor::hip {
+
 typedef short Bf16x4 __attribute__((ext_vector_type(4)));
 typedef float Floatx4 __attribute__((ext_vector_type(4)));
 

@@ -76,6 +76,10 @@ TAILOR_HIP_DEVICE int HipWRow(int n_tile, int n) {
 // =============================================================================
 template <int kN, int kK, int kTileRows, int kEpilogue>
 struct MoeGroupedGemmMfma {
+  // (kN > 0 makes the assertion dependent: checked when instantiated.)
+  static_assert(kN > 0 && kHasMfmaBf16,
+                "bf16 _1k MFMAs need gfx90a or gfx94x, not gfx908 (the host "
+                "runs MoeGroupedGemmSimtHip there)");
   static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
   static_assert(kK % 8 == 0, "rows of A and W must be 16-byte aligned");
   static_assert(kTileRows >= 1 && kTileRows <= kMoeMaxTileRows,

@@ -35,7 +35,8 @@ HipBackend::HipBackend(const HipRuntimeApi* runtime, Device device,
       headers_hash_(tailor::internal::HashEmbeddedFiles(
           {"runtime/hip/", "templates/hip/", "runtime/cuda/",
            "templates/cuda/"})),
-      moe_kernels_(*this, info_.compute_units),
+      moe_kernels_(*this, info_.compute_units,
+                   HasMfmaBf16(GfxProcessor(info_.target))),
       decode_kernels_(*this, info_.compute_units) {}
 
 absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Create(

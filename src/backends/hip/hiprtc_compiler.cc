@@ -104,6 +104,10 @@ bool IsCdnaProcessor(absl::string_view processor) {
   return false;
 }
 
+bool HasMfmaBf16(absl::string_view processor) {
+  return IsCdnaProcessor(processor) && processor != "gfx908";
+}
+
 absl::StatusOr<HiprtcCompiler> HiprtcCompiler::Create(
     const HiprtcCompilerOptions& options) {
   HiprtcCompiler compiler;

@@ -96,6 +96,10 @@ absl::string_view GfxProcessor(absl::string_view target);
 // written for: gfx908, gfx90a, gfx940, gfx941, gfx942.
 bool IsCdnaProcessor(absl::string_view processor);
 
+// True for the processors with the bf16 "_1k" MFMA instructions the MFMA
+// grouped GEMM is built on: gfx90a, gfx940, gfx941, gfx942 (not gfx908).
+bool HasMfmaBf16(absl::string_view processor);
+
 }  // namespace tailor::hip
 
 #endif  // TAILOR_BACKENDS_HIP_HIPRTC_COMPILER_H_

@@ -147,9 +147,10 @@ absl::StatusOr<KernelSource> GenerateHipMoeKernel(const SpecKey& key) {
 }
 
 HipLaunchPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l, SpecKey key,
-                                 int compute_units) {
+                                 int compute_units, bool has_mfma_bf16) {
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
-  const bool mfma = HipGemmUsesMfma(l.dtype == DType::kBF16, l.k);
+  const bool mfma =
+      has_mfma_bf16 && HipGemmUsesMfma(l.dtype == DType::kBF16, l.k);
   const int64_t max_tiles = l.plan.max_work * HipGemmNTiles(mfma, gated, l.n);
   key.dtypes = {l.dtype, l.dtype, DType::kF32};
   key.dims = {l.n, l.k};
@@ -294,8 +295,9 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the hip backend needs a device plan");
   }
-  const HipLaunchPlan plan = PlanHipGroupedGemm(
-      l, engine.MakeKey(OpKind::kMoeGroupedGemm), compute_units_);
+  const HipLaunchPlan plan =
+      PlanHipGroupedGemm(l, engine.MakeKey(OpKind::kMoeGroupedGemm),
+                         compute_units_, has_mfma_bf16_);
   if (plan.config.grid.x == 0) return absl::OkStatus();
   MoeGroupedGemmParams p = {
       .a = l.a,

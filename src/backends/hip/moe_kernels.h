@@ -49,9 +49,11 @@ struct HipLaunchPlan {
 // The grouped-GEMM launch of `launch` on a device of `compute_units` CUs
 // (key fields as above; grid = min(work tiles, resident CTAs)); grid.x 0
 // when there is nothing to run. `key` comes with op, backend and arch set.
+// `has_mfma_bf16`: the target has the bf16 _1k MFMAs (HasMfmaBf16); else
+// every GEMM runs the SIMT kernel.
 HipLaunchPlan PlanHipGroupedGemm(const tailor::internal::GroupedGemmLaunch& l,
                                  tailor::internal::SpecKey key,
-                                 int compute_units);
+                                 int compute_units, bool has_mfma_bf16);
 
 // The Route launches of a step of `assignments` (T * k) over `experts`
 // local experts: one fused launch when one block holds the step and the
@@ -66,9 +68,13 @@ class HipMoeKernels final : public tailor::internal::MoeKernels {
   static constexpr int32_t kMaxTileRows = 128;
 
   // `backend` fills and copies device memory; `compute_units` sizes the
-  // persistent GEMM grids (0 offline: one CTA per work tile).
-  HipMoeKernels(tailor::internal::Backend& backend, int compute_units)
-      : backend_(backend), compute_units_(compute_units) {}
+  // persistent GEMM grids (0 offline: one CTA per work tile);
+  // `has_mfma_bf16` enables the MFMA GEMM (HasMfmaBf16 of the target).
+  HipMoeKernels(tailor::internal::Backend& backend, int compute_units,
+                bool has_mfma_bf16)
+      : backend_(backend),
+        compute_units_(compute_units),
+        has_mfma_bf16_(has_mfma_bf16) {}
 
   // 64-row tiles: one MFMA CTA holds at most 64 A rows (four 16-row
   // blocks, one per wave) next to its 128 W rows in 64 KiB of LDS.
@@ -98,6 +104,7 @@ class HipMoeKernels final : public tailor::internal::MoeKernels {
  private:
   tailor::internal::Backend& backend_;
   int compute_units_;
+  bool has_mfma_bf16_;
 };
 
 }  // namespace tailor::hip

@@ -146,7 +146,7 @@ TEST(HipGroupedGemmPlanTest, MfmaForAlignedBf16WithOneCtaPerCu) {
   // Qwen3-30B-A3B gate_up: N = 2 x 768, K = 2048; 64-row tiles.
   const auto plan = PlanHipGroupedGemm(
       Gemm(DType::kBF16, 1536, 2048, 64, moe::Epilogue::kSiluAndMul, 300),
-      SpecKey{}, /*compute_units=*/104);
+      SpecKey{}, /*compute_units=*/104, /*has_mfma_bf16=*/true);
   EXPECT_EQ(plan.key.tile.n, kHipMfmaGemm);
   EXPECT_EQ(plan.key.tile.m, 64);
   EXPECT_EQ(plan.key.dims[0], 1536);
@@ -163,7 +163,7 @@ TEST(HipGroupedGemmPlanTest, MfmaForAlignedBf16WithOneCtaPerCu) {
 TEST(HipGroupedGemmPlanTest, TailOnlyStepsShrinkTheLds) {
   const auto plan = PlanHipGroupedGemm(
       Gemm(DType::kBF16, 2048, 768, 16, moe::Epilogue::kNone, 3), SpecKey{},
-      104);
+      104, true);
   EXPECT_EQ(plan.config.grid.x, 3u * 16);  // 2048 / 128 N tiles, 3 items
   EXPECT_EQ(plan.config.shared_bytes, 2u * (16 + 128) * 128);
 }
@@ -172,17 +172,28 @@ TEST(HipGroupedGemmPlanTest, SimtForF32AndUnalignedBf16) {
   for (const auto& [dtype, k] : {std::pair{DType::kF32, int64_t{2048}},
                                  std::pair{DType::kBF16, int64_t{98}}}) {
     const auto plan = PlanHipGroupedGemm(
-        Gemm(dtype, 100, k, 64, moe::Epilogue::kNone, 5), SpecKey{}, 104);
+        Gemm(dtype, 100, k, 64, moe::Epilogue::kNone, 5), SpecKey{}, 104, true);
     EXPECT_EQ(plan.key.tile.n, kHipSimtGemm);
     EXPECT_EQ(plan.config.shared_bytes, 0u);
     EXPECT_EQ(plan.config.grid.x, 5u * 2);  // 100 / 64 N tiles
   }
 }
 
+TEST(HipGroupedGemmPlanTest, Gfx908RunsSimtForBf16Too) {
+  EXPECT_FALSE(HasMfmaBf16("gfx908"));  // MFMA, but no bf16 _1k
+  EXPECT_TRUE(HasMfmaBf16("gfx90a"));
+  EXPECT_TRUE(HasMfmaBf16("gfx942"));
+  const auto plan = PlanHipGroupedGemm(
+      Gemm(DType::kBF16, 1536, 2048, 64, moe::Epilogue::kSiluAndMul, 300),
+      SpecKey{}, 120, HasMfmaBf16("gfx908"));
+  EXPECT_EQ(plan.key.tile.n, kHipSimtGemm);
+  EXPECT_EQ(plan.config.shared_bytes, 0u);
+}
+
 TEST(HipGroupedGemmPlanTest, EmptyPlanLaunchesNothing) {
   const auto plan = PlanHipGroupedGemm(
-      Gemm(DType::kBF16, 128, 128, 64, moe::Epilogue::kNone, 0), SpecKey{},
-      104);
+      Gemm(DType::kBF16, 128, 128, 64, moe::Epilogue::kNone, 0), SpecKey{}, 104,
+      true);
   EXPECT_EQ(plan.config.grid.x, 0u);
 }
 

@@ -180,9 +180,11 @@ TEST_F(HiprtcCompilerTest, Gfx940CompilesOrIsRefusedWithTheReason) {
                  HasSubstr("target gfx940: hiprtc " +
                            compiler_->api().VersionString() +
                            " cannot compile for it: its code-object manager")));
-    EXPECT_THAT(compiler_->CheckTarget("gfx942:sramecc+:xnack-"),
-                StatusIs(absl::StatusCode::kUnimplemented,
-                         HasSubstr("needs a newer ROCm: 6.0 or later supports MI300X")));
+    EXPECT_THAT(
+        compiler_->CheckTarget("gfx942:sramecc+:xnack-"),
+        StatusIs(
+            absl::StatusCode::kUnimplemented,
+            HasSubstr("needs a newer ROCm: 6.0 or later supports MI300X")));
     GTEST_SKIP() << "hiprtc " << compiler_->api().VersionString()
                  << " cannot compile for gfx940 (checked: refused, no crash)";
   }
@@ -194,6 +196,21 @@ TEST_F(HiprtcCompilerTest, Gfx940CompilesOrIsRefusedWithTheReason) {
     SCOPED_TRACE(key.ToString());
     ExpectCompiles(*GenerateHipDecode(key), "gfx940");
   }
+}
+
+// gfx908 has MFMA but not the bf16 _1k instructions: LLVM would abort the
+// process in instruction selection; the kernel's static_assert stops the
+// compile first, and the SIMT kernel compiles there.
+TEST_F(HiprtcCompilerTest, MfmaGemmForGfx908IsACompileErrorNotACrash) {
+  SpecKey key = HipKey(OpKind::kMoeGroupedGemm, "gfx908");
+  key.dtypes = {DType::kBF16, DType::kBF16, DType::kF32};
+  key.dims = {256, 256};
+  key.tile = {.m = 64, .n = kHipMfmaGemm};
+  EXPECT_THAT(compiler_->Compile(*GenerateHipMoeKernel(key), "gfx908"),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("bf16 _1k MFMAs need gfx90a or gfx94x")));
+  key.tile.n = kHipSimtGemm;
+  ExpectCompiles(*GenerateHipMoeKernel(key), "gfx908");
 }
 
 TEST_F(HiprtcCompilerTest, ComgrOfDebianRocm52KnowsGfx90a) {
