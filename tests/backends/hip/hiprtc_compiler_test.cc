@@ -8,8 +8,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -211,6 +215,50 @@ TEST_F(HiprtcCompilerTest, MfmaGemmForGfx908IsACompileErrorNotACrash) {
                        HasSubstr("bf16 _1k MFMAs need gfx90a or gfx94x")));
   key.tile.n = kHipSimtGemm;
   ExpectCompiles(*GenerateHipMoeKernel(key), "gfx908");
+}
+
+// Disassembly of `code_object` by LLVM 14's objdump (it knows gfx90a), or
+// "" when the tool is absent.
+std::string Disassemble(const std::string& code_object,
+                        absl::string_view target) {
+  const std::filesystem::path tool = "/usr/lib/llvm-14/bin/llvm-objdump";
+  if (!std::filesystem::exists(tool)) return "";
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat("tailor_hip_test_", ::getpid(), ".co");
+  std::ofstream(file, std::ios::binary) << code_object;
+  const std::string command =
+      absl::StrCat(tool.string(), " -d --mcpu=", target, " ", file.string());
+  std::string text;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+      text.append(buffer, n);
+    ::pclose(pipe);
+  }
+  std::filesystem::remove(file);
+  return text;
+}
+
+// The MFMA GEMM is what it says: bf16 MFMAs fed by 16-byte LDS accesses
+// (the swizzled layout of runtime/hip/mfma.h), and no scratch (spills).
+TEST_F(HiprtcCompilerTest, MfmaGemmUsesMatrixCoresAndWideLdsAccesses) {
+  SpecKey key = HipKey(OpKind::kMoeGroupedGemm, "gfx90a");
+  key.dtypes = {DType::kBF16, DType::kBF16, DType::kF32};
+  key.dims = {1536, 2048};
+  key.tile = {.m = 64, .n = kHipMfmaGemm};
+  key.variant = 1;
+  absl::StatusOr<HiprtcCompiler::Output> out =
+      compiler_->Compile(*GenerateHipMoeKernel(key), "gfx90a");
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::string text = Disassemble(out->code_object, "gfx90a");
+  if (text.empty()) GTEST_SKIP() << "llvm-objdump-14 not installed";
+  EXPECT_THAT(text, HasSubstr("v_mfma_f32_16x16x16bf16_1k"));
+  EXPECT_THAT(text, HasSubstr("ds_read_b128"));
+  EXPECT_THAT(text, HasSubstr("ds_write_b128"));
+  EXPECT_THAT(text, Not(HasSubstr("scratch_store")));
+  EXPECT_THAT(text, Not(HasSubstr("buffer_store_dword v"))) << "spills";
 }
 
 TEST_F(HiprtcCompilerTest, ComgrOfDebianRocm52KnowsGfx90a) {
