@@ -115,6 +115,7 @@ std::vector<SpecKey> MoeKeys(absl::string_view target) {
                         Gemm{DType::kBF16, 2048, 768, 64, 0, kHipMfmaGemm},
                         Gemm{DType::kBF16, 2048, 776, 128, 1, kHipMfmaGemm},
                         Gemm{DType::kBF16, 96, 72, 16, 0, kHipMfmaGemm},
+                        Gemm{DType::kBF16, 512, 512, 32, 1, kHipMfmaGemm},
                         Gemm{DType::kF32, 1536, 2048, 64, 1, kHipSimtGemm},
                         Gemm{DType::kBF16, 100, 98, 64, 0, kHipSimtGemm}}) {
     SpecKey key = HipKey(OpKind::kMoeGroupedGemm, target);
