@@ -16,7 +16,8 @@
 // is refused here with Unimplemented: hiprtc from ROCm 5.2 does not report
 // it, it aborts the process (a free of an invalid pointer inside
 // amd_comgr_destroy_action_info). Debian 12's ROCm 5.2 comgr knows gfx90a
-// but none of gfx940/941/942 (its LLVM 15 does; its ISA table does not).
+// but none of gfx940/941/942 (its LLVM 15 knows gfx940, its ISA table does
+// not; gfx941/942 came with later LLVMs).
 //
 // Flags: --gpu-architecture=<target> -O3 -std=c++17 [extra]. The identity
 // string (part of every disk cache entry) names hiprtc's version, the
