@@ -94,6 +94,21 @@ TEST_F(HipOfflineBackendTest, CompilesButLoadsAndLaunchesNothing) {
                        HasSubstr("AllocateDevice needs a device")));
 }
 
+// An offline backend for a target this hiprtc cannot compile for is refused
+// when it is created, not at the first compile (where ROCm 5.2's hiprtc
+// would abort the process).
+TEST(HipOfflineTargetTest, TargetsTheCompilerCannotServeAreRefusedUpFront) {
+  absl::StatusOr<HiprtcCompiler> compiler = HiprtcCompiler::Create({});
+  if (!compiler.ok()) GTEST_SKIP() << compiler.status();
+  auto backend = HipBackend::CreateOffline("gfx940");
+  if (compiler->CheckTarget("gfx940").ok()) {
+    EXPECT_TRUE(backend.ok()) << backend.status();
+  } else {
+    EXPECT_THAT(backend, StatusIs(absl::StatusCode::kUnimplemented,
+                                  HasSubstr("target gfx940: hiprtc")));
+  }
+}
+
 TEST(HipOfflineTargetTest, MalformedTargetIsInvalidArgument) {
   EXPECT_THAT(HipBackend::CreateOffline("sm_90a"),
               StatusIs(absl::StatusCode::kInvalidArgument,
