@@ -29,6 +29,35 @@ class JobCollector {
   std::vector<KernelJob> jobs_;
 };
 
+absl::Status NoWarmupList(const KeyTarget& target) {
+  return absl::UnavailableError(absl::StrCat("no ", BackendName(target.backend),
+                                             " kernel list for warm-up yet"));
+}
+
+absl::StatusOr<std::vector<KernelJob>> MoeKernelsOn(
+    const KeyTarget& target, const MoeLayerShape& shape) {
+  switch (target.backend) {
+    case BackendKind::kCpu:
+      return cpu::MoeLayerKernels(target, shape);
+    case BackendKind::kCuda:
+      return cuda::MoeLayerKernels(target, shape);
+    default:
+      return NoWarmupList(target);
+  }
+}
+
+absl::StatusOr<std::vector<KernelJob>> DecodeKernelsOn(
+    const KeyTarget& target, const DecodeShape& shape) {
+  switch (target.backend) {
+    case BackendKind::kCpu:
+      return cpu::DecodeLayerKernels(target, shape);
+    case BackendKind::kCuda:
+      return cuda::DecodeLayerKernels(target, shape);
+    default:
+      return NoWarmupList(target);
+  }
+}
+
 // The kernels of one MoE profile section on `target`'s backend: each dtype
 // and routing policy through the backend's own list (the launches' key
 // builders). A backend this build lacks is one `skipped` line.
@@ -44,9 +73,7 @@ absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
                                    .intermediate = layer.intermediate,
                                    .policy = policy};
       absl::StatusOr<std::vector<KernelJob>> kernels =
-          target.backend == BackendKind::kCuda
-              ? cuda::MoeLayerKernels(target, shape)
-              : cpu::MoeLayerKernels(target, shape);
+          MoeKernelsOn(target, shape);
       if (absl::IsUnavailable(kernels.status())) {
         skipped.push_back(
             absl::StrCat(layer.path, ": ", kernels.status().message()));
@@ -73,9 +100,7 @@ void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
                                .page_size = layer.page_size,
                                .num_kv_heads = layer.heads_kv};
     absl::StatusOr<std::vector<KernelJob>> kernels =
-        target.backend == BackendKind::kCuda
-            ? cuda::DecodeLayerKernels(target, shape)
-            : cpu::DecodeLayerKernels(target, shape);
+        DecodeKernelsOn(target, shape);
     if (!kernels.ok()) {
       skipped.push_back(absl::StrCat(layer.path, " (", DTypeName(dtype),
                                      "): ", kernels.status().message()));

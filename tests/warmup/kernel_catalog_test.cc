@@ -144,8 +144,9 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   }
   const std::string g = "moe.grouped_gemm/cuda/sm_90a/bf16,bf16,f32/";
   // Route (fused for steps of one segment, else count+plan then scatter),
-  // pack, the Hopper GEMMs (tile.n = 2) at the cost model's 64 and 128
-  // rows, combine, and the two decode variants (cp.async, TMA).
+  // pack, the Hopper GEMMs (tile.n = 2; variant: epilogue | 512, full tiles
+  // leave by TMA stores) at the cost model's 64 and 128 rows, combine, and
+  // the two decode variants (cp.async, TMA).
   EXPECT_THAT(
       KeyStrings(*hopper),
       ElementsAre(
@@ -153,10 +154,10 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
           "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0",
           "moe.route/cuda/sm_90a//warps=8/b0/t0/m0n0k0/v2",
           "moe.pack/cuda/sm_90a/bf16/H=2048/b0/t0/m0n0k0",
-          g + "N=1536,K=2048/b0/t0/m64n2k0/v1",
-          g + "N=2048,K=768/b0/t0/m64n2k0",
-          g + "N=1536,K=2048/b0/t0/m128n2k0/v1",
-          g + "N=2048,K=768/b0/t0/m128n2k0",
+          g + "N=1536,K=2048/b0/t0/m64n2k0/v513",
+          g + "N=2048,K=768/b0/t0/m64n2k0/v512",
+          g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
+          g + "N=2048,K=768/b0/t0/m128n2k0/v512",
           "moe.combine/cuda/sm_90a/bf16,f32,bf16/H=2048,topk=8/b0/t0/m0n0k0",
           "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
           "m64n0k0s4w4",

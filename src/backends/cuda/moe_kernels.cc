@@ -44,12 +44,14 @@ static_assert(kMoeSm90MaxRows == CudaMoeKernels::kMaxTileRows,
               "one Hopper CTA tile holds any plan tile");
 static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
 
-// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bit that
-// compiles the Hopper kernel with its pipeline protocol checks.
+// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bits that
+// compile the Hopper kernel with its pipeline protocol checks and with TMA
+// stores of full tiles.
 constexpr int32_t kSimtGemm = 0;
 constexpr int32_t kMmaGemm = 1;
 constexpr int32_t kHopperGemm = 2;
 constexpr uint32_t kGemmPipelineChecks = 1u << 8;
+constexpr uint32_t kGemmTmaStore = 1u << 9;
 
 bool EnvIs(const char* name, absl::string_view value) {
   const char* v = std::getenv(name);
@@ -69,6 +71,36 @@ TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
       .box_dims = {kMoeSm90KTile, box_rows},
       .swizzle = TensorMapSwizzle::k128B,
       .l2_promotion = TensorMapL2Promotion::k256B};
+}
+
+// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
+// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
+// aligned); if so, fills `c_map`.
+// The static half of HopperStoresByTma (what warm-up can know): the plan
+// tile is the CTA tile and C's rows are whole 16-byte vectors.
+bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
+                         moe::Epilogue epilogue, int64_t n) {
+  const int64_t out_n = epilogue == moe::Epilogue::kSiluAndMul ? n / 2 : n;
+  return enabled && tile_rows == MoeSm90CtaRows(static_cast<int>(tile_rows)) &&
+         out_n % 8 == 0;
+}
+
+bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
+                       const GroupedGemmLaunch& l, int cta_rows,
+                       TensorMap& c_map) {
+  const int64_t out_n =
+      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
+  if (!HopperTmaStoreShape(enabled, l.tile_rows, l.epilogue, l.n) ||
+      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
+    return false;
+  }
+  // {64 columns, 64 rows} boxes over C [rows, out_n]. A map the checker
+  // refuses leaves every tile on the register stores.
+  absl::StatusOr<const TensorMapBytes*> map =
+      descriptors.GetOrEncode(Bf16Rows(l.c, l.rows, out_n, 64));
+  if (!map.ok()) return false;
+  std::memcpy(&c_map, (*map)->bytes, sizeof(c_map));
+  return true;
 }
 
 // Persistent grids: CTAs per multiprocessor of each GEMM kernel.
@@ -109,12 +141,15 @@ absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
-  const uint32_t epilogue = key.variant & ~kGemmPipelineChecks;
+  const uint32_t epilogue =
+      key.variant & ~(kGemmPipelineChecks | kGemmTmaStore);
   const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
-                                         key.tile.m, ", ", epilogue, ">");
+                                         key.tile.m, ", ", epilogue);
   if (key.tile.n == kHopperGemm) {
-    KernelSource source = Entry("moe_grouped_gemm_sm90.cuh",
-                                absl::StrCat("MoeGroupedGemmSm90<", shape));
+    const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
+    KernelSource source =
+        Entry("moe_grouped_gemm_sm90.cuh",
+              absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ">"));
     if (key.variant & kGemmPipelineChecks) {
       source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
     }
@@ -122,11 +157,11 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
   }
   if (key.tile.n == kMmaGemm) {
     return Entry("moe_grouped_gemm.cuh",
-                 absl::StrCat("MoeGroupedGemmMma<", shape));
+                 absl::StrCat("MoeGroupedGemmMma<", shape, ">"));
   }
   return Entry("moe_grouped_gemm.cuh",
                absl::StrCat("MoeGroupedGemmSimt<",
-                            KernelTypeName(key.dtypes[0]), ", ", shape));
+                            KernelTypeName(key.dtypes[0]), ", ", shape, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
@@ -192,15 +227,17 @@ int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
 
 SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
                 int64_t tile_rows, moe::Epilogue epilogue, int32_t kernel,
-                bool pipeline_checks) {
+                bool pipeline_checks, bool tma_store) {
   SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
   key.dtypes = {dtype, dtype, DType::kF32};
   key.dims = {n, k};
   key.tile.m = static_cast<int32_t>(tile_rows);
   key.tile.n = kernel;
-  key.variant =
-      static_cast<uint32_t>(epilogue) |
-      (kernel == kHopperGemm && pipeline_checks ? kGemmPipelineChecks : 0u);
+  key.variant = static_cast<uint32_t>(epilogue);
+  if (kernel == kHopperGemm) {
+    key.variant |= (pipeline_checks ? kGemmPipelineChecks : 0u) |
+                   (tma_store ? kGemmTmaStore : 0u);
+  }
   return key;
 }
 
@@ -233,6 +270,9 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
         "] (or 0: the backend's choice), got ", layer.policy.tile_rows));
   }
   const bool checks = EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
+  // Full tiles leave by TMA stores unless C is misaligned at run time (or
+  // its map is refused): warm-up lists the TMA-store variant then.
+  const bool tma_store_enabled = !EnvIs("TAILOR_MOE_GEMM_STORE", "registers");
   const int warps = MoeScatterWarps(layer.experts);
   std::vector<tailor::internal::KernelJob> jobs;
   auto add = [&jobs](SpecKey key) {
@@ -249,8 +289,10 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
          {std::tuple{2 * layer.intermediate, layer.hidden,
                      moe::Epilogue::kSiluAndMul},
           std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
-      add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue,
-                  GemmKernelFor(hopper, layer.dtype, k, tile_rows), checks));
+      const int32_t kernel = GemmKernelFor(hopper, layer.dtype, k, tile_rows);
+      add(GemmKey(
+          target, layer.dtype, n, k, tile_rows, epilogue, kernel, checks,
+          HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n)));
     }
   }
   add(CombineKey(target, layer.dtype, layer.hidden, layer.topk));
@@ -389,6 +431,7 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       multiprocessors_(multiprocessors),
       hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
       pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
+      tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
       descriptors_(descriptors) {}
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
@@ -406,17 +449,20 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
   std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
   std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
+  const bool tma_store =
+      HopperStoresByTma(descriptors_, tma_store_, l, cta_rows, p.c_map);
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
-  const SpecKey key = GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows,
-                              l.epilogue, kHopperGemm, pipeline_checks_);
+  const SpecKey key =
+      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+              kHopperGemm, pipeline_checks_, tma_store);
   const uint32_t ctas =
       static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
-  return LaunchKernel(
-      engine, key, GenerateGroupedGemm,
-      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows), l.stream),
-      &p, sizeof(p));
+  return LaunchKernel(engine, key, GenerateGroupedGemm,
+                      Config(ctas, 1, kMoeSm90Threads,
+                             MoeSm90SharedBytes(cta_rows, tma_store), l.stream),
+                      &p, sizeof(p));
 }
 
 absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
@@ -431,8 +477,9 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
   const bool mma = kernel == kMmaGemm;
   const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
-  const SpecKey key = GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows,
-                              l.epilogue, kernel, /*pipeline_checks=*/false);
+  const SpecKey key =
+      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+              kernel, /*pipeline_checks=*/false, /*tma_store=*/false);
   MoeGroupedGemmParams p = {
       .a = l.a,
       .w = l.w,
