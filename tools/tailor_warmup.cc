@@ -1,35 +1,84 @@
-// tailor-warmup — precompile every kernel a model's MoE layer can need.
+// tailor-warmup — precompile the kernels a server will need into the disk
+// cache, so that it starts (and can run with TAILOR_DISABLE_JIT=1) without
+// compiling. Kernel keys hold only static dims, dtypes, tiles and tail
+// classes (never token counts), so a profile's model dims and routing policy
+// name every kernel any routing of the model can need.
 //
-// A server started with TAILOR_DISABLE_JIT=1 runs only kernels already in the
-// disk cache; this tool puts them there. MoE kernel keys hold only static
-// dims (H, I, k), the dtype, the tile and the tail class — never E, T or
-// per-expert counts — so running Experts once for every row count 1..tile
-// through ONE local expert (the others mapped away with expert_map) touches
-// exactly the set of variants any routing of that model can produce.
+//   tailor-warmup --profile tools/profiles/qwen3-30b-a3b.json
+//   tailor-warmup --from-history history.json   #
+//   Runtime::SpecializationHistoryJson tailor-warmup --model qwen3-30b-a3b
+//   --dtype bf16   # built-in MoE shapes tailor-warmup --profile P.json
+//   --dry-run | --check | --times
 //
-//   tailor-warmup --model qwen3-30b-a3b [--dtype bf16|f32] [--tile-rows 16]
-//                 [--tail pow2|exact|full] [--backend cpu] [--cache-dir DIR]
-//   tailor-warmup --experts 8 --topk 2 --hidden 4096 --intermediate 14336
-//   tailor-warmup --list-models
+// Exit status: 0 when every kernel is in the cache; 1 when one could not be
+// built or saved (or, with --check, is missing); 2 for bad usage or input.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "tailor/ops/moe.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/engine.h"
+#include "core/kernel_cache.h"
 #include "tailor/runtime.h"
 #include "tailor/status.h"
+#include "warmup/history.h"
+#include "warmup/kernel_catalog.h"
+#include "warmup/profile.h"
+#include "warmup/warmup_runner.h"
 
 namespace {
 
-struct Model {
-  int topk, hidden, intermediate;  // E does not reach any kernel key
+using tailor::internal::KernelList;
+using tailor::internal::ServingProfile;
+
+constexpr char kUsage[] = R"(usage: tailor-warmup --profile FILE.json [options]
+       tailor-warmup --from-history FILE.json [options]
+       tailor-warmup --model NAME [--dtype bf16|f32] [options]
+       tailor-warmup --topk K --hidden H --intermediate I [options]
+       tailor-warmup --list-models | --help
+
+Precompiles the kernels a server will need into the disk cache, so that it
+starts, and can run with TAILOR_DISABLE_JIT=1, without compiling.
+
+inputs (one of):
+  --profile FILE       a serving profile (tools/profiles/*.json; the schema is
+                       documented in src/warmup/profile.h)
+  --from-history FILE  the specializations a server used, as exported by
+                       Runtime::SpecializationHistoryJson() or served at
+                       GET /specializations by its stats endpoint
+  --model NAME         a built-in MoE shape (--list-models), or --topk,
+                       --hidden and --intermediate; with --dtype bf16|f32,
+                       --tile-rows N and --tail pow2|exact|full
+options:
+  --backend cpu|cuda   the backend to build for (default: the input's)
+  --cache-dir DIR      the disk cache (default: $TAILOR_CACHE_DIR, else
+                       $XDG_CACHE_HOME/tailor, else ~/.cache/tailor)
+  --jobs N             compiles at once (default: hardware threads)
+  --dry-run            list the kernels' keys; compile nothing
+  --check              compile nothing; exit 1 naming every kernel that is
+                       not in the cache
+  --times              print every kernel's compile time (wall and CPU ms)
+  --quiet              no progress line
+  --help               this text
+exit status: 0 every kernel is in the cache; 1 a kernel could not be built
+or saved (with --check: is missing); 2 bad usage or input.
+)";
+
+struct MoeShape {
+  int64_t topk = 0, hidden = 0, intermediate = 0;  // E reaches no key
 };
 
-const std::map<std::string, Model>& Models() {
-  static const std::map<std::string, Model> models = {
+const std::map<std::string, MoeShape>& Models() {
+  static const std::map<std::string, MoeShape> models = {
       {"mixtral-8x7b", {2, 4096, 14336}},
       {"qwen3-30b-a3b", {8, 2048, 768}},
       {"qwen3-235b-a22b", {8, 4096, 1536}},
@@ -39,155 +88,379 @@ const std::map<std::string, Model>& Models() {
 }
 
 struct Flags {
-  Model model = {0, 0, 0};
+  std::string profile_path, history_path;
+  std::string model_name = "custom";
+  MoeShape shape;
   tailor::DType dtype = tailor::DType::kBF16;
   tailor::moe::RoutingPolicy policy;
-  tailor::Runtime::Options options;
+  std::optional<tailor::BackendKind> backend;
+  std::string cache_dir;
+  int jobs = 0;
+  bool dry_run = false, check = false, times = false, quiet = false;
 };
 
-absl::Status ParseFlags(int argc, char** argv, Flags& f) {
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--list-models") {
-      for (const auto& [name, m] : Models()) {
-        std::printf("%-16s topk=%d hidden=%d intermediate=%d\n", name.c_str(),
-                    m.topk, m.hidden, m.intermediate);
-      }
-      std::exit(0);
-    }
-    if (i + 1 >= argc)
-      return absl::InvalidArgumentError(flag + ": needs a value");
-    std::string value = argv[++i];
-    int number = std::atoi(value.c_str());
-    if (flag == "--model") {
-      auto it = Models().find(value);
-      if (it == Models().end()) {
-        return absl::InvalidArgumentError("--model: unknown model \"" + value +
-                                          "\" (see --list-models)");
-      }
-      f.model = it->second;
-    } else if (flag == "--topk") {
-      f.model.topk = number;
-    } else if (flag == "--hidden") {
-      f.model.hidden = number;
-    } else if (flag == "--intermediate") {
-      f.model.intermediate = number;
-    } else if (flag == "--experts") {
-      // Accepted for clarity; E is not part of any MoE kernel key.
-    } else if (flag == "--dtype") {
-      if (value != "bf16" && value != "f32") {
-        return absl::InvalidArgumentError("--dtype: must be bf16 or f32, got " +
-                                          value);
-      }
-      f.dtype = value == "bf16" ? tailor::DType::kBF16 : tailor::DType::kF32;
-    } else if (flag == "--tile-rows") {
-      f.policy.tile_rows = number;
-    } else if (flag == "--tail") {
-      using tailor::moe::TailPolicy;
-      if (value == "pow2")
-        f.policy.tail = TailPolicy::kNextPowerOfTwo;
-      else if (value == "exact")
-        f.policy.tail = TailPolicy::kExact;
-      else if (value == "full")
-        f.policy.tail = TailPolicy::kFullTile;
-      else
-        return absl::InvalidArgumentError(
-            "--tail: must be pow2, exact or full, got " + value);
-    } else if (flag == "--backend") {
-      if (value == "cpu")
-        f.options.backend = tailor::BackendKind::kCpu;
-      else if (value == "cuda")
-        f.options.backend = tailor::BackendKind::kCuda;
-      else
-        return absl::InvalidArgumentError(
-            "--backend: must be cpu or cuda, got " + value);
-    } else if (flag == "--cache-dir") {
-      f.options.cache_dir = value;
-    } else {
-      return absl::InvalidArgumentError("unknown flag " + flag);
-    }
-  }
-  if (f.model.topk <= 0 || f.model.hidden <= 0 || f.model.intermediate <= 0) {
-    return absl::InvalidArgumentError(
-        "give --model NAME, or --topk, --hidden and --intermediate (all > 0)");
+enum class FlagResult { kRun, kExitOk };
+
+// Sets the flag `flag` (which takes `value`).
+absl::Status SetValueFlag(const std::string& flag, const std::string& value,
+                          Flags& f) {
+  auto number = [&](int64_t& out) -> absl::Status {
+    if (!absl::SimpleAtoi(value, &out) || out <= 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": must be a positive integer, got ", value));
+    return absl::OkStatus();
+  };
+  int64_t n = 0;
+  if (flag == "--profile") {
+    f.profile_path = value;
+  } else if (flag == "--from-history") {
+    f.history_path = value;
+  } else if (flag == "--model") {
+    auto it = Models().find(value);
+    if (it == Models().end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model: unknown model \"", value, "\" (see --list-models)"));
+    f.model_name = value;
+    f.shape = it->second;
+  } else if (flag == "--topk") {
+    TAILOR_RETURN_IF_ERROR(number(f.shape.topk));
+  } else if (flag == "--hidden") {
+    TAILOR_RETURN_IF_ERROR(number(f.shape.hidden));
+  } else if (flag == "--intermediate") {
+    TAILOR_RETURN_IF_ERROR(number(f.shape.intermediate));
+  } else if (flag == "--experts") {
+    TAILOR_RETURN_IF_ERROR(number(n));  // E is part of no kernel key
+  } else if (flag == "--tile-rows") {
+    TAILOR_RETURN_IF_ERROR(number(n));
+    f.policy.tile_rows = static_cast<int32_t>(std::min<int64_t>(n, 1 << 30));
+  } else if (flag == "--jobs") {
+    TAILOR_RETURN_IF_ERROR(number(n));
+    f.jobs = static_cast<int>(std::min<int64_t>(n, 1024));
+  } else if (flag == "--cache-dir") {
+    f.cache_dir = value;
+  } else if (flag == "--dtype") {
+    if (value != "bf16" && value != "f32")
+      return absl::InvalidArgumentError("--dtype: must be bf16 or f32, got " +
+                                        value);
+    f.dtype = value == "bf16" ? tailor::DType::kBF16 : tailor::DType::kF32;
+  } else if (flag == "--tail") {
+    using tailor::moe::TailPolicy;
+    if (value == "pow2")
+      f.policy.tail = TailPolicy::kNextPowerOfTwo;
+    else if (value == "exact")
+      f.policy.tail = TailPolicy::kExact;
+    else if (value == "full")
+      f.policy.tail = TailPolicy::kFullTile;
+    else
+      return absl::InvalidArgumentError(
+          "--tail: must be pow2, exact or full, got " + value);
+  } else if (flag == "--backend") {
+    if (value != "cpu" && value != "cuda")
+      return absl::InvalidArgumentError("--backend: must be cpu or cuda, got " +
+                                        value);
+    f.backend =
+        value == "cpu" ? tailor::BackendKind::kCpu : tailor::BackendKind::kCuda;
+  } else {
+    return absl::InvalidArgumentError("unknown flag " + flag);
   }
   return absl::OkStatus();
 }
 
-// One Experts call with `tokens` tokens whose slot 0 goes to the one local
-// expert and whose other slots go to experts mapped away: the local expert
-// gets exactly `tokens` rows.
-absl::Status RunOnce(tailor::Runtime& runtime, const Flags& f, int tokens,
-                     tailor::moe::Workspace& ws) {
-  using tailor::TensorRef;
-  const int64_t k = f.model.topk, H = f.model.hidden, I = f.model.intermediate;
-  const size_t elem = tailor::DTypeSize(f.dtype);
-  std::vector<char> hidden(tokens * H * elem, 0), out(tokens * H * elem, 0);
-  std::vector<char> w13(2 * I * H * elem, 0), w2(H * I * elem, 0);
-  std::vector<int32_t> ids(tokens * k), map(k, -1);
-  std::vector<float> weights(tokens * k, 1.0f / k);
-  for (int t = 0; t < tokens; ++t)
-    for (int j = 0; j < k; ++j) ids[t * k + j] = j;
-  map[0] = 0;
-  return tailor::moe::Experts(
-      runtime,
-      {.hidden = TensorRef::Contiguous(hidden.data(), f.dtype, {tokens, H}),
-       .w13 = TensorRef::Contiguous(w13.data(), f.dtype, {1, 2 * I, H}),
-       .w2 = TensorRef::Contiguous(w2.data(), f.dtype, {1, H, I}),
-       .topk_weights = TensorRef::Contiguous(weights.data(),
-                                             tailor::DType::kF32, {tokens, k}),
-       .topk_ids =
-           TensorRef::Contiguous(ids.data(), tailor::DType::kI32, {tokens, k}),
-       .expert_map =
-           TensorRef::Contiguous(map.data(), tailor::DType::kI32, {k}),
-       .policy = f.policy,
-       .out = TensorRef::Contiguous(out.data(), f.dtype, {tokens, H})},
-      ws);
+absl::StatusOr<FlagResult> ParseFlags(int argc, char** argv, Flags& f) {
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return FlagResult::kExitOk;
+    }
+    if (flag == "--list-models") {
+      for (const auto& [name, m] : Models()) {
+        std::printf("%-16s topk=%lld hidden=%lld intermediate=%lld\n",
+                    name.c_str(), static_cast<long long>(m.topk),
+                    static_cast<long long>(m.hidden),
+                    static_cast<long long>(m.intermediate));
+      }
+      return FlagResult::kExitOk;
+    }
+    bool* toggle = flag == "--dry-run" ? &f.dry_run
+                   : flag == "--check" ? &f.check
+                   : flag == "--times" ? &f.times
+                   : flag == "--quiet" ? &f.quiet
+                                       : nullptr;
+    if (toggle != nullptr) {
+      *toggle = true;
+      continue;
+    }
+    if (i + 1 >= argc)
+      return absl::InvalidArgumentError(flag + ": needs a value");
+    TAILOR_RETURN_IF_ERROR(SetValueFlag(flag, argv[++i], f));
+  }
+  int inputs =
+      !f.profile_path.empty() + !f.history_path.empty() +
+      (f.shape.topk > 0 || f.shape.hidden > 0 || f.shape.intermediate > 0);
+  if (inputs != 1)
+    return absl::InvalidArgumentError(
+        "give exactly one of --profile, --from-history, or --model (or "
+        "--topk, --hidden and --intermediate)");
+  if (f.dry_run && f.check)
+    return absl::InvalidArgumentError(
+        "--dry-run and --check exclude each other");
+  return FlagResult::kRun;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The profile the legacy --model / --topk flags describe, validated like a
+// profile file.
+absl::StatusOr<ServingProfile> ProfileFromFlags(const Flags& f) {
+  if (f.shape.topk <= 0 || f.shape.hidden <= 0 || f.shape.intermediate <= 0)
+    return absl::InvalidArgumentError(
+        "give --model NAME, or --topk, --hidden and --intermediate (all > 0)");
+  const char* tail = f.policy.tail == tailor::moe::TailPolicy::kExact ? "exact"
+                     : f.policy.tail == tailor::moe::TailPolicy::kFullTile
+                         ? "full"
+                         : "pow2";
+  std::string json = absl::StrCat(
+      R"({"schema": "tailor.profile/1", "name": ")", f.model_name,
+      R"(", "target": {"backend": "cpu"}, "moe": {"experts": 1, "topk": )",
+      f.shape.topk, R"(, "hidden": )", f.shape.hidden, R"(, "intermediate": )",
+      f.shape.intermediate, R"(, "dtypes": [")", tailor::DTypeName(f.dtype),
+      R"("], "routing": {"tile_rows": )", f.policy.tile_rows, R"(, "tail": ")",
+      tail, R"("}}})");
+  return tailor::internal::ParseProfile(json);
+}
+
+// What to warm: a profile (file or flags) or a history document.
+struct Input {
+  std::string description;  // "profile qwen3-30b-a3b", "history of ..."
+  tailor::BackendKind backend = tailor::BackendKind::kCpu;
+  std::string arch;  // exact, or "native": whatever this machine builds for
+  std::optional<ServingProfile> profile;
+  std::optional<tailor::internal::History> history;
+};
+
+absl::StatusOr<Input> LoadInput(const Flags& f) {
+  Input input;
+  if (!f.history_path.empty()) {
+    TAILOR_ASSIGN_OR_RETURN(std::string text, ReadFile(f.history_path));
+    TAILOR_ASSIGN_OR_RETURN(input.history,
+                            tailor::internal::ParseHistory(text));
+    input.backend = input.history->backend;
+    input.arch = input.history->arch;
+    input.description =
+        absl::StrCat("history ", f.history_path, " (",
+                     input.history->keys.size(), " keys used by tailor ",
+                     input.history->tailor_version, " on ", input.arch, ")");
+  } else {
+    if (!f.profile_path.empty()) {
+      TAILOR_ASSIGN_OR_RETURN(std::string text, ReadFile(f.profile_path));
+      TAILOR_ASSIGN_OR_RETURN(input.profile,
+                              tailor::internal::ParseProfile(text));
+    } else {
+      TAILOR_ASSIGN_OR_RETURN(input.profile, ProfileFromFlags(f));
+    }
+    input.backend = input.profile->backend;
+    input.arch = input.profile->arch;
+    input.description = absl::StrCat("profile ", input.profile->name);
+  }
+  if (f.backend.has_value() && *f.backend != input.backend) {
+    input.backend = *f.backend;
+    input.arch = tailor::internal::kNativeArch;  // the input's is for another
+  }
+  return input;
+}
+
+absl::StatusOr<std::unique_ptr<tailor::Runtime>> MakeRuntime(const Flags& f,
+                                                             const Input& in) {
+  tailor::Runtime::Options options;
+  options.backend = in.backend;
+  options.cache_dir = f.cache_dir;
+  options.cpu_threads = 1;  // nothing is launched
+  options.compile_threads =
+      f.jobs > 0
+          ? f.jobs
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Quiet by default, but an explicit TAILOR_LOG_LEVEL (valid or not) is
+  // honoured and checked.
+  const char* level = std::getenv("TAILOR_LOG_LEVEL");
+  if (level == nullptr || *level == '\0') options.log_level = "warn";
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<tailor::Runtime> runtime,
+                          tailor::Runtime::Create(options));
+  if (runtime->cache_dir().empty()) {
+    return absl::FailedPreconditionError(
+        "no usable disk cache: nothing would persist (see the warning above)");
+  }
+  // A profile may name an arch; it must be this machine's (history keys are
+  // re-targeted instead: that is what warming up on a new machine means).
+  if (in.profile.has_value() && in.arch != tailor::internal::kNativeArch &&
+      in.arch != runtime->arch()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target.arch: this machine's ", tailor::BackendName(in.backend),
+        " backend builds for ", runtime->arch(), ", not ", in.arch,
+        " (use \"native\", or warm up on a machine of that arch)"));
+  }
+  return runtime;
+}
+
+absl::StatusOr<KernelList> ListKernels(const Input& in,
+                                       const tailor::internal::KeyTarget& t) {
+  if (in.profile.has_value())
+    return tailor::internal::KernelsForProfile(t, *in.profile);
+  return tailor::internal::KernelsForKeys(t, in.history->keys);
+}
+
+// Prints progress to stderr: one rewritten line on a terminal, else a line
+// per tenth of the work.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool quiet)
+      : quiet_(quiet), terminal_(isatty(STDERR_FILENO) != 0) {}
+  void operator()(const tailor::internal::WarmupProgress& p) {
+    if (quiet_) return;
+    int tenth = p.total == 0 ? 10 : p.done * 10 / p.total;
+    if (terminal_) {
+      std::fprintf(stderr, "\r%-60s", FormatProgress(p).c_str());
+      if (p.done == p.total) std::fputc('\n', stderr);
+    } else if (tenth != last_tenth_ || p.done == p.total) {
+      std::fprintf(stderr, "%s\n", FormatProgress(p).c_str());
+    }
+    last_tenth_ = tenth;
+  }
+
+ private:
+  bool quiet_, terminal_;
+  int last_tenth_ = 0;
+};
+
+int Warm(tailor::Runtime& runtime, const Flags& f, const KernelList& kernels,
+         bool skipped_are_failures) {
+  tailor::internal::KernelCache& cache = runtime.engine().cache();
+  const int parallel =
+      f.jobs > 0
+          ? f.jobs
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto start = std::chrono::steady_clock::now();
+  ProgressPrinter progress(f.quiet);
+  std::vector<tailor::internal::WarmupResult> results =
+      tailor::internal::PrecompileAll(
+          cache, kernels.jobs, parallel,
+          [&](const tailor::internal::WarmupProgress& p) { progress(p); });
+  double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  tailor::internal::RecheckOnDisk(cache, kernels.jobs, results);
+  if (f.times) std::printf("%s", FormatCompileTimes(results).c_str());
+  tailor::internal::WarmupSummary summary = SummarizeWarmup(results, wall);
+  std::printf("%s", summary.table.c_str());
+  std::vector<std::string> problems = summary.problems;
+  if (skipped_are_failures) {
+    for (const std::string& s : kernels.skipped)
+      problems.push_back("cannot build  " + s);
+  }
+  if (problems.empty()) {
+    std::printf("tailor-warmup: %d kernels ready in %s\n", summary.ready,
+                runtime.cache_dir().c_str());
+    return 0;
+  }
+  std::printf("tailor-warmup: INCOMPLETE: %zu of %zu kernels are not in %s:\n",
+              problems.size(), problems.size() + summary.ready,
+              runtime.cache_dir().c_str());
+  for (const std::string& p : problems) std::printf("  %s\n", p.c_str());
+  return 1;
+}
+
+int Check(tailor::Runtime& runtime, const KernelList& kernels,
+          bool skipped_are_failures) {
+  tailor::internal::KernelCache& cache = runtime.engine().cache();
+  int missing = 0;
+  for (const tailor::internal::KernelJob& job : kernels.jobs) {
+    absl::Status s = cache.CheckOnDisk(job.key, job.generate);
+    if (s.ok()) continue;
+    ++missing;
+    std::printf("missing: %s (%s)\n", job.key.ToString().c_str(),
+                std::string(s.message()).c_str());
+  }
+  if (skipped_are_failures) {
+    for (const std::string& s : kernels.skipped) {
+      ++missing;
+      std::printf("missing: %s\n", s.c_str());
+    }
+  }
+  if (missing > 0) {
+    std::printf("tailor-warmup: %d of %zu kernels are missing from %s\n",
+                missing, kernels.jobs.size(), runtime.cache_dir().c_str());
+    return 1;
+  }
+  std::printf("tailor-warmup: all %zu kernels are in %s\n", kernels.jobs.size(),
+              runtime.cache_dir().c_str());
+  return 0;
+}
+
+int Fail(int code, const absl::Status& status) {
+  std::fprintf(stderr, "tailor-warmup: %s\n",
+               std::string(status.message()).c_str());
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Flags flags;
-  flags.options.backend = tailor::BackendKind::kCpu;
-  flags.options.log_level = "warn";
-  if (absl::Status s = ParseFlags(argc, argv, flags); !s.ok()) {
-    std::fprintf(stderr, "tailor-warmup: %s\n",
-                 std::string(s.message()).c_str());
+  absl::StatusOr<FlagResult> parsed = ParseFlags(argc, argv, flags);
+  if (!parsed.ok()) {
+    Fail(2, parsed.status());
+    std::fprintf(stderr, "(tailor-warmup --help prints the usage)\n");
     return 2;
   }
-  auto runtime = tailor::Runtime::Create(flags.options);
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "tailor-warmup: %s\n",
-                 runtime.status().ToString().c_str());
-    return 1;
-  }
-  if ((*runtime)->cache_dir().empty()) {
-    std::fprintf(
-        stderr, "tailor-warmup: no usable disk cache: nothing would persist\n");
-    return 1;
-  }
-  tailor::moe::Workspace ws;
-  // The first step resolves the policy's tile rows (0: the backend's choice).
-  for (int tokens = 1; tokens == 1 || tokens <= ws.plan().tile_rows; ++tokens) {
-    if (absl::Status s = RunOnce(**runtime, flags, tokens, ws); !s.ok()) {
-      std::fprintf(stderr, "tailor-warmup: %s\n", s.ToString().c_str());
-      return 1;
+  if (*parsed == FlagResult::kExitOk) return 0;
+  absl::StatusOr<Input> input = LoadInput(flags);
+  if (!input.ok()) return Fail(2, input.status());
+
+  std::unique_ptr<tailor::Runtime> runtime;
+  std::string arch = input->arch;
+  if (!flags.dry_run || arch == tailor::internal::kNativeArch) {
+    absl::StatusOr<std::unique_ptr<tailor::Runtime>> created =
+        MakeRuntime(flags, *input);
+    if (!created.ok()) {
+      return Fail(absl::IsInvalidArgument(created.status()) ? 2 : 1,
+                  created.status());
     }
+    runtime = *std::move(created);
+    arch = runtime->arch();
   }
-  tailor::StatsSnapshot stats = (*runtime)->stats();
-  uint64_t kernels = 0;
-  for (const auto& [op, n] : stats.specializations_per_op) kernels += n;
-  std::printf(
-      "tailor-warmup: %llu kernels ready in %s (%llu compiled in %.2f s, %llu "
-      "already on disk)\n",
-      static_cast<unsigned long long>(kernels), (*runtime)->cache_dir().c_str(),
-      static_cast<unsigned long long>(stats.compiles),
-      stats.compile_seconds.sum,
-      static_cast<unsigned long long>(stats.disk_hits));
-  for (const auto& [op, n] : stats.specializations_per_op) {
-    std::printf("  %-18s %llu variants\n", op.c_str(),
-                static_cast<unsigned long long>(n));
+  const tailor::internal::KeyTarget target = {.backend = input->backend,
+                                              .arch = arch};
+  absl::StatusOr<KernelList> kernels = ListKernels(*input, target);
+  if (!kernels.ok()) return Fail(2, kernels.status());
+  const bool from_history = input->history.has_value();
+
+  std::printf("tailor-warmup: %s: %zu kernels for %s %s%s%s\n",
+              input->description.c_str(), kernels->jobs.size(),
+              std::string(tailor::BackendName(input->backend)).c_str(),
+              arch.c_str(), runtime ? " in " : "",
+              runtime ? runtime->cache_dir().c_str() : "");
+  if (!from_history) {
+    for (const std::string& s : kernels->skipped)
+      std::printf("  skipped %s\n", s.c_str());
   }
-  return 0;
+  if (flags.dry_run) {
+    for (const tailor::internal::KernelJob& job : kernels->jobs)
+      std::printf("%s\n", job.key.ToString().c_str());
+    if (from_history) {
+      for (const std::string& s : kernels->skipped)
+        std::printf("cannot build  %s\n", s.c_str());
+    }
+    return 0;
+  }
+  if (flags.check) return Check(*runtime, *kernels, from_history);
+  return Warm(*runtime, flags, *kernels, from_history);
 }

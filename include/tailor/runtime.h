@@ -17,6 +17,7 @@
 #define TAILOR_RUNTIME_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,26 @@ class StatsAttachment;
 
 class Runtime {
  public:
+  // Options::cache_max_bytes value that turns the disk size limit off.
+  static constexpr uint64_t kNoCacheSizeLimit = ~uint64_t{0};
+
+  // How a call meets a kernel that is not cached yet.
+  enum class JitMode {
+    kDefault = 0,  // $TAILOR_JIT_MODE ("blocking" | "background"), else
+                   // blocking
+    // The call compiles the kernel (or waits for the thread compiling it).
+    kBlocking = 1,
+    // The call runs at once on its op family's generic kernel (runtime
+    // shapes, built into the library), and the specialized kernel is
+    // compiled on the compile threads; later calls use it once it is ready.
+    // A failed background compile is logged and counted once
+    // (StatsSnapshot::background_compile_failures) and the generic kernel
+    // keeps serving that key. Families without a generic kernel block as in
+    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) has
+    // one; paged decode and the CUDA kernels do not yet.
+    kBackground = 2,
+  };
+
   struct Options {
     // kAuto picks the first available of cuda, hip, cpu.
     BackendKind backend = BackendKind::kAuto;
@@ -51,19 +72,29 @@ class Runtime {
     std::string cache_dir;
     // Disables the disk cache entirely (memory cache only).
     bool disable_disk_cache = false;
+    // Size limit of the disk cache directory: past it, the least recently
+    // used entries are evicted (approximately, ccache-style; every process
+    // using the directory takes part). 0: $TAILOR_CACHE_MAX_SIZE ("512M",
+    // "2G", ...; "0" means no limit), else 2 GiB. kNoCacheSizeLimit: none.
+    uint64_t cache_max_bytes = 0;
     // Kernels kept in the memory cache (LRU); >= 1.
     size_t memory_cache_capacity = 4096;
     // Compiles that may run at once; 0 = number of hardware threads.
     int compile_threads = 0;
     // Worker threads of the CPU backend's grid executor; 0 = hardware threads.
     int cpu_threads = 0;
-    // spdlog level name (trace, debug, info, warn, error, off). Empty:
-    // $TAILOR_LOG_LEVEL, else "info".
+    // spdlog level name (trace, debug, info, warn, error, critical, off);
+    // another name is InvalidArgument. Empty: $TAILOR_LOG_LEVEL, else
+    // "info"; an unknown $TAILOR_LOG_LEVEL is logged as a warning and "info"
+    // applies.
     std::string log_level;
     // When true (or $TAILOR_DISABLE_JIT=1), a kernel that is neither in
     // memory nor on disk is an error (FailedPrecondition naming the key)
     // instead of a compile.
     bool disable_jit = false;
+    // See JitMode. With disable_jit too, background mode never compiles:
+    // keys on disk are loaded in the background, the rest stay generic.
+    JitMode jit_mode = JitMode::kDefault;
     // Serve this runtime's stats over HTTP (GET /metrics: Prometheus text,
     // /stats: JSON, /healthz) at "host:port" (":port" or "port": host
     // 127.0.0.1; port 0: a free port, see stats_address()). Runtimes given
@@ -112,11 +143,27 @@ class Runtime {
   // stream. On the CPU a plain copy.
   absl::Status CopyToDevice(void* device_dst, const void* host_src,
                             size_t bytes, void* stream = nullptr);
-  absl::Status CopyToHost(void* host_dst, const void* device_src,
-                          size_t bytes, void* stream = nullptr);
+  absl::Status CopyToHost(void* host_dst, const void* device_src, size_t bytes,
+                          void* stream = nullptr);
   // Waits until `stream` has run everything enqueued on it (GPU backends;
   // OkStatus on the CPU, where every op is synchronous).
   absl::Status Synchronize(void* stream = nullptr);
+
+  // The kernel specializations this runtime has used (every key it loaded
+  // from disk or compiled; at most 65536), as a JSON document that
+  // `tailor-warmup --from-history FILE` precompiles on another machine or
+  // after an upgrade. Keys are sorted by their readable form:
+  //   {"format": "tailor.history/1", "tailor_version": "0.1.0",
+  //    "backend": "cpu", "arch": "x86_64-znver3",
+  //    "specializations": [
+  //      {"key": "moe.pack/cpu/x86_64-znver3/bf16/H=2048/b0/t0/m0n0k0",
+  //       "op": "moe.pack", "dtypes": ["bf16"], "dims": [2048],
+  //       "bucket_id": 0, "tail_class": 0,
+  //       "tile": {"m": 0, "n": 0, "k": 0, "stages": 0, "warps": 0,
+  //                "cluster": 0},
+  //       "variant": 0}, ...]}
+  // "key" is for people; readers rebuild keys from the other fields.
+  std::string SpecializationHistoryJson() const;
 
   // For tailor's own op fronts and tools; not a stable API.
   internal::Engine& engine() { return *engine_; }

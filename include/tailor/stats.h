@@ -42,8 +42,16 @@ struct StatsSnapshot {
       0;                       // bad magic/size/checksum: recompiled, replaced
   uint64_t stale_entries = 0;  // other version/compiler/arch/source: replaced
   uint64_t disk_write_failures = 0;
+  uint64_t disk_evictions = 0;  // entries this process evicted (size limit)
   uint64_t memory_evictions = 0;
   uint64_t launches = 0;
+  // Background JIT (Runtime::Options::jit_mode): launches of a generic
+  // kernel standing in for a specialization not ready yet (0 once every
+  // kernel in use has landed); resolves queued or compiling now; background
+  // compiles that failed (one per key: its generic kernel keeps serving).
+  uint64_t fallback_launches = 0;
+  uint64_t pending_compiles = 0;
+  uint64_t background_compile_failures = 0;
   uint64_t descriptor_encodes = 0;
   uint64_t descriptor_reuses = 0;
   // Rows of the piecewise plans made on the host (Route, PlanRows): what the

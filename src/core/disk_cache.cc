@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -115,6 +116,42 @@ ReadResult CheckHeader(absl::string_view header, const EntryIdentity& id,
     return Reject(EntryProblem::kCorrupt, "payload checksum mismatch");
   }
   return ReadResult{};
+}
+
+// An entry's bytes cut into header and payload, after the checks that need
+// no expected identity: magic, format version, header length and checksum.
+struct EntryParts {
+  EntryProblem problem = EntryProblem::kNone;
+  std::string detail;
+  absl::string_view header;
+  absl::string_view payload;
+};
+
+EntryParts SplitEntry(absl::string_view bytes) {
+  EntryParts parts;
+  auto reject = [&](EntryProblem problem, std::string detail) {
+    parts.problem = problem;
+    parts.detail = std::move(detail);
+    return parts;
+  };
+  if (bytes.size() < kFixedPrefix || bytes.substr(0, 8) != kMagic)
+    return reject(EntryProblem::kCorrupt, "bad magic or truncated prefix");
+  uint32_t version = GetLe(bytes.data() + 8, 4);
+  if (version != kDiskFormatVersion) {
+    return reject(EntryProblem::kStale,
+                  absl::StrCat("format version ", version, ", expected ",
+                               kDiskFormatVersion));
+  }
+  uint64_t header_len = GetLe(bytes.data() + 12, 4);
+  if (bytes.size() < kFixedPrefix + header_len + 8)
+    return reject(EntryProblem::kCorrupt, "truncated header");
+  parts.header = bytes.substr(kFixedPrefix, header_len);
+  if (GetLe(bytes.data() + kFixedPrefix + header_len, 8) !=
+      Checksum64(parts.header)) {
+    return reject(EntryProblem::kCorrupt, "header checksum mismatch");
+  }
+  parts.payload = bytes.substr(kFixedPrefix + header_len + 8);
+  return parts;
 }
 
 }  // namespace
@@ -231,31 +268,13 @@ ReadResult DiskCache::Read(absl::string_view stem,
   close(fd);
   if (!ok)
     return Reject(EntryProblem::kCorrupt, "not a regular file of sane size");
-  if (bytes.size() < kFixedPrefix ||
-      absl::string_view(bytes).substr(0, 8) != kMagic) {
-    return Reject(EntryProblem::kCorrupt, "bad magic or truncated prefix");
-  }
-  uint32_t version = GetLe(bytes.data() + 8, 4);
-  if (version != kDiskFormatVersion) {
-    return Reject(EntryProblem::kStale,
-                  absl::StrCat("format version ", version, ", expected ",
-                               kDiskFormatVersion));
-  }
-  uint64_t header_len = GetLe(bytes.data() + 12, 4);
-  if (bytes.size() < kFixedPrefix + header_len + 8) {
-    return Reject(EntryProblem::kCorrupt, "truncated header");
-  }
-  absl::string_view header(bytes.data() + kFixedPrefix, header_len);
-  if (GetLe(bytes.data() + kFixedPrefix + header_len, 8) !=
-      Checksum64(header)) {
-    return Reject(EntryProblem::kCorrupt, "header checksum mismatch");
-  }
-  size_t payload_offset = kFixedPrefix + header_len + 8;
-  absl::string_view payload(bytes.data() + payload_offset,
-                            bytes.size() - payload_offset);
-  ReadResult result = CheckHeader(header, id, payload.size(), payload);
+  EntryParts parts = SplitEntry(bytes);
+  if (parts.problem != EntryProblem::kNone)
+    return Reject(parts.problem, std::move(parts.detail));
+  ReadResult result =
+      CheckHeader(parts.header, id, parts.payload.size(), parts.payload);
   if (result.problem == EntryProblem::kNone)
-    result.payload = std::string(payload);
+    result.payload = std::string(parts.payload);
   return result;
 }
 
@@ -296,6 +315,70 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
   }
   if (!status.ok()) unlink(tmp.c_str());
   return status;
+}
+
+std::string EntryInspection::Field(absl::string_view name) const {
+  for (const auto& [key, value] : fields) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+EntryInspection InspectEntryFile(const std::string& path, bool verify_payload) {
+  EntryInspection result;
+  auto reject = [&](EntryProblem problem, std::string detail) {
+    result.problem = problem;
+    result.detail = std::move(detail);
+    return result;
+  };
+  // O_NONBLOCK: a FIFO planted in the directory must not hang the tool.
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return reject(
+        errno == ENOENT ? EntryProblem::kMissing : EntryProblem::kCorrupt,
+        absl::StrCat("open: ", std::strerror(errno)));
+  }
+  struct stat st;
+  std::string bytes;
+  bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                 static_cast<uint64_t>(st.st_size) <= kMaxEntryBytes;
+  if (regular) {
+    // Without the payload check, the header (well under 64 KiB) suffices.
+    constexpr uint64_t kHeaderBytes = 64 * 1024;
+    bytes.resize(verify_payload ? st.st_size
+                                : std::min<uint64_t>(st.st_size, kHeaderBytes));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += n;
+    }
+    bytes.resize(done);
+  }
+  close(fd);
+  if (!regular)
+    return reject(EntryProblem::kCorrupt, "not a regular file of sane size");
+  EntryParts parts = SplitEntry(bytes);
+  if (parts.problem != EntryProblem::kNone)
+    return reject(parts.problem, std::move(parts.detail));
+  for (absl::string_view line :
+       absl::StrSplit(parts.header, '\n', absl::SkipEmpty())) {
+    result.fields.push_back(absl::StrSplit(line, absl::MaxSplits('=', 1)));
+  }
+  if (!verify_payload) return result;
+  uint64_t size = 0, checksum = 0;
+  if (!absl::SimpleAtoi(result.Field("payload_size"), &size) ||
+      size != parts.payload.size()) {
+    return reject(EntryProblem::kCorrupt,
+                  absl::StrCat("payload is ", parts.payload.size(),
+                               " bytes, header says ",
+                               result.Field("payload_size"), " (truncated?)"));
+  }
+  if (!absl::SimpleAtoi(result.Field("payload_xxh3"), &checksum) ||
+      checksum != Checksum64(parts.payload)) {
+    return reject(EntryProblem::kCorrupt, "payload checksum mismatch");
+  }
+  return result;
 }
 
 }  // namespace tailor::internal

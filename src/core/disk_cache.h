@@ -22,6 +22,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -71,6 +73,24 @@ class DiskCache {
   explicit DiskCache(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
 };
+
+// What an entry file says about itself, for tools (tailor-cache).
+struct EntryInspection {
+  EntryProblem problem = EntryProblem::kNone;
+  std::string detail;  // why it is bad
+  // The header's "name=value" lines in order (empty when unreadable).
+  std::vector<std::pair<std::string, std::string>> fields;
+
+  // The value of header field `name`; empty when there is none.
+  std::string Field(absl::string_view name) const;
+};
+
+// Reads the entry file at `path` and checks everything that needs no
+// expected identity: magic, format version (kStale when another), header
+// checksum and, with `verify_payload`, the payload's size and xxh3 (else
+// only the header is read). Symlinks, FIFOs, devices and directories are
+// kCorrupt: never followed, never blocked on.
+EntryInspection InspectEntryFile(const std::string& path, bool verify_payload);
 
 // The default directory: $TAILOR_CACHE_DIR, else $XDG_CACHE_HOME/tailor,
 // else $HOME/.cache/tailor. Empty if none of these is set.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
+#include "core/disk_eviction.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
 #include "core/stats.h"
@@ -35,6 +36,13 @@ absl::Status ValidateOptions(const Runtime::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device_index: must be 0 for the cpu backend, got ", o.device_index));
   }
+  if (o.jit_mode != Runtime::JitMode::kDefault &&
+      o.jit_mode != Runtime::JitMode::kBlocking &&
+      o.jit_mode != Runtime::JitMode::kBackground) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "jit_mode: must be kDefault, kBlocking or kBackground, got ",
+        static_cast<int>(o.jit_mode)));
+  }
   if (o.memory_cache_capacity == 0) {
     return absl::InvalidArgumentError(
         "memory_cache_capacity: must be >= 1, got 0");
@@ -48,6 +56,41 @@ absl::Status ValidateOptions(const Runtime::Options& o) {
         absl::StrCat("cpu_threads: must be in [0, 4096], got ", o.cpu_threads));
   }
   return absl::OkStatus();
+}
+
+// Options::jit_mode resolved: background or not. An unknown
+// $TAILOR_JIT_MODE is reported and blocking applies.
+bool BackgroundJit(const Runtime::Options& options) {
+  if (options.jit_mode != Runtime::JitMode::kDefault) {
+    return options.jit_mode == Runtime::JitMode::kBackground;
+  }
+  const char* env = std::getenv("TAILOR_JIT_MODE");
+  if (env == nullptr || *env == '\0') return false;
+  const absl::string_view mode = env;
+  if (mode == "background") return true;
+  if (mode != "blocking") {
+    Logger().warn(
+        "TAILOR_JIT_MODE: expected blocking or background, got \"{}\"; "
+        "using blocking",
+        mode);
+  }
+  return false;
+}
+
+// The disk cache size limit in bytes (0: none): the option, else
+// $TAILOR_CACHE_MAX_SIZE, else the default. A malformed variable is reported
+// and the default applies.
+uint64_t DiskCacheMaxBytes(const Runtime::Options& options) {
+  if (options.cache_max_bytes == Runtime::kNoCacheSizeLimit) return 0;
+  if (options.cache_max_bytes != 0) return options.cache_max_bytes;
+  const char* env = std::getenv("TAILOR_CACHE_MAX_SIZE");
+  if (env == nullptr || *env == '\0') return kDefaultDiskCacheMaxBytes;
+  absl::StatusOr<uint64_t> parsed = ParseByteSize(env);
+  if (parsed.ok()) return *parsed;  // "0": no limit
+  Logger().warn("TAILOR_CACHE_MAX_SIZE: {}; using the default limit, {}",
+                parsed.status().message(),
+                FormatByteSize(kDefaultDiskCacheMaxBytes));
+  return kDefaultDiskCacheMaxBytes;
 }
 
 // Opens the disk cache, or explains (once, as a warning) why it is off.
@@ -88,7 +131,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
           .capacity = options.memory_cache_capacity,
           .disable_jit = options.disable_jit || EnvFlag("TAILOR_DISABLE_JIT"),
           .compile_threads = compile_threads,
-          .disk = OpenDiskCache(options)});
+          .disk = OpenDiskCache(options),
+          .disk_max_bytes = DiskCacheMaxBytes(options)});
+  engine->background_jit_ = BackgroundJit(options);
   Logger().debug(
       "runtime ready: backend {} arch {} cache {}",
       BackendName(engine->backend_->kind()), engine->backend_->arch(),
@@ -103,17 +148,27 @@ const std::string& Engine::cache_dir() const {
   return cache_->disk() ? cache_->disk()->dir() : kNone;
 }
 
-SpecKey Engine::MakeKey(OpKind op) const {
-  SpecKey key;
-  key.op = op;
-  key.backend = backend_->kind();
-  key.SetArch(backend_->arch());
-  return key;
+SpecKey Engine::MakeKey(OpKind op) const { return target().MakeKey(op); }
+
+KeyTarget Engine::target() const {
+  return KeyTarget{.backend = backend_->kind(), .arch = backend_->arch()};
 }
 
 absl::StatusOr<std::shared_ptr<Kernel>> Engine::GetKernel(
     const SpecKey& key, KernelGenerator generate) {
   return cache_->Get(key, generate);
+}
+
+std::shared_ptr<Kernel> Engine::TryGetKernel(const SpecKey& key,
+                                             KernelGeneratorFn generate) {
+  return cache_->TryGet(key, generate);
+}
+
+absl::Status Engine::LaunchFallback(OpKind op, const Kernel& generic,
+                                    const LaunchConfig& config,
+                                    const void* params, size_t params_size) {
+  stats_->Add(stats_->fallback_launches);
+  return Launch(op, generic, config, params, params_size);
 }
 
 absl::Status Engine::Launch(OpKind op, const Kernel& kernel,

@@ -34,6 +34,16 @@ class ThreadPool;
 using KernelGenerator =
     absl::FunctionRef<absl::StatusOr<KernelSource>(const SpecKey&)>;
 
+// A generator as a plain function, so that it can be stored with its key and
+// run later on any thread (warm-up jobs, background compiles).
+using KernelGeneratorFn = absl::StatusOr<KernelSource> (*)(const SpecKey&);
+
+// A key and the generator that builds it.
+struct KernelJob {
+  SpecKey key;
+  KernelGeneratorFn generate = nullptr;
+};
+
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
@@ -47,9 +57,24 @@ class Engine {
 
   // A SpecKey for `op` with this engine's backend and arch filled in.
   SpecKey MakeKey(OpKind op) const;
+  // This engine's backend and arch, for key builders (valid while it lives).
+  KeyTarget target() const;
 
   absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
                                                     KernelGenerator generate);
+
+  // Background JIT (Runtime::Options::jit_mode resolved): op families with
+  // a generic kernel ask TryGetKernel instead of GetKernel and launch the
+  // generic kernel with LaunchFallback while it returns null.
+  bool background_jit() const { return background_jit_; }
+  // The kernel when it is ready; else null at once, its resolve queued
+  // (KernelCache::TryGet).
+  std::shared_ptr<Kernel> TryGetKernel(const SpecKey& key,
+                                       KernelGeneratorFn generate);
+  // Launch, counted also as a fallback launch (StatsSnapshot).
+  absl::Status LaunchFallback(OpKind op, const Kernel& generic,
+                              const LaunchConfig& config, const void* params,
+                              size_t params_size);
 
   absl::Status Launch(OpKind op, const Kernel& kernel,
                       const LaunchConfig& config, const void* params,
@@ -69,6 +94,7 @@ class Engine {
   std::unique_ptr<Stats> stats_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KernelCache> cache_;
+  bool background_jit_ = false;
 };
 
 }  // namespace tailor::internal

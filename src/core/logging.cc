@@ -1,6 +1,7 @@
 #include "core/logging.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -20,19 +21,34 @@ spdlog::logger& Logger() {
 }
 
 absl::Status SetLogLevel(absl::string_view level) {
-  std::string name(level);
-  if (name.empty()) {
-    const char* env = std::getenv("TAILOR_LOG_LEVEL");
-    name = env != nullptr && *env != '\0' ? env : "info";
+  constexpr absl::string_view kLevels =
+      "trace, debug, info, warn, error, critical, off";
+  auto parse = [](const std::string& name) {
+    spdlog::level::level_enum parsed = spdlog::level::from_str(name);
+    bool known = parsed != spdlog::level::off || name == "off";
+    return known ? std::optional(parsed) : std::nullopt;
+  };
+  if (!level.empty()) {
+    std::optional<spdlog::level::level_enum> parsed = parse(std::string(level));
+    if (!parsed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "log_level: must be one of ", kLevels, "; got \"", level, "\""));
+    }
+    Logger().set_level(*parsed);
+    return absl::OkStatus();
   }
-  spdlog::level::level_enum parsed = spdlog::level::from_str(name);
-  if (parsed == spdlog::level::off && name != "off") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("log_level: must be one of trace, debug, info, warn, "
-                     "error, critical, off; got \"",
-                     name, "\""));
+  const char* env = std::getenv("TAILOR_LOG_LEVEL");
+  std::string name = env != nullptr && *env != '\0' ? env : "info";
+  std::optional<spdlog::level::level_enum> parsed = parse(name);
+  if (!parsed) {
+    // A typo in the environment must not stop a server, nor pass unseen.
+    Logger().set_level(spdlog::level::info);
+    Logger().warn(
+        "TAILOR_LOG_LEVEL=\"{}\" is not a log level (one of {}); using info",
+        name, kLevels);
+    return absl::OkStatus();
   }
-  Logger().set_level(parsed);
+  Logger().set_level(*parsed);
   return absl::OkStatus();
 }
 

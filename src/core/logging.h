@@ -21,8 +21,11 @@ namespace tailor::internal {
 // The process-wide logger named "tailor" (stderr, created on first use).
 spdlog::logger& Logger();
 
-// Sets the level from a name (trace, debug, info, warn, error, critical, off).
-// Empty: $TAILOR_LOG_LEVEL, else "info". InvalidArgument for unknown names.
+// Sets the level from a name (trace, debug, info, warn, error, critical, off;
+// "warning" and "err" too). InvalidArgument for an unknown name. Empty:
+// $TAILOR_LOG_LEVEL, else "info"; an unknown $TAILOR_LOG_LEVEL is logged as a
+// warning and "info" applies (a typo in the environment must not stop a
+// server from starting, nor go unnoticed).
 absl::Status SetLogLevel(absl::string_view level);
 
 }  // namespace tailor::internal

@@ -9,6 +9,11 @@
 #include "core/stats.h"
 #include "serving/stats_endpoint.h"
 #include "tailor/status.h"
+#include "warmup/history.h"
+
+#ifndef TAILOR_VERSION_STRING
+#define TAILOR_VERSION_STRING "dev"
+#endif
 
 namespace tailor {
 
@@ -40,8 +45,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     const Runtime* self = runtime.get();
     TAILOR_ASSIGN_OR_RETURN(
         runtime->stats_endpoint_,
-        internal::AttachStatsEndpoint(address, DeviceName(self->device()),
-                                      [self] { return self->stats(); }));
+        internal::AttachStatsEndpoint(
+            address, DeviceName(self->device()),
+            [self] { return self->stats(); },
+            [self] { return self->SpecializationHistoryJson(); }));
   }
   return runtime;
 }
@@ -62,6 +69,13 @@ BackendKind Runtime::backend() const { return engine_->backend().kind(); }
 Device Runtime::device() const { return engine_->backend().device(); }
 const std::string& Runtime::arch() const { return engine_->backend().arch(); }
 const std::string& Runtime::cache_dir() const { return engine_->cache_dir(); }
+std::string Runtime::SpecializationHistoryJson() const {
+  return internal::HistoryToJson({.tailor_version = TAILOR_VERSION_STRING,
+                                  .backend = backend(),
+                                  .arch = arch(),
+                                  .keys = engine_->stats().SeenKeys()});
+}
+
 StatsSnapshot Runtime::stats() const {
   StatsSnapshot snapshot = engine_->stats().Snapshot();
   engine_->backend().AddCounters(snapshot);
@@ -83,8 +97,7 @@ absl::StatusOr<std::shared_ptr<void>> Runtime::Allocate(size_t bytes) {
 absl::Status Runtime::CopyToDevice(void* device_dst, const void* host_src,
                                    size_t bytes, void* stream) {
   if (device().type != DeviceType::kCpu) {
-    return engine_->backend().CopyToDevice(device_dst, host_src, bytes,
-                                           stream);
+    return engine_->backend().CopyToDevice(device_dst, host_src, bytes, stream);
   }
   if (bytes > 0) std::memcpy(device_dst, host_src, bytes);
   return absl::OkStatus();

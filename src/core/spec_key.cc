@@ -77,6 +77,23 @@ const OpInfo& GetOpInfo(OpKind op) {
   return kInvalidOp;
 }
 
+OpKind OpKindFromName(absl::string_view name) {
+  if (name == kInvalidOp.name) return OpKind::kInvalid;
+  for (int i = 1; i < kNumOpKinds; ++i) {
+    OpKind op = static_cast<OpKind>(i);
+    if (GetOpInfo(op).name == name) return op;
+  }
+  return OpKind::kInvalid;
+}
+
+SpecKey KeyTarget::MakeKey(OpKind op) const {
+  SpecKey key;
+  key.op = op;
+  key.backend = backend;
+  key.SetArch(arch);
+  return key;
+}
+
 void SpecKey::SetArch(absl::string_view arch_name) {
   arch.fill('\0');
   std::copy_n(arch_name.begin(),

@@ -55,6 +55,8 @@ struct OpInfo {
 };
 // Name and dim names of `op`; {"invalid", {}} for unknown values.
 const OpInfo& GetOpInfo(OpKind op);
+// The OpKind whose GetOpInfo(op).name is `name`; kInvalid when none is.
+OpKind OpKindFromName(absl::string_view name);
 
 struct TileConfig {
   int32_t m = 0;
@@ -93,6 +95,17 @@ struct SpecKey {
   std::string FileStem() const;
 
   friend bool operator==(const SpecKey&, const SpecKey&) = default;
+};
+
+// The backend and exact arch that keys are built for (Engine::target()). A
+// view: `arch` must outlive it. Key builders take one so that tools can build
+// keys for a target without a Runtime (tailor-warmup --dry-run).
+struct KeyTarget {
+  BackendKind backend = BackendKind::kCpu;
+  absl::string_view arch;
+
+  // A key for `op` with backend and arch filled in; everything else zero.
+  SpecKey MakeKey(OpKind op) const;
 };
 
 }  // namespace tailor::internal

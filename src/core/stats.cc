@@ -59,8 +59,14 @@ void Stats::CountLaunch(OpKind op) {
 void Stats::NoteSpecialization(const SpecKey& key) {
   absl::MutexLock lock(&specializations_mu_);
   if (!seen_keys_.insert(key.Hash()).second) return;
+  if (recorded_keys_.size() < kMaxRecordedKeys) recorded_keys_.push_back(key);
   size_t index = static_cast<size_t>(key.op);
   if (index < specializations_per_op_.size()) ++specializations_per_op_[index];
+}
+
+std::vector<SpecKey> Stats::SeenKeys() const {
+  absl::MutexLock lock(&specializations_mu_);
+  return recorded_keys_;
 }
 
 StatsSnapshot Stats::Snapshot() const {
@@ -78,7 +84,11 @@ StatsSnapshot Stats::Snapshot() const {
   s.corrupt_entries = get(corrupt_entries);
   s.stale_entries = get(stale_entries);
   s.disk_write_failures = get(disk_write_failures);
+  s.disk_evictions = get(disk_evictions);
   s.memory_evictions = get(memory_evictions);
+  s.fallback_launches = get(fallback_launches);
+  s.pending_compiles = get(pending_compiles);
+  s.background_compile_failures = get(background_compile_failures);
   s.plan_useful_rows = get(plan_useful_rows);
   s.plan_executed_rows = get(plan_executed_rows);
   s.workspace_bytes = workspace_bytes->load(std::memory_order_relaxed);
@@ -131,8 +141,12 @@ std::string StatsSnapshot::ToJson() const {
       {"corrupt_entries", corrupt_entries},
       {"stale_entries", stale_entries},
       {"disk_write_failures", disk_write_failures},
+      {"disk_evictions", disk_evictions},
       {"memory_evictions", memory_evictions},
       {"launches", launches},
+      {"fallback_launches", fallback_launches},
+      {"pending_compiles", pending_compiles},
+      {"background_compile_failures", background_compile_failures},
       {"descriptor_encodes", descriptor_encodes},
       {"descriptor_reuses", descriptor_reuses},
       {"plan_useful_rows", plan_useful_rows},

@@ -64,6 +64,12 @@ class Stats {
   void CountLaunch(OpKind op);
   // Records `key` as a specialization of its op if not seen before.
   void NoteSpecialization(const SpecKey& key);
+  // Every key NoteSpecialization recorded (at most kMaxRecordedKeys), in
+  // the order first seen.
+  std::vector<SpecKey> SeenKeys() const;
+
+  // Keys kept for SeenKeys(); later ones are still counted per op.
+  static constexpr size_t kMaxRecordedKeys = size_t{1} << 16;
 
   StatsSnapshot Snapshot() const;
 
@@ -77,7 +83,14 @@ class Stats {
   std::atomic<uint64_t> corrupt_entries{0};
   std::atomic<uint64_t> stale_entries{0};
   std::atomic<uint64_t> disk_write_failures{0};
+  std::atomic<uint64_t> disk_evictions{0};
   std::atomic<uint64_t> memory_evictions{0};
+  // Background JIT: launches of a generic kernel standing in for a
+  // specialization not ready yet; resolves queued or running; background
+  // resolves that failed (one per key).
+  std::atomic<uint64_t> fallback_launches{0};
+  std::atomic<uint64_t> pending_compiles{0};
+  std::atomic<uint64_t> background_compile_failures{0};
   std::atomic<uint64_t> plan_useful_rows{0};
   std::atomic<uint64_t> plan_executed_rows{0};
   // Shared with the workspaces that hold a share of it (GaugeShare), so
@@ -91,6 +104,7 @@ class Stats {
   std::array<std::atomic<uint64_t>, kNumOpKinds> launches_per_op_{};
   mutable absl::Mutex specializations_mu_;
   absl::flat_hash_set<Hash128> seen_keys_ ABSL_GUARDED_BY(specializations_mu_);
+  std::vector<SpecKey> recorded_keys_ ABSL_GUARDED_BY(specializations_mu_);
   std::array<uint64_t, kNumOpKinds> specializations_per_op_
       ABSL_GUARDED_BY(specializations_mu_) = {};
 };

@@ -117,6 +117,18 @@ void WriteKernelCache(Writer& w) {
   w.Scalar("tailor_kernel_misses_total", "counter",
            "Lookups found in no tier (compiled, or failed).",
            [](const StatsSnapshot& s) { return s.misses; });
+  w.Scalar("tailor_kernel_fallback_launches_total", "counter",
+           "Launches of a generic kernel while the specialized one compiles "
+           "(background JIT).",
+           [](const StatsSnapshot& s) { return s.fallback_launches; });
+  w.Scalar("tailor_kernel_pending_compiles", "gauge",
+           "Background resolves (disk or compile) queued or running.",
+           [](const StatsSnapshot& s) { return s.pending_compiles; });
+  w.Scalar("tailor_kernel_background_compile_failures_total", "counter",
+           "Background compiles that failed (the generic kernel serves).",
+           [](const StatsSnapshot& s) {
+             return s.background_compile_failures;
+           });
   w.Scalar("tailor_kernel_single_flight_waits_total", "counter",
            "Lookups that waited for another thread's compile of the key.",
            [](const StatsSnapshot& s) { return s.single_flight_waits; });
@@ -129,6 +141,7 @@ void WriteKernelCache(Writer& w) {
                      "Kernels evicted from a cache tier.",
                      [](const StatsSnapshot& s, const Emit& emit) {
                        emit({{"tier", "memory"}}, s.memory_evictions);
+                       emit({{"tier", "disk"}}, s.disk_evictions);
                      });
   w.Scalar("tailor_disk_corrupt_entries_total", "counter",
            "Disk entries rejected as corrupt (recompiled, replaced).",

@@ -69,9 +69,9 @@ struct GroupedGemmLaunch {
   int64_t tile_rows;
   moe::Epilogue epilogue;
   MoePlanRef plan;
-  const void* a;  // [rows, K]
-  const void* w;  // [experts, N, K]
-  void* c;        // [rows, N] or [rows, N / 2]
+  const void* a;        // [rows, K]
+  const void* w;        // [experts, N, K]
+  void* c;              // [rows, N] or [rows, N / 2]
   int64_t rows = 0;     // of a and c: R, or its bound T * k (device)
   int64_t experts = 0;  // E
   void* stream = nullptr;
@@ -168,6 +168,21 @@ class MoeKernels {
   virtual absl::Status GroupedGemm(Engine& engine,
                                    const GroupedGemmLaunch& launch) = 0;
   virtual absl::Status Combine(Engine& engine, const CombineLaunch& launch) = 0;
+};
+
+// ---- warm-up: a layer's kernels without a launch ----------------------------
+// The static description of one MoE layer: everything its kernels' keys are
+// made of (never T, R or per-expert counts). Each backend lists the kernels
+// such a layer can need under any routing and batch (cpu::MoeLayerKernels,
+// cuda::MoeLayerKernels) with the key builders its launches use, so that
+// warm-up and serving cannot disagree.
+struct MoeLayerShape {
+  DType dtype = DType::kBF16;
+  int64_t experts = 0;       // E (local)
+  int64_t topk = 0;          // k
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I (gate|up: N = 2I, K = H; down: N = H, K = I)
+  moe::RoutingPolicy policy;
 };
 
 // The MoE kernels of `runtime`'s backend; Unimplemented naming `op` (e.g.

@@ -63,6 +63,7 @@ class Endpoint {
     int id;
     std::string name;
     std::function<StatsSnapshot()> snapshot;
+    std::function<std::string()> history;
   };
 
   // Binds `where`; the server thread starts with Start().
@@ -122,11 +123,13 @@ class Endpoint {
 
   const std::string& address() const { return address_; }
 
-  int Add(absl::string_view name, std::function<StatsSnapshot()> snapshot) {
+  int Add(absl::string_view name, std::function<StatsSnapshot()> snapshot,
+          std::function<std::string()> history) {
     absl::MutexLock lock(&mu_);
     std::string unique(name);
     for (int n = 2; NameTaken(unique); ++n) unique = absl::StrCat(name, "#", n);
-    sources_.push_back({next_id_, unique, std::move(snapshot)});
+    sources_.push_back(
+        {next_id_, unique, std::move(snapshot), std::move(history)});
     return next_id_++;
   }
 
@@ -156,7 +159,45 @@ class Endpoint {
     return out;
   }
 
+  // (runtime name, history document) of every source, or of the one named
+  // `only` (none when no source has that name).
+  std::vector<std::pair<std::string, std::string>> Histories(
+      const std::string& only) {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const Source& s : sources_) {
+      if (!only.empty() && s.name != only) continue;
+      out.emplace_back(s.name, s.history ? s.history() : "{}");
+    }
+    return out;
+  }
+
+  void ServeHistory(const httplib::Request& req, httplib::Response& res) {
+    const std::string only = req.get_param_value("runtime");
+    std::vector<std::pair<std::string, std::string>> docs = Histories(only);
+    if (docs.empty()) {
+      res.status = 404;
+      res.set_content(absl::StrCat("no runtime \"", only, "\"\n"),
+                      "text/plain");
+      return;
+    }
+    if (docs.size() == 1) {
+      res.set_content(docs[0].second, "application/json");
+      return;
+    }
+    nlohmann::json runtimes = nlohmann::json::object();
+    for (const auto& [name, doc] : docs) {
+      runtimes[name] = nlohmann::json::parse(doc, nullptr, false);
+    }
+    res.set_content(nlohmann::json{{"runtimes", runtimes}}.dump(2) + "\n",
+                    "application/json");
+  }
+
   void Route() {
+    server_.Get("/specializations",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  ServeHistory(req, res);
+                });
     server_.Get(
         "/metrics", [this](const httplib::Request&, httplib::Response& res) {
           res.set_content(StatsToPrometheus(Snapshots()), kPrometheusType);
@@ -208,7 +249,8 @@ class Attachment final : public StatsAttachment {
 
 absl::StatusOr<std::unique_ptr<StatsAttachment>> AttachStatsEndpoint(
     absl::string_view address, absl::string_view name,
-    std::function<StatsSnapshot()> snapshot) {
+    std::function<StatsSnapshot()> snapshot,
+    std::function<std::string()> history) {
   absl::StatusOr<HostPort> where = ParseAddress(address);
   if (!where.ok()) return where.status();
   absl::MutexLock lock(&registry_mu);
@@ -223,7 +265,7 @@ absl::StatusOr<std::unique_ptr<StatsAttachment>> AttachStatsEndpoint(
     endpoint->Start();
     Logger().info("stats endpoint on http://{}/metrics", endpoint->address());
   }
-  const int id = endpoint->Add(name, std::move(snapshot));
+  const int id = endpoint->Add(name, std::move(snapshot), std::move(history));
   return std::make_unique<Attachment>(endpoint, id);
 }
 

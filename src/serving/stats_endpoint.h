@@ -4,6 +4,12 @@
 //   GET /metrics  Prometheus text exposition (StatsToPrometheus), each
 //                 sample labelled runtime="<device>" ("cpu", "cuda:0", ...)
 //   GET /stats    {"runtimes": {"<device>": <StatsSnapshot::ToJson>, ...}}
+//   GET /specializations
+//                 the specializations a runtime used
+//                 (Runtime::SpecializationHistoryJson, the document
+//                 `tailor-warmup --from-history` reads): the one attached
+//                 runtime's, or ?runtime=<device>'s; with several and no
+//                 query {"runtimes": {"<device>": <document>, ...}}
 //   GET /healthz  "ok"
 // Requests are answered on the endpoint's own two threads from snapshots
 // (relaxed atomic loads), so a launching thread never waits for it. The
@@ -32,15 +38,17 @@ class StatsAttachment {
   virtual const std::string& address() const = 0;
 };
 
-// Serves `snapshot()` (called on the endpoint's threads, while attached) as
-// runtime `name` on the endpoint at `address`: "host:port", ":port" or
+// Serves `snapshot()` and `history()` (called on the endpoint's threads,
+// while attached; a null `history` serves "{}") as runtime `name` on the
+// endpoint at `address`: "host:port", ":port" or
 // "port" (host 127.0.0.1); port 0 starts a new endpoint on a free port.
 // InvalidArgument("stats_addr: ...") for an address that does not parse;
 // Unavailable when it cannot listen there; Unimplemented when tailor was
 // built without cpp-httplib.
 absl::StatusOr<std::unique_ptr<StatsAttachment>> AttachStatsEndpoint(
     absl::string_view address, absl::string_view name,
-    std::function<StatsSnapshot()> snapshot);
+    std::function<StatsSnapshot()> snapshot,
+    std::function<std::string()> history = nullptr);
 
 }  // namespace tailor::internal
 

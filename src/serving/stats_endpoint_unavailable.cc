@@ -5,7 +5,8 @@ namespace tailor::internal {
 
 absl::StatusOr<std::unique_ptr<StatsAttachment>> AttachStatsEndpoint(
     absl::string_view address, absl::string_view name,
-    std::function<StatsSnapshot()> snapshot) {
+    std::function<StatsSnapshot()> snapshot,
+    std::function<std::string()> history) {
   return absl::UnimplementedError(
       "stats_addr: tailor was built without cpp-httplib (Debian: "
       "libcpp-httplib-dev), so it has no stats endpoint");

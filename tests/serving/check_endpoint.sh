@@ -25,6 +25,11 @@ import json, sys
 runtimes = json.load(sys.stdin)["runtimes"]
 assert list(runtimes) == ["cpu"], runtimes
 print("/stats: json, runtimes", list(runtimes))'
+curl -fsS "http://$addr/specializations" | python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+assert doc["format"] == "tailor.history/1", doc
+print("/specializations: json,", len(doc["specializations"]), "keys")'
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/nope")
 [ "$code" = 404 ] || { echo "/nope answered $code"; exit 1; }
 

@@ -124,6 +124,28 @@ TEST(StatsEndpoint, EnvironmentAddress) {
   EXPECT_EQ(MakeRuntime("")->stats_address(), "");
 }
 
+// GET /specializations serves the document tailor-warmup --from-history
+// reads; with two runtimes on one address, ?runtime= picks one.
+TEST(StatsEndpoint, ServesSpecializationHistory) {
+  std::unique_ptr<Runtime> runtime = MakeRuntime("127.0.0.1:0");
+  ASSERT_NE(runtime, nullptr);
+  const std::string address = runtime->stats_address();
+  auto [status, body] = Get(address, "/specializations");
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(body, runtime->SpecializationHistoryJson());
+  EXPECT_EQ(nlohmann::json::parse(body)["format"], "tailor.history/1");
+
+  std::unique_ptr<Runtime> second = MakeRuntime(address);
+  ASSERT_NE(second, nullptr);
+  nlohmann::json both =
+      nlohmann::json::parse(Get(address, "/specializations").second);
+  EXPECT_EQ(both["runtimes"].size(), 2u);
+  EXPECT_EQ(both["runtimes"]["cpu#2"]["format"], "tailor.history/1");
+  EXPECT_EQ(Get(address, "/specializations?runtime=cpu%232").second,
+            second->SpecializationHistoryJson());
+  EXPECT_EQ(Get(address, "/specializations?runtime=cuda:7").first, 404);
+}
+
 TEST(StatsEndpoint, ExportsPlanRowsAndWorkspaceBytes) {
   std::unique_ptr<Runtime> runtime = MakeRuntime("127.0.0.1:0");
   ASSERT_NE(runtime, nullptr);

@@ -1,39 +1,69 @@
-// tailor-warmup must precompile every kernel any routing of the model needs:
-// after it ran, a runtime with the JIT disabled serves random ragged steps.
+// tailor-warmup end to end: after a warm-up a runtime with the JIT disabled
+// serves any routing; --help, --dry-run, --check and schema errors; a
+// warm-up that cannot persist a kernel says so and exits 1; --from-history
+// precompiles exactly what a runtime used; an unknown TAILOR_LOG_LEVEL is
+// reported.
 #include <stdio.h>
 
 #include <random>
+#include <regex>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
+#include "tool_runner.h"
 
 namespace tailor {
 namespace {
 
+using ::tailor::testing::CacheEntries;
+using ::tailor::testing::kSmallProfileKernels;
+using ::tailor::testing::RunTool;
+using ::tailor::testing::SmallProfileJson;
 using ::tailor::testing::TempDir;
+using ::tailor::testing::ToolRun;
+using ::tailor::testing::WriteTextFile;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr int kTopk = 2, kHidden = 64, kIntermediate = 32, kExperts = 8;
 
-int RunWarmup(const std::string& dir) {
-  std::string command =
-      std::string(TAILOR_WARMUP_PATH) + " --topk 2 --hidden 64" +
-      " --intermediate 32 --dtype f32 --cache-dir " + dir + " > /dev/null";
-  return system(command.c_str());
+ToolRun Warmup(std::vector<std::string> args,
+               const ::tailor::testing::ToolOptions& options = {}) {
+  args.insert(args.begin(), TAILOR_WARMUP_PATH);
+  return RunTool(args, options);
 }
 
-TEST(WarmupTest, StrictRuntimeServesEveryRoutingAfterWarmup) {
-  TempDir dir;
-  ASSERT_EQ(RunWarmup(dir.path()), 0);
+// A profile file in `dir` (SmallProfileJson unless `json` is given).
+std::string WriteProfile(const TempDir& dir, const std::string& json = "") {
+  std::string path = dir.path() + "/profile.json";
+  WriteTextFile(path, json.empty() ? SmallProfileJson() : json);
+  return path;
+}
+
+int CountLines(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n'))
+    n += absl::StartsWith(line, prefix);
+  return n;
+}
+
+std::unique_ptr<Runtime> StrictRuntime(const std::string& cache_dir) {
   Runtime::Options options;
   options.backend = BackendKind::kCpu;
-  options.cache_dir = dir.path();
-  options.disable_jit = true;
+  options.cache_dir = cache_dir;
   options.log_level = "error";
   auto runtime = Runtime::Create(options);
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  return runtime.ok() ? *std::move(runtime) : nullptr;
+}
 
+// Runs `steps` random ragged MoE steps (0..199 tokens, random experts) of
+// the small profile's shape; every call must succeed.
+void ServeRandomTrace(Runtime& runtime, int steps) {
   std::mt19937 rng(::tailor::testing::TestSeed());
   std::uniform_real_distribution<float> dist(-1, 1);
   std::vector<float> w13(kExperts * 2 * kIntermediate * kHidden),
@@ -41,7 +71,7 @@ TEST(WarmupTest, StrictRuntimeServesEveryRoutingAfterWarmup) {
   for (auto& w : w13) w = dist(rng);
   for (auto& w : w2) w = dist(rng);
   moe::Workspace ws;
-  for (int step = 0; step < 40; ++step) {
+  for (int step = 0; step < steps; ++step) {
     int tokens = static_cast<int>(rng() % 200);
     std::vector<float> hidden(tokens * kHidden), out(tokens * kHidden),
         weights(tokens * kTopk, 0.5f);
@@ -54,7 +84,7 @@ TEST(WarmupTest, StrictRuntimeServesEveryRoutingAfterWarmup) {
           kExperts;
     }
     absl::Status s = moe::Experts(
-        **runtime,
+        runtime,
         {.hidden = TensorRef::Contiguous(hidden.data(), DType::kF32,
                                          {tokens, kHidden}),
          .w13 = TensorRef::Contiguous(w13.data(), DType::kF32,
@@ -70,8 +100,231 @@ TEST(WarmupTest, StrictRuntimeServesEveryRoutingAfterWarmup) {
         ws);
     ASSERT_TRUE(s.ok()) << "step " << step << " tokens " << tokens << ": " << s;
   }
-  EXPECT_EQ((*runtime)->stats().compiles, 0u);
-  EXPECT_GT((*runtime)->stats().disk_hits, 0u);
+}
+
+TEST(WarmupTest, ProfileWarmupThenDisabledJitServesARandomTrace) {
+  TempDir dir;
+  ToolRun run = Warmup(
+      {"--profile", WriteProfile(dir), "--cache-dir", dir.path() + "/cache"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("profile small-test: 14 kernels for cpu"));
+  EXPECT_THAT(run.output, HasSubstr("[14/14] 100%  elapsed"));
+  EXPECT_THAT(run.output, HasSubstr("tailor-warmup: 14 kernels ready in " +
+                                    dir.path() + "/cache"));
+  EXPECT_EQ(CacheEntries(dir.path() + "/cache").size(),
+            static_cast<size_t>(kSmallProfileKernels));
+
+  setenv("TAILOR_DISABLE_JIT", "1", 1);
+  std::unique_ptr<Runtime> runtime = StrictRuntime(dir.path() + "/cache");
+  unsetenv("TAILOR_DISABLE_JIT");
+  ASSERT_NE(runtime, nullptr);
+  ServeRandomTrace(*runtime, 40);
+  EXPECT_EQ(runtime->stats().compiles, 0u);
+  EXPECT_GT(runtime->stats().disk_hits, 0u);
+
+  // A second warm-up finds everything on disk and compiles nothing.
+  run = Warmup({"--profile", WriteProfile(dir), "--cache-dir",
+                dir.path() + "/cache", "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("total (wall"));  // the summary table's last row
+  EXPECT_TRUE(std::regex_search(
+      run.output, std::regex(R"(total \(wall [0-9.]+ s\) +14 +14 +0 +0 +0)")))
+      << run.output;
+}
+
+TEST(WarmupTest, LegacyModelFlagsStillWork) {
+  TempDir dir;
+  ToolRun run =
+      Warmup({"--topk", "2", "--hidden", "64", "--intermediate", "32",
+              "--dtype", "f32", "--cache-dir", dir.path(), "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("14 kernels ready"));
+}
+
+TEST(WarmupTest, HelpPrintsUsage) {
+  ToolRun run = Warmup({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.output,
+              StartsWith("usage: tailor-warmup --profile FILE.json"));
+  EXPECT_THAT(run.output, HasSubstr("--dry-run"));
+  run = Warmup({"--profile"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.output,
+            "tailor-warmup: --profile: needs a value\n"
+            "(tailor-warmup --help prints the usage)\n");
+}
+
+TEST(WarmupTest, BadProfileNamesTheField) {
+  TempDir dir;
+  std::string json = SmallProfileJson();
+  json.replace(json.find("\"hidden\": 64"), 12, "\"hidden\": -64");
+  ToolRun run = Warmup({"--profile", WriteProfile(dir, json), "--dry-run"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.output,
+            "tailor-warmup: profile: moe.hidden: must be an integer in [1, "
+            "65536], got -64\n");
+  run = Warmup({"--profile", dir.path() + "/missing.json"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.output, HasSubstr("cannot read " + dir.path() +
+                                    "/missing.json: No such file"));
+}
+
+TEST(WarmupTest, DryRunListsKeysAndCompilesNothing) {
+  TempDir dir;
+  ToolRun run = Warmup({"--profile", WriteProfile(dir), "--dry-run",
+                        "--cache-dir", dir.path() + "/cache"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(CountLines(run.output, "moe."), kSmallProfileKernels);
+  EXPECT_THAT(run.output,
+              HasSubstr("\nmoe.grouped_gemm/cpu/"));  // arch resolved
+  EXPECT_TRUE(CacheEntries(dir.path() + "/cache").empty());
+
+  // An explicit arch needs no runtime at all.
+  run = Warmup({"--profile",
+                WriteProfile(dir, SmallProfileJson(R"(, "arch": "sm_00")")),
+                "--dry-run"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("moe.pack/cpu/sm_00/f32/H=64/b0/t0/m0n0k0"));
+}
+
+TEST(WarmupTest, ArchOfAnotherMachineIsRefused) {
+  TempDir dir;
+  ToolRun run = Warmup(
+      {"--profile", WriteProfile(dir, SmallProfileJson(R"(, "arch": "sm_00")")),
+       "--cache-dir", dir.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.output,
+              HasSubstr("tailor-warmup: target.arch: this machine's cpu "
+                        "backend builds for "));
+  EXPECT_THAT(run.output, HasSubstr(", not sm_00 (use \"native\""));
+}
+
+TEST(WarmupTest, CheckNamesEveryMissingKernel) {
+  TempDir dir;
+  std::string profile = WriteProfile(dir);
+  std::string cache = dir.path() + "/cache";
+  ToolRun run = Warmup({"--profile", profile, "--check", "--cache-dir", cache});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(CountLines(run.output, "missing: moe."), kSmallProfileKernels);
+  EXPECT_THAT(run.output, HasSubstr("missing: moe.pack/cpu/"));
+  EXPECT_THAT(run.output, HasSubstr("(not in the disk cache)"));
+  EXPECT_THAT(run.output, HasSubstr("tailor-warmup: 14 of 14 kernels are "
+                                    "missing from " +
+                                    cache));
+  ASSERT_EQ(
+      Warmup({"--profile", profile, "--cache-dir", cache, "--quiet"}).exit_code,
+      0);
+  run = Warmup({"--profile", profile, "--check", "--cache-dir", cache});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("tailor-warmup: all 14 kernels are in " + cache));
+}
+
+// The disk fills up half way (RLIMIT_FSIZE: writes past it fail): the
+// warm-up must not claim the kernels it could not write.
+TEST(WarmupTest, KernelsThatCannotBeSavedFailTheWarmup) {
+  TempDir dir;
+  std::string cache = dir.path() + "/cache";
+  ToolRun run = Warmup(
+      {"--profile", WriteProfile(dir), "--cache-dir", cache, "--jobs", "1"},
+      {.max_file_bytes = 7000});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  size_t saved = CacheEntries(cache).size();
+  ASSERT_GT(saved, 0u) << run.output;  // the small ones fit
+  ASSERT_LT(saved, static_cast<size_t>(kSmallProfileKernels)) << run.output;
+  int unsaved = kSmallProfileKernels - static_cast<int>(saved);
+  EXPECT_THAT(
+      run.output,
+      HasSubstr("tailor-warmup: INCOMPLETE: " + std::to_string(unsaved) +
+                " of 14 kernels are not in " + cache + ":"));
+  EXPECT_EQ(CountLines(run.output, "  not saved  moe.grouped_gemm/"), unsaved)
+      << run.output;
+  EXPECT_THAT(run.output, HasSubstr("File too large"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("kernels ready")));
+  // What it says matches the disk.
+  run =
+      Warmup({"--profile", WriteProfile(dir), "--check", "--cache-dir", cache});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(CountLines(run.output, "missing: "), unsaved);
+}
+
+// The same with a real full disk: a tiny tmpfs, mounted in a private mount
+// namespace (needs root or unprivileged user namespaces; skipped otherwise).
+TEST(WarmupTest, FullTmpfsFailsTheWarmup) {
+  TempDir dir;
+  std::string cache = dir.path() + "/tmpfs";
+  std::filesystem::create_directory(cache);
+  chmod(cache.c_str(), 0700);
+  std::string script = "mount -t tmpfs -o size=24k,mode=0700 tailor-test " +
+                       cache + " || exit 99; exec " + TAILOR_WARMUP_PATH +
+                       " --profile " + WriteProfile(dir) + " --cache-dir " +
+                       cache + " --jobs 1";
+  ToolRun run = RunTool({"/usr/bin/unshare", "-rm", "/bin/sh", "-c", script});
+  if (run.exit_code == 99 || run.exit_code == 127 ||
+      absl::StrContains(run.output, "unshare failed")) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << run.output;
+  }
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("tailor-warmup: INCOMPLETE: "));
+  EXPECT_THAT(run.output, HasSubstr("No space left on device"));
+}
+
+// A size limit smaller than the profile: kernels written early are evicted
+// by later ones; the warm-up looks again at the end and says so.
+TEST(WarmupTest, KernelsEvictedDuringTheWarmupAreReported) {
+  TempDir dir;
+  ToolRun run = Warmup({"--profile", WriteProfile(dir), "--cache-dir",
+                        dir.path() + "/cache", "--quiet"},
+                       {.env = {{"TAILOR_CACHE_MAX_SIZE", "20K"}}});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("gone from the disk cache by the end of "
+                                    "the warm-up (not in the disk cache); was "
+                                    "it evicted?"));
+}
+
+TEST(WarmupTest, UnknownLogLevelIsReported) {
+  TempDir dir;
+  ToolRun run = Warmup(
+      {"--profile", WriteProfile(dir), "--dry-run", "--cache-dir", dir.path()},
+      {.env = {{"TAILOR_LOG_LEVEL", "verbose"}}});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("[warning] TAILOR_LOG_LEVEL=\"verbose\" is not a log "
+                        "level (one of trace, debug, info, warn, error, "
+                        "critical, off); using info"));
+}
+
+TEST(WarmupTest, FromHistoryPrecompilesExactlyWhatWasUsed) {
+  TempDir dir;
+  std::string history = dir.path() + "/history.json";
+  size_t used = 0;
+  {
+    std::unique_ptr<Runtime> server = StrictRuntime(dir.path() + "/server");
+    ASSERT_NE(server, nullptr);
+    ServeRandomTrace(*server, 3);
+    for (const auto& [op, n] : server->stats().specializations_per_op)
+      used += n;
+    WriteTextFile(history, server->SpecializationHistoryJson());
+  }
+  ASSERT_GT(used, 0u);
+  std::string fresh = dir.path() + "/fresh";
+  ToolRun run =
+      Warmup({"--from-history", history, "--cache-dir", fresh, "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("tailor-warmup: history " + history + " (" +
+                                    std::to_string(used) +
+                                    " keys used by "
+                                    "tailor "));
+  EXPECT_EQ(CacheEntries(fresh).size(), used);
+
+  setenv("TAILOR_DISABLE_JIT", "1", 1);
+  std::unique_ptr<Runtime> replacement = StrictRuntime(fresh);
+  unsetenv("TAILOR_DISABLE_JIT");
+  ASSERT_NE(replacement, nullptr);
+  ServeRandomTrace(*replacement, 3);  // the same seed: the same steps
+  EXPECT_EQ(replacement->stats().compiles, 0u);
 }
 
 }  // namespace

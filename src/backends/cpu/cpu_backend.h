@@ -23,11 +23,14 @@ namespace tailor::internal::cpu {
 class CpuKernel : public Kernel {
  public:
   explicit CpuKernel(std::unique_ptr<LoadedObject> object)
-      : object_(std::move(object)) {}
-  CpuEntry entry() const { return object_->entry(); }
+      : object_(std::move(object)), entry_(object_->entry()) {}
+  // A kernel built into the library (the generic kernels, moe_generic.h).
+  explicit CpuKernel(CpuEntry builtin) : entry_(builtin) {}
+  CpuEntry entry() const { return entry_; }
 
  private:
-  std::unique_ptr<LoadedObject> object_;
+  std::unique_ptr<LoadedObject> object_;  // null for built-in kernels
+  CpuEntry entry_;
 };
 
 class CpuBackend : public Backend {

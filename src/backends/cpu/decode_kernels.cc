@@ -104,18 +104,42 @@ DecodeParams ParamsOf(const DecodeLaunch& l) {
 
 }  // namespace
 
-SpecKey DecodeAttentionKey(const Engine& engine, const DecodeShape& shape) {
-  SpecKey key = engine.MakeKey(OpKind::kAttentionDecode);
+SpecKey DecodeAttentionKey(const KeyTarget& target, const DecodeShape& shape) {
+  SpecKey key = target.MakeKey(OpKind::kAttentionDecode);
   key.dtypes = {shape.dtype};
   key.dims = {shape.head_dim, shape.group, shape.page_size};
   return key;
 }
 
-SpecKey DecodeMergeKey(const Engine& engine, const DecodeShape& shape) {
-  SpecKey key = engine.MakeKey(OpKind::kAttentionDecodeMerge);
+SpecKey DecodeMergeKey(const KeyTarget& target, const DecodeShape& shape) {
+  SpecKey key = target.MakeKey(OpKind::kAttentionDecodeMerge);
   key.dtypes = {shape.dtype};
   key.dims = {shape.head_dim, shape.group};
   return key;
+}
+
+absl::StatusOr<KernelSource> GenerateDecodeKernel(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::kAttentionDecode:
+      return GenerateAttention(key);
+    case OpKind::kAttentionDecodeMerge:
+      return GenerateMerge(key);
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("key.op: ", GetOpInfo(key.op).name,
+                       " is not a cpu attention.decode kernel"));
+  }
+}
+
+absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
+    const KeyTarget& target, const DecodeShape& shape) {
+  if (shape.dtype != DType::kBF16 && shape.dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype: paged decode takes bf16 or f16, got ", DTypeName(shape.dtype)));
+  }
+  return std::vector<KernelJob>{
+      {DecodeAttentionKey(target, shape), &GenerateDecodeKernel},
+      {DecodeMergeKey(target, shape), &GenerateDecodeKernel}};
 }
 
 absl::StatusOr<DecodePlanConfig> CpuDecodeKernels::PlanConfig(
@@ -134,7 +158,7 @@ absl::Status CpuDecodeKernels::Decode(Engine& engine,
         "attention.decode: the cpu backend needs a host plan");
   }
   if (plan->items().empty()) return absl::OkStatus();
-  const SpecKey key = DecodeAttentionKey(engine, launch.shape);
+  const SpecKey key = DecodeAttentionKey(engine.target(), launch.shape);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
                           engine.GetKernel(key, GenerateAttention));
   const DecodeParams params = ParamsOf(launch);
@@ -144,7 +168,7 @@ absl::Status CpuDecodeKernels::Decode(Engine& engine,
   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
   if (plan->merge_groups().empty()) return absl::OkStatus();
 
-  const SpecKey merge_key = DecodeMergeKey(engine, launch.shape);
+  const SpecKey merge_key = DecodeMergeKey(engine.target(), launch.shape);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> merge,
                           engine.GetKernel(merge_key, GenerateMerge));
   const DecodeMergeParams merge_params = {

@@ -12,6 +12,8 @@
 #ifndef TAILOR_BACKENDS_CPU_DECODE_KERNELS_H_
 #define TAILOR_BACKENDS_CPU_DECODE_KERNELS_H_
 
+#include <vector>
+
 #include "core/engine.h"
 #include "core/spec_key.h"
 #include "ops/attention_kernels.h"
@@ -32,9 +34,19 @@ class CpuDecodeKernels final : public DecodeKernels {
   int num_threads_;
 };
 
-// The keys of the two kernels, for tests and tools that enumerate kernels.
-SpecKey DecodeAttentionKey(const Engine& engine, const DecodeShape& shape);
-SpecKey DecodeMergeKey(const Engine& engine, const DecodeShape& shape);
+// The keys of the two kernels (Decode builds its keys with these), for tests
+// and tools that enumerate kernels. DecodeShape::num_kv_heads is not in them.
+SpecKey DecodeAttentionKey(const KeyTarget& target, const DecodeShape& shape);
+SpecKey DecodeMergeKey(const KeyTarget& target, const DecodeShape& shape);
+
+// The source of any CPU attention.decode* key; InvalidArgument naming the op
+// for any other key.
+absl::StatusOr<KernelSource> GenerateDecodeKernel(const SpecKey& key);
+
+// Both kernels a RunDecode of `shape` can launch (attention, then merge):
+// for warm-up. InvalidArgument naming dtype unless it is bf16 or f16.
+absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
+    const KeyTarget& target, const DecodeShape& shape);
 
 }  // namespace tailor::internal::cpu
 

@@ -7,6 +7,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/moe_generic.h"
+#include "core/stats.h"
+#include "ops/moe_checks.h"
 #include "tailor/status.h"
 #include "templates/cpu/moe_params.h"
 
@@ -80,13 +83,32 @@ absl::Status RequireHostPlan(const MoePlanRef& plan) {
 
 }  // namespace
 
+namespace {
+
+int TestSlot(OpKind op) {
+  return op == OpKind::kMoePack ? 0 : op == OpKind::kMoeGroupedGemm ? 1 : 2;
+}
+
+}  // namespace
+
+void CpuMoeKernels::SetGeneratorForTesting(OpKind op,
+                                           KernelGeneratorFn generate) {
+  test_generators_[TestSlot(op)].store(generate);
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> CpuMoeKernels::KernelFor(
+    Engine& engine, const SpecKey& key, KernelGeneratorFn library) {
+  KernelGeneratorFn generate = test_generators_[TestSlot(key.op)].load();
+  if (generate == nullptr) generate = library;
+  if (engine.background_jit()) return engine.TryGetKernel(key, generate);
+  return engine.GetKernel(key, generate);
+}
+
 absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
   if (launch.rows == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoePack);
-  key.dtypes = {launch.dtype};
-  key.dims = {launch.hidden_dim};
+  const SpecKey key = PackKey(engine.target(), launch.dtype, launch.hidden_dim);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GeneratePack));
+                          KernelFor(engine, key, &GeneratePack));
   MoePackParams params = {.hidden = launch.hidden,
                           .permutation = launch.permutation,
                           .a = launch.a,
@@ -94,18 +116,106 @@ absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.rows);  // R < 2^31
   config.block.x = kRowsPerChunk;
+  if (kernel == nullptr) {
+    const GenericPackParams generic = {
+        .base = params, .dtype = launch.dtype, .hidden = launch.hidden_dim};
+    return engine.LaunchFallback(key.op, GenericPackKernel(), config, &generic,
+                                 sizeof(generic));
+  }
   return engine.Launch(key.op, *kernel, config, params);
 }
 
-SpecKey GroupedGemmKey(const Engine& engine, const GroupedGemmLaunch& launch,
+SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden_dim) {
+  SpecKey key = target.MakeKey(OpKind::kMoePack);
+  key.dtypes = {dtype};
+  key.dims = {hidden_dim};
+  return key;
+}
+
+SpecKey GroupedGemmKey(const KeyTarget& target, const GroupedGemmLaunch& launch,
                        int32_t tail_class) {
-  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
+  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
   key.dtypes = {launch.dtype, launch.dtype, DType::kF32};
   key.dims = {launch.n, launch.k};
   key.tile.m = static_cast<int32_t>(launch.tile_rows);
   key.tail_class = tail_class;
   key.variant = static_cast<uint32_t>(launch.epilogue);
   return key;
+}
+
+SpecKey GroupedGemmKey(const Engine& engine, const GroupedGemmLaunch& launch,
+                       int32_t tail_class) {
+  return GroupedGemmKey(engine.target(), launch, tail_class);
+}
+
+SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden_dim,
+                   int64_t topk) {
+  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {dtype, DType::kF32, dtype};
+  key.dims = {hidden_dim, topk};
+  return key;
+}
+
+absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::kMoePack:
+      return GeneratePack(key);
+    case OpKind::kMoeGroupedGemm:
+      return GenerateGroupedGemm(key);
+    case OpKind::kMoeCombine:
+      return GenerateCombine(key);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key.op: ", GetOpInfo(key.op).name, " is not a cpu moe.* kernel"));
+  }
+}
+
+absl::StatusOr<std::vector<int32_t>> TailClassesOf(
+    const moe::RoutingPolicy& policy) {
+  const CpuMoeKernels backend;
+  TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params,
+                          ResolvePolicy(policy, backend.DefaultTileRows(0, 0),
+                                        backend.MaxTileRows()));
+  std::vector<int32_t> classes = {0};
+  for (int64_t rows = 1; rows < params.tile_rows; ++rows) {
+    TAILOR_ASSIGN_OR_RETURN(int32_t tail_class,
+                            plan::TailClassOf(rows, params));
+    if (std::find(classes.begin(), classes.end(), tail_class) == classes.end())
+      classes.push_back(tail_class);
+  }
+  std::sort(classes.begin() + 1, classes.end());
+  return classes;
+}
+
+absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
+    const KeyTarget& target, const MoeLayerShape& layer) {
+  TAILOR_ASSIGN_OR_RETURN(std::vector<int32_t> classes,
+                          TailClassesOf(layer.policy));
+  const int32_t tile_rows =
+      layer.policy.tile_rows != 0
+          ? layer.policy.tile_rows
+          : CpuMoeKernels().DefaultTileRows(0, layer.experts);
+  const GroupedGemmLaunch gate_up = {.dtype = layer.dtype,
+                                     .n = 2 * layer.intermediate,
+                                     .k = layer.hidden,
+                                     .tile_rows = tile_rows,
+                                     .epilogue = moe::Epilogue::kSiluAndMul};
+  const GroupedGemmLaunch down = {.dtype = layer.dtype,
+                                  .n = layer.hidden,
+                                  .k = layer.intermediate,
+                                  .tile_rows = tile_rows,
+                                  .epilogue = moe::Epilogue::kNone};
+  std::vector<KernelJob> jobs = {
+      {PackKey(target, layer.dtype, layer.hidden), &GenerateMoeKernel}};
+  for (const GroupedGemmLaunch* gemm : {&gate_up, &down}) {
+    for (int32_t tail_class : classes) {
+      jobs.push_back(
+          {GroupedGemmKey(target, *gemm, tail_class), &GenerateMoeKernel});
+    }
+  }
+  jobs.push_back({CombineKey(target, layer.dtype, layer.hidden, layer.topk),
+                  &GenerateMoeKernel});
+  return jobs;
 }
 
 absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
@@ -124,13 +234,15 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
   constexpr size_t kBatch = 16;
   std::array<std::shared_ptr<Kernel>, kBatch> kernels;
   std::array<MoeGroupedGemmParams, kBatch> params;
+  std::array<GenericGemmParams, kBatch> generic;  // background JIT fallbacks
+  size_t fallbacks = 0;
   std::array<LaunchRequest, kBatch> requests;
   size_t pending = 0;
   for (const plan::VariantRange& range : plan.variants()) {
     if (range.size() == 0) continue;
     SpecKey key = GroupedGemmKey(engine, launch, range.tail_class);
     TAILOR_ASSIGN_OR_RETURN(kernels[pending],
-                            engine.GetKernel(key, GenerateGroupedGemm));
+                            KernelFor(engine, key, &GenerateGroupedGemm));
     params[pending] = {.a = launch.a,
                        .w = launch.w,
                        .c = launch.c,
@@ -142,6 +254,17 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
     request = {.kernel = kernels[pending].get(),
                .params = &params[pending],
                .params_size = sizeof(MoeGroupedGemmParams)};
+    if (kernels[pending] == nullptr) {  // not compiled yet: the generic one
+      generic[pending] = {.base = params[pending],
+                          .dtype = launch.dtype,
+                          .n = launch.n,
+                          .k = launch.k,
+                          .gated = gated};
+      request.kernel = &GenericGemmKernel();
+      request.params = &generic[pending];
+      request.params_size = sizeof(GenericGemmParams);
+      ++fallbacks;
+    }
     request.config.grid = {.x = static_cast<uint32_t>(range.size()),
                            .y = n_tiles};
     const int64_t rows =
@@ -150,12 +273,15 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
     request.config.block.x = static_cast<uint32_t>(
         std::max<int64_t>(1, kMinMacsPerChunk / macs_per_item));
     if (++pending == kBatch) {
+      engine.stats().Add(engine.stats().fallback_launches, fallbacks);
+      fallbacks = 0;
       TAILOR_RETURN_IF_ERROR(engine.LaunchBatch(
           OpKind::kMoeGroupedGemm, absl::MakeSpan(requests.data(), pending)));
       pending = 0;
     }
   }
   if (pending == 0) return absl::OkStatus();
+  engine.stats().Add(engine.stats().fallback_launches, fallbacks);
   return engine.LaunchBatch(OpKind::kMoeGroupedGemm,
                             absl::MakeSpan(requests.data(), pending));
 }
@@ -163,11 +289,10 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
 absl::Status CpuMoeKernels::Combine(Engine& engine,
                                     const CombineLaunch& launch) {
   if (launch.tokens == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
-  key.dtypes = {launch.dtype, DType::kF32, launch.dtype};
-  key.dims = {launch.hidden_dim, launch.topk};
+  const SpecKey key =
+      CombineKey(engine.target(), launch.dtype, launch.hidden_dim, launch.topk);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GenerateCombine));
+                          KernelFor(engine, key, &GenerateCombine));
   MoeCombineParams params = {.c = launch.c,
                              .weights = launch.weights,
                              .inverse = launch.inverse,
@@ -175,6 +300,14 @@ absl::Status CpuMoeKernels::Combine(Engine& engine,
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.tokens);  // T < 2^31
   config.block.x = kRowsPerChunk;
+  if (kernel == nullptr) {
+    const GenericCombineParams generic = {.base = params,
+                                          .dtype = launch.dtype,
+                                          .hidden = launch.hidden_dim,
+                                          .topk = launch.topk};
+    return engine.LaunchFallback(key.op, GenericCombineKernel(), config,
+                                 &generic, sizeof(generic));
+  }
   return engine.Launch(key.op, *kernel, config, params);
 }
 

@@ -1,5 +1,7 @@
 // Built instead of the CUDA backend when the CUDA toolkit headers (cuda.h,
 // nvrtc.h) are not found at configure time (TAILOR_CUDA_HOME).
+#include "backends/cuda/decode_kernels.h"
+#include "backends/cuda/moe_kernels.h"
 #include "core/backend_registry.h"
 
 namespace tailor::internal {
@@ -12,3 +14,37 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
 }
 
 }  // namespace tailor::internal
+
+// Warm-up lists CUDA keys without a device, but this build cannot generate
+// their sources either.
+namespace tailor::cuda {
+namespace {
+
+absl::Status NoCudaKernels() {
+  return absl::UnavailableError(
+      "CUDA kernels unavailable: built without CUDA headers");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<internal::KernelJob>> MoeLayerKernels(
+    const internal::KeyTarget&, const internal::MoeLayerShape&) {
+  return NoCudaKernels();
+}
+
+absl::StatusOr<std::vector<internal::KernelJob>> DecodeLayerKernels(
+    const internal::KeyTarget&, const internal::DecodeShape&) {
+  return NoCudaKernels();
+}
+
+absl::StatusOr<internal::KernelSource> GenerateMoeKernel(
+    const internal::SpecKey&) {
+  return NoCudaKernels();
+}
+
+absl::StatusOr<internal::KernelSource> GenerateCudaDecode(
+    const internal::SpecKey&) {
+  return NoCudaKernels();
+}
+
+}  // namespace tailor::cuda

@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
@@ -25,7 +27,9 @@ using tailor::internal::DecodePlanConfig;
 using tailor::internal::DecodeShape;
 using tailor::internal::Engine;
 using tailor::internal::Kernel;
+using tailor::internal::KernelJob;
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
 using tailor::internal::LaunchConfig;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
@@ -200,7 +204,12 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit) {
 
 SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
                       uint32_t variant, int32_t stages) {
-  SpecKey key = engine.MakeKey(OpKind::kAttentionDecode);
+  return CudaDecodeKey(engine.target(), shape, variant, stages);
+}
+
+SpecKey CudaDecodeKey(const KeyTarget& target, const DecodeShape& shape,
+                      uint32_t variant, int32_t stages) {
+  SpecKey key = target.MakeKey(OpKind::kAttentionDecode);
   key.dtypes = {shape.dtype};
   key.dims = {shape.head_dim, shape.group, shape.page_size};
   key.tile.m = kDecodeTileTokens;
@@ -208,6 +217,46 @@ SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
   key.tile.stages = stages;
   key.variant = variant;
   return key;
+}
+
+int64_t SharedLimitOfArch(absl::string_view arch) {
+  // cudaDevAttrMaxSharedMemoryPerBlockOptin of each generation.
+  if (arch == "sm_80" || arch == "sm_87") return 163 * 1024;
+  if (arch == "sm_86" || arch == "sm_89" || absl::StartsWith(arch, "sm_12")) {
+    return 99 * 1024;
+  }
+  if (absl::StartsWith(arch, "sm_90") || absl::StartsWith(arch, "sm_10")) {
+    return 227 * 1024;
+  }
+  return 0;
+}
+
+absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
+    const KeyTarget& target, const DecodeShape& shape) {
+  const int64_t shared_limit = SharedLimitOfArch(target.arch);
+  if (shared_limit == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("arch: no shared-memory size known for \"", target.arch,
+                     "\" (sm_80, sm_86, sm_87, sm_89, sm_90[a], sm_10x, "
+                     "sm_12x)"));
+  }
+  const int stages = DecodeStagesFor(shape.head_dim, shape.group, shared_limit);
+  if (stages == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "head_dim ", shape.head_dim, " x group ", shape.group,
+        ": two pipeline stages do not fit ", target.arch, "'s shared memory"));
+  }
+  std::vector<KernelJob> jobs = {
+      {CudaDecodeKey(target, shape, kDecodeVariantCpAsync, stages),
+       &GenerateCudaDecode}};
+  if (target.arch == "sm_90a" && DecodeTmaPageSize(shape.page_size)) {
+    jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantTma, stages),
+                    &GenerateCudaDecode});
+  }
+  for (const KernelJob& job : jobs) {
+    TAILOR_RETURN_IF_ERROR(ValidateKey(job.key));
+  }
+  return jobs;
 }
 
 absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {

@@ -31,10 +31,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "core/backend.h"
+#include "core/engine.h"
 #include "core/spec_key.h"
 #include "ops/attention_kernels.h"
 
@@ -99,6 +101,26 @@ tailor::internal::SpecKey CudaDecodeKey(
     const tailor::internal::Engine& engine,
     const tailor::internal::DecodeShape& shape, uint32_t variant,
     int32_t stages);
+
+tailor::internal::SpecKey CudaDecodeKey(
+    const tailor::internal::KeyTarget& target,
+    const tailor::internal::DecodeShape& shape, uint32_t variant,
+    int32_t stages);
+
+// The opt-in shared memory per block of a device of `arch` ("sm_90a": 227
+// KiB), for keys built without a device; 0 for an arch it does not know.
+int64_t SharedLimitOfArch(absl::string_view arch);
+
+// The decode kernels a RunDecode of `shape` can launch on a device of
+// `target.arch`, without the device (warm-up): the cp.async variant, and on
+// sm_90a the TMA variant when the page size allows it (a cache whose strides
+// are not TMA-legal falls back to cp.async), at the depth that arch's shared
+// memory gives. Unimplemented for an unknown arch or a shape no depth fits;
+// InvalidArgument naming the key field the templates cannot build. Without
+// the CUDA headers (cuda_backend_unavailable.cc): Unavailable.
+absl::StatusOr<std::vector<tailor::internal::KernelJob>> DecodeLayerKernels(
+    const tailor::internal::KeyTarget& target,
+    const tailor::internal::DecodeShape& shape);
 
 // The source of a decode key: includes plus one TAILOR_CUDA_ENTRY.
 // InvalidArgument naming the key field the templates cannot build.

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -21,6 +23,7 @@ using tailor::internal::Engine;
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::Kernel;
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
 using tailor::internal::LaunchConfig;
 using tailor::internal::OpKind;
 using tailor::internal::PackLaunch;
@@ -73,12 +76,21 @@ TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
 // Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
 // tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
 // aligned); if so, fills `c_map`.
+// The static half of HopperStoresByTma (what warm-up can know): the plan
+// tile is the CTA tile and C's rows are whole 16-byte vectors.
+bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
+                         moe::Epilogue epilogue, int64_t n) {
+  const int64_t out_n = epilogue == moe::Epilogue::kSiluAndMul ? n / 2 : n;
+  return enabled && tile_rows == MoeSm90CtaRows(static_cast<int>(tile_rows)) &&
+         out_n % 8 == 0;
+}
+
 bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
                        const GroupedGemmLaunch& l, int cta_rows,
                        TensorMap& c_map) {
-  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
-  const int64_t out_n = gated ? l.n / 2 : l.n;
-  if (!enabled || l.tile_rows != cta_rows || out_n % 8 != 0 ||
+  const int64_t out_n =
+      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
+  if (!HopperTmaStoreShape(enabled, l.tile_rows, l.epilogue, l.n) ||
       reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
     return false;
   }
@@ -187,7 +199,105 @@ uint32_t CeilDiv(int64_t a, int64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
+// ---- keys: the launches and MoeLayerKernels build them here ---------------
+
+SpecKey RouteKey(const KeyTarget& target, unsigned variant, int warps) {
+  SpecKey key = target.MakeKey(OpKind::kMoeRoute);
+  key.variant = variant;
+  if (variant == kMoeRouteScatter) key.dims = {warps};
+  return key;
+}
+
+SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
+  SpecKey key = target.MakeKey(OpKind::kMoePack);
+  key.dtypes = {dtype};
+  key.dims = {hidden};
+  return key;
+}
+
+// The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
+// with (`hopper`) or without the Hopper kernel enabled.
+int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
+  if (hopper && dtype == DType::kBF16 && k % 8 == 0 &&
+      tile_rows <= kMoeSm90MaxRows) {
+    return kHopperGemm;
+  }
+  return MoeGemmUsesMma(dtype == DType::kBF16, k) ? kMmaGemm : kSimtGemm;
+}
+
+SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
+                int64_t tile_rows, moe::Epilogue epilogue, int32_t kernel,
+                bool pipeline_checks, bool tma_store) {
+  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {dtype, dtype, DType::kF32};
+  key.dims = {n, k};
+  key.tile.m = static_cast<int32_t>(tile_rows);
+  key.tile.n = kernel;
+  key.variant = static_cast<uint32_t>(epilogue);
+  if (kernel == kHopperGemm) {
+    key.variant |= (pipeline_checks ? kGemmPipelineChecks : 0u) |
+                   (tma_store ? kGemmTmaStore : 0u);
+  }
+  return key;
+}
+
+SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden,
+                   int64_t topk) {
+  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {dtype, DType::kF32, dtype};
+  key.dims = {hidden, topk};
+  return key;
+}
+
+bool HopperGemmEnabled(absl::string_view arch) {
+  return arch == "sm_90a" && !EnvIs("TAILOR_MOE_GEMM", "portable");
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
+    const KeyTarget& target, const tailor::internal::MoeLayerShape& layer) {
+  const bool hopper = HopperGemmEnabled(target.arch);
+  // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
+  std::vector<int64_t> tiles = {layer.policy.tile_rows};
+  if (layer.policy.tile_rows == 0) {
+    tiles = {64};
+    if (hopper) tiles.push_back(128);
+  }
+  if (tiles[0] < 1 || tiles[0] > CudaMoeKernels::kMaxTileRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy.tile_rows: must be in [1, ", CudaMoeKernels::kMaxTileRows,
+        "] (or 0: the backend's choice), got ", layer.policy.tile_rows));
+  }
+  const bool checks = EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
+  // Full tiles leave by TMA stores unless C is misaligned at run time (or
+  // its map is refused): warm-up lists the TMA-store variant then.
+  const bool tma_store_enabled = !EnvIs("TAILOR_MOE_GEMM_STORE", "registers");
+  const int warps = MoeScatterWarps(layer.experts);
+  std::vector<tailor::internal::KernelJob> jobs;
+  auto add = [&jobs](SpecKey key) {
+    jobs.push_back({std::move(key), &GenerateMoeKernel});
+  };
+  if (warps == kMoeRouteCountThreads / 32) {
+    add(RouteKey(target, kMoeRouteFused, warps));
+  }
+  add(RouteKey(target, kMoeRouteCountPlan, warps));
+  add(RouteKey(target, kMoeRouteScatter, warps));
+  add(PackKey(target, layer.dtype, layer.hidden));
+  for (int64_t tile_rows : tiles) {
+    for (const auto& [n, k, epilogue] :
+         {std::tuple{2 * layer.intermediate, layer.hidden,
+                     moe::Epilogue::kSiluAndMul},
+          std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
+      const int32_t kernel = GemmKernelFor(hopper, layer.dtype, k, tile_rows);
+      add(GemmKey(
+          target, layer.dtype, n, k, tile_rows, epilogue, kernel, checks,
+          HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n)));
+    }
+  }
+  add(CombineKey(target, layer.dtype, layer.hidden, layer.topk));
+  return jobs;
+}
 
 absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
   switch (key.op) {
@@ -258,24 +368,21 @@ absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
 
   const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
   const int warps = MoeScatterWarps(l.experts);
-  SpecKey key = engine.MakeKey(OpKind::kMoeRoute);
+  const KeyTarget target = engine.target();
   if (segments == 1 && warps == kMoeRouteCountThreads / 32) {
     // One block counts, plans and scatters: one launch.
-    key.variant = kMoeRouteFused;
-    return LaunchKernel(engine, key, GenerateRoute,
+    return LaunchKernel(engine, RouteKey(target, kMoeRouteFused, warps),
+                        GenerateRoute,
                         Config(1, 1, kMoeRouteCountThreads,
                                (1 + warps) * expert_bytes, l.stream),
                         &p, sizeof(p));
   }
-  key.variant = kMoeRouteCountPlan;
   TAILOR_RETURN_IF_ERROR(LaunchKernel(
-      engine, key, GenerateRoute,
+      engine, RouteKey(target, kMoeRouteCountPlan, warps), GenerateRoute,
       Config(segments, 1, kMoeRouteCountThreads, expert_bytes, l.stream), &p,
       sizeof(p)));
-  key.variant = kMoeRouteScatter;
-  key.dims = {warps};
   return LaunchKernel(
-      engine, key, GenerateRoute,
+      engine, RouteKey(target, kMoeRouteScatter, warps), GenerateRoute,
       Config(segments, 1, 32 * warps,
              static_cast<uint32_t>((1 + warps) * expert_bytes), l.stream),
       &p, sizeof(p));
@@ -302,9 +409,7 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
 
 absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
   if (l.rows == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoePack);
-  key.dtypes = {l.dtype};
-  key.dims = {l.hidden_dim};
+  const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
   MoePackParams p = {.hidden = l.hidden,
                      .permutation = l.permutation,
                      .a = l.a,
@@ -349,14 +454,9 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
-  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
-  key.dtypes = {l.dtype, l.dtype, DType::kF32};
-  key.dims = {l.n, l.k};
-  key.tile.m = static_cast<int32_t>(l.tile_rows);
-  key.tile.n = kHopperGemm;
-  key.variant = static_cast<uint32_t>(l.epilogue) |
-                (pipeline_checks_ ? kGemmPipelineChecks : 0u) |
-                (tma_store ? kGemmTmaStore : 0u);
+  const SpecKey key =
+      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+              kHopperGemm, pipeline_checks_, tma_store);
   const uint32_t ctas =
       static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
   return LaunchKernel(engine, key, GenerateGroupedGemm,
@@ -371,20 +471,15 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the cuda backend needs a device plan");
   }
-  if (hopper_ && l.dtype == DType::kBF16 && l.k % 8 == 0 &&
-      l.tile_rows <= kMoeSm90MaxRows) {
-    return HopperGroupedGemm(engine, l);
-  }
+  const int32_t kernel = GemmKernelFor(hopper_, l.dtype, l.k, l.tile_rows);
+  if (kernel == kHopperGemm) return HopperGroupedGemm(engine, l);
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
-  const bool mma = MoeGemmUsesMma(l.dtype == DType::kBF16, l.k);
+  const bool mma = kernel == kMmaGemm;
   const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
-  key.dtypes = {l.dtype, l.dtype, DType::kF32};
-  key.dims = {l.n, l.k};
-  key.tile.m = static_cast<int32_t>(l.tile_rows);
-  key.tile.n = mma ? kMmaGemm : kSimtGemm;
-  key.variant = static_cast<uint32_t>(l.epilogue);
+  const SpecKey key =
+      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+              kernel, /*pipeline_checks=*/false, /*tma_store=*/false);
   MoeGroupedGemmParams p = {
       .a = l.a,
       .w = l.w,
@@ -404,9 +499,8 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
 
 absl::Status CudaMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
   if (l.tokens == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
-  key.dtypes = {l.dtype, DType::kF32, l.dtype};
-  key.dims = {l.hidden_dim, l.topk};
+  const SpecKey key =
+      CombineKey(engine.target(), l.dtype, l.hidden_dim, l.topk);
   MoeCombineParams p = {.c = l.c,
                         .weights = l.weights,
                         .inverse = l.inverse,

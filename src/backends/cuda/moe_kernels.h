@@ -30,6 +30,7 @@
 #define TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "core/backend.h"
@@ -43,6 +44,20 @@ namespace tailor::cuda {
 // compile kernels offline.
 absl::StatusOr<tailor::internal::KernelSource> GenerateMoeKernel(
     const tailor::internal::SpecKey& key);
+
+// Every kernel a MoE step of `layer` can launch on a device of `target.arch`
+// (sm_XY, sm_90a), under any routing and batch, with the launches' own key
+// builders: the route kernels for E (the fused one when E fits its block),
+// pack, the gate|up and down GEMMs for each tile size the policy resolves
+// to (tile_rows 0: 64, and 128 on sm_90a: the cost model's two choices)
+// with the kernel the device picks (Hopper unless $TAILOR_MOE_GEMM=portable;
+// mma.sync for bf16 with K % 8 == 0; SIMT otherwise), combine. No device is
+// needed (warm-up for another machine). InvalidArgument naming
+// policy.tile_rows when it is out of range. Without the CUDA headers
+// (cuda_backend_unavailable.cc): Unavailable.
+absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
+    const tailor::internal::KeyTarget& target,
+    const tailor::internal::MoeLayerShape& layer);
 
 class CudaMoeKernels final : public tailor::internal::MoeKernels {
  public:

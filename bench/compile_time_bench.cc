@@ -1,0 +1,257 @@
+// bench/compile_time_bench — cold compile time of every kernel variant a
+// serving profile needs: CPU backend (Clang + LLVM in process), and CUDA
+// (NVRTC for sm_90a and sm_80 by default, offline: no GPU needed; the keys
+// warm-up lists for that arch).
+//
+// Each variant is compiled `repetitions` times from scratch (the backends
+// cache nothing between compiles; NVRTC gets a unique source each time). For
+// each variant it prints the minimum and median wall time and the CPU time
+// of the compiling thread, which is what to compare on a machine shared with
+// other work. Targets (issue 11): <= 100 ms CPU, <= 200 ms NVRTC per variant.
+//
+// Usage: compile_time_bench [--profile FILE.json] [--repetitions N]
+//                           [--filter SUBSTRING] [--nvrtc-only | --cpu-only]
+//                           [--arch sm_XY]
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/backend.h"
+#include "core/engine.h"
+#include "tailor/runtime.h"
+#include "warmup/kernel_catalog.h"
+#include "warmup/profile.h"
+#ifdef TAILOR_BENCH_NVRTC
+#include "backends/cuda/nvrtc_compiler.h"
+#endif
+
+namespace {
+
+using tailor::internal::KernelSource;
+using tailor::internal::SpecKey;
+
+struct Sample {
+  double wall_ms;
+  double cpu_ms;
+};
+
+double ThreadCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// Times `compile` (returns the binary's size, or -1 on failure).
+template <typename Compile>
+std::vector<Sample> Measure(int repetitions, Compile compile, long* bytes) {
+  std::vector<Sample> samples;
+  for (int r = 0; r < repetitions; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    double cpu_start = ThreadCpuMs();
+    *bytes = compile(r);
+    samples.push_back({std::chrono::duration<double, std::milli>(
+                           std::chrono::steady_clock::now() - start)
+                           .count(),
+                       ThreadCpuMs() - cpu_start});
+    if (*bytes < 0) break;
+  }
+  return samples;
+}
+
+// Prints one row; returns the minimum CPU ms.
+double Report(const std::string& name, std::vector<Sample> samples,
+              long bytes) {
+  if (bytes < 0) {
+    std::printf("%-90s FAILED\n", name.c_str());
+    return 0;
+  }
+  auto by_cpu = [](const Sample& a, const Sample& b) {
+    return a.cpu_ms < b.cpu_ms;
+  };
+  std::sort(samples.begin(), samples.end(), by_cpu);
+  double min_cpu = samples.front().cpu_ms,
+         med_cpu = samples[samples.size() / 2].cpu_ms;
+  std::sort(
+      samples.begin(), samples.end(),
+      [](const Sample& a, const Sample& b) { return a.wall_ms < b.wall_ms; });
+  std::printf("%8.1f %8.1f %8.1f %8.1f %8ld  %s\n", min_cpu, med_cpu,
+              samples.front().wall_ms, samples[samples.size() / 2].wall_ms,
+              bytes, name.c_str());
+  return min_cpu;
+}
+
+void Header(const char* what) {
+  std::printf("\n%s\n%8s %8s %8s %8s %8s  %s\n", what, "cpu min", "cpu med",
+              "wall min", "wall med", "bytes", "variant (ms)");
+}
+
+int BenchCpu(const std::string& profile_path, int repetitions,
+             const std::string& filter) {
+  std::ifstream in(profile_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto profile = tailor::internal::ParseProfile(text.str());
+  if (!profile.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 std::string(profile.status().message()).c_str());
+    return 1;
+  }
+  tailor::Runtime::Options options;
+  options.backend = tailor::BackendKind::kCpu;
+  options.disable_disk_cache = true;
+  options.cpu_threads = 1;
+  options.log_level = "error";
+  auto runtime = tailor::Runtime::Create(options);
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "%s\n", runtime.status().ToString().c_str());
+    return 1;
+  }
+  tailor::internal::Engine& engine = (*runtime)->engine();
+  auto kernels = tailor::internal::KernelsForProfile(engine.target(), *profile);
+  if (!kernels.ok()) return 1;
+  Header(absl::StrCat("CPU backend (", (*runtime)->arch(), "), profile ",
+                      profile->name, ", ", repetitions, " cold compiles each")
+             .c_str());
+  double total = 0, worst = 0;
+  int over = 0, count = 0;
+  for (const tailor::internal::KernelJob& job : kernels->jobs) {
+    std::string name = job.key.ToString();
+    if (!filter.empty() && !absl::StrContains(name, filter)) continue;
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    long bytes = -1;
+    std::vector<Sample> samples = Measure(
+        repetitions,
+        [&](int) -> long {
+          auto binary = engine.backend().Compile(job.key, *source);
+          return binary.ok() ? static_cast<long>(binary->size()) : -1;
+        },
+        &bytes);
+    double cpu = Report(name, samples, bytes);
+    total += cpu;
+    worst = std::max(worst, cpu);
+    over += cpu > 100;
+    ++count;
+  }
+  std::printf(
+      "CPU: %d variants, sum of min CPU %.0f ms, worst %.1f ms, %d "
+      "over the 100 ms target\n",
+      count, total, worst, over);
+  return 0;
+}
+
+#ifdef TAILOR_BENCH_NVRTC
+// Every CUDA kernel the profile needs on `arch`, as warm-up lists them
+// (keys only: no device), compiled offline with NVRTC.
+int BenchNvrtc(const std::string& profile_path, const std::string& arch,
+               int repetitions, const std::string& filter) {
+  std::ifstream in(profile_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto profile = tailor::internal::ParseProfile(text.str());
+  if (!profile.ok()) return 1;
+  auto kernels = tailor::internal::KernelsForProfile(
+      {.backend = tailor::BackendKind::kCuda, .arch = arch}, *profile);
+  if (!kernels.ok()) {
+    std::fprintf(stderr, "%s\n", kernels.status().ToString().c_str());
+    return 1;
+  }
+  auto compiler = tailor::cuda::NvrtcCompiler::Create({});
+  if (!compiler.ok()) {
+    std::printf("\nNVRTC: skipped (%s)\n",
+                std::string(compiler.status().message()).c_str());
+    return 0;
+  }
+  Header(absl::StrCat("NVRTC for ", arch, " (offline), profile ", profile->name,
+                      ", ", repetitions,
+                      " cold compiles each; unique source per compile")
+             .c_str());
+  int nonce = 0;
+  double worst = 0, total = 0;
+  int over = 0, count = 0;
+  for (const tailor::internal::KernelJob& job : kernels->jobs) {
+    const std::string name = job.key.ToString();
+    if (!filter.empty() && !absl::StrContains(name, filter)) continue;
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    if (!source.ok()) {
+      std::printf("%s: %s\n", name.c_str(),
+                  std::string(source.status().message()).c_str());
+      continue;
+    }
+    auto compile = [&](int) -> long {
+      KernelSource unique = *source;
+      unique.code = absl::StrCat(source->code, "constexpr int tailor_nonce_",
+                                 nonce++, " = 0;\n");
+      auto out = compiler->Compile(unique, arch);
+      if (!out.ok()) {
+        std::fprintf(stderr, "%s\n", out.status().ToString().c_str());
+        return -1;
+      }
+      return static_cast<long>(out->cubin.size());
+    };
+    if (count == 0) compile(0);  // the first NVRTC call pays a setup
+    long bytes = -1;
+    std::vector<Sample> samples = Measure(repetitions, compile, &bytes);
+    const double cpu = Report(name, samples, bytes);
+    worst = std::max(worst, cpu);
+    total += cpu;
+    over += cpu > 200;
+    ++count;
+  }
+  std::printf(
+      "NVRTC %s: %d variants, sum of min CPU %.0f ms, worst %.1f ms, %d over "
+      "the 200 ms target\n",
+      arch.c_str(), count, total, worst, over);
+  return 0;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string profile =
+      std::string(TAILOR_SOURCE_DIR) + "/tools/profiles/qwen3-30b-a3b.json";
+  std::string filter;
+  int repetitions = 5;
+  bool cpu = true, nvrtc = true;
+  std::vector<std::string> archs = {"sm_90a", "sm_80"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--profile" && i + 1 < argc)
+      profile = argv[++i];
+    else if (arg == "--repetitions" && i + 1 < argc)
+      repetitions = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--filter" && i + 1 < argc)
+      filter = argv[++i];
+    else if (arg == "--cpu-only")
+      nvrtc = false;
+    else if (arg == "--nvrtc-only")
+      cpu = false;
+    else if (arg == "--arch" && i + 1 < argc)
+      archs = {argv[++i]};
+    else {
+      std::fprintf(stderr,
+                   "usage: compile_time_bench [--profile FILE] [--repetitions "
+                   "N] [--filter S] [--cpu-only | --nvrtc-only] [--arch "
+                   "sm_XY]\n");
+      return 2;
+    }
+  }
+  if (cpu && BenchCpu(profile, repetitions, filter) != 0) return 1;
+#ifdef TAILOR_BENCH_NVRTC
+  for (const std::string& arch : archs) {
+    if (nvrtc && BenchNvrtc(profile, arch, repetitions, filter) != 0) return 1;
+  }
+#else
+  if (nvrtc) std::printf("\nNVRTC: not built (no CUDA toolkit headers)\n");
+#endif
+  return 0;
+}

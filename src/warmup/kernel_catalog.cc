@@ -1,0 +1,174 @@
+#include "warmup/kernel_catalog.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/decode_kernels.h"
+#include "backends/cpu/moe_kernels.h"
+#include "backends/cuda/decode_kernels.h"
+#include "backends/cuda/moe_kernels.h"
+#include "ops/attention_kernels.h"
+#include "ops/moe_kernels.h"
+#include "tailor/status.h"
+
+namespace tailor::internal {
+namespace {
+
+// Appends `job` unless its key is already listed.
+class JobCollector {
+ public:
+  void Add(const SpecKey& key, KernelGeneratorFn generate) {
+    if (seen_.insert(key.Hash()).second) jobs_.push_back({key, generate});
+  }
+  std::vector<KernelJob> Take() { return std::move(jobs_); }
+
+ private:
+  absl::flat_hash_set<Hash128> seen_;
+  std::vector<KernelJob> jobs_;
+};
+
+absl::Status NoWarmupList(const KeyTarget& target) {
+  return absl::UnavailableError(absl::StrCat("no ", BackendName(target.backend),
+                                             " kernel list for warm-up yet"));
+}
+
+absl::StatusOr<std::vector<KernelJob>> MoeKernelsOn(
+    const KeyTarget& target, const MoeLayerShape& shape) {
+  switch (target.backend) {
+    case BackendKind::kCpu:
+      return cpu::MoeLayerKernels(target, shape);
+    case BackendKind::kCuda:
+      return cuda::MoeLayerKernels(target, shape);
+    default:
+      return NoWarmupList(target);
+  }
+}
+
+absl::StatusOr<std::vector<KernelJob>> DecodeKernelsOn(
+    const KeyTarget& target, const DecodeShape& shape) {
+  switch (target.backend) {
+    case BackendKind::kCpu:
+      return cpu::DecodeLayerKernels(target, shape);
+    case BackendKind::kCuda:
+      return cuda::DecodeLayerKernels(target, shape);
+    default:
+      return NoWarmupList(target);
+  }
+}
+
+// The kernels of one MoE profile section on `target`'s backend: each dtype
+// and routing policy through the backend's own list (the launches' key
+// builders). A backend this build lacks is one `skipped` line.
+absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
+                         JobCollector& jobs,
+                         std::vector<std::string>& skipped) {
+  for (DType dtype : layer.dtypes) {
+    for (const moe::RoutingPolicy& policy : layer.routing) {
+      const MoeLayerShape shape = {.dtype = dtype,
+                                   .experts = layer.experts,
+                                   .topk = layer.topk,
+                                   .hidden = layer.hidden,
+                                   .intermediate = layer.intermediate,
+                                   .policy = policy};
+      absl::StatusOr<std::vector<KernelJob>> kernels =
+          MoeKernelsOn(target, shape);
+      if (absl::IsUnavailable(kernels.status())) {
+        skipped.push_back(
+            absl::StrCat(layer.path, ": ", kernels.status().message()));
+        return absl::OkStatus();
+      }
+      if (!kernels.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(layer.path, ": ", kernels.status().message()));
+      }
+      for (const KernelJob& job : *kernels) jobs.Add(job.key, job.generate);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The kernels of one paged-decode section. A dtype or shape the backend
+// cannot build is one `skipped` line naming why (nothing to precompile).
+void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
+                    JobCollector& jobs, std::vector<std::string>& skipped) {
+  for (DType dtype : layer.dtypes) {
+    const DecodeShape shape = {.dtype = dtype,
+                               .head_dim = layer.head_dim,
+                               .group = layer.heads_q / layer.heads_kv,
+                               .page_size = layer.page_size,
+                               .num_kv_heads = layer.heads_kv};
+    absl::StatusOr<std::vector<KernelJob>> kernels =
+        DecodeKernelsOn(target, shape);
+    if (!kernels.ok()) {
+      skipped.push_back(absl::StrCat(layer.path, " (", DTypeName(dtype),
+                                     "): ", kernels.status().message()));
+      continue;
+    }
+    for (const KernelJob& job : *kernels) jobs.Add(job.key, job.generate);
+  }
+}
+
+bool IsMoeOp(OpKind op) {
+  return op == OpKind::kMoeRoute || op == OpKind::kMoePack ||
+         op == OpKind::kMoeGroupedGemm || op == OpKind::kMoeCombine;
+}
+
+bool IsDecodeOp(OpKind op) {
+  return op == OpKind::kAttentionDecode || op == OpKind::kAttentionDecodeMerge;
+}
+
+}  // namespace
+
+absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key) {
+  if (key.backend == BackendKind::kCpu) {
+    // moe.route runs on the host on the CPU: no kernel.
+    if (IsMoeOp(key.op) && key.op != OpKind::kMoeRoute) {
+      return &cpu::GenerateMoeKernel;
+    }
+    if (IsDecodeOp(key.op)) return &cpu::GenerateDecodeKernel;
+  }
+  if (key.backend == BackendKind::kCuda) {
+    if (IsMoeOp(key.op)) return &cuda::GenerateMoeKernel;
+    if (key.op == OpKind::kAttentionDecode) return &cuda::GenerateCudaDecode;
+  }
+  return absl::NotFoundError(absl::StrCat("this build has no ",
+                                          BackendName(key.backend), " ",
+                                          GetOpInfo(key.op).name, " kernels"));
+}
+
+absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
+                                             const ServingProfile& profile) {
+  KernelList list;
+  JobCollector jobs;
+  for (const MoeLayerProfile& layer : profile.moe) {
+    TAILOR_RETURN_IF_ERROR(AddMoeLayer(target, layer, jobs, list.skipped));
+  }
+  for (const PagedDecodeProfile& decode : profile.paged_decode) {
+    AddDecodeLayer(target, decode, jobs, list.skipped);
+  }
+  list.jobs = jobs.Take();
+  return list;
+}
+
+KernelList KernelsForKeys(const KeyTarget& target,
+                          const std::vector<SpecKey>& keys) {
+  KernelList list;
+  JobCollector jobs;
+  for (SpecKey key : keys) {
+    key.backend = target.backend;
+    key.SetArch(target.arch);
+    absl::StatusOr<KernelGeneratorFn> generate = FindGenerator(key);
+    if (!generate.ok()) {
+      list.skipped.push_back(
+          absl::StrCat(key.ToString(), ": ", generate.status().message()));
+      continue;
+    }
+    jobs.Add(key, *generate);
+  }
+  list.jobs = jobs.Take();
+  return list;
+}
+
+}  // namespace tailor::internal

@@ -1,0 +1,221 @@
+#include "warmup/profile.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "tailor/status.h"
+#include "warmup/json_fields.h"
+
+namespace tailor::internal {
+namespace {
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxPageSize = 4096;
+
+// Calls `parse(element, path)` for the one object or every element of the
+// array stored at `name` (an optional section).
+template <typename Parse>
+void ForEachSection(FieldReader& root, absl::string_view name, Parse parse) {
+  const nlohmann::json* section = root.Field(name, /*required=*/false);
+  if (section == nullptr) return;
+  if (!section->is_array()) {
+    parse(*section, std::string(name));
+    return;
+  }
+  if (section->empty()) root.Error(name, "must not be an empty array");
+  for (size_t i = 0; i < section->size(); ++i)
+    parse((*section)[i], IndexPath(name, i));
+}
+
+// A non-empty array of dtype names out of `allowed`.
+std::vector<DType> ReadDTypes(FieldReader& reader,
+                              std::initializer_list<DType> allowed) {
+  std::vector<DType> dtypes;
+  const nlohmann::json* array = reader.Array("dtypes");
+  if (array == nullptr) return dtypes;
+  std::string names;
+  for (DType d : allowed)
+    absl::StrAppend(&names, names.empty() ? "" : ", ", DTypeName(d));
+  if (array->empty()) reader.Error("dtypes", "must not be empty");
+  for (size_t i = 0; i < array->size(); ++i) {
+    const nlohmann::json& element = (*array)[i];
+    std::optional<DType> dtype;
+    if (element.is_string()) dtype = DTypeFromName(element.get<std::string>());
+    bool ok = dtype.has_value() && std::find(allowed.begin(), allowed.end(),
+                                             *dtype) != allowed.end();
+    if (!ok) {
+      reader.Error(
+          IndexPath("dtypes", i),
+          absl::StrCat("must be one of ", names, "; got ", Describe(element)));
+      continue;
+    }
+    if (std::find(dtypes.begin(), dtypes.end(), *dtype) != dtypes.end()) {
+      reader.Error(IndexPath("dtypes", i),
+                   absl::StrCat("repeats ", Describe(element)));
+      continue;
+    }
+    dtypes.push_back(*dtype);
+  }
+  return dtypes;
+}
+
+std::optional<moe::RoutingPolicy> ReadRoutingPolicy(
+    const nlohmann::json& value, std::string path,
+    std::vector<std::string>& errors) {
+  FieldReader reader(value, std::move(path), errors);
+  std::optional<int64_t> tile_rows =
+      reader.Int("tile_rows", 0, moe::kMaxTileRows);
+  std::optional<std::string> tail =
+      reader.OneOf("tail", {"pow2", "exact", "full"});
+  reader.RejectUnknownFields();
+  if (!tile_rows || !tail) return std::nullopt;
+  moe::RoutingPolicy policy{.tile_rows = static_cast<int32_t>(*tile_rows)};
+  policy.tail = *tail == "pow2"    ? moe::TailPolicy::kNextPowerOfTwo
+                : *tail == "exact" ? moe::TailPolicy::kExact
+                                   : moe::TailPolicy::kFullTile;
+  return policy;
+}
+
+std::vector<moe::RoutingPolicy> ReadRouting(FieldReader& layer,
+                                            std::vector<std::string>& errors) {
+  const nlohmann::json* routing = layer.Field("routing", /*required=*/false);
+  if (routing == nullptr) return {moe::RoutingPolicy{}};
+  std::string path = FieldPath(layer.path(), "routing");
+  std::vector<moe::RoutingPolicy> policies;
+  if (!routing->is_array()) {
+    if (auto p = ReadRoutingPolicy(*routing, path, errors)) {
+      policies.push_back(*p);
+    }
+    return policies;
+  }
+  if (routing->empty()) layer.Error("routing", "must not be an empty array");
+  for (size_t i = 0; i < routing->size(); ++i) {
+    if (auto p = ReadRoutingPolicy((*routing)[i], IndexPath(path, i), errors))
+      policies.push_back(*p);
+  }
+  return policies;
+}
+
+void ReadMoe(const nlohmann::json& value, std::string path,
+             ServingProfile& profile, std::vector<std::string>& errors) {
+  FieldReader reader(value, path, errors);
+  MoeLayerProfile layer{.path = std::move(path)};
+  layer.experts = reader.Int("experts", 1, moe::kMaxExperts).value_or(0);
+  layer.topk = reader.Int("topk", 1, moe::kMaxTopk).value_or(0);
+  layer.hidden = reader.Int("hidden", 1, moe::kMaxModelDim).value_or(0);
+  layer.intermediate =
+      reader.Int("intermediate", 1, moe::kMaxModelDim).value_or(0);
+  layer.dtypes = ReadDTypes(reader, {DType::kBF16, DType::kF32});
+  reader.OneOf("activation", {"silu"}, /*required=*/false);
+  layer.routing = ReadRouting(reader, errors);
+  reader.RejectUnknownFields();
+  profile.moe.push_back(std::move(layer));
+}
+
+void ReadPagedDecode(const nlohmann::json& value, std::string path,
+                     ServingProfile& profile,
+                     std::vector<std::string>& errors) {
+  FieldReader reader(value, path, errors);
+  PagedDecodeProfile decode{.path = std::move(path)};
+  decode.heads_q = reader.Int("heads_q", 1, kMaxHeads).value_or(0);
+  decode.heads_kv = reader.Int("heads_kv", 1, kMaxHeads).value_or(0);
+  decode.head_dim = reader.Int("head_dim", 1, kMaxHeadDim).value_or(0);
+  decode.page_size = reader.Int("page_size", 1, kMaxPageSize).value_or(0);
+  decode.dtypes = ReadDTypes(reader, {DType::kBF16, DType::kF16, DType::kF32});
+  reader.RejectUnknownFields();
+  if (decode.heads_q > 0 && decode.heads_kv > 0 &&
+      decode.heads_q % decode.heads_kv != 0) {
+    reader.Error("heads_q",
+                 absl::StrCat("must be a multiple of heads_kv (",
+                              decode.heads_kv, "), got ", decode.heads_q));
+  }
+  profile.paged_decode.push_back(std::move(decode));
+}
+
+void ReadTarget(FieldReader& root, ServingProfile& profile,
+                std::vector<std::string>& errors) {
+  const nlohmann::json* target = root.Field("target", /*required=*/true);
+  if (target == nullptr) return;
+  FieldReader reader(*target, "target", errors);
+  std::optional<std::string> backend = reader.OneOf("backend", {"cpu", "cuda"});
+  if (backend) {
+    profile.backend =
+        *backend == "cpu" ? BackendKind::kCpu : BackendKind::kCuda;
+  }
+  if (std::optional<std::string> arch = reader.String("arch", false)) {
+    if (arch->empty()) {
+      reader.Error("arch", "must not be empty (use \"native\")");
+    } else {
+      profile.arch = *arch;
+    }
+  }
+  reader.RejectUnknownFields();
+}
+
+void ReadBatchBuckets(FieldReader& root, ServingProfile& profile,
+                      std::vector<std::string>& errors) {
+  const nlohmann::json* buckets = root.Array("batch_buckets", false);
+  if (buckets == nullptr) return;
+  if (buckets->empty()) root.Error("batch_buckets", "must not be empty");
+  for (size_t i = 0; i < buckets->size(); ++i) {
+    std::string path = IndexPath("batch_buckets", i);
+    std::optional<int64_t> size =
+        IntElement((*buckets)[i], path, 1, kMaxInt32, errors);
+    if (!size) continue;
+    if (!profile.batch_buckets.empty() &&
+        *size <= profile.batch_buckets.back()) {
+      errors.push_back(absl::StrCat(path, ": must be greater than ",
+                                    profile.batch_buckets.back(),
+                                    " (strictly increasing), got ", *size));
+      continue;
+    }
+    profile.batch_buckets.push_back(*size);
+  }
+}
+
+}  // namespace
+
+std::optional<DType> DTypeFromName(absl::string_view name) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32,
+                  DType::kI64, DType::kU8, DType::kF64}) {
+    if (DTypeName(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<ServingProfile> ParseProfile(absl::string_view json_text) {
+  absl::StatusOr<nlohmann::json> document =
+      ParseJsonDocument(json_text, "profile");
+  if (!document.ok()) return document.status();
+  std::vector<std::string> errors;
+  ServingProfile profile;
+  FieldReader root(*document, "", errors);
+  if (root.is_object()) {
+    if (std::optional<std::string> schema = root.String("schema");
+        schema && *schema != kProfileSchema) {
+      root.Error("schema", absl::StrCat("must be \"", kProfileSchema,
+                                        "\", got \"", *schema, "\""));
+    }
+    profile.name = root.String("name").value_or("");
+    profile.description = root.String("description", false).value_or("");
+    ReadTarget(root, profile, errors);
+    ReadBatchBuckets(root, profile, errors);
+    ForEachSection(root, "moe", [&](const nlohmann::json& v, std::string p) {
+      ReadMoe(v, std::move(p), profile, errors);
+    });
+    ForEachSection(root, "paged_decode",
+                   [&](const nlohmann::json& v, std::string p) {
+                     ReadPagedDecode(v, std::move(p), profile, errors);
+                   });
+    root.RejectUnknownFields();
+    if (errors.empty() && profile.moe.empty() && profile.paged_decode.empty())
+      errors.push_back("needs at least one op section (moe, paged_decode)");
+  }
+  TAILOR_RETURN_IF_ERROR(ErrorsToStatus("profile", errors));
+  return profile;
+}
+
+}  // namespace tailor::internal

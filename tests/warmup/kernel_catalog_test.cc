@@ -1,0 +1,194 @@
+// The catalog: tail classes per routing policy, the keys a profile implies
+// (built with the launch paths' own key builders), re-targeted history keys.
+#include "warmup/kernel_catalog.h"
+
+#include "backends/cpu/moe_kernels.h"
+#include "ops/moe_kernels.h"
+#include "test_util.h"
+
+namespace tailor::internal {
+namespace {
+
+using ::tailor::testing::StatusIs;
+using ::testing::ElementsAre;
+
+constexpr KeyTarget kTarget = {.backend = BackendKind::kCpu,
+                               .arch = "x86_64-test"};
+
+std::vector<std::string> KeyStrings(const KernelList& list) {
+  std::vector<std::string> keys;
+  for (const KernelJob& job : list.jobs) keys.push_back(job.key.ToString());
+  return keys;
+}
+
+TEST(KernelCatalogTest, TailClassesOfEachPolicy) {
+  using cpu::TailClassesOf;
+  using moe::TailPolicy;
+  EXPECT_THAT(*TailClassesOf({.tile_rows = 16}),
+              ElementsAre(0, 1, 2, 4, 8, 16));
+  EXPECT_THAT(*TailClassesOf({.tile_rows = 6, .tail = TailPolicy::kExact}),
+              ElementsAre(0, 1, 2, 3, 4, 5));
+  EXPECT_THAT(*TailClassesOf({.tile_rows = 48, .tail = TailPolicy::kFullTile}),
+              ElementsAre(0, 48));
+  EXPECT_THAT(*TailClassesOf({.tile_rows = 1}), ElementsAre(0));
+  // 0: the CPU backend's 16.
+  EXPECT_THAT(*TailClassesOf({.tile_rows = 0}), ElementsAre(0, 1, 2, 4, 8, 16));
+  EXPECT_THAT(TailClassesOf({.tile_rows = 65}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "policy.tile_rows: must be in [1, 64] (or 0: the "
+                       "backend's choice), got 65"));
+}
+
+TEST(KernelCatalogTest, MoeLayerNeedsPackGemmsPerTailClassAndCombine) {
+  ServingProfile profile;
+  profile.moe.push_back({.path = "moe",
+                         .experts = 8,
+                         .topk = 2,
+                         .hidden = 64,
+                         .intermediate = 32,
+                         .dtypes = {DType::kF32},
+                         .routing = {{.tile_rows = 4}}});
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->skipped.empty());
+  const std::string g = "moe.grouped_gemm/cpu/x86_64-test/f32,f32,f32/";
+  EXPECT_THAT(
+      KeyStrings(*list),
+      ElementsAre(
+          "moe.pack/cpu/x86_64-test/f32/H=64/b0/t0/m0n0k0",
+          g + "N=64,K=64/b0/t0/m4n0k0/v1", g + "N=64,K=64/b0/t1/m4n0k0/v1",
+          g + "N=64,K=64/b0/t2/m4n0k0/v1", g + "N=64,K=64/b0/t4/m4n0k0/v1",
+          g + "N=64,K=32/b0/t0/m4n0k0", g + "N=64,K=32/b0/t1/m4n0k0",
+          g + "N=64,K=32/b0/t2/m4n0k0", g + "N=64,K=32/b0/t4/m4n0k0",
+          "moe.combine/cpu/x86_64-test/f32,f32,f32/H=64,topk=2/"
+          "b0/t0/m0n0k0"));
+  // The very keys the launch path builds.
+  EXPECT_EQ(list->jobs[1].key,
+            cpu::GroupedGemmKey(
+                kTarget,
+                GroupedGemmLaunch{.dtype = DType::kF32,
+                                  .n = 64,
+                                  .k = 64,
+                                  .tile_rows = 4,
+                                  .epilogue = moe::Epilogue::kSiluAndMul},
+                0));
+  for (const KernelJob& job : list->jobs) {
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+  }
+}
+
+TEST(KernelCatalogTest, SharedKernelsAreListedOnce) {
+  MoeLayerProfile layer = {
+      .path = "moe",
+      .experts = 8,
+      .topk = 2,
+      .hidden = 64,
+      .intermediate = 32,
+      .dtypes = {DType::kF32, DType::kBF16},
+      .routing = {{.tile_rows = 4},
+                  {.tile_rows = 4, .tail = moe::TailPolicy::kExact}}};
+  ServingProfile profile;
+  profile.moe = {layer, layer};  // e.g. two identical layer kinds
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile);
+  ASSERT_TRUE(list.ok()) << list.status();
+  // Per dtype: pack, combine, 2 GEMMs x tail classes {0,1,2,4} u {0,1,2,3}.
+  EXPECT_EQ(list->jobs.size(), 2u * (2 + 2 * 5));
+}
+
+TEST(KernelCatalogTest, CpuPagedDecodeNeedsAttentionAndMerge) {
+  ServingProfile profile;
+  profile.paged_decode.push_back({.path = "paged_decode",
+                                  .heads_q = 32,
+                                  .heads_kv = 8,
+                                  .head_dim = 128,
+                                  .page_size = 16,
+                                  .dtypes = {DType::kBF16, DType::kF32}});
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_THAT(KeyStrings(*list),
+              ElementsAre("attention.decode/cpu/x86_64-test/bf16/D=128,group=4,"
+                          "page=16/b0/t0/m0n0k0",
+                          "attention.decode_merge/cpu/x86_64-test/bf16/D=128,"
+                          "group=4/b0/t0/m0n0k0"));
+  EXPECT_THAT(list->skipped,
+              ElementsAre("paged_decode (f32): dtype: paged decode takes "
+                          "bf16 or f16, got f32"));
+  for (const KernelJob& job : list->jobs) {
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+  }
+}
+
+// CUDA keys need no device: a profile for an H100 lists them here.
+TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
+  ServingProfile profile;
+  profile.moe.push_back({.path = "moe",
+                         .experts = 128,
+                         .topk = 8,
+                         .hidden = 2048,
+                         .intermediate = 768,
+                         .dtypes = {DType::kBF16},
+                         .routing = {moe::RoutingPolicy{}}});
+  profile.paged_decode.push_back({.path = "paged_decode",
+                                  .heads_q = 32,
+                                  .heads_kv = 4,
+                                  .head_dim = 128,
+                                  .page_size = 16,
+                                  .dtypes = {DType::kBF16}});
+  absl::StatusOr<KernelList> hopper = KernelsForProfile(
+      {.backend = BackendKind::kCuda, .arch = "sm_90a"}, profile);
+  ASSERT_TRUE(hopper.ok()) << hopper.status();
+  if (!hopper->skipped.empty()) {
+    GTEST_SKIP() << "built without CUDA headers: " << hopper->skipped[0];
+  }
+  const std::string g = "moe.grouped_gemm/cuda/sm_90a/bf16,bf16,f32/";
+  // Route (fused for steps of one segment, else count+plan then scatter),
+  // pack, the Hopper GEMMs (tile.n = 2; variant: epilogue | 512, full tiles
+  // leave by TMA stores) at the cost model's 64 and 128 rows, combine, and
+  // the two decode variants (cp.async, TMA).
+  EXPECT_THAT(
+      KeyStrings(*hopper),
+      ElementsAre(
+          "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0/v1",
+          "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0",
+          "moe.route/cuda/sm_90a//warps=8/b0/t0/m0n0k0/v2",
+          "moe.pack/cuda/sm_90a/bf16/H=2048/b0/t0/m0n0k0",
+          g + "N=1536,K=2048/b0/t0/m64n2k0/v513",
+          g + "N=2048,K=768/b0/t0/m64n2k0/v512",
+          g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
+          g + "N=2048,K=768/b0/t0/m128n2k0/v512",
+          "moe.combine/cuda/sm_90a/bf16,f32,bf16/H=2048,topk=8/b0/t0/m0n0k0",
+          "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
+          "m64n0k0s4w4",
+          "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
+          "m64n0k0s4w4/v1"));
+  for (const KernelJob& job : hopper->jobs) {
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+  }
+  // An A100: 64-row tiles only, the mma.sync GEMM, no TMA decode.
+  absl::StatusOr<KernelList> ampere = KernelsForProfile(
+      {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile);
+  ASSERT_TRUE(ampere.ok()) << ampere.status();
+  ASSERT_EQ(ampere->jobs.size(), 8u);
+  EXPECT_EQ(ampere->jobs[4].key.tile.n, 1);
+  EXPECT_EQ(ampere->jobs[4].key.tile.m, 64);
+}
+
+TEST(KernelCatalogTest, HistoryKeysAreRetargetedAndUnknownOnesReported) {
+  SpecKey pack = cpu::PackKey(
+      {.backend = BackendKind::kCpu, .arch = "x86_64-old"}, DType::kF32, 64);
+  SpecKey axpy = pack;
+  axpy.op = OpKind::kTestAxpy;  // test scaffolding: no library generator
+  KernelList list = KernelsForKeys(kTarget, {pack, axpy, pack});
+  ASSERT_EQ(list.jobs.size(), 1u);
+  EXPECT_EQ(list.jobs[0].key.arch_name(), "x86_64-test");
+  EXPECT_EQ(list.jobs[0].key, cpu::PackKey(kTarget, DType::kF32, 64));
+  EXPECT_THAT(list.skipped,
+              ElementsAre("test.axpy/cpu/x86_64-test/f32/d=64/b0/t0/m0n0k0: "
+                          "this build has no cpu test.axpy kernels"));
+}
+
+}  // namespace
+}  // namespace tailor::internal

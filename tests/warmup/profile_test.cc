@@ -1,0 +1,182 @@
+// Serving profiles: the shipped examples parse, and every bad field is
+// reported with its path and rule (exact messages).
+#include "warmup/profile.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace tailor::internal {
+namespace {
+
+using ::tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string ReadProfile(const std::string& name) {
+  std::ifstream in(std::string(TAILOR_PROFILES_DIR) + "/" + name + ".json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A valid profile with `moe` as its moe section and `extra` appended to the
+// top level.
+std::string Profile(const std::string& moe, const std::string& extra = "") {
+  return R"({"schema": "tailor.profile/1", "name": "t",
+             "target": {"backend": "cpu"}, "moe": )" +
+         moe + extra + "}";
+}
+
+const char kMoe[] =
+    R"({"experts": 8, "topk": 2, "hidden": 64, "intermediate": 32,
+        "dtypes": ["f32"]})";
+
+void ExpectError(const std::string& json, const std::string& message) {
+  EXPECT_THAT(ParseProfile(json),
+              StatusIs(absl::StatusCode::kInvalidArgument, message))
+      << json;
+}
+
+TEST(ProfileTest, ShippedProfilesParse) {
+  absl::StatusOr<ServingProfile> qwen =
+      ParseProfile(ReadProfile("qwen3-30b-a3b"));
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  EXPECT_EQ(qwen->name, "qwen3-30b-a3b");
+  EXPECT_EQ(qwen->backend, BackendKind::kCpu);
+  EXPECT_EQ(qwen->arch, "native");
+  ASSERT_EQ(qwen->moe.size(), 1u);
+  EXPECT_EQ(qwen->moe[0].path, "moe");
+  EXPECT_EQ(qwen->moe[0].experts, 128);
+  EXPECT_EQ(qwen->moe[0].topk, 8);
+  EXPECT_EQ(qwen->moe[0].hidden, 2048);
+  EXPECT_EQ(qwen->moe[0].intermediate, 768);
+  EXPECT_EQ(qwen->moe[0].dtypes, std::vector<DType>{DType::kBF16});
+  ASSERT_EQ(qwen->moe[0].routing.size(), 1u);
+  EXPECT_EQ(qwen->moe[0].routing[0].tile_rows, 0);
+  EXPECT_EQ(qwen->moe[0].routing[0].tail, moe::TailPolicy::kNextPowerOfTwo);
+  ASSERT_EQ(qwen->paged_decode.size(), 1u);
+  EXPECT_EQ(qwen->paged_decode[0].heads_kv, 4);
+  // vLLM's CUDA-graph sizes: [1, 2, 4] + 8..248 step 8 + 256..512 step 16.
+  EXPECT_EQ(qwen->batch_buckets.size(), 3u + 31u + 17u);
+  EXPECT_EQ(qwen->batch_buckets.back(), 512);
+  for (const char* name : {"llama-3-8b", "mixtral-8x7b", "deepseek-v3"}) {
+    absl::StatusOr<ServingProfile> p = ParseProfile(ReadProfile(name));
+    EXPECT_TRUE(p.ok()) << name << ": " << p.status();
+  }
+}
+
+TEST(ProfileTest, DefaultsAndArrays) {
+  absl::StatusOr<ServingProfile> p = ParseProfile(Profile(
+      std::string("[") + kMoe + R"(, {"experts": 4, "topk": 1, "hidden": 8,
+        "intermediate": 8, "dtypes": ["bf16", "f32"],
+        "routing": [{"tile_rows": 8, "tail": "exact"},
+                    {"tile_rows": 4, "tail": "full"}]}])"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->moe.size(), 2u);
+  EXPECT_EQ(p->moe[1].path, "moe[1]");
+  ASSERT_EQ(p->moe[0].routing.size(), 1u);       // the default policy
+  EXPECT_EQ(p->moe[0].routing[0].tile_rows, 0);  // the backend's choice
+  EXPECT_EQ(p->moe[1].routing[1].tail, moe::TailPolicy::kFullTile);
+  EXPECT_TRUE(p->batch_buckets.empty());
+}
+
+TEST(ProfileTest, NotJsonOrNotAnObject) {
+  EXPECT_THAT(ParseProfile("{\"schema\": "),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("profile: not valid JSON: ")));
+  ExpectError("[1, 2]", "profile: document: must be an object, got [1,2]");
+}
+
+TEST(ProfileTest, TopLevelFields) {
+  ExpectError(R"({"schema": "tailor.profile/2", "name": "t",
+                  "target": {"backend": "cpu"}, "moe": )" +
+                  std::string(kMoe) + "}",
+              "profile: schema: must be \"tailor.profile/1\", got "
+              "\"tailor.profile/2\"");
+  ExpectError(R"({"name": "t", "target": {"backend": "cpu"}})",
+              "profile: schema: missing");
+  ExpectError(R"({"schema": "tailor.profile/1", "name": "t",
+                  "target": {"backend": "cpu"}})",
+              "profile: needs at least one op section (moe, paged_decode)");
+  ExpectError(Profile(kMoe, R"(, "batch_bucket": [1])"),
+              "profile: batch_bucket: unknown field (known: schema, name, "
+              "description, target, batch_buckets, moe, paged_decode)");
+}
+
+TEST(ProfileTest, Target) {
+  ExpectError(R"({"schema": "tailor.profile/1", "name": "t", "moe": )" +
+                  std::string(kMoe) + "}",
+              "profile: target: missing");
+  ExpectError(R"({"schema": "tailor.profile/1", "name": "t",
+                  "target": {"backend": "tpu", "arch": ""}, "moe": )" +
+                  std::string(kMoe) + "}",
+              "profile: target.backend: must be one of cpu, cuda; got "
+              "\"tpu\"; target.arch: must not be empty (use \"native\")");
+}
+
+TEST(ProfileTest, BatchBuckets) {
+  ExpectError(Profile(kMoe, R"(, "batch_buckets": [1, 8, 8, 0, "16"])"),
+              "profile: batch_buckets[2]: must be greater than 8 (strictly "
+              "increasing), got 8; batch_buckets[3]: must be an integer in "
+              "[1, 2147483647], got 0; batch_buckets[4]: must be an integer "
+              "in [1, 2147483647], got \"16\"");
+  ExpectError(Profile(kMoe, R"(, "batch_buckets": [])"),
+              "profile: batch_buckets: must not be empty");
+}
+
+TEST(ProfileTest, MoeFields) {
+  ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": "2048",
+                          "intermediate": 32, "dtypes": ["f32"]})"),
+              "profile: moe.hidden: must be an integer in [1, 65536], got "
+              "\"2048\"");
+  ExpectError(Profile(R"({"experts": 8, "topk": 2, "hiden": 64,
+                          "intermediate": 32, "dtypes": ["f32"]})"),
+              "profile: moe.hidden: missing; moe.hiden: unknown field "
+              "(known: experts, topk, hidden, intermediate, dtypes, "
+              "activation, routing)");
+  ExpectError(Profile(R"({"experts": 0, "topk": 65, "hidden": 1.5,
+                          "intermediate": 70000, "dtypes": ["f32"]})"),
+              "profile: moe.experts: must be an integer in [1, 1048576], got "
+              "0; moe.topk: must be an integer in [1, 64], got 65; "
+              "moe.hidden: must be an integer in [1, 65536], got 1.5; "
+              "moe.intermediate: must be an integer in [1, 65536], got 70000");
+  ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 64,
+                          "intermediate": 32, "dtypes": ["f32", "fp8", "f32"],
+                          "activation": "gelu"})"),
+              "profile: moe.dtypes[1]: must be one of bf16, f32; got \"fp8\"; "
+              "moe.dtypes[2]: repeats \"f32\"; moe.activation: must be one "
+              "of silu; got \"gelu\"");
+  ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 64,
+                          "intermediate": 32, "dtypes": []})"),
+              "profile: moe.dtypes: must not be empty");
+  ExpectError(Profile("[]"), "profile: moe: must not be an empty array");
+  ExpectError(Profile("[7]"), "profile: moe[0]: must be an object, got 7");
+}
+
+TEST(ProfileTest, RoutingFields) {
+  ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 64,
+                          "intermediate": 32, "dtypes": ["f32"],
+                          "routing": [{"tile_rows": 129, "tail": "pow3"},
+                                      {"tile_rows": 16, "tail": "exact",
+                                       "tile": 3}]})"),
+              "profile: moe.routing[0].tile_rows: must be an integer in [0, "
+              "128], got 129; moe.routing[0].tail: must be one of pow2, exact, "
+              "full; got \"pow3\"; moe.routing[1].tile: unknown field "
+              "(known: tile_rows, tail)");
+}
+
+TEST(ProfileTest, PagedDecodeFields) {
+  ExpectError(R"({"schema": "tailor.profile/1", "name": "t",
+                  "target": {"backend": "cuda", "arch": "sm_90a"},
+                  "paged_decode": {"heads_q": 32, "heads_kv": 5,
+                                   "head_dim": 0, "page_size": 16,
+                                   "dtypes": ["bf16", "i32"]}})",
+              "profile: paged_decode.head_dim: must be an integer in [1, "
+              "1024], got 0; paged_decode.dtypes[1]: must be one of bf16, "
+              "f16, f32; got \"i32\"; paged_decode.heads_q: must be a "
+              "multiple of heads_kv (5), got 32");
+}
+
+}  // namespace
+}  // namespace tailor::internal
