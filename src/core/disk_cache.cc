@@ -203,10 +203,53 @@ std::string DiskCache::EntryPath(absl::string_view stem,
   return absl::StrCat(dir_, "/", stem, "-", id.Hash().Hex(), ".tkc");
 }
 
-ReadResult DiskCache::Read(absl::string_view stem,
-                           const EntryIdentity& id) const {
-  std::string path = EntryPath(stem, id);
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+namespace {
+
+absl::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+// Why a file with status `st` may not be loaded as an entry; empty if it may:
+// only a regular file of ours, of sane size.
+std::string UnloadableBecause(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    return absl::StrCat("entry is ", FileKind(st.st_mode),
+                        ", not a regular file");
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::StrCat("entry is owned by uid ", st.st_uid,
+                        ", not by this user (uid ", geteuid(), ")");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) {
+    return absl::StrCat("entry is ", st.st_size, " bytes, more than ",
+                        kMaxEntryBytes);
+  }
+  return "";
+}
+
+// Reads the entry file at `path` into `bytes`. A FIFO, device node,
+// socket or directory in an entry's place is never opened in a way that can
+// block: lstat rejects it first, and the open itself is O_NONBLOCK (the file
+// may be swapped between the two) and fstat checked again.
+ReadResult ReadEntryFile(const std::string& path, std::string& bytes) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Reject(EntryProblem::kMissing, "");
+    return Reject(EntryProblem::kCorrupt,
+                  absl::StrCat("lstat: ", std::strerror(errno)));
+  }
+  if (S_ISLNK(st.st_mode))
+    return Reject(EntryProblem::kCorrupt, "entry is a symlink; not followed");
+  if (std::string why = UnloadableBecause(st); !why.empty())
+    return Reject(EntryProblem::kCorrupt, std::move(why));
+  int fd = open(path.c_str(),
+                O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Reject(EntryProblem::kMissing, "");
     if (errno == ELOOP)
@@ -214,25 +257,29 @@ ReadResult DiskCache::Read(absl::string_view stem,
     return Reject(EntryProblem::kCorrupt,
                   absl::StrCat("open: ", std::strerror(errno)));
   }
-  struct stat st;
-  std::string bytes;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            static_cast<uint64_t>(st.st_size) <= kMaxEntryBytes;
-  if (ok) {
+  std::string why = fstat(fd, &st) == 0
+                        ? UnloadableBecause(st)
+                        : absl::StrCat("fstat: ", std::strerror(errno));
+  if (why.empty()) {
     bytes.resize(st.st_size);
     size_t done = 0;
     while (done < bytes.size()) {
       ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       done += n;
     }
     bytes.resize(done);
   }
   close(fd);
-  if (!ok)
-    return Reject(EntryProblem::kCorrupt, "not a regular file of sane size");
-  if (bytes.size() < kFixedPrefix ||
-      absl::string_view(bytes).substr(0, 8) != kMagic) {
+  if (!why.empty()) return Reject(EntryProblem::kCorrupt, std::move(why));
+  return ReadResult{};
+}
+
+}  // namespace
+
+ReadResult ParseEntry(absl::string_view bytes, const EntryIdentity& id) {
+  if (bytes.size() < kFixedPrefix || bytes.substr(0, 8) != kMagic) {
     return Reject(EntryProblem::kCorrupt, "bad magic or truncated prefix");
   }
   uint32_t version = GetLe(bytes.data() + 8, 4);
@@ -245,18 +292,24 @@ ReadResult DiskCache::Read(absl::string_view stem,
   if (bytes.size() < kFixedPrefix + header_len + 8) {
     return Reject(EntryProblem::kCorrupt, "truncated header");
   }
-  absl::string_view header(bytes.data() + kFixedPrefix, header_len);
+  absl::string_view header = bytes.substr(kFixedPrefix, header_len);
   if (GetLe(bytes.data() + kFixedPrefix + header_len, 8) !=
       Checksum64(header)) {
     return Reject(EntryProblem::kCorrupt, "header checksum mismatch");
   }
-  size_t payload_offset = kFixedPrefix + header_len + 8;
-  absl::string_view payload(bytes.data() + payload_offset,
-                            bytes.size() - payload_offset);
+  absl::string_view payload = bytes.substr(kFixedPrefix + header_len + 8);
   ReadResult result = CheckHeader(header, id, payload.size(), payload);
   if (result.problem == EntryProblem::kNone)
     result.payload = std::string(payload);
   return result;
+}
+
+ReadResult DiskCache::Read(absl::string_view stem,
+                           const EntryIdentity& id) const {
+  std::string bytes;
+  ReadResult file = ReadEntryFile(EntryPath(stem, id), bytes);
+  if (file.problem != EntryProblem::kNone) return file;
+  return ParseEntry(bytes, id);
 }
 
 absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,

@@ -11,12 +11,15 @@
 // identity, arch, spec, source hash, runtime-headers hash, payload size and
 // xxh3). Read verifies all of it: a truncated, bit-flipped, wrong-version or
 // wrong-arch entry is a miss (Corrupt / Stale), never loaded and never a
-// crash. Writes go to a temp file opened O_CREAT|O_EXCL|O_NOFOLLOW in the
-// same directory, then rename() into place, so readers never see a partial
-// entry and concurrent writers of one key are harmless. Entry paths that are
-// symlinks are not followed. A writer killed mid-write leaves only its temp
-// file; Open removes temp files older than kStaleTempSeconds (younger ones may
-// belong to a live writer in another process).
+// crash. Only a regular file owned by this user is read: an entry path that
+// is a FIFO, device node, socket or directory is Corrupt without ever being
+// opened in a way that could block, and so is one owned by another user or
+// larger than 1 GiB. Writes go to a temp file opened O_CREAT|O_EXCL|O_NOFOLLOW
+// in the same directory, then rename() into place, so readers never see a
+// partial entry and concurrent writers of one key are harmless. Entry paths
+// that are symlinks are not followed. A writer killed mid-write leaves only its
+// temp file; Open removes temp files older than kStaleTempSeconds (younger ones
+// may belong to a live writer in another process).
 #ifndef TAILOR_CORE_DISK_CACHE_H_
 #define TAILOR_CORE_DISK_CACHE_H_
 
@@ -71,6 +74,11 @@ class DiskCache {
   explicit DiskCache(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
 };
+
+// Verifies the bytes of an entry file against `id` and extracts the payload:
+// what Read does once the file is read. Never reads past `bytes`; for tests
+// and the fuzzer.
+ReadResult ParseEntry(absl::string_view bytes, const EntryIdentity& id);
 
 // The default directory: $TAILOR_CACHE_DIR, else $XDG_CACHE_HOME/tailor,
 // else $HOME/.cache/tailor. Empty if none of these is set.
