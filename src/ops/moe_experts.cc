@@ -95,9 +95,8 @@ absl::StatusOr<ExpertsDims> ValidateExperts(const ExpertsArgs& args) {
   return d;
 }
 
-}  // namespace
-
-absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
+absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
+                              Workspace& ws) {
   TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.experts"));
   TAILOR_ASSIGN_OR_RETURN(ExpertsDims d, ValidateExperts(args));
   // Route validates the ids, the map and the policy before any kernel runs.
@@ -152,6 +151,13 @@ absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
                                   .weights = args.topk_weights.as<float>(),
                                   .inverse = w.inverse.data(),
                                   .out = args.out.data});
+}
+
+}  // namespace
+
+absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc(
+      "moe.experts", [&] { return ExpertsUnguarded(runtime, args, ws); });
 }
 
 }  // namespace moe

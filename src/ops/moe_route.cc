@@ -210,9 +210,8 @@ void SortAssignments(int64_t assignments, MoeWorkspace& w) {
     w.counts[e] = w.offsets[e + 1] - w.offsets[e];
 }
 
-}  // namespace
-
-absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws) {
+absl::Status ReserveWorkspaceUnguarded(const WorkspaceLimits& limits,
+                                       Workspace& ws) {
   auto out_of_range = [](absl::string_view field, int64_t lo, int64_t hi,
                          int64_t got) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -260,7 +259,8 @@ absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws) {
   return absl::OkStatus();
 }
 
-absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
+absl::Status RouteUnguarded(Runtime& runtime, const RouteArgs& args,
+                            Workspace& ws) {
   TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.route"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
@@ -292,8 +292,8 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
   return absl::OkStatus();
 }
 
-absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
-                      Workspace& ws) {
+absl::Status PlanRowsUnguarded(Runtime& runtime, const PlanRowsArgs& args,
+                               Workspace& ws) {
   TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.plan_rows"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
   w->Invalidate();
@@ -322,6 +322,25 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
   TAILOR_RETURN_IF_ERROR(PlanFromCounts(experts, params, *w));
   w->routed = true;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc("moe.reserve_workspace", [&] {
+    return ReserveWorkspaceUnguarded(limits, ws);
+  });
+}
+
+absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc(
+      "moe.route", [&] { return RouteUnguarded(runtime, args, ws); });
+}
+
+absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
+                      Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc(
+      "moe.plan_rows", [&] { return PlanRowsUnguarded(runtime, args, ws); });
 }
 
 }  // namespace moe

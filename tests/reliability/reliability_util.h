@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <random>
@@ -50,7 +51,7 @@ struct ChildOutcome {
 };
 
 // Forks; the child runs `body` and exits 0 when it returns "" (else 1, with
-// the returned text as output). The parent waits up to `deadline`, then
+// the returned text, or the exception that escaped, as output). The parent waits up to `deadline`, then
 // SIGKILLs the child and reports a timeout.
 inline ChildOutcome RunInChild(std::function<std::string()> body,
                                std::chrono::seconds deadline) {
@@ -61,7 +62,14 @@ inline ChildOutcome RunInChild(std::function<std::string()> body,
   if (pid < 0) return {.output = "fork failed"};
   if (pid == 0) {
     close(fds[0]);
-    std::string message = body();
+    std::string message;
+    try {
+      message = body();
+    } catch (const std::exception& e) {  // the child must not unwind into
+      message = absl::StrCat("exception: ", e.what());  // the test runner
+    } catch (...) {
+      message = "exception";
+    }
     if (!message.empty()) {
       ssize_t ignored = write(fds[1], message.data(), message.size());
       (void)ignored;

@@ -36,7 +36,9 @@
 //   "topk_ids[5,1]: expert id 9 is outside [0, 8)"), checked before any
 //   kernel is looked up or launched, so a rejected call writes nothing;
 //   FailedPrecondition for a Workspace that has not been routed;
-//   Unimplemented on backends other than CPU (the GPU kernels come later).
+//   ResourceExhausted when a Workspace cannot grow to a step's size (out of
+//   memory; no std::bad_alloc escapes); Unimplemented on backends other
+//   than CPU (the GPU kernels come later).
 //   On the CPU backend every call is synchronous.
 // - A Workspace is not thread-safe: use one per thread (or per stream).
 //
