@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tailor::internal {
 namespace {
@@ -46,6 +47,25 @@ std::string Header(const EntryIdentity& id, absl::string_view payload) {
                       "\nheaders_hash=", id.headers_hash.Hex(),
                       "\npayload_size=", payload.size(),
                       "\npayload_xxh3=", Checksum64(payload), "\n");
+}
+
+absl::Mutex fault_hook_mu(absl::kConstInit);
+WriteFaultHook* fault_hook ABSL_GUARDED_BY(fault_hook_mu) = nullptr;
+
+// The errno the test hook injects into `step`, 0 (no fault) without a hook.
+int InjectedFault(WriteStep step) {
+  absl::MutexLock lock(&fault_hook_mu);
+  return fault_hook == nullptr ? 0 : (*fault_hook)(step);
+}
+
+// write(), or the half-done write of a full disk when a fault is injected.
+ssize_t WriteSome(int fd, const char* data, size_t size) {
+  if (int err = InjectedFault(WriteStep::kWrite); err != 0) {
+    if (size > 1 && write(fd, data, size / 2) < 0) return -1;
+    errno = err;
+    return -1;
+  }
+  return write(fd, data, size);
 }
 
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
@@ -324,8 +344,13 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
   std::string path = EntryPath(stem, id);
   std::string tmp =
       absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
-  int fd = open(tmp.c_str(),
-                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int fd = -1;
+  if (int err = InjectedFault(WriteStep::kCreate); err != 0) {
+    errno = err;
+  } else {
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+  }
   if (fd < 0) return ErrnoStatus("cannot create cache entry", tmp);
   bool ok = true;
   for (absl::string_view part :
@@ -333,7 +358,7 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
         absl::string_view(trailer), payload}) {
     size_t done = 0;
     while (ok && done < part.size()) {
-      ssize_t n = write(fd, part.data() + done, part.size() - done);
+      ssize_t n = WriteSome(fd, part.data() + done, part.size() - done);
       if (n <= 0)
         ok = false;
       else
@@ -342,13 +367,30 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
   }
   absl::Status status =
       ok ? absl::OkStatus() : ErrnoStatus("cannot write cache entry", tmp);
-  if (close(fd) != 0 && status.ok())
+  int close_error = close(fd) != 0 ? errno : InjectedFault(WriteStep::kClose);
+  if (close_error != 0 && status.ok()) {
+    errno = close_error;
     status = ErrnoStatus("cannot close cache entry", tmp);
-  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoStatus("cannot rename cache entry into", path);
+  }
+  if (status.ok()) {
+    int rename_fault = InjectedFault(WriteStep::kRename);
+    if (rename_fault != 0) errno = rename_fault;
+    if (rename_fault != 0 || rename(tmp.c_str(), path.c_str()) != 0)
+      status = ErrnoStatus("cannot rename cache entry into", path);
   }
   if (!status.ok()) unlink(tmp.c_str());
   return status;
+}
+
+void SetWriteFaultHookForTesting(WriteFaultHook hook) {
+  WriteFaultHook* next = hook ? new WriteFaultHook(std::move(hook)) : nullptr;
+  WriteFaultHook* previous;
+  {
+    absl::MutexLock lock(&fault_hook_mu);
+    previous = fault_hook;
+    fault_hook = next;
+  }
+  delete previous;
 }
 
 }  // namespace tailor::internal

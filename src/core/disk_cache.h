@@ -24,6 +24,7 @@
 #define TAILOR_CORE_DISK_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -79,6 +80,20 @@ class DiskCache {
 // what Read does once the file is read. Never reads past `bytes`; for tests
 // and the fuzzer.
 ReadResult ParseEntry(absl::string_view bytes, const EntryIdentity& id);
+
+// Fault injection, for tests only (tests/reliability/disk_faults_test.cc):
+// while a hook is set, Write asks it before each step it takes on the
+// filesystem, and a nonzero answer is the errno that step fails with. A
+// failing kWrite first writes half of what it was asked to (as a filling disk
+// does), so a partial temp file really exists before the failure. Thread-safe;
+// SetWriteFaultHookForTesting(nullptr) removes the hook.
+//
+//   SetWriteFaultHookForTesting([](WriteStep step) {
+//     return step == WriteStep::kWrite ? ENOSPC : 0;  // the disk is full
+//   });
+enum class WriteStep { kCreate, kWrite, kClose, kRename };
+using WriteFaultHook = std::function<int(WriteStep step)>;
+void SetWriteFaultHookForTesting(WriteFaultHook hook);
 
 // The default directory: $TAILOR_CACHE_DIR, else $XDG_CACHE_HOME/tailor,
 // else $HOME/.cache/tailor. Empty if none of these is set.
