@@ -72,6 +72,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(
     entry->key = key;
     lru_.push_front(entry);
     index_[hash] = lru_.begin();
+    ++resolving_;
   }
 
   absl::StatusOr<std::shared_ptr<Kernel>> result = Resolve(key, generate);
@@ -79,6 +80,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(
   absl::MutexLock lock(&mu_);
   entry->result = result;
   entry->ready = true;
+  --resolving_;
   if (!result.ok()) {
     // Do not cache failures: the next Get tries again.
     auto it = index_.find(hash);
@@ -211,6 +213,22 @@ void KernelCache::EvictIfFull() {
     lru_.erase(victim);
     stats_.Add(stats_.memory_evictions);
   }
+}
+
+void KernelCache::PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  mu_.LockWhen(absl::Condition(
+      +[](KernelCache* c)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->resolving_ == 0; },
+      this));
+}
+
+void KernelCache::AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  mu_.Unlock();
+}
+
+void KernelCache::AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Nothing was resolving: no entry is pending and no compile slot taken.
+  mu_.Unlock();
 }
 
 void KernelCache::ClearMemory() {

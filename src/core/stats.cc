@@ -63,6 +63,18 @@ void Stats::NoteSpecialization(const SpecKey& key) {
   if (index < specializations_per_op_.size()) ++specializations_per_op_[index];
 }
 
+void Stats::PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  specializations_mu_.Lock();
+}
+
+void Stats::AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  specializations_mu_.Unlock();
+}
+
+void Stats::AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  specializations_mu_.Unlock();
+}
+
 StatsSnapshot Stats::Snapshot() const {
   StatsSnapshot s;
   auto get = [](const std::atomic<uint64_t>& c) {

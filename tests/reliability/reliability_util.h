@@ -50,9 +50,27 @@ struct ChildOutcome {
   }
 };
 
+// With TAILOR_TEST_HANG_STACKS=1 (and gdb installed), the stacks of a child
+// that hangs, for the report.
+inline std::string HangStacks(pid_t pid) {
+  const char* enabled = std::getenv("TAILOR_TEST_HANG_STACKS");
+  if (enabled == nullptr || std::string(enabled) != "1") return "";
+  std::string command = absl::StrCat("gdb -batch -p ", pid,
+                                     " -ex 'thread apply all bt' 2>/dev/null");
+  std::string stacks = "\n";
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof(buffer), pipe))
+      stacks.append(buffer, n);
+    pclose(pipe);
+  }
+  return stacks;
+}
+
 // Forks; the child runs `body` and exits 0 when it returns "" (else 1, with
-// the returned text, or the exception that escaped, as output). The parent waits up to `deadline`, then
-// SIGKILLs the child and reports a timeout.
+// the returned text, or the exception that escaped, as output). The parent
+// waits up to `deadline`, then SIGKILLs the child and reports a timeout
+// (with the child's stacks, see HangStacks).
 inline ChildOutcome RunInChild(std::function<std::string()> body,
                                std::chrono::seconds deadline) {
   int fds[2];
@@ -85,6 +103,7 @@ inline ChildOutcome RunInChild(std::function<std::string()> body,
         end - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       outcome.timed_out = true;
+      outcome.output += HangStacks(pid);
       kill(pid, SIGKILL);
       break;
     }
