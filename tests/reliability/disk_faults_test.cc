@@ -12,15 +12,19 @@
 // each runtime that meets one runs in a child with a deadline, so a block is
 // reported as a failure instead of hanging the suite.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/disk_cache.h"
@@ -229,6 +233,41 @@ TEST_F(DiskFaultTest, DirectoryRemovedWhileRunning) {
   EXPECT_EQ(s.disk_write_failures, 2u);
   EXPECT_EQ(s.launches, 4u);
   std::filesystem::create_directory(dir_.path());  // for TempDir's cleanup
+}
+
+// Writers SIGKILLed at random moments (while compiling, writing, renaming),
+// again and again on one directory: whatever they leave, a later runtime
+// never sees a partial entry (no corrupt entry is ever met) and serves
+// every kernel; temp files of killed writers are the only debris.
+TEST_F(DiskFaultTest, WritersKilledAtRandomMomentsLeaveNoPartialEntry) {
+  std::mt19937_64 rng(::tailor::testing::TestSeed());
+  for (int round = 0; round < 4; ++round) {
+    // New kernels every round, so that every round's writer writes.
+    std::vector<int> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(8 * (1 + 5 * round + i));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto runtime = CpuRuntime({.cache_dir = dir_.path()});
+      if (runtime.ok())
+        for (int block : blocks) (void)ServeAxpy(**runtime, block);
+      _exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1000));
+    kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    auto check = NewRuntime();
+    for (int block : blocks) TAILOR_ASSERT_OK(ServeAxpy(*check, block));
+    StatsSnapshot s = check->stats();
+    ASSERT_EQ(s.corrupt_entries, 0u) << "round " << round;
+    ASSERT_EQ(s.stale_entries, 0u) << "round " << round;
+    ASSERT_EQ(s.disk_hits + s.compiles, blocks.size());
+  }
+  for (const std::string& file : FilesIn(dir_.path())) {
+    EXPECT_TRUE(file.ends_with(".tkc") || file.find(".tmp.") != file.npos)
+        << file;
+  }
 }
 
 }  // namespace
