@@ -101,22 +101,20 @@ TEST(AllocationFailureTest, ExpertsWhoseIntermediatesDoNotFit) {
   ExpectResourceExhausted(
       [&](Runtime& runtime) {
         moe::Workspace ws;
-        return moe::Experts(
-            runtime,
-            {.hidden = TensorRef::Contiguous(hidden.data(), DType::kBF16,
-                                             {kTokens, kH}),
-             .w13 = TensorRef::Contiguous(w13.data(), DType::kBF16,
-                                          {kExperts, 2, kH}),
-             .w2 = TensorRef::Contiguous(w2.data(), DType::kBF16,
-                                         {kExperts, kH, 1}),
-             .topk_weights = TensorRef::Contiguous(weights.data(),
-                                                   DType::kF32,
-                                                   {kTokens, kTopk}),
-             .topk_ids = TensorRef::Contiguous(ids.data(), DType::kI32,
-                                               {kTokens, kTopk}),
-             .out = TensorRef::Contiguous(out.data(), DType::kBF16,
-                                          {kTokens, kH})},
-            ws);
+        return moe::Experts(runtime,
+                            {.hidden = TensorRef::Contiguous(
+                                 hidden.data(), DType::kBF16, {kTokens, kH}),
+                             .w13 = TensorRef::Contiguous(
+                                 w13.data(), DType::kBF16, {kExperts, 2, kH}),
+                             .w2 = TensorRef::Contiguous(
+                                 w2.data(), DType::kBF16, {kExperts, kH, 1}),
+                             .topk_weights = TensorRef::Contiguous(
+                                 weights.data(), DType::kF32, {kTokens, kTopk}),
+                             .topk_ids = TensorRef::Contiguous(
+                                 ids.data(), DType::kI32, {kTokens, kTopk}),
+                             .out = TensorRef::Contiguous(
+                                 out.data(), DType::kBF16, {kTokens, kH})},
+                            ws);
       },
       "moe.experts: cannot allocate");
 }

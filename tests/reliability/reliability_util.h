@@ -147,8 +147,7 @@ class ExpertsProblem {
   static constexpr int64_t kExperts = 4, kTopk = 2;
 
   ExpertsProblem(DType dtype, int64_t tokens, uint64_t seed)
-      : tokens_(tokens),
-        hidden_(dtype, {tokens, moe::testing::kHidden}),
+      : hidden_(dtype, {tokens, moe::testing::kHidden}),
         w13_(dtype, {kExperts, 2 * moe::testing::kIntermediate,
                      moe::testing::kHidden}),
         w2_(dtype,
@@ -196,7 +195,6 @@ class ExpertsProblem {
   }
 
  private:
-  int64_t tokens_;
   HostTensor hidden_, w13_, w2_, weights_, ids_, out_;
   std::vector<double> reference_;
 };
