@@ -41,7 +41,10 @@ supp="$PWD/tests/sanitizers"
 export ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_init_order=1:check_initialization_order=1:abort_on_error=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+# die_after_fork=0: the fork tests (tests/reliability) start threads in
+# the child of a multi-threaded parent on purpose; TSan kills such a child
+# by default.
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$supp/tsan.supp"
 start=$(date +%s)
 status=0
 (cd "$dir" && ctest --output-on-failure -j "$(nproc)") || status=$?

@@ -10,7 +10,10 @@
 // tells TSan that the lock was acquired (__tsan_acquire after it returns
 // holding the lock) or released (__tsan_release before it lets go). The
 // library's internals stay invisible (uninstrumented), and every race on
-// tailor's own data is still reported.
+// tailor's own data is still reported, except inside absl::Condition
+// functions: the library evaluates them inside these calls, on whichever
+// thread is locking or unlocking, where TSan cannot know that the mutex is
+// held, so accesses during the library's own code are ignored.
 #include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 
@@ -19,6 +22,10 @@
 
 #include "absl/synchronization/barrier.h"
 #include "absl/synchronization/mutex.h"
+
+// In the TSan runtime, not declared by <sanitizer/tsan_interface.h>.
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
 
 namespace {
 
@@ -32,6 +39,14 @@ Fn Real(const char* mangled) {
   }
   return reinterpret_cast<Fn>(fn);
 }
+
+// Ignores this thread's memory accesses while alive: the Condition
+// functions the library evaluates in the call it wraps.
+class IgnoreAccesses {
+ public:
+  IgnoreAccesses() { __tsan_ignore_thread_begin(); }
+  ~IgnoreAccesses() { __tsan_ignore_thread_end(); }
+};
 
 void Acquired(const absl::Mutex* mu) {
   __tsan_acquire(const_cast<absl::Mutex*>(mu));
@@ -50,31 +65,47 @@ ABSL_NAMESPACE_BEGIN
 
 void Mutex::Lock() {
   TAILOR_REAL(real, void (*)(Mutex*), "_ZN4absl7debian35Mutex4LockEv");
-  real(this);
+  {
+    IgnoreAccesses ignore;
+    real(this);
+  }
   Acquired(this);
 }
 
 void Mutex::Unlock() {
   TAILOR_REAL(real, void (*)(Mutex*), "_ZN4absl7debian35Mutex6UnlockEv");
   Releasing(this);
-  real(this);
+  {
+    IgnoreAccesses ignore;
+    real(this);
+  }
 }
 
 void Mutex::ReaderLock() {
   TAILOR_REAL(real, void (*)(Mutex*), "_ZN4absl7debian35Mutex10ReaderLockEv");
-  real(this);
+  {
+    IgnoreAccesses ignore;
+    real(this);
+  }
   Acquired(this);
 }
 
 void Mutex::ReaderUnlock() {
   TAILOR_REAL(real, void (*)(Mutex*), "_ZN4absl7debian35Mutex12ReaderUnlockEv");
   Releasing(this);
-  real(this);
+  {
+    IgnoreAccesses ignore;
+    real(this);
+  }
 }
 
 bool Mutex::TryLock() {
   TAILOR_REAL(real, bool (*)(Mutex*), "_ZN4absl7debian35Mutex7TryLockEv");
-  bool locked = real(this);
+  bool locked;
+  {
+    IgnoreAccesses ignore;
+    locked = real(this);
+  }
   if (locked) Acquired(this);
   return locked;
 }
@@ -82,7 +113,10 @@ bool Mutex::TryLock() {
 void Mutex::LockWhen(const Condition& cond) {
   TAILOR_REAL(real, void (*)(Mutex*, const Condition&),
               "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
-  real(this, cond);
+  {
+    IgnoreAccesses ignore;
+    real(this, cond);
+  }
   Acquired(this);
 }
 
@@ -90,7 +124,10 @@ void Mutex::Await(const Condition& cond) {
   TAILOR_REAL(real, void (*)(Mutex*, const Condition&),
               "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
   Releasing(this);
-  real(this, cond);
+  {
+    IgnoreAccesses ignore;
+    real(this, cond);
+  }
   Acquired(this);
 }
 
@@ -98,7 +135,10 @@ void CondVar::Wait(Mutex* mu) {
   TAILOR_REAL(real, void (*)(CondVar*, Mutex*),
               "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
   Releasing(mu);
-  real(this, mu);
+  {
+    IgnoreAccesses ignore;
+    real(this, mu);
+  }
   Acquired(mu);
 }
 
@@ -107,7 +147,11 @@ void CondVar::Wait(Mutex* mu) {
 bool Barrier::Block() {
   TAILOR_REAL(real, bool (*)(Barrier*), "_ZN4absl7debian37Barrier5BlockEv");
   __tsan_release(this);
-  bool last = real(this);
+  bool last;
+  {
+    IgnoreAccesses ignore;
+    last = real(this);
+  }
   __tsan_acquire(this);
   return last;
 }
