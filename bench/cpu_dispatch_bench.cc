@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/engine.h"
-#include "ops/test_ops.h"
+#include "kernels/test_ops.h"
 #include "tailor/runtime.h"
 
 namespace tailor {

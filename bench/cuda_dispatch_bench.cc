@@ -31,10 +31,10 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "backends/cuda/tma/tensor_map_driver_encoder.h"
+#include "kernels/cuda_test_kernels.h"
 #include "templates/cuda/test_kernels_params.h"
 #include "templates/cuda/tma_test_params.h"
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "kernels/cuda_test_kernels.h"
 
 namespace {
 

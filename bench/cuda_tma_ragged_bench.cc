@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/cuda_test_util.h"
+#include "kernels/cuda_test_kernels.h"
 #include "templates/cuda/tma_test_params.h"
 
 namespace tailor::cuda {

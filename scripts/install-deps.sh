@@ -15,6 +15,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev libedit-dev libtinfo-dev libxml2-dev libffi-dev
+  libcpp-httplib-dev
+  # tests of the serving surfaces: the Python package's venv, the stats
+  # endpoint's scrape (curl, promtool from prometheus) and load (wrk)
+  python3-venv python3-dev curl prometheus wrk
 )
 
 case "${1:-}" in

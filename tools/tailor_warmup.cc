@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   tailor::moe::Workspace ws;
-  for (int tokens = 1; tokens <= flags.policy.tile_rows; ++tokens) {
+  // The first step resolves the policy's tile rows (0: the backend's choice).
+  for (int tokens = 1; tokens == 1 || tokens <= ws.plan().tile_rows; ++tokens) {
     if (absl::Status s = RunOnce(**runtime, flags, tokens, ws); !s.ok()) {
       std::fprintf(stderr, "tailor-warmup: %s\n", s.ToString().c_str());
       return 1;

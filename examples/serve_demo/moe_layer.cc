@@ -13,15 +13,31 @@ uint16_t ToBf16(float x) {
 
 float FromBf16(uint16_t x) { return std::bit_cast<float>(uint32_t{x} << 16); }
 
+namespace {
+
+// Fills `w` with uniform values of variance scale^2 (a xorshift generator:
+// full-size layers have billions of weights, std::normal_distribution would
+// take minutes).
+void FillWeights(std::vector<uint16_t>& w, float scale, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  const float half_width = scale * std::sqrt(3.0f);
+  for (uint16_t& v : w) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const float u = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+    v = ToBf16((2.0f * u - 1.0f) * half_width);
+  }
+}
+
+}  // namespace
+
 MoeLayer::MoeLayer(const ModelShape& s, uint64_t seed) : shape(s) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
   w13.resize(static_cast<size_t>(s.experts) * 2 * s.intermediate * s.hidden);
   w2.resize(static_cast<size_t>(s.experts) * s.hidden * s.intermediate);
-  float scale13 = 1.0f / std::sqrt(static_cast<float>(s.hidden));
-  float scale2 = 1.0f / std::sqrt(static_cast<float>(s.intermediate));
-  for (auto& w : w13) w = ToBf16(dist(rng) * scale13);
-  for (auto& w : w2) w = ToBf16(dist(rng) * scale2);
+  FillWeights(w13, 1.0f / std::sqrt(static_cast<float>(s.hidden)), seed);
+  FillWeights(w2, 1.0f / std::sqrt(static_cast<float>(s.intermediate)),
+              seed + 1);
 }
 
 std::vector<double> ReferenceToken(const MoeLayer& layer, const uint16_t* x,

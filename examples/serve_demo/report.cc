@@ -44,18 +44,20 @@ void PrintProgress(const ShapeReport& r, int total_steps) {
 void PrintTable(const std::vector<ShapeReport>& reports,
                 const tailor::StatsSnapshot& total,
                 const std::string& cache_dir) {
-  std::printf("\n%-16s %5s %7s %7s %8s | %6s %6s %6s %6s | %-17s | %s\n",
-              "shape (E,k,H,I)", "steps", "tokens", "wall s", "tok/s", "memhit",
-              "disk", "miss", "compil", "new kernels p/g/c",
-              "wasted rows: core+tail  pow2  block16  block64 | rel err");
+  std::printf(
+      "\n%-16s %5s %7s %7s %8s %8s | %6s %6s %6s %6s | %-17s | %s\n",
+      "shape (E,k,H,I)", "steps", "tokens", "wall s", "tok/s", "ms/step",
+      "memhit", "disk", "miss", "compil", "new kernels p/g/c",
+      "wasted rows: core+tail  pow2  block16  block64 | rel err");
   for (const ShapeReport& r : reports) {
     const auto& spec = r.stats.specializations_per_op;
     std::printf(
-        "%-16s %5d %7lld %7.2f %8.0f | %6llu %6llu %6llu %6llu | "
+        "%-16s %5d %7lld %7.2f %8.0f %8.3f | %6llu %6llu %6llu %6llu | "
         "%4llu/%3llu/%3llu      |"
         "              %6.1f%% %5.1f%% %7.1f%% %7.1f%% | %.1e\n",
         r.shape.name.c_str(), r.steps, static_cast<long long>(r.tokens),
         r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0,
+        r.steps > 0 ? 1e3 * r.seconds / r.steps : 0.0,
         static_cast<unsigned long long>(r.stats.memory_hits),
         static_cast<unsigned long long>(r.stats.disk_hits),
         static_cast<unsigned long long>(r.stats.misses),
@@ -67,6 +69,11 @@ void PrintTable(const std::vector<ShapeReport>& reports,
         Waste(r.useful_rows, r.pow2_rows), Waste(r.useful_rows, r.block16_rows),
         Waste(r.useful_rows, r.block64_rows), r.max_rel_error);
   }
+  if (!reports.empty()) {
+    std::printf("\nbackend device: %s; plan tile rows: %lld",
+                reports[0].device.c_str(),
+                static_cast<long long>(reports[0].tile_rows));
+  }
   std::printf("\nshapes: %s", "");
   for (const ShapeReport& r : reports) {
     std::printf("%s = E%d k%d H%d I%d;  ", r.shape.name.c_str(),
@@ -76,8 +83,10 @@ void PrintTable(const std::vector<ShapeReport>& reports,
   std::printf(
       "\nnew kernels = pack / grouped_gemm / combine variants this shape added "
       "(same dims share kernels)\nwasted rows = 1 - useful/executed rows of "
-      "the grouped GEMMs (tile 16, pow2 tails)\nwall s = time inside Experts, "
-      "first-use compiles included\n");
+      "the grouped GEMMs' plans (pow2 tail classes; a GPU computes a tail in "
+      "whole MMA blocks but stores only its rows)\nwall s = time inside "
+      "Experts until its work is done (GPU: the step's device time plus its "
+      "launches), first-use compiles included; ms/step = wall s / steps\n");
   std::printf(
       "rel err = max over checked steps of ||out - ref|| / ||ref|| against "
       "fp64 (bf16 data)\n");

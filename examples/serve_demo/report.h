@@ -13,9 +13,11 @@ namespace serve_demo {
 
 struct ShapeReport {
   ModelShape shape;
+  std::string device;  // "cpu", "cuda:0"
   int steps = 0;
   int64_t tokens = 0;
-  double seconds = 0;  // inside Experts only
+  double seconds = 0;  // inside Experts (and, on a GPU, its completion)
+  int64_t tile_rows = 0;  // of the plans (the backend's choice)
   // Rows each way of cutting the per-expert work would execute, summed over
   // the steps. useful_rows is what the layer needs (T * k per step).
   int64_t useful_rows = 0;

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tailor/stats.h"
+#include "tailor/tensor.h"
 
 namespace tailor {
 
@@ -33,7 +34,8 @@ absl::string_view BackendName(
 
 namespace internal {
 class Engine;
-}
+class StatsAttachment;
+}  // namespace internal
 
 class Runtime {
  public:
@@ -62,6 +64,13 @@ class Runtime {
     // memory nor on disk is an error (FailedPrecondition naming the key)
     // instead of a compile.
     bool disable_jit = false;
+    // Serve this runtime's stats over HTTP (GET /metrics: Prometheus text,
+    // /stats: JSON, /healthz) at "host:port" (":port" or "port": host
+    // 127.0.0.1; port 0: a free port, see stats_address()). Runtimes given
+    // the same address share one endpoint, each labelled by its device.
+    // Empty: $TAILOR_STATS_ADDR, else no endpoint. The endpoint answers from
+    // snapshots on its own two threads; launching threads never wait for it.
+    std::string stats_addr;
   };
 
   // Validates `options`, resolves the backend and opens the cache.
@@ -77,6 +86,10 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   BackendKind backend() const;
+  // Where the backend's tensors live: Device{} (the host) for the CPU
+  // backend, {DeviceType::kCuda, device_index} for CUDA. Op arguments must
+  // live there.
+  Device device() const;
   // Target the kernels are built for: "x86_64-znver3", "sm_90a", ...
   const std::string& arch() const;
   // The disk cache directory in use; empty when the disk cache is off.
@@ -84,6 +97,26 @@ class Runtime {
 
   // A consistent snapshot of the counters and histograms.
   StatsSnapshot stats() const;
+  // Where this runtime's stats endpoint listens ("127.0.0.1:9464", port
+  // resolved); empty without one.
+  std::string stats_address() const;
+
+  // ---- memory on device(), for C++ callers without an allocator of their
+  // own (tools, examples, servers without torch) ---------------------------
+  // `bytes` of memory where op tensors live: device memory on GPU backends
+  // (cuMemAlloc), host memory on the CPU; freed when the last copy of the
+  // handle goes. ResourceExhausted when the device is out of memory.
+  absl::StatusOr<std::shared_ptr<void>> Allocate(size_t bytes);
+  // Copies `bytes` between host memory and memory on device(), enqueued on
+  // `stream` (CUstream; null: the legacy default stream), and waits for the
+  // stream. On the CPU a plain copy.
+  absl::Status CopyToDevice(void* device_dst, const void* host_src,
+                            size_t bytes, void* stream = nullptr);
+  absl::Status CopyToHost(void* host_dst, const void* device_src,
+                          size_t bytes, void* stream = nullptr);
+  // Waits until `stream` has run everything enqueued on it (GPU backends;
+  // OkStatus on the CPU, where every op is synchronous).
+  absl::Status Synchronize(void* stream = nullptr);
 
   // For tailor's own op fronts and tools; not a stable API.
   internal::Engine& engine() { return *engine_; }
@@ -91,6 +124,8 @@ class Runtime {
  private:
   explicit Runtime(std::unique_ptr<internal::Engine> engine);
   std::unique_ptr<internal::Engine> engine_;
+  // Declared after engine_: detached (destroyed) before the engine goes.
+  std::unique_ptr<internal::StatsAttachment> stats_endpoint_;
 };
 
 }  // namespace tailor

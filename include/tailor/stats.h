@@ -9,6 +9,9 @@
 //   tailor::StatsSnapshot s = runtime->stats();
 //   std::string json = s.ToJson();          // for logs and the stats endpoint
 //   std::string prom = s.ToPrometheus();    // Prometheus text exposition
+//
+// Runtime::Options::stats_addr (or $TAILOR_STATS_ADDR) serves the same
+// over HTTP: /metrics, /stats (JSON), /healthz.
 #ifndef TAILOR_STATS_H_
 #define TAILOR_STATS_H_
 
@@ -43,14 +46,49 @@ struct StatsSnapshot {
   uint64_t launches = 0;
   uint64_t descriptor_encodes = 0;
   uint64_t descriptor_reuses = 0;
+  // Rows of the piecewise plans made on the host (Route, PlanRows): what the
+  // layer needs (useful) and what the grouped GEMMs run, tail padding
+  // included (executed). Device plans live on the device and are not
+  // counted. Wasted rows = executed - useful.
+  uint64_t plan_useful_rows = 0;
+  uint64_t plan_executed_rows = 0;
+  // Bytes (host or device) held now by the MoE workspaces reserved or bound
+  // through this runtime (as of each one's last ReserveWorkspace /
+  // BindWorkspace); freed workspaces no longer count.
+  int64_t workspace_bytes = 0;
   std::map<std::string, uint64_t> launches_per_op;
   std::map<std::string, uint64_t> specializations_per_op;  // distinct keys seen
   HistogramSnapshot compile_seconds;
   HistogramSnapshot disk_load_seconds;
 
   std::string ToJson() const;
+  // The Prometheus text exposition (version 0.0.4): StatsToPrometheus of
+  // this snapshot alone, without a runtime label.
   std::string ToPrometheus() const;
 };
+
+// One runtime's snapshot, labelled runtime="<name>" in an exposition of
+// several ("" for no label).
+struct NamedStats {
+  std::string runtime;
+  StatsSnapshot stats;
+};
+
+// The Prometheus text exposition of several runtimes (e.g. one per device,
+// as the stats endpoint serves them): every family once, with HELP and
+// TYPE, then its samples for each runtime. Families:
+//   tailor_kernel_lookups_total, tailor_kernel_hits_total{tier=memory|disk},
+//   tailor_kernel_misses_total, tailor_kernel_single_flight_waits_total,
+//   tailor_kernel_compiles_total, tailor_kernel_compile_failures_total,
+//   tailor_kernel_evictions_total{tier=memory},
+//   tailor_disk_{corrupt_entries,stale_entries,write_failures}_total,
+//   tailor_launches_total{op}, tailor_kernel_specializations{op} (gauge),
+//   tailor_descriptor_{encodes,reuses}_total,
+//   tailor_plan_rows_total{kind=useful|executed},
+//   tailor_workspace_bytes (gauge),
+//   tailor_compile_seconds, tailor_disk_load_seconds (histograms),
+//   tailor_build_info{version} (gauge, 1).
+std::string StatsToPrometheus(const std::vector<NamedStats>& runtimes);
 
 }  // namespace tailor
 

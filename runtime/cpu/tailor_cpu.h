@@ -13,17 +13,9 @@
 #ifndef TAILOR_RUNTIME_CPU_TAILOR_CPU_H_
 #define TAILOR_RUNTIME_CPU_TAILOR_CPU_H_
 
-namespace tailor::kernels {
+#include "runtime/cpu/types.h"
 
-using int8_t = __INT8_TYPE__;
-using int16_t = __INT16_TYPE__;
-using int32_t = __INT32_TYPE__;
-using int64_t = __INT64_TYPE__;
-using uint8_t = __UINT8_TYPE__;
-using uint16_t = __UINT16_TYPE__;
-using uint32_t = __UINT32_TYPE__;
-using uint64_t = __UINT64_TYPE__;
-using size_t = __SIZE_TYPE__;
+namespace tailor::kernels {
 
 // bf16 stored as its 16 high float bits.
 struct bf16 {

@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "core/spec_key.h"
 #include "tailor/stats.h"
+#include "tailor/tensor.h"
 
 namespace tailor::internal {
 
@@ -45,7 +46,9 @@ struct LaunchConfig {
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
 };
 
+class DecodeKernels;  // ops/attention_kernels.h
 class Kernel;
+class MoeKernels;  // ops/moe_kernels.h
 
 // One launch of a batch (Backend::LaunchBatch).
 struct LaunchRequest {
@@ -67,6 +70,9 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual BackendKind kind() const = 0;
+  // Where this backend's tensors live: {kCpu, 0} for host-memory backends,
+  // {kCuda, ordinal} for a CUDA device.
+  virtual Device device() const = 0;
   // Exact target of the binaries: "x86_64-znver3", "sm_90a". Part of keys.
   virtual const std::string& arch() const = 0;
   // Compiler name, version and flags; part of every disk entry's identity.
@@ -110,6 +116,36 @@ class Backend {
   // (optional) Adds backend-owned counters (e.g. the CUDA descriptor pool's
   // encodes and reuses) to a stats snapshot. Defaults to adding nothing.
   virtual void AddCounters(StatsSnapshot& snapshot) const {}
+
+  // ---- device memory (optional: device-memory backends) --------------------
+  // Workspaces of device backends are sized once by the library through
+  // these slots (or bound to memory the caller passes); nothing allocates
+  // while running.
+
+  // (optional) `bytes` of device memory, freed when the last reference goes
+  // (the allocation keeps the device context alive). Defaults to
+  // Unimplemented.
+  virtual absl::StatusOr<std::shared_ptr<void>> AllocateDevice(size_t bytes);
+  // (optional) Enqueues a fill of `bytes` device bytes at `dst` with `value`
+  // on `stream`. Defaults to Unimplemented.
+  virtual absl::Status FillDevice(void* dst, uint8_t value, size_t bytes,
+                                  void* stream);
+  // (optional) Copies `bytes` from device `src` to host `dst` on `stream`
+  // and waits for the stream (with `bytes` 0: only waits). Defaults to
+  // Unimplemented.
+  virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
+                                  void* stream);
+  // (optional) Copies `bytes` from host `src` to device `dst` on `stream`
+  // and waits for the stream. Defaults to Unimplemented.
+  virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
+                                    void* stream);
+
+  // ---- op families (optional) ----------------------------------------------
+  // The kernels of each op family this backend implements, next to its
+  // templates; null (the default) when it has none, and the op front says
+  // Unimplemented.
+  virtual MoeKernels* moe_kernels() { return nullptr; }
+  virtual DecodeKernels* decode_kernels() { return nullptr; }
 };
 
 }  // namespace tailor::internal

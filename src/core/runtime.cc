@@ -1,8 +1,13 @@
 #include "tailor/runtime.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/engine.h"
 #include "core/stats.h"
+#include "serving/stats_endpoint.h"
 #include "tailor/status.h"
 
 namespace tailor {
@@ -25,7 +30,20 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     const Options& options) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<internal::Engine> engine,
                           internal::Engine::Create(options));
-  return std::unique_ptr<Runtime>(new Runtime(std::move(engine)));
+  std::unique_ptr<Runtime> runtime(new Runtime(std::move(engine)));
+  std::string address = options.stats_addr;
+  if (const char* env = std::getenv("TAILOR_STATS_ADDR");
+      address.empty() && env != nullptr) {
+    address = env;
+  }
+  if (!address.empty()) {
+    const Runtime* self = runtime.get();
+    TAILOR_ASSIGN_OR_RETURN(
+        runtime->stats_endpoint_,
+        internal::AttachStatsEndpoint(address, DeviceName(self->device()),
+                                      [self] { return self->stats(); }));
+  }
+  return runtime;
 }
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
@@ -36,13 +54,54 @@ Runtime::Runtime(std::unique_ptr<internal::Engine> engine)
     : engine_(std::move(engine)) {}
 Runtime::~Runtime() = default;
 
+std::string Runtime::stats_address() const {
+  return stats_endpoint_ ? stats_endpoint_->address() : std::string();
+}
+
 BackendKind Runtime::backend() const { return engine_->backend().kind(); }
+Device Runtime::device() const { return engine_->backend().device(); }
 const std::string& Runtime::arch() const { return engine_->backend().arch(); }
 const std::string& Runtime::cache_dir() const { return engine_->cache_dir(); }
 StatsSnapshot Runtime::stats() const {
   StatsSnapshot snapshot = engine_->stats().Snapshot();
   engine_->backend().AddCounters(snapshot);
   return snapshot;
+}
+
+absl::StatusOr<std::shared_ptr<void>> Runtime::Allocate(size_t bytes) {
+  if (device().type != DeviceType::kCpu) {
+    return engine_->backend().AllocateDevice(bytes);
+  }
+  void* data = std::malloc(bytes == 0 ? 1 : bytes);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Allocate: ", bytes, " bytes of host memory"));
+  }
+  return std::shared_ptr<void>(data, [](void* p) { std::free(p); });
+}
+
+absl::Status Runtime::CopyToDevice(void* device_dst, const void* host_src,
+                                   size_t bytes, void* stream) {
+  if (device().type != DeviceType::kCpu) {
+    return engine_->backend().CopyToDevice(device_dst, host_src, bytes,
+                                           stream);
+  }
+  if (bytes > 0) std::memcpy(device_dst, host_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::CopyToHost(void* host_dst, const void* device_src,
+                                 size_t bytes, void* stream) {
+  if (device().type != DeviceType::kCpu) {
+    return engine_->backend().CopyToHost(host_dst, device_src, bytes, stream);
+  }
+  if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Synchronize(void* stream) {
+  if (device().type == DeviceType::kCpu) return absl::OkStatus();
+  return engine_->backend().CopyToHost(nullptr, nullptr, 0, stream);
 }
 
 }  // namespace tailor

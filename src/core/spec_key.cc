@@ -43,6 +43,11 @@ const OpInfo& GetOpInfo(OpKind op) {
   static const OpInfo kMoePack = {"moe.pack", {"H"}};
   static const OpInfo kMoeGroupedGemm = {"moe.grouped_gemm", {"N", "K"}};
   static const OpInfo kMoeCombine = {"moe.combine", {"H", "topk"}};
+  static const OpInfo kMoeRoute = {"moe.route", {"warps"}};
+  static const OpInfo kAttentionDecode = {"attention.decode",
+                                          {"D", "group", "page"}};
+  static const OpInfo kAttentionDecodeMerge = {"attention.decode_merge",
+                                               {"D", "group"}};
   static const OpInfo kTmaPatchTest = {"tma.patch_test", {"cols"}};
   static const OpInfo kTmaCopyTest = {"tma.copy_test", {"cols"}};
   switch (op) {
@@ -58,6 +63,12 @@ const OpInfo& GetOpInfo(OpKind op) {
       return kMoeGroupedGemm;
     case OpKind::kMoeCombine:
       return kMoeCombine;
+    case OpKind::kMoeRoute:
+      return kMoeRoute;
+    case OpKind::kAttentionDecode:
+      return kAttentionDecode;
+    case OpKind::kAttentionDecodeMerge:
+      return kAttentionDecodeMerge;
     case OpKind::kTmaPatchTest:
       return kTmaPatchTest;
     case OpKind::kTmaCopyTest:

@@ -41,6 +41,9 @@ enum class OpKind : uint16_t {
   kMoePack = 10,
   kMoeGroupedGemm = 11,
   kMoeCombine = 12,
+  kMoeRoute = 13,  // device inspector kernels (variant: count, plan, scatter)
+  kAttentionDecode = 14,       // paged-KV decode attention (split-KV pieces)
+  kAttentionDecodeMerge = 15,  // log-sum-exp merge of split pieces
   kTmaPatchTest = 30,
   kTmaCopyTest = 31,
 };

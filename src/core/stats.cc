@@ -91,6 +91,9 @@ StatsSnapshot Stats::Snapshot() const {
   s.stale_entries = get(stale_entries);
   s.disk_write_failures = get(disk_write_failures);
   s.memory_evictions = get(memory_evictions);
+  s.plan_useful_rows = get(plan_useful_rows);
+  s.plan_executed_rows = get(plan_executed_rows);
+  s.workspace_bytes = workspace_bytes->load(std::memory_order_relaxed);
   for (size_t i = 0; i < launches_per_op_.size(); ++i) {
     uint64_t n = get(launches_per_op_[i]);
     if (n == 0) continue;
@@ -126,41 +129,6 @@ nlohmann::json HistogramJson(const HistogramSnapshot& h) {
   return {{"count", h.count}, {"sum", h.sum}, {"buckets", buckets}};
 }
 
-void AppendCounter(std::string& out, absl::string_view name,
-                   absl::string_view help, uint64_t value) {
-  absl::StrAppend(&out, "# HELP tailor_", name, "_total ", help,
-                  "\n# TYPE tailor_", name, "_total counter\ntailor_", name,
-                  "_total ", value, "\n");
-}
-
-void AppendLabelled(std::string& out, absl::string_view name,
-                    absl::string_view type, absl::string_view help,
-                    const std::map<std::string, uint64_t>& values) {
-  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_",
-                  name, " ", type, "\n");
-  for (const auto& [op, n] : values) {
-    absl::StrAppend(&out, "tailor_", name, "{op=\"", op, "\"} ", n, "\n");
-  }
-}
-
-void AppendHistogram(std::string& out, absl::string_view name,
-                     absl::string_view help, const HistogramSnapshot& h) {
-  absl::StrAppend(&out, "# HELP tailor_", name, " ", help, "\n# TYPE tailor_",
-                  name, " histogram\n");
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < h.counts.size(); ++i) {
-    cumulative += h.counts[i];
-    std::string le = i < h.upper_bounds.size()
-                         ? absl::StrFormat("%g", h.upper_bounds[i])
-                         : "+Inf";
-    absl::StrAppend(&out, "tailor_", name, "_bucket{le=\"", le, "\"} ",
-                    cumulative, "\n");
-  }
-  absl::StrAppend(&out, "tailor_", name, "_sum ",
-                  absl::StrFormat("%.9g", h.sum), "\n");
-  absl::StrAppend(&out, "tailor_", name, "_count ", h.count, "\n");
-}
-
 }  // namespace
 
 std::string StatsSnapshot::ToJson() const {
@@ -179,6 +147,9 @@ std::string StatsSnapshot::ToJson() const {
       {"launches", launches},
       {"descriptor_encodes", descriptor_encodes},
       {"descriptor_reuses", descriptor_reuses},
+      {"plan_useful_rows", plan_useful_rows},
+      {"plan_executed_rows", plan_executed_rows},
+      {"workspace_bytes", workspace_bytes},
       {"launches_per_op", launches_per_op},
       {"specializations_per_op", specializations_per_op},
       {"compile_seconds", HistogramJson(compile_seconds)},
@@ -188,41 +159,7 @@ std::string StatsSnapshot::ToJson() const {
 }
 
 std::string StatsSnapshot::ToPrometheus() const {
-  std::string out;
-  AppendCounter(out, "kernel_lookups", "Kernel cache lookups.", lookups);
-  AppendCounter(out, "kernel_memory_hits",
-                "Lookups served from the memory cache.", memory_hits);
-  AppendCounter(out, "kernel_disk_hits", "Lookups served from the disk cache.",
-                disk_hits);
-  AppendCounter(out, "kernel_misses", "Lookups that had to compile.", misses);
-  AppendCounter(out, "kernel_single_flight_waits",
-                "Lookups that waited for another thread's compile.",
-                single_flight_waits);
-  AppendCounter(out, "kernel_compiles", "Kernels compiled.", compiles);
-  AppendCounter(out, "kernel_compile_failures", "Compiles that failed.",
-                compile_failures);
-  AppendCounter(out, "disk_corrupt_entries",
-                "Disk entries rejected as corrupt.", corrupt_entries);
-  AppendCounter(out, "disk_stale_entries", "Disk entries rejected as stale.",
-                stale_entries);
-  AppendCounter(out, "disk_write_failures",
-                "Disk entries that could not be written.", disk_write_failures);
-  AppendCounter(out, "memory_evictions",
-                "Kernels evicted from the memory cache.", memory_evictions);
-  AppendCounter(out, "launches", "Kernel launches.", launches);
-  AppendCounter(out, "descriptor_encodes", "TMA descriptors encoded.",
-                descriptor_encodes);
-  AppendCounter(out, "descriptor_reuses", "TMA descriptor pool hits.",
-                descriptor_reuses);
-  AppendLabelled(out, "launches_by_op_total", "counter",
-                 "Kernel launches per op.", launches_per_op);
-  AppendLabelled(out, "specializations", "gauge",
-                 "Distinct kernel variants per op.", specializations_per_op);
-  AppendHistogram(out, "compile_seconds", "Kernel compile time.",
-                  compile_seconds);
-  AppendHistogram(out, "disk_load_seconds", "Disk cache entry load time.",
-                  disk_load_seconds);
-  return out;
+  return StatsToPrometheus({{.runtime = "", .stats = *this}});
 }
 
 }  // namespace tailor

@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -30,6 +31,27 @@ class Histogram {
   std::vector<std::atomic<uint64_t>> counts_;  // bounds + 1 (+Inf)
   std::atomic<uint64_t> count_{0};
   std::atomic<double> sum_{0};
+};
+
+// One holder's share of a gauge (e.g. a workspace's bytes in
+// Stats::workspace_bytes): Set replaces the share, destruction removes it.
+class GaugeShare {
+ public:
+  GaugeShare() = default;
+  GaugeShare(const GaugeShare&) = delete;
+  GaugeShare& operator=(const GaugeShare&) = delete;
+  ~GaugeShare() { Set(nullptr, 0); }
+
+  void Set(std::shared_ptr<std::atomic<int64_t>> gauge, int64_t value) {
+    if (gauge_) gauge_->fetch_sub(value_, std::memory_order_relaxed);
+    gauge_ = std::move(gauge);
+    value_ = gauge_ ? value : 0;
+    if (gauge_) gauge_->fetch_add(value_, std::memory_order_relaxed);
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int64_t>> gauge_;
+  int64_t value_ = 0;
 };
 
 class Stats {
@@ -63,6 +85,12 @@ class Stats {
   std::atomic<uint64_t> stale_entries{0};
   std::atomic<uint64_t> disk_write_failures{0};
   std::atomic<uint64_t> memory_evictions{0};
+  std::atomic<uint64_t> plan_useful_rows{0};
+  std::atomic<uint64_t> plan_executed_rows{0};
+  // Shared with the workspaces that hold a share of it (GaugeShare), so
+  // either may outlive the other.
+  std::shared_ptr<std::atomic<int64_t>> workspace_bytes =
+      std::make_shared<std::atomic<int64_t>>(0);
   Histogram compile_seconds;
   Histogram disk_load_seconds;
 

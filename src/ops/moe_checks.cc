@@ -8,17 +8,8 @@
 
 namespace tailor::internal {
 
-absl::Status RequireCpuBackend(Runtime& runtime, absl::string_view op) {
-  if (runtime.backend() != BackendKind::kCpu) {
-    return absl::UnimplementedError(absl::StrCat(
-        op, ": only the cpu backend has MoE kernels so far, runtime uses ",
-        BackendName(runtime.backend())));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ExpectOperand(absl::string_view name, const TensorRef& t, int rank,
-                           DType dtype) {
+                           DType dtype, Device device) {
   TAILOR_RETURN_IF_ERROR(ExpectTensor(name, t, rank, dtype));
   int64_t elements = 1;
   for (int i = 0; i < t.rank; ++i) {
@@ -31,20 +22,58 @@ absl::Status ExpectOperand(absl::string_view name, const TensorRef& t, int rank,
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": must be contiguous (row-major), got ", t.ShapeString()));
   }
-  if (t.device.type != DeviceType::kCpu) {
+  if (!(t.device == device)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": must be on cpu, got ", DeviceName(t.device)));
+        absl::StrCat(name, ": must be on ", DeviceName(device),
+                     " (the runtime's device), got ", DeviceName(t.device)));
   }
   return absl::OkStatus();
 }
 
 absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
-                                int rank) {
+                                int rank, Device device) {
   if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": dtype must be bf16 or f32, got ", DTypeName(t.dtype)));
   }
-  return ExpectOperand(name, t, rank, t.dtype);
+  TAILOR_RETURN_IF_ERROR(ExpectOperand(name, t, rank, t.dtype, device));
+  constexpr uintptr_t kVectorBytes = 16;
+  if (device.type != DeviceType::kCpu &&
+      reinterpret_cast<uintptr_t>(t.data) % kVectorBytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": data must be 16-byte aligned on ", DeviceName(device)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<plan::PlanParams> ResolvePolicy(const moe::RoutingPolicy& policy,
+                                               int32_t default_tile_rows,
+                                               int32_t max_tile_rows,
+                                               absl::string_view prefix) {
+  const int32_t tile_rows =
+      policy.tile_rows == 0 ? default_tile_rows : policy.tile_rows;
+  if (tile_rows < 1 || tile_rows > max_tile_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "policy.tile_rows: must be in [1, ", max_tile_rows,
+        "] (or 0: the backend's choice), got ", policy.tile_rows));
+  }
+  plan::PlanParams params{.tile_rows = tile_rows, .tail_policy = {}};
+  switch (policy.tail) {
+    case moe::TailPolicy::kNextPowerOfTwo:
+      params.tail_policy = plan::BucketPolicy::NextPowerOfTwo();
+      return params;
+    case moe::TailPolicy::kExact:
+      params.tail_policy = plan::BucketPolicy::Exact();
+      return params;
+    case moe::TailPolicy::kFullTile: {
+      TAILOR_ASSIGN_OR_RETURN(params.tail_policy,
+                              plan::BucketPolicy::MultipleOf(tile_rows));
+      return params;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      prefix,
+      "policy.tail: not a TailPolicy value: ", static_cast<int>(policy.tail)));
 }
 
 absl::Status ExpectDim(absl::string_view name, const TensorRef& t, int dim,

@@ -23,10 +23,16 @@ using internal::MoeWorkspace;
 
 namespace {
 
-absl::StatusOr<const MoeWorkspace*> RoutedWorkspace(const Workspace& ws) {
+absl::StatusOr<const MoeWorkspace*> RoutedWorkspace(const Workspace& ws,
+                                                    Device device) {
   if (!ws.routed()) {
     return absl::FailedPreconditionError(
         "ws: not routed; call moe::Route or moe::PlanRows first");
+  }
+  if (!(ws.device() == device)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ws: routed on ", DeviceName(ws.device()),
+                     ", not on the runtime's ", DeviceName(device)));
   }
   return ws.impl();
 }
@@ -75,20 +81,22 @@ absl::Status ValidateEpilogue(Epilogue epilogue, int64_t n) {
 }  // namespace
 
 absl::Status Pack(Runtime& runtime, const PackArgs& args) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.pack"));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("hidden", args.hidden, 2));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.pack"));
+  const Device dev = runtime.device();
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("hidden", args.hidden, 2, dev));
   const int64_t tokens = args.hidden.dims[0];
   const int64_t hidden_dim = args.hidden.dims[1];
   TAILOR_RETURN_IF_ERROR(ExpectModelDim("hidden: dims[1] (H)", hidden_dim));
   TAILOR_RETURN_IF_ERROR(internal::ExpectTopk("topk", tokens, args.topk));
   TAILOR_RETURN_IF_ERROR(
-      ExpectOperand("permutation", args.permutation, 1, DType::kI32));
+      ExpectOperand("permutation", args.permutation, 1, DType::kI32, dev));
   const int64_t rows = args.permutation.dims[0];
   if (rows > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("permutation: dims[0] must be <= 2147483647, got ", rows));
   }
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("a", args.a, 2));
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("a", args.a, 2, dev));
   TAILOR_RETURN_IF_ERROR(
       ExpectSameDType("a", args.a, "hidden", args.hidden.dtype));
   TAILOR_RETURN_IF_ERROR(
@@ -96,29 +104,34 @@ absl::Status Pack(Runtime& runtime, const PackArgs& args) {
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("a", args.a, 1, hidden_dim, "H = hidden.dims[1]"));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("a", args.a, "hidden", args.hidden));
-  TAILOR_RETURN_IF_ERROR(
-      ValidatePermutation(args.permutation, tokens * args.topk));
-  return internal::LaunchPack(runtime.engine(),
-                              {.dtype = args.hidden.dtype,
-                               .hidden_dim = hidden_dim,
-                               .rows = rows,
-                               .topk = args.topk,
-                               .hidden = args.hidden.data,
-                               .permutation = args.permutation.as<int32_t>(),
-                               .a = args.a.data});
+  if (dev.type == DeviceType::kCpu) {  // device entries are checked there
+    TAILOR_RETURN_IF_ERROR(
+        ValidatePermutation(args.permutation, tokens * args.topk));
+  }
+  return kernels->Pack(runtime.engine(),
+                       {.dtype = args.hidden.dtype,
+                        .hidden_dim = hidden_dim,
+                        .rows = rows,
+                        .tokens = tokens,
+                        .topk = args.topk,
+                        .hidden = args.hidden.data,
+                        .permutation = args.permutation.as<int32_t>(),
+                        .a = args.a.data,
+                        .stream = args.stream});
 }
 
 absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                          const Workspace& ws) {
-  TAILOR_RETURN_IF_ERROR(
-      internal::RequireCpuBackend(runtime, "moe.grouped_gemm"));
-  TAILOR_ASSIGN_OR_RETURN(const MoeWorkspace* w, RoutedWorkspace(ws));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("a", args.a, 2));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.grouped_gemm"));
+  const Device dev = runtime.device();
+  TAILOR_ASSIGN_OR_RETURN(const MoeWorkspace* w, RoutedWorkspace(ws, dev));
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("a", args.a, 2, dev));
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("a", args.a, 0, w->num_rows, "R = ws.num_rows()"));
   const int64_t k = args.a.dims[1];
   TAILOR_RETURN_IF_ERROR(ExpectModelDim("a: dims[1] (K)", k));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("w", args.w, 3));
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("w", args.w, 3, dev));
   TAILOR_RETURN_IF_ERROR(ExpectSameDType("w", args.w, "a", args.a.dtype));
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("w", args.w, 0, w->num_experts, "E = ws.num_experts()"));
@@ -127,7 +140,7 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
   TAILOR_RETURN_IF_ERROR(ExpectModelDim("w: dims[1] (N)", n));
   TAILOR_RETURN_IF_ERROR(ValidateEpilogue(args.epilogue, n));
   const bool gated = args.epilogue == Epilogue::kSiluAndMul;
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2));
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2, dev));
   TAILOR_RETURN_IF_ERROR(ExpectSameDType("c", args.c, "a", args.a.dtype));
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("c", args.c, 0, w->num_rows, "R = ws.num_rows()"));
@@ -136,51 +149,61 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                 gated ? "N / 2 = w.dims[1] / 2" : "N = w.dims[1]"));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "a", args.a));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "w", args.w));
-  return internal::LaunchGroupedGemm(runtime.engine(),
-                                     {.dtype = args.a.dtype,
-                                      .n = n,
-                                      .k = k,
-                                      .epilogue = args.epilogue,
-                                      .plan = &w->plan,
-                                      .a = args.a.data,
-                                      .w = args.w.data,
-                                      .c = args.c.data});
+  return kernels->GroupedGemm(runtime.engine(),
+                              {.dtype = args.a.dtype,
+                               .n = n,
+                               .k = k,
+                               .tile_rows = w->tile_rows,
+                               .epilogue = args.epilogue,
+                               .plan = internal::PlanRefOf(*w),
+                               .a = args.a.data,
+                               .w = args.w.data,
+                               .c = args.c.data,
+                               .rows = args.a.dims[0],
+                               .experts = args.w.dims[0],
+                               .stream = args.stream});
 }
 
 absl::Status Combine(Runtime& runtime, const CombineArgs& args) {
-  TAILOR_RETURN_IF_ERROR(internal::RequireCpuBackend(runtime, "moe.combine"));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2));
+  TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
+                          internal::MoeKernelsOf(runtime, "moe.combine"));
+  const Device dev = runtime.device();
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2, dev));
   const int64_t rows = args.c.dims[0];
   const int64_t hidden_dim = args.c.dims[1];
   TAILOR_RETURN_IF_ERROR(ExpectModelDim("c: dims[1] (H)", hidden_dim));
   TAILOR_RETURN_IF_ERROR(
-      ExpectOperand("topk_weights", args.topk_weights, 2, DType::kF32));
+      ExpectOperand("topk_weights", args.topk_weights, 2, DType::kF32, dev));
   const int64_t tokens = args.topk_weights.dims[0];
   const int64_t k = args.topk_weights.dims[1];
   TAILOR_RETURN_IF_ERROR(internal::ExpectTopk("topk_weights", tokens, k));
   TAILOR_RETURN_IF_ERROR(
-      ExpectOperand("inverse", args.inverse, 2, DType::kI32));
+      ExpectOperand("inverse", args.inverse, 2, DType::kI32, dev));
   TAILOR_RETURN_IF_ERROR(ExpectDim("inverse", args.inverse, 0, tokens,
                                    "T = topk_weights.dims[0]"));
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("inverse", args.inverse, 1, k, "k = topk_weights.dims[1]"));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("out", args.out, 2));
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("out", args.out, 2, dev));
   TAILOR_RETURN_IF_ERROR(ExpectSameDType("out", args.out, "c", args.c.dtype));
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("out", args.out, 0, tokens, "T = topk_weights.dims[0]"));
   TAILOR_RETURN_IF_ERROR(
       ExpectDim("out", args.out, 1, hidden_dim, "H = c.dims[1]"));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("out", args.out, "c", args.c));
-  TAILOR_RETURN_IF_ERROR(ValidateInverse(args.inverse, rows));
-  return internal::LaunchCombine(runtime.engine(),
-                                 {.dtype = args.c.dtype,
-                                  .hidden_dim = hidden_dim,
-                                  .tokens = tokens,
-                                  .topk = k,
-                                  .c = args.c.data,
-                                  .weights = args.topk_weights.as<float>(),
-                                  .inverse = args.inverse.as<int32_t>(),
-                                  .out = args.out.data});
+  if (dev.type == DeviceType::kCpu) {  // device entries are checked there
+    TAILOR_RETURN_IF_ERROR(ValidateInverse(args.inverse, rows));
+  }
+  return kernels->Combine(runtime.engine(),
+                          {.dtype = args.c.dtype,
+                           .hidden_dim = hidden_dim,
+                           .tokens = tokens,
+                           .topk = k,
+                           .rows = rows,
+                           .c = args.c.data,
+                           .weights = args.topk_weights.as<float>(),
+                           .inverse = args.inverse.as<int32_t>(),
+                           .out = args.out.data,
+                           .stream = args.stream});
 }
 
 }  // namespace moe

@@ -1,21 +1,29 @@
 // ops/moe_workspace.h — what a tailor::moe::Workspace holds.
 //
-// The op fronts (moe_route.cc, moe_ops.cc) fill and read this struct; the
-// public Workspace only exposes views of it. Every buffer only grows:
-// logical sizes live in the scalar fields, so a smaller step after a larger
-// one neither frees nor re-zeroes memory.
+// The op fronts (moe_route.cc, moe_ops.cc, moe_experts.cc) fill and read this
+// struct; the public Workspace only exposes views of it. Two storages:
+//   - host (host-memory backends): the std::vectors below. Every buffer only
+//     grows: logical sizes live in the scalar fields, so a smaller step after
+//     a larger one neither frees nor re-zeroes memory.
+//   - device (device-memory backends): `device`, one block of device memory
+//     reserved once (ops/moe_device_workspace.h) and cut into buffers.
 #ifndef TAILOR_OPS_MOE_WORKSPACE_H_
 #define TAILOR_OPS_MOE_WORKSPACE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/stats.h"
+#include "ops/moe_device_workspace.h"
+#include "ops/moe_kernels.h"
 #include "plan/piecewise_plan.h"
 #include "tailor/ops/moe.h"
 
@@ -24,10 +32,17 @@ namespace tailor::internal {
 struct MoeWorkspace {
   // ---- routing (valid when `routed`) ----------------------------------------
   bool routed = false;
-  int64_t num_tokens = 0;            // T (0 after PlanRows)
-  int64_t topk = 0;                  // k (0 after PlanRows)
-  int64_t num_experts = 0;           // E
-  int64_t num_rows = 0;              // R
+  int64_t num_tokens = 0;   // T (0 after PlanRows)
+  int64_t topk = 0;         // k (0 after PlanRows)
+  int64_t num_experts = 0;  // E
+  int64_t num_rows = 0;     // R (host); its bound T * k (device)
+  int64_t tile_rows = 0;    // of the plan
+  // Ids of the last Route are checked against [0, id_limit) (E, or the
+  // expert_map length): the text of device routing errors.
+  int64_t id_limit = 0;
+
+  // ---- host storage
+  // ----------------------------------------------------------
   std::vector<int32_t> counts;       // [>= E]
   std::vector<int32_t> offsets;      // [>= E + 1]
   std::vector<int32_t> permutation;  // [>= R]
@@ -40,16 +55,29 @@ struct MoeWorkspace {
   int64_t plan_reserved_groups = -1;
   int64_t plan_reserved_rows = -1;
   int64_t plan_reserved_tile_rows = -1;
-
-  // ---- Experts intermediates, raw bytes of the activation dtype -------------
+  // Experts intermediates, raw bytes of the activation dtype.
   std::vector<unsigned char> rows_h;  // [R, H]: packed input, then gemm2 out
   std::vector<unsigned char> rows_i;  // [R, I]: silu_and_mul(gemm1)
+
+  // ---- device storage (device-memory backends) -----------------------------
+  std::optional<MoeDeviceBuffers> device;
+
+  // This workspace's bytes in its runtime's Stats::workspace_bytes gauge.
+  GaugeShare accounted_bytes;
 
   void Invalidate() {
     routed = false;
     num_tokens = topk = num_experts = num_rows = 0;
   }
 };
+
+// The plan of the last Route on `w`: its host plan, or its device work list.
+inline MoePlanRef PlanRefOf(const MoeWorkspace& w) {
+  if (!w.device) return {.host = &w.plan};
+  return {.device_work = w.device->work_items(),
+          .route_scratch = w.device->at(w.device->scratch),
+          .max_work = MaxWorkItems(w.num_rows, w.num_experts, w.tile_rows)};
+}
 
 // Grows `buffer` to at least `size` elements; never shrinks. Throws
 // std::bad_alloc when memory runs out: callers run under

@@ -7,12 +7,13 @@
 // a strip of kStrip columns held in registers; the result is narrowed to T.
 // One work item is one token.
 //
-// Params mirror: src/ops/moe_kernels.cc (CombineParams). Keep in sync.
+// Params: MoeCombineParams (templates/cpu/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CPU_MOE_COMBINE_H_
 #define TAILOR_TEMPLATES_CPU_MOE_COMBINE_H_
 
 #include "runtime/cpu/tailor_cpu.h"
 #include "runtime/cpu/vector.h"
+#include "templates/cpu/moe_params.h"
 
 namespace tailor::kernels {
 
@@ -26,12 +27,7 @@ struct MoeCombineKernel {
   static constexpr int kRestVectors = (kH % kStrip) / kLanes;
   static constexpr int kRestScalars = kH % kLanes;
 
-  struct Params {
-    const T* c;              // [R, kH] expert-sorted rows
-    const float* weights;    // [T, kTopk]
-    const int32_t* inverse;  // [T, kTopk] row of C per slot, -1: not local
-    T* out;                  // [T, kH]
-  };
+  using Params = MoeCombineParams;
 
   // Columns [h0, h0 + kVectors * kLanes) of one token.
   template <int kVectors>
@@ -42,11 +38,12 @@ struct MoeCombineKernel {
       const int32_t row = p.inverse[token * kTopk + j];
       if (row < 0) continue;
       const float8 weight = p.weights[token * kTopk + j];
-      const T* c_row = p.c + int64_t{row} * kH + h0;  // [kVectors * kLanes]
+      const T* c_row = static_cast<const T*>(p.c) + int64_t{row} * kH +
+                       h0;  // [kVectors * kLanes]
       for (int v = 0; v < kVectors; ++v)
         acc[v] += weight * Load8(c_row + v * kLanes);
     }
-    T* out_row = p.out + token * kH + h0;
+    T* out_row = static_cast<T*>(p.out) + token * kH + h0;
     for (int v = 0; v < kVectors; ++v) Store8(out_row + v * kLanes, acc[v]);
   }
 
@@ -57,12 +54,12 @@ struct MoeCombineKernel {
       const int32_t row = p.inverse[token * kTopk + j];
       if (row < 0) continue;
       const float weight = p.weights[token * kTopk + j];
-      const T* c_row = p.c + int64_t{row} * kH + h0;
+      const T* c_row = static_cast<const T*>(p.c) + int64_t{row} * kH + h0;
       for (int h = 0; h < kRestScalars; ++h)
         acc[h] += weight * ToFloat(c_row[h]);
     }
     for (int h = 0; h < kRestScalars; ++h)
-      p.out[token * kH + h0 + h] = FromFloat<T>(acc[h]);
+      static_cast<T*>(p.out)[token * kH + h0 + h] = FromFloat<T>(acc[h]);
   }
 
   static void Run(const Params& p, int64_t token) {

@@ -30,25 +30,15 @@
 // the end. Stack use is about kTileRows * (kTileN * 32 + kChunkK * 4)
 // bytes: 32 KiB at kTileRows = 16, 128 KiB at the largest tile, 64.
 //
-// Params mirror: src/ops/moe_kernels.cc (GroupedGemmParams). Keep in sync.
+// Params: MoeGroupedGemmParams (templates/cpu/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CPU_MOE_GROUPED_GEMM_H_
 #define TAILOR_TEMPLATES_CPU_MOE_GROUPED_GEMM_H_
 
 #include "runtime/cpu/tailor_cpu.h"
 #include "runtime/cpu/vector.h"
+#include "templates/cpu/moe_params.h"
 
 namespace tailor::kernels {
-
-inline constexpr int kMoeEpilogueNone = 0;
-inline constexpr int kMoeEpilogueSiluAndMul = 1;
-
-// One unit of the host plan (plan::WorkItem): 4 x int32, 16 bytes.
-struct MoeWorkItem {
-  int32_t row_begin;   // first global row of the piece
-  int32_t rows;        // rows in the piece: kTileRows (core) or 1..class (tail)
-  int32_t group;       // expert
-  int32_t tail_class;  // 0 (core) or the tail class
-};
 
 template <typename T, int kN, int kK, int kTileRows, int kTailClass,
           int kEpilogue>
@@ -72,7 +62,7 @@ struct MoeGroupedGemmKernel {
   static constexpr int kPaddedRows =
       (kRows + kMicroRows - 1) / kMicroRows * kMicroRows;
   // W rows per N tile, taken as pairs: (n, n+1) plain, (gate j, up j) gated.
-  static constexpr int kTileN = 32;
+  static constexpr int kTileN = kMoeGroupedGemmTileN;
   static constexpr int kPairs = kTileN / 2;
   static constexpr int kOutPerTile = kGated ? kPairs : kTileN;
   // The host launches num_work x kNumNTiles items (ops/moe_kernels.cc).
@@ -84,13 +74,7 @@ struct MoeGroupedGemmKernel {
   // them, and rows K elements apart in memory would alias in L1 sets.
   static constexpr bool kStageW = kPaddedRows > kMicroRows;
 
-  struct Params {
-    const T* a;               // [R, K] expert-sorted rows
-    const T* w;               // [E, N, K]
-    T* c;                     // [R, kOutN]
-    const MoeWorkItem* work;  // [num_work] this variant's plan items
-    int64_t num_work;
-  };
+  using Params = MoeGroupedGemmParams;
 
   // ---- micro-kernel: acc[i][0..1] += a[i] · w0, a[i] · w1 over kLen ---------
   // W rows come staged as f32 or, when each is used by one micro-tile only,
@@ -178,10 +162,12 @@ struct MoeGroupedGemmKernel {
         a_rows[i] = a_rows[rows - 1];
         continue;
       }
-      const T* src = p.a + (int64_t{item.row_begin} + i) * kK + k0;
+      const T* src =
+          static_cast<const T*>(p.a) + (int64_t{item.row_begin} + i) * kK + k0;
       a_rows[i] = StageRow<kLen>(src, a_buf[i]);
     }
-    const T* w_expert = p.w + int64_t{item.group} * kN * kK + k0;  // [N, K]
+    const T* w_expert = static_cast<const T*>(p.w) +
+                        int64_t{item.group} * kN * kK + k0;  // [N, K]
     for (int pair = 0; pair < pairs; ++pair) {
       int out_col = out0 + (kGated ? pair : 2 * pair);
       // An odd last plain column pairs with itself (second result dropped).
@@ -202,7 +188,8 @@ struct MoeGroupedGemmKernel {
   static void Store(const Params& p, const MoeWorkItem& item, int rows,
                     int out0, int outs, const float8* acc) {
     for (int i = 0; i < rows; ++i) {
-      T* c_row = p.c + (int64_t{item.row_begin} + i) * kOutN + out0;  // [kOutN]
+      T* c_row = static_cast<T*>(p.c) + (int64_t{item.row_begin} + i) * kOutN +
+                 out0;  // [kOutN]
       const float8* acc_row = acc + i * kTileN;
       for (int o = 0; o < outs; ++o) {
         float value;

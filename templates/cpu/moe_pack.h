@@ -7,11 +7,12 @@
 // unrolled for small rows and has no scalar remainder when kH * sizeof(T) is
 // a multiple of 16.
 //
-// Params mirror: src/ops/moe_kernels.cc (PackParams). Keep in sync.
+// Params: MoePackParams (templates/cpu/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CPU_MOE_PACK_H_
 #define TAILOR_TEMPLATES_CPU_MOE_PACK_H_
 
 #include "runtime/cpu/tailor_cpu.h"
+#include "templates/cpu/moe_params.h"
 
 namespace tailor::kernels {
 
@@ -23,20 +24,15 @@ struct MoePackKernel {
   static constexpr int64_t kVectors = kRowBytes / kVectorBytes;
   static constexpr int64_t kRestBytes = kRowBytes % kVectorBytes;
 
-  struct Params {
-    const T* hidden;             // [T, kH]
-    const int32_t* permutation;  // [R] flat assignment index per row
-    T* a;                        // [R, kH]
-    int64_t topk;                // k
-  };
+  using Params = MoePackParams;
 
   typedef uint32_t Vector16 __attribute__((ext_vector_type(4)));  // 16 bytes
 
   static void Run(const Params& p, int64_t row) {
     const int64_t token = p.permutation[row] / p.topk;
     const char* src =
-        reinterpret_cast<const char*>(p.hidden + token * kH);  // [kH]
-    char* dst = reinterpret_cast<char*>(p.a + row * kH);       // [kH]
+        static_cast<const char*>(p.hidden) + token * kRowBytes;  // [kH]
+    char* dst = static_cast<char*>(p.a) + row * kRowBytes;       // [kH]
     for (int64_t v = 0; v < kVectors; ++v) {
       Vector16 chunk;
       __builtin_memcpy(&chunk, src + v * kVectorBytes, kVectorBytes);

@@ -54,9 +54,8 @@ TEST(StatsTest, PrometheusExposition) {
   std::string text = stats.Snapshot().ToPrometheus();
   EXPECT_THAT(text, HasSubstr("# TYPE tailor_kernel_compiles_total counter\n"
                               "tailor_kernel_compiles_total 2\n"));
-  EXPECT_THAT(
-      text,
-      HasSubstr("tailor_launches_by_op_total{op=\"moe.grouped_gemm\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tailor_launches_total{op=\"moe.grouped_gemm\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE tailor_compile_seconds histogram\n"));
   EXPECT_THAT(text,
               HasSubstr("tailor_compile_seconds_bucket{le=\"0.025\"} 1\n"));

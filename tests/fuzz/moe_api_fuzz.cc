@@ -481,7 +481,8 @@ void RunReserve(Call& call, const Model& m, Workspace& ws) {
           (u(limits.hidden) + u(limits.intermediate) + 4) * 4 +
       u(limits.num_experts) * 32;
   if (need > kMaxWorkspaceBytes) return;
-  absl::Status s = ReserveWorkspace(limits, ws);
+  // Host reservation only: both runtimes are CPU, none launches.
+  absl::Status s = ReserveWorkspace(Pick(call, false), limits, ws);
   FUZZ_CHECK(s.ok() || s.code() == absl::StatusCode::kInvalidArgument ||
              s.code() == absl::StatusCode::kFailedPrecondition ||
              s.code() == absl::StatusCode::kResourceExhausted)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/moe_kernels.h"
 #include "core/engine.h"
 #include "moe_test_util.h"
 #include "ops/moe_kernels.h"
@@ -126,6 +127,26 @@ TEST(MoeExpertsTest, NoLocalExpertGivesZeros) {
     ASSERT_EQ(data.out.at(i), 0.0) << i;
 }
 
+TEST(MoeExpertsTest, ValidTokensZeroThePadding) {
+  std::mt19937_64 rng(TestSeed());
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ExpertsCase c = {dtype, 8, 17, 2};
+    ExpertsData data(c, rng);
+    HostTensor count(DType::kI32, {1});
+    count.i32()[0] = 11;
+    ExpertsArgs args = data.Args(false);
+    args.valid_tokens = count.ref();
+    Workspace ws;
+    TAILOR_ASSERT_OK(Experts(SharedRuntime(), args, ws));
+    // The first 11 tokens as if alone, zeros after them.
+    std::vector<double> ref = data.Reference(c);
+    std::fill(ref.begin() + 11 * kHidden, ref.end(), 0.0);
+    EXPECT_LT(RelativeError(data.out, ref), Tolerance(dtype));
+    for (int64_t i = 11 * kHidden; i < data.out.numel(); ++i)
+      ASSERT_EQ(data.out.at(i), 0.0) << i;
+  }
+}
+
 TEST(MoeExpertsTest, InPlace) {
   std::mt19937_64 rng(TestSeed());
   ExpertsCase c = {DType::kF32, 8, 17, 2};
@@ -154,7 +175,8 @@ TEST(MoeExpertsTest, WorkspaceStopsGrowingAtTheLargestStep) {
 TEST(MoeExpertsTest, ReservedWorkspaceNeverGrowsFromTheFirstStep) {
   std::mt19937_64 rng(TestSeed());
   Workspace ws;
-  TAILOR_ASSERT_OK(ReserveWorkspace({.max_tokens = 577,
+  TAILOR_ASSERT_OK(ReserveWorkspace(SharedRuntime(),
+                                    {.max_tokens = 577,
                                      .topk = 8,
                                      .num_experts = 64,
                                      .hidden = kHidden,
@@ -172,21 +194,25 @@ TEST(MoeExpertsTest, ReservedWorkspaceNeverGrowsFromTheFirstStep) {
 TEST(MoeExpertsTest, ReserveRejectsBadLimits) {
   Workspace ws;
   EXPECT_THAT(
-      ReserveWorkspace({.max_tokens = 8, .topk = 0, .num_experts = 8}, ws),
+      ReserveWorkspace(SharedRuntime(),
+                       {.max_tokens = 8, .topk = 0, .num_experts = 8}, ws),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("limits.topk: must be in [1, 64], got 0")));
   EXPECT_THAT(
-      ReserveWorkspace({.max_tokens = -1, .topk = 2, .num_experts = 8}, ws),
+      ReserveWorkspace(SharedRuntime(),
+                       {.max_tokens = -1, .topk = 2, .num_experts = 8}, ws),
       StatusIs(
           absl::StatusCode::kInvalidArgument,
           HasSubstr("limits.max_tokens: must be in [0, 1073741823], got -1")));
   EXPECT_THAT(
-      ReserveWorkspace({.max_tokens = 8, .topk = 2, .num_experts = 0}, ws),
+      ReserveWorkspace(SharedRuntime(),
+                       {.max_tokens = 8, .topk = 2, .num_experts = 0}, ws),
       StatusIs(
           absl::StatusCode::kInvalidArgument,
           HasSubstr("limits.num_experts: must be in [1, 1048576], got 0")));
   EXPECT_THAT(
       ReserveWorkspace(
+          SharedRuntime(),
           {.max_tokens = 8, .topk = 2, .num_experts = 8, .dtype = DType::kI32},
           ws),
       StatusIs(absl::StatusCode::kInvalidArgument,
@@ -203,6 +229,7 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
   internal::GroupedGemmLaunch launch = {.dtype = DType::kBF16,
                                         .n = 2 * kIntermediate,
                                         .k = kHidden,
+                                        .tile_rows = 16,
                                         .epilogue = Epilogue::kSiluAndMul};
   Workspace ws;
   std::set<std::string> expected;
@@ -211,9 +238,9 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
         SharedRuntime(),
         {.topk_ids = HostTensor(DType::kI32, {0, 1}).ref(), .num_experts = 8},
         ws));
-    launch.plan = &ws.impl()->plan;
+    launch.plan = {.host = &ws.impl()->plan};
     expected.insert(
-        internal::GroupedGemmKey(engine, launch, tail_class).ToString());
+        internal::cpu::GroupedGemmKey(engine, launch, tail_class).ToString());
   }
   std::set<std::string> seen;
   for (int64_t t = 0; t <= 600; t += 7) {
@@ -221,11 +248,12 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
         RandomTopkIds(rng, t, 2, 8, t % 2 ? Spread::kUniform : Spread::kSubset);
     TAILOR_ASSERT_OK(
         Route(SharedRuntime(), {.topk_ids = ids.ref(), .num_experts = 8}, ws));
-    launch.plan = &ws.impl()->plan;
+    launch.plan = {.host = &ws.impl()->plan};
     ASSERT_LE(ws.plan().variants, 6);
     for (const plan::VariantRange& range : ws.impl()->plan.variants()) {
-      seen.insert(internal::GroupedGemmKey(engine, launch, range.tail_class)
-                      .ToString());
+      seen.insert(
+          internal::cpu::GroupedGemmKey(engine, launch, range.tail_class)
+              .ToString());
     }
   }
   for (const std::string& key : seen) {

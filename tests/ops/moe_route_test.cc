@@ -284,7 +284,8 @@ TEST_F(MoeRouteErrorTest, TopkIdsShapeDtypeLayoutDevice) {
   on_gpu.device = {.type = DeviceType::kCuda, .index = 0};
   EXPECT_THAT(RouteWith({.topk_ids = on_gpu, .num_experts = 8}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("topk_ids: must be on cpu, got cuda:0")));
+                       HasSubstr("topk_ids: must be on cpu (the runtime's "
+                                 "device), got cuda:0")));
 }
 
 TEST_F(MoeRouteErrorTest, TopkAndExpertCountLimits) {
@@ -308,15 +309,21 @@ TEST_F(MoeRouteErrorTest, TopkAndExpertCountLimits) {
 }
 
 TEST_F(MoeRouteErrorTest, Policy) {
-  for (int32_t tile : {0, 65}) {
+  for (int32_t tile : {-1, 65}) {
     EXPECT_THAT(
         RouteWith({.topk_ids = ids_.ref(),
                    .num_experts = 8,
                    .policy = {.tile_rows = tile}}),
         StatusIs(absl::StatusCode::kInvalidArgument,
-                 HasSubstr(absl::StrCat(
-                     "policy.tile_rows: must be in [1, 64], got ", tile))));
+                 HasSubstr(absl::StrCat("policy.tile_rows: must be in [1, 64] "
+                                        "(or 0: the backend's choice), got ",
+                                        tile))));
   }
+  // 0 resolves to the backend's choice: 16 rows on the CPU.
+  Workspace ws;
+  TAILOR_ASSERT_OK(
+      Route(SharedRuntime(), {.topk_ids = ids_.ref(), .num_experts = 8}, ws));
+  EXPECT_EQ(ws.plan().tile_rows, 16);
   EXPECT_THAT(RouteWith({.topk_ids = ids_.ref(),
                          .num_experts = 8,
                          .policy = {.tail = static_cast<TailPolicy>(7)}}),
@@ -366,23 +373,77 @@ TEST(MoePlanRowsTest, RejectsBadCounts) {
           HasSubstr("counts: dims[0] (E): must be in [1, 1048576], got 0")));
 }
 
-TEST(MoeBackendTest, OtherBackendsAreUnimplemented) {
-  Runtime::Options options;
-  options.backend = BackendKind::kCuda;
-  options.disable_disk_cache = true;
-  options.log_level = "error";
-  absl::StatusOr<std::unique_ptr<Runtime>> cuda = Runtime::Create(options);
-  if (!cuda.ok()) GTEST_SKIP() << "no CUDA runtime here: " << cuda.status();
-  HostTensor ids(DType::kI32, {1, 1});
+TEST(MoeRouteTest, ValidTokensRouteOnlyThePrefix) {
+  std::mt19937_64 rng(TestSeed());
+  for (int32_t valid : {0, 1, 16, 17}) {
+    SCOPED_TRACE(absl::StrCat("valid_tokens=", valid));
+    HostTensor ids = RandomTopkIds(rng, 17, 2, 8, Spread::kUniform);
+    HostTensor count(DType::kI32, {1});
+    count.i32()[0] = valid;
+    Workspace ws;
+    TAILOR_ASSERT_OK(Route(
+        SharedRuntime(),
+        {.topk_ids = ids.ref(), .num_experts = 8, .valid_tokens = count.ref()},
+        ws));
+    EXPECT_EQ(ws.num_rows(), valid * 2);
+    const int32_t* inverse = ws.inverse().as<int32_t>();
+    for (int64_t i = 0; i < 17 * 2; ++i) {
+      ASSERT_EQ(inverse[i] >= 0, i < valid * 2) << i;
+    }
+  }
+}
+
+TEST(MoeRouteErrorTest2, ValidTokens) {
+  HostTensor ids(DType::kI32, {3, 1});
+  HostTensor count(DType::kI32, {1});
+  count.i32()[0] = 4;
   Workspace ws;
+  EXPECT_THAT(Route(SharedRuntime(),
+                    {.topk_ids = ids.ref(),
+                     .num_experts = 8,
+                     .valid_tokens = count.ref()},
+                    ws),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("valid_tokens[0]: must be in [0, 3] (T = "
+                                 "topk_ids.dims[0]), got 4")));
+  HostTensor two(DType::kI32, {2});
   EXPECT_THAT(
-      Route(**cuda, {.topk_ids = ids.ref(), .num_experts = 1}, ws),
-      StatusIs(
-          absl::StatusCode::kUnimplemented,
-          HasSubstr("moe.route: only the cpu backend has MoE kernels so far")));
+      Route(
+          SharedRuntime(),
+          {.topk_ids = ids.ref(), .num_experts = 8, .valid_tokens = two.ref()},
+          ws),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("valid_tokens: dims[0] must equal one count (1), "
+                         "got 2")));
+}
+
+TEST(RuntimeMemoryTest, HostRuntimeAllocatesAndCopiesHostMemory) {
+  absl::StatusOr<std::shared_ptr<void>> memory = SharedRuntime().Allocate(64);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  std::vector<uint8_t> in(64), out(64, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i);
+  TAILOR_ASSERT_OK(SharedRuntime().CopyToDevice(memory->get(), in.data(), 64));
+  TAILOR_ASSERT_OK(SharedRuntime().CopyToHost(out.data(), memory->get(), 64));
+  TAILOR_ASSERT_OK(SharedRuntime().Synchronize());
+  EXPECT_EQ(in, out);
+}
+
+TEST(MoeHostWorkspaceTest, DeviceOnlyEntriesOnTheHost) {
+  Workspace ws;
+  EXPECT_EQ(ws.device(), Device{});
+  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(SharedRuntime()));
+  absl::StatusOr<int64_t> bytes = WorkspaceBytes(
+      SharedRuntime(), {.max_tokens = 8, .topk = 2, .num_experts = 4});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, 0);
+  int64_t memory[4];
   EXPECT_THAT(
-      Experts(**cuda, {}, ws),
-      StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("moe.experts")));
+      BindWorkspace(SharedRuntime(),
+                    {.max_tokens = 8, .topk = 2, .num_experts = 4}, memory,
+                    sizeof(memory), ws),
+      StatusIs(absl::StatusCode::kUnimplemented,
+               HasSubstr("moe.bind: the cpu backend keeps workspaces in host "
+                         "memory")));
 }
 
 }  // namespace

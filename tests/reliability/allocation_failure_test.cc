@@ -77,9 +77,10 @@ TEST(AllocationFailureTest, PlanRowsOfTwoBillionRows) {
 
 TEST(AllocationFailureTest, ReserveWorkspaceBeyondMemory) {
   ExpectResourceExhausted(
-      [](Runtime&) {
+      [](Runtime& runtime) {
         moe::Workspace ws;
-        return moe::ReserveWorkspace({.max_tokens = 1 << 20,
+        return moe::ReserveWorkspace(runtime,
+                                     {.max_tokens = 1 << 20,
                                       .topk = 8,
                                       .num_experts = 256,
                                       .hidden = 7168,

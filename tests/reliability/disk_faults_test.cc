@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "core/disk_cache.h"
-#include "ops/test_ops.h"
+#include "kernels/test_ops.h"
 #include "reliability/reliability_util.h"
 
 namespace tailor::reliability {

@@ -17,7 +17,7 @@
 #include <map>
 #include <thread>
 
-#include "ops/test_ops.h"
+#include "kernels/test_ops.h"
 #include "reliability/reliability_util.h"
 
 namespace tailor::reliability {

@@ -18,32 +18,53 @@
 //
 // Kernels are specialized on dtype and model dims (H, N, K, top-k), the tile
 // and the tail class, never on T, R or per-expert counts, so a warm server
-// compiles nothing however the routing changes: with the default policy a
-// GroupedGemm needs at most 1 + 5 kernels (core, tails 1, 2, 4, 8, 16).
+// compiles nothing however the routing changes: on the CPU, with the default
+// policy, a GroupedGemm needs at most 1 + 5 kernels (core, tails 1, 2, 4, 8,
+// 16); on CUDA one kernel runs the core and every tail class of a GEMM.
 //
 // Conventions for every function here:
 // - T tokens, k = top-k, E local experts (the first dim of the weights),
 //   R = number of (token, slot) assignments routed to a local expert
 //   (R = T * k without an expert_map).
 // - Tensors are TensorRef views the caller owns. All must be contiguous
-//   (row-major), live on the runtime's device, and hold the listed dtype.
-//   Activations and weights are bf16 or f32 (one dtype per call); indices
-//   are i32; routing weights f32. Accumulation is always f32.
+//   (row-major), live on the runtime's device (Runtime::device()), and hold
+//   the listed dtype. Activations and weights are bf16 or f32 (one dtype per
+//   call); indices are i32; routing weights f32. Accumulation is always f32.
+//   On CUDA, activation and weight data must be 16-byte aligned.
 // - Index tensors (permutation, inverse, offsets) are int32: T * k must be
 //   at most 2^31 - 1. Element offsets inside kernels are int64, so R * H and
 //   E * N * K are not limited by int32.
 // - Errors: InvalidArgument naming the argument and the broken rule (e.g.
 //   "topk_ids[5,1]: expert id 9 is outside [0, 8)"), checked before any
 //   kernel is looked up or launched, so a rejected call writes nothing;
-//   FailedPrecondition for a Workspace that has not been routed;
-//   ResourceExhausted when a Workspace cannot grow to a step's size (out of
-//   memory; no std::bad_alloc escapes); Unimplemented on backends other
-//   than CPU (the GPU kernels come later).
-//   On the CPU backend every call is synchronous.
+//   FailedPrecondition for a Workspace that has not been routed (or, on a
+//   GPU, not reserved for the step); ResourceExhausted when a host
+//   Workspace cannot grow to a step's size (out of memory; no
+//   std::bad_alloc escapes); Unimplemented when the runtime's backend has
+//   no MoE kernels.
+// - Host-memory backends (cpu): every call is synchronous and the host
+//   checks tensor contents too (ids, maps, permutations).
+//   Device backends (cuda): every call is asynchronous on `stream` (a
+//   CUstream / cudaStream_t; null = the legacy default stream): no host
+//   sync, no allocation, so a whole step can be captured in a CUDA graph.
+//   The host never reads device tensors, so contents are checked on the
+//   device: a bad expert id or map entry drops its assignment (no
+//   out-of-bounds access) and is recorded in the Workspace, which
+//   Workspace::TakeRoutingErrors reports with the host check's text at a
+//   sync point the caller chooses. Permutation and inverse entries out of
+//   range (they come from Route) drop their row or slot.
+// - Device memory: a Workspace on a device backend holds its buffers in
+//   device memory that ReserveWorkspace allocates once (owned by the
+//   Workspace, freed with it) or that BindWorkspace borrows from the caller
+//   (e.g. a torch tensor). Steps larger than the reservation fail with
+//   FailedPrecondition; they never allocate.
 // - A Workspace is not thread-safe: use one per thread (or per stream).
 //
 // Example (one MoE layer, vLLM semantics):
 //   tailor::moe::Workspace workspace;  // keep it: reused every step
+//   TAILOR_RETURN_IF_ERROR(tailor::moe::ReserveWorkspace(runtime,
+//       {.max_tokens = 8192, .topk = k, .num_experts = E, .hidden = H,
+//        .intermediate = I, .dtype = DType::kBF16}, workspace));
 //   absl::Status s = tailor::moe::Experts(runtime, {
 //       .hidden = TensorRef::Contiguous(x, DType::kBF16, {T, H}),
 //       .w13 = TensorRef::Contiguous(w13, DType::kBF16, {E, 2 * I, H}),
@@ -90,7 +111,8 @@ struct MoeWorkspace;
 namespace moe {
 
 // Largest accepted values of the static (compiled-in) quantities.
-inline constexpr int64_t kMaxTileRows = 64;      // RoutingPolicy::tile_rows
+// RoutingPolicy::tile_rows: the most any backend accepts (cpu 64, cuda 128).
+inline constexpr int64_t kMaxTileRows = 128;
 inline constexpr int64_t kMaxTopk = 64;          // k
 inline constexpr int64_t kMaxModelDim = 65536;   // H, I, N, K
 inline constexpr int64_t kMaxExperts = 1 << 20;  // E and the expert_map length
@@ -109,11 +131,15 @@ enum class TailPolicy : uint8_t {
 
 // An aggregate: designated initializers, defaults are the recommended policy.
 struct RoutingPolicy {
-  int32_t tile_rows = 16;  // rows of a core tile, in [1, kMaxTileRows]
+  // Rows of a core tile, in [1, the backend's maximum] (cpu 64, cuda 128);
+  // 0: the backend's choice (cpu 16; cuda 128 on Hopper, 64 elsewhere).
+  int32_t tile_rows = 0;
   TailPolicy tail = TailPolicy::kNextPowerOfTwo;
 };
 
-// What the last Route (or PlanRows) planned, for logs and tests.
+// What the last Route (or PlanRows) planned, for logs and tests. On device
+// backends the plan is on the device: only tile_rows is known on the host
+// and the counts are -1.
 struct PlanSummary {
   int32_t tile_rows = 0;
   int32_t core_tiles = 0;     // full tiles, run by the unmasked core kernel
@@ -145,21 +171,39 @@ class Workspace {
   int64_t num_tokens() const;   // T of the last Route; 0 after PlanRows
   int64_t topk() const;         // k of the last Route; 0 after PlanRows
   int64_t num_experts() const;  // E (local)
-  int64_t num_rows() const;     // R
+  // R on host backends. On device backends R is on the device and this is
+  // its bound T * k (exact without expert_map and valid_tokens): row buffers
+  // passed to GroupedGemm have this many rows, of which the first R are
+  // used.
+  int64_t num_rows() const;
+  // Where the buffers live: the host, or the device of the runtime given to
+  // ReserveWorkspace / BindWorkspace.
+  Device device() const;
 
-  // Views of the routing (host memory, valid until the next Route,
-  // PlanRows or Experts on this Workspace; empty views when not routed):
+  // Reports the bad routing data the device Route dropped since the last
+  // call (the lowest position first), with the text of the host check, e.g.
+  // InvalidArgument("topk_ids[5,1]: expert id 9 is outside [0, 8)"), and
+  // forgets it. Positions are read with the last Route's k. Waits for
+  // `stream` (a sync point of the caller's choosing). OkStatus on host
+  // backends, whose Route reports errors itself.
+  absl::Status TakeRoutingErrors(Runtime& runtime, void* stream = nullptr);
+
+  // Views of the routing (valid until the next Route, PlanRows or Experts
+  // on this Workspace; on a device backend they are device tensors, written
+  // when the stream reaches them; empty views when not routed):
   TensorRef counts() const;   // [E] i32 rows per local expert
   TensorRef offsets() const;  // [E + 1] i32 first row of each expert
   // [R] i32 flat assignment index t * k + j of each expert-sorted row:
-  // rows are ordered by local expert, then by (t, j) (stable).
+  // rows are ordered by local expert, then by (t, j) (stable). On device
+  // backends [T * k], with -1 past R.
   TensorRef permutation() const;  // after PlanRows: [0]
   // [T, k] i32 the row of assignment (t, j), or -1 when its expert is not
   // local (expert_map maps it to -1).
   TensorRef inverse() const;  // after PlanRows: [0, 0]
 
   PlanSummary plan() const;
-  // Bytes of buffer capacity held; constant across steps that fit.
+  // Bytes of buffer capacity held (host or device); constant across steps
+  // that fit.
   size_t CapacityBytes() const;
 
   // For tailor's op fronts; not a stable API.
@@ -181,11 +225,31 @@ struct WorkspaceLimits {
   RoutingPolicy policy;
 };
 
-// Sizes every buffer of `ws` for steps up to `limits` now, so that even the
-// first step allocates nothing (before CUDA-graph capture, or for a latency
-// budget). Steps beyond the limits still work: the buffers grow then.
-// InvalidArgument naming the field for limits out of range.
-absl::Status ReserveWorkspace(const WorkspaceLimits& limits, Workspace& ws);
+// Sizes every buffer of `ws` for steps up to `limits` on `runtime`'s device
+// now, so that no step allocates (before CUDA-graph capture, or for a
+// latency budget). On the host, steps beyond the limits still work: the
+// buffers grow then. On a device backend this is the one place device
+// memory is allocated (owned by `ws`; a smaller earlier reservation is
+// replaced) and steps beyond it fail with FailedPrecondition. A
+// limits.policy.tile_rows of 0 resolves to the backend's choice.
+// InvalidArgument naming the field for limits out of range;
+// ResourceExhausted when the device is out of memory.
+absl::Status ReserveWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
+                              Workspace& ws);
+
+// Device bytes BindWorkspace needs for `limits` on `runtime`; 0 on host
+// backends. InvalidArgument as ReserveWorkspace.
+absl::StatusOr<int64_t> WorkspaceBytes(Runtime& runtime,
+                                       const WorkspaceLimits& limits);
+
+// As ReserveWorkspace on a device backend, but in caller memory: `memory`
+// (device memory of `runtime`'s device, 256-byte aligned, at least
+// WorkspaceBytes(runtime, limits) bytes) must outlive every step run with
+// `ws`. Initializes it on `stream`. InvalidArgument for a null, misaligned
+// or short `memory`; Unimplemented on host backends.
+absl::Status BindWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
+                           void* memory, int64_t bytes, Workspace& ws,
+                           void* stream = nullptr);
 
 // ---- Route: the inspector ---------------------------------------------------
 
@@ -197,12 +261,21 @@ struct RouteArgs {
   // rank (its assignments contribute nothing). Ids must be in [0, E_global);
   // entries in [-1, E).
   std::optional<TensorRef> expert_map;
+  // [1] i32 <= T: only the first valid_tokens tokens are routed, the rest
+  // are padding (their inverse is -1; Experts writes zeros for them). Lets
+  // one captured CUDA graph serve every T up to its bucket. Unset: all T.
+  std::optional<TensorRef> valid_tokens;
   RoutingPolicy policy;
+  void* stream = nullptr;  // device backends
 };
 
 // Counting-sorts the assignments of topk_ids by local expert into `ws`:
-// counts, offsets, permutation, inverse and the piecewise plan. Plain host
-// code, O(T * k + E), deterministic. On error `ws` is left not routed.
+// counts, offsets, permutation, inverse and the piecewise plan, O(T * k +
+// E), deterministic (the device Route gives the host Route's bits). Host
+// backends: plain host code; on error `ws` is left not routed. Device
+// backends: the inspector kernels on `stream`, into the device Workspace
+// (reserved with ReserveWorkspace or BindWorkspace for at least this T * k
+// and E).
 absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws);
 
 struct PlanRowsArgs {
@@ -213,19 +286,22 @@ struct PlanRowsArgs {
 // Plans rows that are already expert-sorted (your own routing): only counts,
 // offsets and the plan are set, so GroupedGemm works and Pack/Combine need
 // your own permutation/inverse. The sum of counts must be <= 2^31 - 1.
+// Host backends only (Unimplemented on device backends: route there).
 absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
                       Workspace& ws);
 
 // ---- Pack -------------------------------------------------------------------
 
 struct PackArgs {
-  TensorRef hidden;       // [T, H] bf16 | f32
-  TensorRef permutation;  // [R] i32, entries in [0, T * topk)
-  int64_t topk = 0;       // k, in [1, kMaxTopk]
-  TensorRef a;            // [R, H] out, dtype of hidden
+  TensorRef hidden;        // [T, H] bf16 | f32
+  TensorRef permutation;   // [R] i32, entries in [0, T * topk)
+  int64_t topk = 0;        // k, in [1, kMaxTopk]
+  TensorRef a;             // [R, H] out, dtype of hidden
+  void* stream = nullptr;  // device backends
 };
 
-// a[r, :] = hidden[permutation[r] / topk, :].
+// a[r, :] = hidden[permutation[r] / topk, :]. On device backends a row whose
+// entry is outside [0, T * topk) (e.g. the -1 past R) is left untouched.
 absl::Status Pack(Runtime& runtime, const PackArgs& args);
 
 // ---- GroupedGemm ------------------------------------------------------------
@@ -240,6 +316,7 @@ struct GroupedGemmArgs {
   TensorRef w;  // [E, N, K] dtype of a, nn.Linear layout (E = ws.num_experts())
   TensorRef c;  // [R, N] or [R, N / 2] (kSiluAndMul; N even), dtype of a
   Epilogue epilogue = Epilogue::kNone;
+  void* stream = nullptr;  // device backends
 };
 
 // For every expert e and each of its rows r (ws's offsets):
@@ -255,6 +332,7 @@ struct CombineArgs {
   TensorRef topk_weights;  // [T, k] f32
   TensorRef inverse;       // [T, k] i32, entries in [-1, R)
   TensorRef out;           // [T, H] out, dtype of c
+  void* stream = nullptr;  // device backends
 };
 
 // out[t, :] = sum over j with inverse[t, j] >= 0 of
@@ -271,11 +349,13 @@ struct ExpertsArgs {
   TensorRef w2;            // [E, H, I] dtype of hidden
   TensorRef topk_weights;  // [T, k] f32
   TensorRef topk_ids;      // [T, k] i32 (global ids when expert_map is set)
-  std::optional<TensorRef> expert_map;  // [E_global] i32, as in RouteArgs
+  std::optional<TensorRef> expert_map;    // [E_global] i32, as in RouteArgs
+  std::optional<TensorRef> valid_tokens;  // [1] i32, as in RouteArgs
   Activation activation = Activation::kSilu;
   RoutingPolicy policy;
   TensorRef out;  // [T, H] dtype of hidden; may be hidden itself (in place)
                   // but must not otherwise overlap it
+  void* stream = nullptr;  // device backends
 };
 
 // vLLM fused_experts: out[t] = sum_j topk_weights[t, j] *
@@ -283,7 +363,9 @@ struct ExpertsArgs {
 // e = expert_map[topk_ids[t, j]] is local. Route -> Pack -> GroupedGemm with
 // silu_and_mul -> GroupedGemm -> Combine; the intermediates (R x (H + I)
 // elements of the activation dtype) live in `ws`, whose routing views show
-// this call's routing afterwards.
+// this call's routing afterwards. Tokens at or past valid_tokens get zeros.
+// On a device backend: 7 launches on `stream`, none of which allocates or
+// syncs; reserve `ws` first (ReserveWorkspace with hidden and intermediate).
 absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws);
 
 }  // namespace moe

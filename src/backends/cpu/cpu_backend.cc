@@ -41,7 +41,8 @@ CpuBackend::CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads)
       pool_((num_threads > 0 ? num_threads
                              : static_cast<int>(std::max(
                                    1u, std::thread::hardware_concurrency()))) -
-            1) {}
+            1),
+      decode_kernels_(pool_.num_workers() + 1) {}
 
 absl::Status CpuBackend::Supports(const SpecKey& key) const {
   if (key.backend != BackendKind::kCpu) {

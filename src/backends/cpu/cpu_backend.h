@@ -12,6 +12,8 @@
 
 #include "absl/strings/string_view.h"
 #include "backends/cpu/clang_compiler.h"
+#include "backends/cpu/decode_kernels.h"
+#include "backends/cpu/moe_kernels.h"
 #include "backends/cpu/orc_loader.h"
 #include "core/backend.h"
 #include "core/thread_pool.h"
@@ -33,6 +35,7 @@ class CpuBackend : public Backend {
   static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(int num_threads);
 
   BackendKind kind() const override { return BackendKind::kCpu; }
+  Device device() const override { return Device{}; }
   const std::string& arch() const override { return arch_; }
   const std::string& compiler_identity() const override {
     return compiler_identity_;
@@ -48,6 +51,8 @@ class CpuBackend : public Backend {
                       const void* params, size_t params_size) override;
   // All requests' work items as one parallel loop (see Backend).
   absl::Status LaunchBatch(absl::Span<const LaunchRequest> requests) override;
+  MoeKernels* moe_kernels() override { return &moe_kernels_; }
+  DecodeKernels* decode_kernels() override { return &decode_kernels_; }
 
  private:
   CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads);
@@ -58,6 +63,8 @@ class CpuBackend : public Backend {
   Hash128 headers_hash_;
   std::unique_ptr<OrcLoader> loader_;
   ThreadPool pool_;
+  CpuMoeKernels moe_kernels_;
+  CpuDecodeKernels decode_kernels_;
 };
 
 }  // namespace tailor::internal::cpu

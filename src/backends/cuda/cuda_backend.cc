@@ -35,10 +35,18 @@ std::optional<Requirement> RequirementFor(OpKind op) {
     case OpKind::kTestEmpty:
     case OpKind::kTestAxpy:
       return Requirement{.min_compute_capability = 70};
+    case OpKind::kAttentionDecode:  // the TMA variant is only asked on sm_90a
+      return Requirement{.min_compute_capability = 80};
     case OpKind::kTmaCopyTest:
       return Requirement{.min_compute_capability = 90};
     case OpKind::kTmaPatchTest:
       return Requirement{.min_compute_capability = 90, .arch_specific = true};
+    // The MoE family: mma.sync bf16 and cp.async (sm_80), warp match_any.
+    case OpKind::kMoeRoute:
+    case OpKind::kMoePack:
+    case OpKind::kMoeGroupedGemm:
+    case OpKind::kMoeCombine:
+      return Requirement{.min_compute_capability = 80};
     default:
       return std::nullopt;
   }
@@ -149,8 +157,10 @@ absl::Status CudaKernel::EnsureDynamicSharedLimit(uint32_t bytes) const {
 // ---- CudaBackend ------------------------------------------------------------
 
 CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
-                         NvrtcCompiler compiler, int compute_capability)
+                         int device_index, NvrtcCompiler compiler,
+                         int compute_capability, int multiprocessors)
     : context_(std::move(context)),
+      device_{.type = DeviceType::kCuda, .index = device_index},
       compiler_(std::move(compiler)),
       compute_capability_(compute_capability),
       arch_(ArchForComputeCapability(compute_capability / 10,
@@ -160,7 +170,9 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       headers_hash_(tailor::internal::HashEmbeddedFiles(
           {"runtime/cuda/", "templates/cuda/"})),
       descriptor_pool_(compute_capability,
-                       DriverTensorMapEncoder(&context_->api())) {}
+                       DriverTensorMapEncoder(&context_->api())),
+      moe_kernels_(*this, multiprocessors, arch_ == "sm_90a",
+                   descriptor_pool_) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -189,10 +201,15 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
       int minor,
       DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                       device, "compute capability minor"));
+  TAILOR_ASSIGN_OR_RETURN(
+      int multiprocessors,
+      DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device,
+                      "multiprocessor count"));
   absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create({});
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
-      *std::move(context), *std::move(compiler), major * 10 + minor));
+      *std::move(context), options.device_index, *std::move(compiler),
+      major * 10 + minor, multiprocessors));
 }
 
 absl::Status CudaBackend::Supports(const SpecKey& key) const {
@@ -226,6 +243,64 @@ absl::Status CudaBackend::Supports(const SpecKey& key) const {
                      arch_));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<void>> CudaBackend::AllocateDevice(
+    size_t bytes) {
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  CUdeviceptr ptr = 0;
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      context_->api().cuMemAlloc(&ptr, bytes == 0 ? 1 : bytes),
+      absl::StrCat("cuMemAlloc(", bytes, " bytes)")));
+  // The deleter keeps the context alive and current for cuMemFree; an error
+  // there cannot be reported and leaves at most a leak.
+  std::shared_ptr<const DeviceContext> context = context_;
+  return std::shared_ptr<void>(
+      reinterpret_cast<void*>(ptr), [context](void* p) {
+        if (context->MakeCurrent().ok()) {
+          context->api().cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+        }
+      });
+}
+
+absl::Status CudaBackend::FillDevice(void* dst, uint8_t value, size_t bytes,
+                                     void* stream) {
+  if (bytes == 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  return CudaResultToStatus(
+      context_->api().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), value,
+                                      bytes, static_cast<CUstream>(stream)),
+      "cuMemsetD8Async");
+}
+
+absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes,
+                                     void* stream) {
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  const DriverApi& api = context_->api();
+  if (bytes > 0) {
+    TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+        api.cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes,
+                              static_cast<CUstream>(stream)),
+        "cuMemcpyDtoHAsync"));
+  }
+  return CudaResultToStatus(
+      api.cuStreamSynchronize(static_cast<CUstream>(stream)),
+      "cuStreamSynchronize");
+}
+
+absl::Status CudaBackend::CopyToDevice(void* dst, const void* src,
+                                       size_t bytes, void* stream) {
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  const DriverApi& api = context_->api();
+  if (bytes > 0) {
+    TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+        api.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes,
+                              static_cast<CUstream>(stream)),
+        "cuMemcpyHtoDAsync"));
+  }
+  return CudaResultToStatus(
+      api.cuStreamSynchronize(static_cast<CUstream>(stream)),
+      "cuStreamSynchronize");
 }
 
 absl::StatusOr<std::string> CudaBackend::Compile(const SpecKey& key,

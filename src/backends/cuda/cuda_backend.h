@@ -41,7 +41,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/driver_api.h"
+#include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "core/backend.h"
@@ -104,6 +106,7 @@ class CudaBackend final : public tailor::internal::Backend {
       const tailor::internal::BackendOptions& options);
 
   BackendKind kind() const override { return BackendKind::kCuda; }
+  Device device() const override { return device_; }
   const std::string& arch() const override { return arch_; }
   const std::string& compiler_identity() const override {
     return compiler_identity_;
@@ -125,6 +128,23 @@ class CudaBackend final : public tailor::internal::Backend {
                       const void* params, size_t params_size) override;
 
   void AddCounters(StatsSnapshot& snapshot) const override;
+  tailor::internal::DecodeKernels* decode_kernels() override {
+    return &decode_kernels_;
+  }
+
+  // Device memory: cuMemAlloc (freed with the context current), async
+  // memset and copy-back on the caller's stream.
+  absl::StatusOr<std::shared_ptr<void>> AllocateDevice(size_t bytes) override;
+  absl::Status FillDevice(void* dst, uint8_t value, size_t bytes,
+                          void* stream) override;
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes,
+                          void* stream) override;
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
+                            void* stream) override;
+
+  tailor::internal::MoeKernels* moe_kernels() override {
+    return &moe_kernels_;
+  }
 
   // TMA descriptors of this device, encoded once per spec (checked first).
   DescriptorPool& descriptor_pool() { return descriptor_pool_; }
@@ -133,16 +153,20 @@ class CudaBackend final : public tailor::internal::Backend {
   int compute_capability() const { return compute_capability_; }  // 90 for 9.0
 
  private:
-  CudaBackend(std::shared_ptr<DeviceContext> context, NvrtcCompiler compiler,
-              int compute_capability);
+  CudaBackend(std::shared_ptr<DeviceContext> context, int device_index,
+              NvrtcCompiler compiler, int compute_capability,
+              int multiprocessors);
 
   std::shared_ptr<DeviceContext> context_;
+  Device device_;
   NvrtcCompiler compiler_;
   int compute_capability_;
   std::string arch_;
   std::string compiler_identity_;
   tailor::internal::Hash128 headers_hash_;
   DescriptorPool descriptor_pool_;
+  CudaMoeKernels moe_kernels_;
+  CudaDecodeKernels decode_kernels_{*this};
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.

@@ -214,6 +214,10 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuMemcpyHtoD, kCuda12_0);
   TAILOR_RESOLVE(cuMemcpyDtoH, kCuda12_0);
   TAILOR_RESOLVE(cuMemsetD8, kCuda12_0);
+  TAILOR_RESOLVE(cuMemsetD8Async, kCuda12_0);
+  TAILOR_RESOLVE(cuMemcpyHtoDAsync, kCuda12_0);
+  TAILOR_RESOLVE(cuMemcpyDtoHAsync, kCuda12_0);
+  TAILOR_RESOLVE(cuMemcpyDtoDAsync, kCuda12_0);
   TAILOR_RESOLVE(cuStreamCreate, kCuda12_0);
   TAILOR_RESOLVE(cuStreamDestroy, kCuda12_0);
   TAILOR_RESOLVE(cuStreamSynchronize, kCuda12_0);
@@ -222,6 +226,12 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuEventSynchronize, kCuda12_0);
   TAILOR_RESOLVE(cuEventElapsedTime, kCuda12_8);  // older drivers: v1, same ABI
   TAILOR_RESOLVE(cuEventDestroy, kCuda12_0);
+  TAILOR_RESOLVE(cuStreamBeginCapture, kCuda12_0);
+  TAILOR_RESOLVE(cuStreamEndCapture, kCuda12_0);
+  TAILOR_RESOLVE(cuGraphInstantiateWithFlags, kCuda12_0);
+  TAILOR_RESOLVE(cuGraphLaunch, kCuda12_0);
+  TAILOR_RESOLVE(cuGraphExecDestroy, kCuda12_0);
+  TAILOR_RESOLVE(cuGraphDestroy, kCuda12_0);
   TAILOR_RESOLVE(cuTensorMapEncodeTiled, kCuda12_0);
   return absl::OkStatus();
 }

@@ -91,6 +91,10 @@ struct DriverApi {
   decltype(&::cuMemcpyHtoD) cuMemcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) cuMemcpyDtoH = nullptr;
   decltype(&::cuMemsetD8) cuMemsetD8 = nullptr;
+  decltype(&::cuMemsetD8Async) cuMemsetD8Async = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) cuMemcpyHtoDAsync = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) cuMemcpyDtoHAsync = nullptr;
+  decltype(&::cuMemcpyDtoDAsync) cuMemcpyDtoDAsync = nullptr;
 
   // Streams and events.
   decltype(&::cuStreamCreate) cuStreamCreate = nullptr;
@@ -101,6 +105,15 @@ struct DriverApi {
   decltype(&::cuEventSynchronize) cuEventSynchronize = nullptr;
   decltype(&::cuEventElapsedTime) cuEventElapsedTime = nullptr;
   decltype(&::cuEventDestroy) cuEventDestroy = nullptr;
+
+  // CUDA graphs (stream capture).
+  decltype(&::cuStreamBeginCapture) cuStreamBeginCapture = nullptr;
+  decltype(&::cuStreamEndCapture) cuStreamEndCapture = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) cuGraphInstantiateWithFlags =
+      nullptr;
+  decltype(&::cuGraphLaunch) cuGraphLaunch = nullptr;
+  decltype(&::cuGraphExecDestroy) cuGraphExecDestroy = nullptr;
+  decltype(&::cuGraphDestroy) cuGraphDestroy = nullptr;
 
   // Tensor maps.
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <vector>
 
-#include "ops/test_ops.h"
+#include "kernels/test_ops.h"
 #include "tailor/runtime.h"
 
 int main(int argc, char** argv) {

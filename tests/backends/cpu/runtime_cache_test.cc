@@ -12,8 +12,8 @@
 #include "absl/synchronization/barrier.h"
 #include "core/engine.h"
 #include "core/kernel_cache.h"
+#include "kernels/test_ops.h"
 #include "nlohmann/json.hpp"
-#include "ops/test_ops.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
 

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
+#include "kernels/cuda_test_kernels.h"
 #include "templates/cuda/test_kernels_params.h"
 #include "test_util.h"
 
@@ -258,8 +258,18 @@ TEST(CudaBackendGpuTest, SupportsFollowsTheDevice) {
   EXPECT_THAT(backend.Supports(cpu_key),
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("cpu")));
   SpecKey gemm = env->engine().MakeKey(OpKind::kMoeGroupedGemm);
-  EXPECT_THAT(backend.Supports(gemm), StatusIs(absl::StatusCode::kUnimplemented,
-                                               HasSubstr("moe.grouped_gemm")));
+  if (backend.compute_capability() >= 80) {
+    TAILOR_EXPECT_OK(backend.Supports(gemm));  // the MoE family: sm_80+
+  } else {
+    EXPECT_THAT(backend.Supports(gemm),
+                StatusIs(absl::StatusCode::kUnimplemented,
+                         HasSubstr("moe.grouped_gemm needs compute capability "
+                                   ">= 8.0")));
+  }
+  SpecKey none = env->engine().MakeKey(OpKind::kInvalid);
+  EXPECT_THAT(backend.Supports(none),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("no CUDA kernel for invalid")));
   SpecKey patch = env->engine().MakeKey(OpKind::kTmaPatchTest);
   if (backend.arch() == "sm_90a") {
     TAILOR_EXPECT_OK(backend.Supports(patch));

@@ -14,9 +14,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/cuda_test_kernels.h"
+#include "backends/cuda/moe_kernels.h"
+#include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
+#include "kernels/cuda_test_kernels.h"
+#include "templates/cuda/decode_params.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
 
@@ -55,6 +58,41 @@ SpecKey TmaKey(OpKind op, DType dtype, int64_t cols, int32_t tile_rows,
   key.dtypes[0] = dtype;
   key.dims[0] = cols;
   key.tile.m = tile_rows;
+  key.variant = variant;
+  return key;
+}
+
+SpecKey MoeKey(OpKind op, DType dtype, std::array<int64_t, 6> dims,
+              uint32_t variant = 0, int32_t tile_rows = 0,
+              int32_t mma = 0) {
+  SpecKey key;
+  key.op = op;
+  key.backend = BackendKind::kCuda;
+  key.SetArch("sm_90a");
+  key.dtypes = {dtype, dtype, DType::kF32};
+  key.dims = dims;
+  key.variant = variant;
+  key.tile.m = tile_rows;
+  key.tile.n = mma;
+  return key;
+}
+
+// The source of a test key or of a library kernel key.
+absl::StatusOr<KernelSource> Generate(const SpecKey& key) {
+  if (key.op == OpKind::kAttentionDecode) return GenerateCudaDecode(key);
+  absl::StatusOr<KernelSource> moe = GenerateMoeKernel(key);
+  if (!absl::IsUnimplemented(moe.status())) return moe;
+  return GenerateCudaTestKernel(key);
+}
+
+SpecKey DecodeKey(uint32_t variant, int64_t page) {
+  SpecKey key;
+  key.op = OpKind::kAttentionDecode;
+  key.backend = BackendKind::kCuda;
+  key.SetArch("sm_90a");
+  key.dtypes[0] = DType::kBF16;
+  key.dims = {128, 4, page};
+  key.tile = {.m = 64, .stages = 4, .warps = 4};
   key.variant = variant;
   return key;
 }
@@ -102,12 +140,71 @@ std::vector<TemplateCase> AllTemplateCases() {
        TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64, kTmaPatchOnly),
        "templates/cuda/tma_patch_test.cuh",
        {"tensormap.cp_fenceproxy"}},
+      {"decode_tma",
+       DecodeKey(kDecodeVariantTma, 16),
+       "templates/cuda/decode_sm90.cuh",
+       {"cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
+        "complete_tx::bytes",
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"}},
+      {"decode_cp_async",
+       DecodeKey(kDecodeVariantCpAsync, 5),
+       "templates/cuda/decode_sm80.cuh",
+       {"cp.async.cg.shared.global", "cp.async.wait_group 3",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}},
       {"tma_copy_f32",
        TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 32),
        "templates/cuda/tma_copy_test.cuh",
        {"cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
         "complete_tx::bytes",
         "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"}},
+      // The MoE family (templates/cuda/moe_*.cuh).
+      {"moe_route_count_plan", MoeKey(OpKind::kMoeRoute, DType{}, {}, 0),
+       "templates/cuda/moe_route.cuh",
+       {"atom.global.min.u64", "ld.global.cg.s32"}},
+      {"moe_route_fused", MoeKey(OpKind::kMoeRoute, DType{}, {}, 1),
+       "templates/cuda/moe_route.cuh", {"match.any.sync.b32"}},
+      {"moe_route_scatter", MoeKey(OpKind::kMoeRoute, DType{}, {8}, 2),
+       "templates/cuda/moe_route.cuh", {"match.any.sync.b32"}},
+      {"moe_pack_bf16", MoeKey(OpKind::kMoePack, DType::kBF16, {4096}),
+       "templates/cuda/moe_pack.cuh", {"ld.global.v4.u32"}},
+      {"moe_pack_f32_odd", MoeKey(OpKind::kMoePack, DType::kF32, {17}),
+       "templates/cuda/moe_pack.cuh", {"ld.global.u32"}},
+      {"moe_combine_bf16", MoeKey(OpKind::kMoeCombine, DType::kBF16, {2048, 8}),
+       "templates/cuda/moe_combine.cuh", {"ld.global.v4.u32"}},
+      {"moe_gemm_mma_silu",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048}, 1, 64, 1),
+       "templates/cuda/moe_grouped_gemm.cuh",
+       {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "cp.async.cg.shared.global"}},
+      {"moe_gemm_mma_ragged_n",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 72}, 0, 17, 1),
+       "templates/cuda/moe_grouped_gemm.cuh",
+       {"mma.sync.aligned.m16n8k16"}},
+      {"moe_gemm_sm90_rows64",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048}, 0, 64, 2),
+       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
+      {"moe_gemm_sm90_silu_rows128",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {4096, 7168}, 1, 128, 2),
+       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+        "setmaxnreg.inc.sync.aligned.u32 232",
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+        "complete_tx::bytes",
+        "mbarrier.try_wait.parity"}},
+      {"moe_gemm_sm90_checks_ragged",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 40},
+              0 | (1u << 8), 17, 2),
+       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       {"wgmma.mma_async", "trap;"}},
+      {"moe_gemm_simt_f32",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kF32, {64, 32}, 1, 16, 0),
+       "templates/cuda/moe_grouped_gemm.cuh", {"fma.rn.f32"}},
+      {"moe_gemm_simt_bf16_unaligned",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {30, 17}, 0, 64, 0),
+       "templates/cuda/moe_grouped_gemm.cuh", {"fma.rn.f32"}},
   };
 }
 
@@ -115,7 +212,7 @@ TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
   std::set<std::string> covered;
   for (const TemplateCase& c : AllTemplateCases()) {
     SCOPED_TRACE(c.name);
-    absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(c.key);
+    absl::StatusOr<KernelSource> source = Generate(c.key);
     TAILOR_ASSERT_OK(source.status());
     EXPECT_THAT(source->code, HasSubstr(c.header));
     absl::StatusOr<NvrtcCompiler::Output> out =

@@ -20,8 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "backends/cuda/cuda_test_kernels.h"
 #include "backends/cuda/cuda_test_util.h"
+#include "kernels/cuda_test_kernels.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
 

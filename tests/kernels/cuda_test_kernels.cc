@@ -1,4 +1,4 @@
-#include "backends/cuda/cuda_test_kernels.h"
+#include "kernels/cuda_test_kernels.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "ops/test_ops.h"
+#include "kernels/test_ops.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"

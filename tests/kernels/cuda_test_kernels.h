@@ -1,4 +1,4 @@
-// backends/cuda/cuda_test_kernels.h — generators of tailor's CUDA test
+// tests/kernels/cuda_test_kernels.h — generators of tailor's CUDA test
 // kernels (templates/cuda/test_kernels.cuh, tma_patch_test.cuh,
 // tma_copy_test.cuh), for tests, benches and the test op fronts.
 //
@@ -24,8 +24,8 @@
 //   config.grid = {num_items};
 //   config.block = {kTmaTestBlockThreads};
 //   config.shared_bytes = TmaTestSharedBytesFor(key);
-#ifndef TAILOR_BACKENDS_CUDA_CUDA_TEST_KERNELS_H_
-#define TAILOR_BACKENDS_CUDA_CUDA_TEST_KERNELS_H_
+#ifndef TAILOR_TESTS_KERNELS_CUDA_TEST_KERNELS_H_
+#define TAILOR_TESTS_KERNELS_CUDA_TEST_KERNELS_H_
 
 #include <cstdint>
 
@@ -51,4 +51,4 @@ uint32_t TmaTestSharedBytesFor(const tailor::internal::SpecKey& key);
 
 }  // namespace tailor::cuda
 
-#endif  // TAILOR_BACKENDS_CUDA_CUDA_TEST_KERNELS_H_
+#endif  // TAILOR_TESTS_KERNELS_CUDA_TEST_KERNELS_H_

@@ -1,9 +1,10 @@
-// ops/test_ops.h — the smallest op fronts, for tests, benches and examples.
+// tests/kernels/test_ops.h — the smallest op fronts, for tests, benches and
+// examples.
 //
 // They follow the shape every op front has: validate -> build the SpecKey ->
 // get the kernel (memory/disk/compile) -> launch. Not part of the public API.
-#ifndef TAILOR_OPS_TEST_OPS_H_
-#define TAILOR_OPS_TEST_OPS_H_
+#ifndef TAILOR_TESTS_KERNELS_TEST_OPS_H_
+#define TAILOR_TESTS_KERNELS_TEST_OPS_H_
 
 #include "absl/status/status.h"
 #include "tailor/runtime.h"
@@ -21,4 +22,4 @@ absl::Status LaunchEmpty(Runtime& runtime, int64_t items = 1);
 
 }  // namespace tailor::internal
 
-#endif  // TAILOR_OPS_TEST_OPS_H_
+#endif  // TAILOR_TESTS_KERNELS_TEST_OPS_H_

@@ -1,0 +1,541 @@
+// bench/cuda_decode_bench — paged-KV decode attention on the GPU over the
+// anchor grid of ../shared/anchors/README.md, as a fraction of the memory
+// floor measured in the same run. The anchors' own table
+// (paged_decode_anchors.py: vLLM's Triton kernel, gather + SDPA, contiguous
+// SDPA) joins this one on (model, case): same models, cases and names, same
+// floor definition (KV bytes / max(copy, read) bandwidth), same timing
+// method (L2 flushed before every rep, events around each rep).
+//
+// Columns per case:
+//   sum_L       total tokens (ragged cases draw lengths from mt19937(7); the
+//               anchors draw theirs from torch, so compare fractions of floor)
+//   floor       2 * sum_L * Hkv * D * 2 bytes / bandwidth
+//   tailor      RunDecode, the path it picks (TMA on sm_90a), mean us
+//   graph       the same RunDecode captured in a CUDA graph, replayed
+//   cp.async    RunDecode forced onto the cp.async kernel
+//   plan        host us of PlanDecode (plan + async copy of the work list)
+//   items/split the plan: work items, split (sequence, KV head) pairs
+// The last block repeats Llama with pages of 64 tokens (one TMA box per
+// 64-token tile instead of four): the most that merging physically
+// contiguous pages into larger loads could buy. Then, per model, the decode
+// kernel variants it compiled (SpecKeys of op attention.decode), and JSON lines
+// in $OUT/cuda_decode_bench.json (keys as in the anchors' JSON: model, case, B,
+// sum_L, floor_ms, tailor_ms, ...). Data: caches filled with one bf16 value, so
+// every output must equal it (checked: a cheap guard against a broken kernel in
+// the timed runs).
+//
+// Needs an NVIDIA GPU; prints "skipped" and exits 0 without one.
+// Usage: cuda_decode_bench [--reps=N] (default 50)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_test_util.h"
+#include "backends/cuda/decode_kernels.h"
+#include "tailor/ops/attention.h"
+#include "tailor/status.h"
+
+namespace tailor::attention {
+namespace {
+
+using cuda::CudaDecodeKernels;
+using cuda::DriverApi;
+using cuda::testing::CudaTestRuntime;
+using cuda::testing::DeviceBuffer;
+using cuda::testing::TestStream;
+
+constexpr int64_t kHeadDim = 128;
+constexpr uint8_t kFillByte = 0x3c;  // bf16 0x3c3c ~ 0.0115 everywhere
+constexpr uint16_t kFillValue = 0x3c3c;
+
+void Die(const absl::Status& status, const char* what) {
+  std::fprintf(stderr, "cuda_decode_bench: %s: %s\n", what,
+               std::string(status.message()).c_str());
+  std::exit(1);
+}
+void Check(CUresult result, const char* what) {
+  if (result != CUDA_SUCCESS) Die(cuda::CudaResultToStatus(result, what), what);
+}
+
+struct Model {
+  const char* name;
+  int64_t qo_heads, kv_heads;
+  int64_t page = 16;
+};
+
+struct Case {
+  std::string name;
+  std::vector<int32_t> lens;
+};
+
+std::vector<Case> Grid() {
+  std::vector<Case> cases;
+  for (auto [b, l] : std::vector<std::pair<int, int>>{{1, 4096},
+                                                      {1, 32768},
+                                                      {8, 32768},
+                                                      {32, 1024},
+                                                      {32, 8192},
+                                                      {128, 1024},
+                                                      {128, 4096},
+                                                      {256, 2048}}) {
+    cases.push_back(
+        {absl::StrCat("B=", b, " L=", l), std::vector<int32_t>(b, l)});
+  }
+  std::mt19937 rng(7);
+  std::vector<int32_t> ragged(64);
+  for (int32_t& n : ragged) n = 1 + static_cast<int32_t>(rng() % 8192);
+  cases.push_back({"B=64 ragged 1..8192", ragged});
+  std::vector<int32_t> long_short(128);
+  long_short[0] = 16384;
+  for (size_t i = 1; i < long_short.size(); ++i) {
+    long_short[i] = 1 + static_cast<int32_t>(rng() % 256);
+  }
+  cases.push_back({"B=128 one long 16k + short", long_short});
+  return cases;
+}
+
+// Events around `reps` runs of `run`, each after an L2 flush (a 256 MiB
+// fill), as triton.testing.do_bench does. Returns mean and median us.
+struct Timing {
+  double mean_us = 0, median_us = 0;
+};
+
+class Timer {
+ public:
+  Timer(const DriverApi& api, CUstream stream, int reps)
+      : api_(api), stream_(stream), reps_(reps), flush_(api, 256 << 20) {
+    events_.resize(2 * reps);
+    for (CUevent& e : events_)
+      Check(api_.cuEventCreate(&e, 0), "cuEventCreate");
+  }
+  ~Timer() {
+    for (CUevent e : events_) api_.cuEventDestroy(e);
+  }
+  template <typename Run>
+  Timing Time(Run run) {
+    for (int i = 0; i < 3; ++i) run();  // warm-up
+    for (int r = 0; r < reps_; ++r) {
+      Check(
+          api_.cuMemsetD8Async(flush_.ptr(), r & 0xff, flush_.bytes(), stream_),
+          "flush L2");
+      Check(api_.cuEventRecord(events_[2 * r], stream_), "cuEventRecord");
+      run();
+      Check(api_.cuEventRecord(events_[2 * r + 1], stream_), "cuEventRecord");
+    }
+    Check(api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+    std::vector<double> us(reps_);
+    for (int r = 0; r < reps_; ++r) {
+      float ms = 0;
+      Check(api_.cuEventElapsedTime(&ms, events_[2 * r], events_[2 * r + 1]),
+            "cuEventElapsedTime");
+      us[r] = ms * 1e3;
+    }
+    Timing t;
+    t.mean_us = std::accumulate(us.begin(), us.end(), 0.0) / reps_;
+    std::nth_element(us.begin(), us.begin() + reps_ / 2, us.end());
+    t.median_us = us[reps_ / 2];
+    return t;
+  }
+
+ private:
+  const DriverApi& api_;
+  CUstream stream_;
+  int reps_;
+  DeviceBuffer flush_;
+  std::vector<CUevent> events_;
+};
+
+// Copy bandwidth (read + write bytes / time) and read bandwidth (a
+// streaming-read kernel), bytes per second; the floor uses the larger.
+double MeasureBandwidth(CudaTestRuntime& env, Timer& timer, CUstream stream,
+                        double* copy_out, double* read_out) {
+  const DriverApi& api = env.api();
+  constexpr size_t kBytes = size_t{1} << 30;
+  DeviceBuffer a(api, kBytes), b(api, kBytes), sink(api, 8);
+  if (!a.ok() || !b.ok()) Die(absl::ResourceExhaustedError("2 GiB"), "alloc");
+  Check(api.cuMemsetD8(a.ptr(), 1, kBytes), "fill");
+  const Timing copy = timer.Time([&] {
+    Check(api.cuMemcpyDtoDAsync(b.ptr(), a.ptr(), kBytes, stream),
+          "cuMemcpyDtoDAsync");
+  });
+  *copy_out = 2.0 * kBytes / (copy.mean_us * 1e-6);
+  // The read kernel: compiled and loaded directly through the backend.
+  internal::SpecKey key = env.engine().MakeKey(internal::OpKind::kTestEmpty);
+  const internal::KernelSource source = {.code = R"(
+struct ReadParams { const uint4* data; long long n; unsigned* sink; };
+extern "C" __global__ void __launch_bounds__(256)
+bench_read(const __grid_constant__ ReadParams p) {
+  unsigned x = 0;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < p.n;
+       i += 256ll * gridDim.x) {
+    const uint4 v = __ldcs(p.data + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9e3779b9u) *p.sink = x;
+}
+)",
+                                         .entry = "bench_read"};
+  absl::StatusOr<std::string> cubin = env.backend().Compile(key, source);
+  if (!cubin.ok()) Die(cubin.status(), "compile read kernel");
+  absl::StatusOr<std::shared_ptr<internal::Kernel>> kernel =
+      env.backend().Load(key, source, *cubin);
+  if (!kernel.ok()) Die(kernel.status(), "load read kernel");
+  struct ReadParams {
+    const void* data;
+    long long n;
+    void* sink;
+  } params = {a.data(), static_cast<long long>(kBytes / 16), sink.data()};
+  int sms = 0;
+  Check(api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                 env.backend().device_context().device()),
+        "cuDeviceGetAttribute");
+  internal::LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(sms * 8);
+  config.block.x = 256;
+  config.stream = stream;
+  const Timing read = timer.Time([&] {
+    if (absl::Status s =
+            env.backend().Launch(**kernel, config, &params, sizeof(params));
+        !s.ok()) {
+      Die(s, "read kernel");
+    }
+  });
+  *read_out = kBytes / (read.mean_us * 1e-6);
+  return std::max(*copy_out, *read_out);
+}
+
+// One case's device buffers (NHD bf16 caches, one page list per sequence).
+struct CaseData {
+  CaseData(const DriverApi& api, const Model& m, const Case& c, int64_t rows)
+      : pages(0) {
+    std::vector<int64_t> per_seq(c.lens.size());
+    for (size_t b = 0; b < c.lens.size(); ++b) {
+      per_seq[b] = (c.lens[b] + m.page - 1) / m.page;
+      pages += per_seq[b];
+      max_pages = std::max(max_pages, per_seq[b]);
+    }
+    pages += 8;
+    const int64_t page_elems = m.page * m.kv_heads * kHeadDim;
+    k = std::make_unique<DeviceBuffer>(api, pages * page_elems * 2);
+    v = std::make_unique<DeviceBuffer>(api, pages * page_elems * 2);
+    q = std::make_unique<DeviceBuffer>(api, rows * m.qo_heads * kHeadDim * 2);
+    out = std::make_unique<DeviceBuffer>(api, rows * m.qo_heads * kHeadDim * 2);
+    table_dev = std::make_unique<DeviceBuffer>(api, rows * max_pages * 4);
+    lens_dev = std::make_unique<DeviceBuffer>(api, rows * 4);
+    if (!k->ok() || !v->ok()) Die(absl::ResourceExhaustedError("kv"), "alloc");
+    Check(api.cuMemsetD8(k->ptr(), kFillByte, k->bytes()), "fill k");
+    Check(api.cuMemsetD8(v->ptr(), kFillByte, v->bytes()), "fill v");
+    Check(api.cuMemsetD8(q->ptr(), kFillByte, q->bytes()), "fill q");
+    // Pages at random places (as a long-running allocator leaves them).
+    std::vector<int32_t> order(pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(11));
+    table.assign(rows * max_pages, 0);
+    int64_t next = 0;
+    for (size_t b = 0; b < c.lens.size(); ++b) {
+      for (int64_t j = 0; j < per_seq[b]; ++j) {
+        table[b * max_pages + j] = order[next++];
+      }
+    }
+    lens = c.lens;
+    lens.resize(rows, 0);
+    if (absl::Status s = table_dev->Upload(table); !s.ok()) Die(s, "upload");
+    if (absl::Status s = lens_dev->Upload(lens); !s.ok()) Die(s, "upload");
+  }
+  RunDecodeArgs Args(const Model& m, int64_t rows, Device device,
+                     CUstream stream) const {
+    RunDecodeArgs args;
+    args.q = TensorRef::Contiguous(q->data(), DType::kBF16,
+                                   {rows, m.qo_heads, kHeadDim}, device);
+    args.k_cache = TensorRef::Contiguous(
+        k->data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim}, device);
+    args.v_cache = TensorRef::Contiguous(
+        v->data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim}, device);
+    args.block_table = TensorRef::Contiguous(table_dev->data(), DType::kI32,
+                                             {rows, max_pages}, device);
+    args.seq_lens =
+        TensorRef::Contiguous(lens_dev->data(), DType::kI32, {rows}, device);
+    args.out = TensorRef::Contiguous(out->data(), DType::kBF16,
+                                     {rows, m.qo_heads, kHeadDim}, device);
+    args.stream = stream;
+    return args;
+  }
+  int64_t pages = 0, max_pages = 1;
+  std::vector<int32_t> table, lens;
+  std::unique_ptr<DeviceBuffer> k, v, q, out, table_dev, lens_dev;
+};
+
+// Every output element of the batch's rows equals the fill value.
+bool OutputsAreTheFill(const CaseData& d, const Model& m, int64_t batch) {
+  absl::StatusOr<std::vector<uint8_t>> bytes = d.out->Download();
+  if (!bytes.ok()) return false;
+  const uint16_t* out = reinterpret_cast<const uint16_t*>(bytes->data());
+  for (int64_t i = 0; i < batch * m.qo_heads * kHeadDim; ++i) {
+    const int64_t b = i / (m.qo_heads * kHeadDim);
+    const uint16_t want = d.lens[b] == 0 ? 0 : kFillValue;
+    if (out[i] != want) return false;
+  }
+  return true;
+}
+
+struct Row {
+  std::string model, name;
+  int64_t batch = 0, sum_len = 0;
+  double floor_us = 0;
+  Timing tailor, graph, cp_async;
+  std::string path;
+  double plan_us = 0;
+  DecodePlanSummary plan;
+  bool ok = true;
+};
+
+DecodeLimits LimitsOf(const Model& m) {
+  return {.max_batch = 256,
+          .num_qo_heads = m.qo_heads,
+          .num_kv_heads = m.kv_heads,
+          .head_dim = kHeadDim,
+          .page_size = m.page,
+          .dtype = DType::kBF16};
+}
+
+// ReserveDecodeWorkspace, or BindDecodeWorkspace on bench memory while the
+// CUDA backend has no AllocateDevice.
+std::unique_ptr<DeviceBuffer> Reserve(CudaTestRuntime& env, const Model& m,
+                                      DecodeWorkspace& ws, CUstream stream) {
+  absl::Status reserved =
+      ReserveDecodeWorkspace(env.runtime(), LimitsOf(m), ws);
+  if (reserved.ok()) return nullptr;
+  if (reserved.code() != absl::StatusCode::kUnimplemented) {
+    Die(reserved, "ReserveDecodeWorkspace");
+  }
+  absl::StatusOr<int64_t> bytes =
+      DecodeWorkspaceBytes(env.runtime(), LimitsOf(m));
+  if (!bytes.ok()) Die(bytes.status(), "DecodeWorkspaceBytes");
+  auto memory = std::make_unique<DeviceBuffer>(env.api(), *bytes);
+  if (absl::Status s = BindDecodeWorkspace(env.runtime(), LimitsOf(m),
+                                           memory->data(), *bytes, ws, stream);
+      !s.ok()) {
+    Die(s, "BindDecodeWorkspace");
+  }
+  return memory;
+}
+
+PlanDecodeArgs PlanArgs(const Model& m, const CaseData& d, int64_t batch,
+                        CUstream stream) {
+  return {
+      .seq_lens = TensorRef::Contiguous(d.lens.data(), DType::kI32, {batch}),
+      .page_size = m.page,
+      .num_qo_heads = m.qo_heads,
+      .num_kv_heads = m.kv_heads,
+      .head_dim = kHeadDim,
+      .dtype = DType::kBF16,
+      .stream = stream};
+}
+
+// Host us per PlanDecode call (median of 21, the stream drained between).
+double TimePlan(Runtime& runtime, const PlanDecodeArgs& args,
+                DecodeWorkspace& ws, const TestStream& stream) {
+  std::vector<double> us;
+  for (int i = 0; i < 21; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (absl::Status s = PlanDecode(runtime, args, ws); !s.ok()) {
+      Die(s, "PlanDecode");
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+    if (absl::Status s = stream.Synchronize(); !s.ok()) Die(s, "sync");
+  }
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
+}
+
+// RunDecode eagerly and from a CUDA graph captured once (auto path).
+void TimeAuto(CudaTestRuntime& env, const Model& m, const Case& c, int reps,
+              DecodeWorkspace& ws, Row& row) {
+  const DriverApi& api = env.api();
+  TestStream stream(api);
+  Timer timer(api, stream.get(), reps);
+  const int64_t batch = static_cast<int64_t>(c.lens.size());
+  CaseData d(api, m, c, batch);
+  const PlanDecodeArgs plan = PlanArgs(m, d, batch, stream.get());
+  row.plan_us = TimePlan(env.runtime(), plan, ws, stream);
+  row.plan = ws.plan();
+  const RunDecodeArgs args =
+      d.Args(m, batch, env.runtime().device(), stream.get());
+  auto run = [&] {
+    if (absl::Status s = RunDecode(env.runtime(), args, ws); !s.ok()) {
+      Die(s, "RunDecode");
+    }
+  };
+  row.tailor = timer.Time(run);
+  auto* kernels = dynamic_cast<CudaDecodeKernels*>(
+      env.runtime().engine().backend().decode_kernels());
+  row.path = kernels->last_path() == CudaDecodeKernels::Path::kTma ? "tma"
+                                                                   : "cp.async";
+  row.ok = OutputsAreTheFill(d, m, batch) &&
+           ws.TakeErrors(env.runtime(), stream.get()).ok();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  Check(api.cuStreamBeginCapture(stream.get(),
+                                 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture");
+  run();
+  Check(api.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
+  Check(api.cuGraphInstantiateWithFlags(&exec, graph, 0),
+        "cuGraphInstantiateWithFlags");
+  row.graph = timer.Time(
+      [&] { Check(api.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch"); });
+  api.cuGraphExecDestroy(exec);
+  api.cuGraphDestroy(graph);
+}
+
+void TimeCpAsync(CudaTestRuntime& env, const Model& m, const Case& c, int reps,
+                 DecodeWorkspace& ws, Row& row) {
+  TestStream stream(env.api());
+  Timer timer(env.api(), stream.get(), reps);
+  const int64_t batch = static_cast<int64_t>(c.lens.size());
+  CaseData d(env.api(), m, c, batch);
+  if (absl::Status s =
+          PlanDecode(env.runtime(), PlanArgs(m, d, batch, stream.get()), ws);
+      !s.ok()) {
+    Die(s, "PlanDecode");
+  }
+  auto* kernels = dynamic_cast<CudaDecodeKernels*>(
+      env.runtime().engine().backend().decode_kernels());
+  kernels->ForcePathForTesting(CudaDecodeKernels::Path::kCpAsync);
+  const RunDecodeArgs args =
+      d.Args(m, batch, env.runtime().device(), stream.get());
+  row.cp_async = timer.Time([&] {
+    if (absl::Status s = RunDecode(env.runtime(), args, ws); !s.ok()) {
+      Die(s, "RunDecode (cp.async)");
+    }
+  });
+  row.ok = row.ok && OutputsAreTheFill(d, m, batch);
+  kernels->ForcePathForTesting(CudaDecodeKernels::Path::kAuto);
+}
+
+std::string Json(const Row& r) {
+  return absl::StrCat(
+      "{\"model\": \"", r.model, "\", \"case\": \"", r.name,
+      "\", \"B\": ", r.batch, ", \"sum_L\": ", r.sum_len,
+      ", \"floor_ms\": ", r.floor_us / 1e3,
+      ", \"tailor_ms\": ", r.tailor.mean_us / 1e3, ", \"tailor_path\": \"",
+      r.path, "\", \"tailor_graph_ms\": ", r.graph.mean_us / 1e3,
+      ", \"tailor_cp_async_ms\": ", r.cp_async.mean_us / 1e3,
+      ", \"plan_us\": ", r.plan_us, ", \"items\": ", r.plan.items,
+      ", \"split_pairs\": ", r.plan.split_pairs,
+      ", \"ok\": ", r.ok ? "true" : "false", "}");
+}
+
+void PrintRow(const Row& r) {
+  auto frac = [&](const Timing& t) { return r.floor_us / t.mean_us; };
+  std::printf(
+      "%-10s %-28s %8lld %8.1f | %8.1f %4.0f%% %-8s | %8.1f %4.0f%% | %8.1f "
+      "%4.0f%% | %7.1f %6d %5d %s\n",
+      r.model.c_str(), r.name.c_str(), static_cast<long long>(r.sum_len),
+      r.floor_us, r.tailor.mean_us, 100 * frac(r.tailor), r.path.c_str(),
+      r.graph.mean_us, 100 * frac(r.graph), r.cp_async.mean_us,
+      100 * frac(r.cp_async), r.plan_us, r.plan.items, r.plan.split_pairs,
+      r.ok ? "ok" : "WRONG OUTPUT");
+}
+
+int Main(int argc, char** argv) {
+  int reps = 50;
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], "--reps=")) reps = std::atoi(argv[i] + 7);
+  }
+  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> probe =
+      CudaTestRuntime::Create();
+  if (!probe.ok()) {
+    std::printf("cuda_decode_bench: skipped: %s\n",
+                std::string(probe.status().message()).c_str());
+    return probe.status().code() == absl::StatusCode::kUnavailable ? 0 : 1;
+  }
+  char device_name[128] = {};
+  (*probe)->api().cuDeviceGetName(
+      device_name, sizeof(device_name),
+      (*probe)->backend().device_context().device());
+  double copy = 0, read = 0, bandwidth = 0;
+  {
+    TestStream stream((*probe)->api());
+    Timer timer((*probe)->api(), stream.get(), 20);
+    bandwidth = MeasureBandwidth(**probe, timer, stream.get(), &copy, &read);
+  }
+  probe->reset();
+  std::printf(
+      "device %s (%s); copy %.2f TB/s (read+write), read %.2f TB/s; "
+      "floor uses %.2f; %d reps, L2 flushed per rep; mean us\n",
+      device_name, "bf16, head_dim 128, NHD, pages at random places",
+      copy / 1e12, read / 1e12, bandwidth / 1e12, reps);
+  // The anchors' two models at page 16, then Llama at page 64: what whole
+  // 64-token boxes (one TMA load per tile instead of four) would buy, the
+  // upper bound of merging physically contiguous pages into larger loads.
+  const Model models[] = {{"llama3-8b", 32, 8, 16},
+                          {"qwen3-30b", 32, 4, 16},
+                          {"llama3-8b/page64", 32, 8, 64}};
+  std::vector<Row> rows;
+  std::vector<std::string> variant_lines;
+  for (const Model& m : models) {
+    // A fresh runtime per model: its stats count the model's variants.
+    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
+        CudaTestRuntime::Create();
+    if (!env.ok()) Die(env.status(), "CudaTestRuntime");
+    DecodeWorkspace ws;
+    TestStream setup((*env)->api());
+    std::unique_ptr<DeviceBuffer> bound = Reserve(**env, m, ws, setup.get());
+    const size_t first = rows.size();
+    for (const Case& c : Grid()) {
+      Row row;
+      row.model = m.name;
+      row.name = c.name;
+      row.batch = static_cast<int64_t>(c.lens.size());
+      for (int32_t n : c.lens) row.sum_len += n;
+      row.floor_us =
+          2.0 * row.sum_len * m.kv_heads * kHeadDim * 2 / bandwidth * 1e6;
+      TimeAuto(**env, m, c, reps, ws, row);
+      rows.push_back(row);
+    }
+    const StatsSnapshot stats = (*env)->runtime().stats();
+    const auto it = stats.specializations_per_op.find("attention.decode");
+    variant_lines.push_back(absl::StrCat(
+        m.name, ": ", it == stats.specializations_per_op.end() ? 0 : it->second,
+        " decode kernel variant(s) for the whole grid (auto path)"));
+    for (size_t i = first; i < rows.size(); ++i) {
+      TimeCpAsync(**env, m, Grid()[i - first], reps, ws, rows[i]);
+    }
+  }
+  std::printf(
+      "%-10s %-28s %8s %8s | %8s %5s %-8s | %8s %5s | %8s %5s | %7s "
+      "%6s %5s\n",
+      "model", "case", "sum_L", "floor_us", "tailor", "floor", "path", "graph",
+      "floor", "cp.async", "floor", "plan_us", "items", "split");
+  for (const Row& r : rows) PrintRow(r);
+  for (const std::string& line : variant_lines)
+    std::printf("%s\n", line.c_str());
+  if (const char* out = std::getenv("OUT"); out != nullptr) {
+    const std::string path = absl::StrCat(out, "/cuda_decode_bench.json");
+    if (FILE* f = std::fopen(path.c_str(), "w"); f != nullptr) {
+      for (const Row& r : rows) std::fprintf(f, "%s\n", Json(r).c_str());
+      std::fclose(f);
+    }
+  }
+  bool all_ok = true;
+  for (const Row& r : rows) all_ok = all_ok && r.ok;
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tailor::attention
+
+int main(int argc, char** argv) { return tailor::attention::Main(argc, argv); }

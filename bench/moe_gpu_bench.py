@@ -1,0 +1,301 @@
+"""bench/moe_gpu_bench.py — tailor's MoE kernels beside the anchors, every
+method in one process on the same data (../shared/anchors/README.md).
+
+Part 1, grouped GEMM: Mixtral-8x7B (E8 k2 H4096 I14336), DeepSeek-V3 (E256
+k8 H7168 I2048), Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64, 256,
+1024, 4096, 16384}, Zipf(1.0) routing with k distinct experts per token (the
+anchors' generator and seed), bf16, both projections:
+  tailor        tailor.moe.grouped_gemm (epilogue none: the anchors' work)
+  tailor+silu   the gate/up projection with silu_and_mul fused (tailor only)
+  grouped_mm    torch._grouped_mm (CUTLASS)
+  triton        the pad-to-block Triton kernel (vLLM's algorithm), best of
+                its config sweep (../shared/anchors/triton_pad_to_block.py)
+  loop          a per-expert cuBLAS loop
+Each as a fraction of the physical floor = max(FLOPs / dense bf16 GEMM rate,
+(active experts' weights + A + C) bytes / copy bandwidth), both rates
+measured in this run.
+
+Part 2, the memory-bound ops per step (route + pack + combine) for E=256 k=8
+H=7168 and E=8 k=2 H=4096: tailor's against the torch a server would write
+(stable argsort permutation, index_select, index_add_), in microseconds.
+
+Timing: CUDA events around one call, median of repeats after warm-ups, as
+torch_baselines.py does. Usage, on the GPU machine from the repository root
+(scripts/gpu-bench-moe does this):
+  PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
+    python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
+Prints tables; writes $OUT/moe_gpu_bench.json.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+
+import tailor
+import tailor.moe
+
+MODELS = {"mixtral": (8, 2, 4096, 14336),
+          "deepseek_v3": (256, 8, 7168, 2048),
+          "qwen3_30b_a3b": (128, 8, 2048, 768)}
+TOKENS = [1, 16, 64, 256, 1024, 4096, 16384]
+dev = torch.device("cuda")
+
+
+def bench(fn, warm=5, iters=30):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]  # ms
+
+
+def ceilings():
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
+    b = torch.empty_like(a)
+    copy = 2 * n / bench(lambda: b.copy_(a)) / 1e9  # TB/s (read + write)
+    del a, b
+    m = 8192
+    x = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+    gemm = 2 * m ** 3 / bench(lambda: x @ w) / 1e9  # TFLOP/s
+    return copy, gemm
+
+
+def routing(gen, tokens, experts, k):
+    """The anchors' routing: Zipf(1.0) popularity, k distinct per token."""
+    p = torch.tensor([1.0 / (i + 1) for i in range(experts)])
+    p = p[torch.randperm(experts, generator=gen)]
+    return torch.multinomial(p.expand(tokens, experts), k, replacement=False,
+                             generator=gen)
+
+
+def gemm_methods(rt, ws, a, w, counts, tpb):
+    """name -> (callable, output) for one projection c = a · w[e]ᵀ."""
+    rows, n = a.shape[0], w.shape[1]
+    c = torch.empty(rows, n, device=dev, dtype=torch.bfloat16)
+    offs = torch.cumsum(counts, 0).to(torch.int32).to(dev)
+    wt = w.transpose(1, 2)
+    cl = counts.tolist()
+    out = {"tailor": lambda: tailor.moe.grouped_gemm(rt, a, w, c, ws)}
+    if hasattr(torch, "_grouped_mm"):
+        out["grouped_mm"] = lambda: torch._grouped_mm(a, wt, offs=offs)
+
+    def loop():
+        s = 0
+        for e, n_e in enumerate(cl):
+            if n_e:
+                torch.mm(a[s:s + n_e], w[e].t())
+                s += n_e
+    out["loop"] = loop
+    return out, c
+
+
+def reference(a, w, counts):
+    c = torch.empty(a.shape[0], w.shape[1], device=dev, dtype=torch.float32)
+    s = 0
+    for e, n_e in enumerate(counts.tolist()):
+        if n_e:
+            c[s:s + n_e] = a[s:s + n_e].float() @ w[e].float().t()
+            s += n_e
+    return c
+
+
+def rel_err(x, ref):
+    return float((x.float() - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
+    methods, c = gemm_methods(rt, ws, a, w, counts, tpb)
+    times = {m: bench(f, 3, 20) for m, f in methods.items()}
+    ref = reference(a, w, counts)
+    methods["tailor"]()
+    torch.cuda.synchronize()
+    row[f"{name}_tailor_err"] = rel_err(c, ref)
+    if tpb is not None and w.shape[1] % 128 == 0 and a.shape[1] % 64 == 0:
+        best, ct = tpb.best_time(a, w, counts.tolist(), lambda f, *x: bench(f, 2, 10))
+        if best:
+            times["triton"] = best[0]
+    for m, ms in times.items():
+        row[f"{name}_{m}_ms"] = ms
+        row[f"{name}_{m}_of_floor"] = floor_ms / ms
+    return times
+
+
+def moe_grid(rt, copy_tbps, gemm_tflops, models, tokens, tpb):
+    gen = torch.Generator(device="cpu").manual_seed(1234)
+    rows_out = []
+    for model in models:
+        E, k, H, I = MODELS[model]
+        w13 = torch.randn(E, 2 * I, H, device=dev, dtype=torch.bfloat16) * 0.02
+        w2 = torch.randn(E, H, I, device=dev, dtype=torch.bfloat16) * 0.02
+        for T in tokens:
+            ids = routing(gen, T, E, k)
+            counts = torch.bincount(ids.flatten(), minlength=E)
+            R = int(counts.sum())
+            active = int((counts > 0).sum())
+            ws = tailor.moe.Workspace()
+            tailor.moe.reserve_workspace(rt, ws, max_tokens=T, topk=k,
+                                         num_experts=E, dtype="bf16")
+            tailor.moe.route(rt, ids.to(dev, torch.int32), E, ws)
+            row = {"model": model, "T": T, "rows": R, "active": active}
+            a1 = torch.randn(R, H, device=dev, dtype=torch.bfloat16)
+            a2 = torch.randn(R, I, device=dev, dtype=torch.bfloat16)
+            for name, a, w in (("gate_up", a1, w13), ("down", a2, w2)):
+                n, kk = w.shape[1], w.shape[2]
+                flops = 2 * R * n * kk
+                bytes_ = 2 * (active * n * kk + R * kk + R * n)
+                floor = max(flops / (gemm_tflops * 1e9),
+                            bytes_ / (copy_tbps * 1e9))  # ms
+                row[f"{name}_floor_ms"] = floor
+                run_projection(rt, ws, row, name, a, w, counts, floor, tpb)
+            act = torch.empty(R, I, device=dev, dtype=torch.bfloat16)
+            ms = bench(lambda: tailor.moe.grouped_gemm(
+                rt, a1, w13, act, ws, epilogue="silu_and_mul"), 3, 20)
+            row["gate_up_tailor_silu_ms"] = ms
+            rows_out.append(row)
+            print_gemm_row(row)
+            del a1, a2, act, ws
+        del w13, w2
+        torch.cuda.empty_cache()
+    return rows_out
+
+
+def print_gemm_row(r):
+    cells = []
+    for proj in ("gate_up", "down"):
+        parts = [f"{proj} floor {r[f'{proj}_floor_ms']:.3f}ms"]
+        for m in ("tailor", "grouped_mm", "triton", "loop"):
+            key = f"{proj}_{m}_of_floor"
+            if key in r:
+                parts.append(f"{m} {r[f'{proj}_{m}_ms']:.3f}ms {r[key]:.0%}")
+        cells.append(" ".join(parts))
+    print(f"{r['model']:14s} T={r['T']:5d} rows={r['rows']:6d} "
+          f"act={r['active']:3d} | " + " | ".join(cells) +
+          f" | err {r['gate_up_tailor_err']:.1e}/{r['down_tailor_err']:.1e}",
+          flush=True)
+
+
+class _DeviceView:
+    """A device buffer of the workspace, for torch.as_tensor."""
+
+    def __init__(self, t):
+        shape = tuple(t.dims[i] for i in range(t.rank))
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<i4",
+                                         "data": (t.data, False), "version": 3}
+
+
+def routing_views(ws):
+    """permutation [T * k] and inverse [T, k] of a device workspace, as torch
+    tensors over its memory."""
+    info = ws._views()
+    return (torch.as_tensor(_DeviceView(info.permutation), device=dev),
+            torch.as_tensor(_DeviceView(info.inverse), device=dev))
+
+
+def memory_ops(rt, tokens):
+    """route + pack + combine: tailor vs torch, microseconds."""
+    out = []
+    for E, k, H in ((256, 8, 7168), (8, 2, 4096)):
+        gen = torch.Generator(device="cpu").manual_seed(99)
+        for T in tokens:
+            ids = routing(gen, T, E, k).to(dev, torch.int32)
+            hidden = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+            weights = torch.rand(T, k, device=dev, dtype=torch.float32)
+            a = torch.empty(T * k, H, device=dev, dtype=torch.bfloat16)
+            y = torch.empty(T, H, device=dev, dtype=torch.bfloat16)
+            ws = tailor.moe.Workspace()
+            tailor.moe.reserve_workspace(rt, ws, max_tokens=T, topk=k,
+                                         num_experts=E, dtype="bf16")
+            tailor.moe.route(rt, ids, E, ws)
+            perm, inverse = routing_views(ws)
+
+            def tailor_step():
+                tailor.moe.route(rt, ids, E, ws)
+                tailor.moe.pack(rt, hidden, perm, k, a)
+                tailor.moe.combine(rt, a, weights, inverse, y)
+
+            def torch_step():
+                flat = ids.flatten()
+                order = torch.argsort(flat, stable=True)
+                token = order // k
+                packed = hidden.index_select(0, token)
+                res = torch.zeros(T, H, device=dev, dtype=torch.float32)
+                res.index_add_(0, token, packed.float() *
+                               weights.flatten()[order, None])
+                return res.to(torch.bfloat16)
+
+            route_us = bench(lambda: tailor.moe.route(rt, ids, E, ws), 5, 50) * 1e3
+            t_us = bench(tailor_step, 5, 50) * 1e3
+            r_us = bench(torch_step, 5, 50) * 1e3
+            row = {"E": E, "k": k, "H": H, "T": T, "tailor_route_us": route_us,
+                   "tailor_rpc_us": t_us, "torch_rpc_us": r_us}
+            out.append(row)
+            print(f"E={E:3d} k={k} H={H} T={T:5d} | tailor route {route_us:7.1f}us "
+                  f"route+pack+combine {t_us:8.1f}us | torch sort+index_select+"
+                  f"index_add {r_us:8.1f}us | {r_us / t_us:5.1f}x", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--anchors", default=".anchors")
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--tokens", nargs="*", type=int, default=TOKENS)
+    ap.add_argument("--skip-memory-ops", action="store_true")
+    args = ap.parse_args()
+    sys.path.insert(0, args.anchors)
+    try:
+        import triton_pad_to_block as tpb
+    except Exception as e:  # the Triton anchor is optional
+        print("triton pad-to-block anchor unavailable:", e)
+        tpb = None
+    props = torch.cuda.get_device_properties(0)
+    rt = tailor.Runtime(backend="cuda", disable_disk_cache=True,
+                        log_level="warn")
+    copy, gemm = ceilings()
+    print(f"device {props.name} | tailor {rt.arch} | copy {copy:.2f} TB/s "
+          f"(read+write) | dense bf16 GEMM {gemm:.0f} TFLOP/s | torch "
+          f"{torch.__version__}", flush=True)
+    res = {"device": props.name, "copy_TBps": copy, "gemm_TFLOPs": gemm}
+    res["moe"] = moe_grid(rt, copy, gemm, args.models, args.tokens, tpb)
+    if not args.skip_memory_ops:
+        res["memory_ops"] = memory_ops(rt, args.tokens)
+    summarize(res["moe"])
+    json.dump(res, open(os.path.join(os.environ.get("OUT", "."),
+                                     "moe_gpu_bench.json"), "w"), indent=1)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def summarize(rows):
+    for m in ("tailor", "grouped_mm", "triton", "loop"):
+        fr = [r[f"{p}_{m}_of_floor"] for r in rows for p in ("gate_up", "down")
+              if f"{p}_{m}_of_floor" in r]
+        if fr:
+            print(f"summary {m:10s} geomean {geomean(fr):.2f} of floor, min "
+                  f"{min(fr):.2f} ({len(fr)} shapes)")
+    ratios = [r[f"{p}_grouped_mm_ms"] / r[f"{p}_tailor_ms"] for r in rows
+              for p in ("gate_up", "down") if f"{p}_grouped_mm_ms" in r]
+    if ratios:
+        print(f"summary tailor vs grouped_mm: geomean speedup "
+              f"{geomean(ratios):.2f}x, worst {min(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,483 @@
+/* tailor/c_api.h — tailor's C ABI: runtimes, stats and the MoE ops from C.
+ *
+ * For C and C++ servers, other languages' FFIs (Python's ctypes, Rust, Go)
+ * and anything that must not see C++ types. Every function is a thin shell
+ * over the C++ API (tailor/runtime.h, tailor/ops/moe.h,
+ * tailor/ops/attention.h): it checks its
+ * arguments as the C++ API does, calls it, and converts the result. Nothing
+ * crosses this boundary but plain C: no C++ exception escapes (each entry
+ * catches everything and reports TAILOR_STATUS_INTERNAL, or
+ * TAILOR_STATUS_RESOURCE_EXHAUSTED for an allocation failure) and no entry
+ * aborts on bad input (null handles and pointers are InvalidArgument).
+ *
+ * Link with -ltailor_c (a shared library exporting only the tailor_*
+ * symbols below) or with the static libtailor, which holds them too.
+ *
+ * Conventions:
+ * - Status: every fallible entry returns a tailor_status, an absl canonical
+ *   code (TAILOR_STATUS_OK == 0). The message of the last call on the
+ *   calling thread is tailor_last_error(): thread-local, "" after a call
+ *   that succeeded, valid until the next tailor_* call on that thread. (A
+ *   thread-local string rather than an out-parameter: every entry keeps one
+ *   signature shape, and the common ok path costs one string clear.)
+ * - Handles (tailor_runtime, tailor_moe_workspace, tailor_decode_workspace)
+ *   are opaque, created and destroyed here. A runtime is thread-safe; a
+ *   workspace is not (one per thread or stream, as in C++). Destroy
+ *   workspaces before their runtime.
+ * - Tensors are tailor_tensor views the caller owns: data pointer, dtype,
+ *   rank, dims, strides counted in elements, device. tailor never frees
+ *   them. tailor_tensor_contiguous() fills a row-major view.
+ * - Streams are `void*`: a CUstream / cudaStream_t on CUDA runtimes (NULL:
+ *   the legacy default stream), ignored by host backends.
+ * - Optional tensors (expert_map, valid_tokens) are pointers: NULL = unset.
+ * - Structs are plain aggregates; zero-initialized they hold the defaults
+ *   (`tailor_runtime_options options = {0};`). Their layout is part of the
+ *   ABI: any change increments TAILOR_C_API_VERSION, which callers compare
+ *   with tailor_c_api_version() at load time.
+ *
+ * Example (C):
+ *   tailor_runtime_options options = {0};
+ *   options.backend = TAILOR_BACKEND_CPU;
+ *   tailor_runtime* rt = NULL;
+ *   if (tailor_runtime_create(&options, &rt) != TAILOR_STATUS_OK) {
+ *     fprintf(stderr, "tailor: %s\n", tailor_last_error());
+ *     return 1;
+ *   }
+ *   tailor_moe_workspace* ws = NULL;
+ *   tailor_moe_workspace_create(&ws);
+ *   int64_t hd[2] = {T, H}, w13d[3] = {E, 2 * I, H}, w2d[3] = {E, H, I},
+ *           kd[2] = {T, k};
+ *   tailor_moe_experts_args args = {0};
+ *   args.hidden = tailor_tensor_contiguous(x, TAILOR_DTYPE_F32, 2, hd);
+ *   args.w13 = tailor_tensor_contiguous(w13, TAILOR_DTYPE_F32, 3, w13d);
+ *   args.w2 = tailor_tensor_contiguous(w2, TAILOR_DTYPE_F32, 3, w2d);
+ *   args.topk_weights = tailor_tensor_contiguous(tw, TAILOR_DTYPE_F32, 2, kd);
+ *   args.topk_ids = tailor_tensor_contiguous(ids, TAILOR_DTYPE_I32, 2, kd);
+ *   args.out = tailor_tensor_contiguous(y, TAILOR_DTYPE_F32, 2, hd);
+ *   if (tailor_moe_experts(rt, &args, ws) != TAILOR_STATUS_OK) ...
+ *   tailor_moe_workspace_destroy(ws);
+ *   tailor_runtime_destroy(rt);
+ */
+#ifndef TAILOR_C_API_H_
+#define TAILOR_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TAILOR_C_EXPORT __declspec(dllexport)
+#else
+#define TAILOR_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Incremented whenever a struct layout, an enum value or a signature here
+ * changes incompatibly. */
+#define TAILOR_C_API_VERSION 1
+
+/* ---- status ------------------------------------------------------------ */
+
+/* absl::StatusCode values, unchanged. */
+typedef enum tailor_status {
+  TAILOR_STATUS_OK = 0,
+  TAILOR_STATUS_CANCELLED = 1,
+  TAILOR_STATUS_UNKNOWN = 2,
+  TAILOR_STATUS_INVALID_ARGUMENT = 3,
+  TAILOR_STATUS_DEADLINE_EXCEEDED = 4,
+  TAILOR_STATUS_NOT_FOUND = 5,
+  TAILOR_STATUS_ALREADY_EXISTS = 6,
+  TAILOR_STATUS_PERMISSION_DENIED = 7,
+  TAILOR_STATUS_RESOURCE_EXHAUSTED = 8,
+  TAILOR_STATUS_FAILED_PRECONDITION = 9,
+  TAILOR_STATUS_ABORTED = 10,
+  TAILOR_STATUS_OUT_OF_RANGE = 11,
+  TAILOR_STATUS_UNIMPLEMENTED = 12,
+  TAILOR_STATUS_INTERNAL = 13,
+  TAILOR_STATUS_UNAVAILABLE = 14,
+  TAILOR_STATUS_DATA_LOSS = 15,
+  TAILOR_STATUS_UNAUTHENTICATED = 16,
+} tailor_status;
+
+/* The message of the last tailor_* call on this thread ("" when it
+ * succeeded), e.g. "topk_ids: expected rank 2, got 1 ([8] i32 cpu)". Never
+ * NULL; valid until the next tailor_* call on this thread. */
+TAILOR_C_EXPORT const char* tailor_last_error(void);
+
+/* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN_CODE" for other values. */
+TAILOR_C_EXPORT const char* tailor_status_name(int code);
+
+/* TAILOR_C_API_VERSION of the library actually loaded. */
+TAILOR_C_EXPORT uint32_t tailor_c_api_version(void);
+/* tailor's version, "0.1.0". */
+TAILOR_C_EXPORT const char* tailor_version(void);
+
+/* ---- tensors ----------------------------------------------------------- */
+
+/* Values of tailor::DType (tailor/tensor.h). */
+typedef enum tailor_dtype {
+  TAILOR_DTYPE_F32 = 1,
+  TAILOR_DTYPE_BF16 = 2,
+  TAILOR_DTYPE_F16 = 3,
+  TAILOR_DTYPE_I32 = 4,
+  TAILOR_DTYPE_I64 = 5,
+  TAILOR_DTYPE_U8 = 6,
+  TAILOR_DTYPE_F64 = 7,
+} tailor_dtype;
+
+/* Values of tailor::DeviceType. */
+typedef enum tailor_device_type {
+  TAILOR_DEVICE_CPU = 0,
+  TAILOR_DEVICE_CUDA = 1,
+  TAILOR_DEVICE_HIP = 2,
+} tailor_device_type;
+
+#define TAILOR_MAX_RANK 6
+
+/* A non-owning view, as tailor::TensorRef. Dims past `rank` are ignored. */
+typedef struct tailor_tensor {
+  void* data;
+  int32_t dtype; /* tailor_dtype */
+  int32_t rank;  /* [0, TAILOR_MAX_RANK] */
+  int64_t dims[TAILOR_MAX_RANK];
+  int64_t strides[TAILOR_MAX_RANK]; /* in elements */
+  int32_t device_type;              /* tailor_device_type */
+  int32_t device_index;
+} tailor_tensor;
+
+/* A row-major view of `rank` dims on the host (set device_type and
+ * device_index for device memory). rank is clamped to [0, TAILOR_MAX_RANK];
+ * dims may be NULL when rank is 0. Never fails. */
+TAILOR_C_EXPORT tailor_tensor tailor_tensor_contiguous(void* data,
+                                                       int32_t dtype,
+                                                       int32_t rank,
+                                                       const int64_t* dims);
+
+/* ---- runtime ----------------------------------------------------------- */
+
+typedef struct tailor_runtime tailor_runtime;
+
+/* Values of tailor::BackendKind. */
+typedef enum tailor_backend {
+  TAILOR_BACKEND_AUTO = 0,
+  TAILOR_BACKEND_CPU = 1,
+  TAILOR_BACKEND_CUDA = 2,
+  TAILOR_BACKEND_HIP = 3,
+} tailor_backend;
+
+/* tailor::Runtime::Options; zero = default for every field. */
+typedef struct tailor_runtime_options {
+  int32_t backend;      /* tailor_backend; 0: cuda, then hip, then cpu */
+  int32_t device_index; /* GPU ordinal; 0 for the CPU backend */
+  /* Disk cache directory; NULL or "": $TAILOR_CACHE_DIR, else
+   * $XDG_CACHE_HOME/tailor, else ~/.cache/tailor. */
+  const char* cache_dir;
+  int32_t disable_disk_cache; /* nonzero: memory cache only */
+  int32_t disable_jit;        /* nonzero: a missing kernel is an error */
+  /* Kernels kept in memory; 0: 4096. */
+  int64_t memory_cache_capacity;
+  int32_t compile_threads; /* 0: hardware threads */
+  int32_t cpu_threads;     /* CPU backend workers; 0: hardware threads */
+  /* spdlog level (trace ... off); NULL or "": $TAILOR_LOG_LEVEL, else info. */
+  const char* log_level;
+  /* HTTP stats endpoint "host:port" (/metrics, /stats, /healthz); NULL or
+   * "": $TAILOR_STATS_ADDR, else none. Port 0: a free port (see
+   * tailor_runtime_info.stats_address). */
+  const char* stats_addr;
+} tailor_runtime_options;
+
+/* tailor::Runtime::Create. On success *out is a new runtime (destroy it
+ * with tailor_runtime_destroy); on error *out is NULL. InvalidArgument for
+ * a null `out`, bad options (an unknown backend, a negative count);
+ * Unavailable when an explicitly requested backend cannot run here.
+ * `options` may be NULL (all defaults). */
+TAILOR_C_EXPORT tailor_status tailor_runtime_create(
+    const tailor_runtime_options* options, tailor_runtime** out);
+
+/* Destroys a runtime; NULL is a no-op. Never fails. */
+TAILOR_C_EXPORT void tailor_runtime_destroy(tailor_runtime* runtime);
+
+/* What a runtime is. The strings live as long as the runtime. */
+typedef struct tailor_runtime_info {
+  int32_t backend;           /* tailor_backend, never AUTO */
+  int32_t device_type;       /* where op tensors must live */
+  int32_t device_index;      /* of that device */
+  const char* arch;          /* "x86_64-znver3", "sm_90a", ... */
+  const char* cache_dir;     /* "" when the disk cache is off */
+  const char* stats_address; /* "127.0.0.1:9464"; "" without an endpoint */
+} tailor_runtime_info;
+
+TAILOR_C_EXPORT tailor_status tailor_runtime_get_info(
+    const tailor_runtime* runtime, tailor_runtime_info* out);
+
+typedef enum tailor_stats_format {
+  TAILOR_STATS_JSON = 0,       /* StatsSnapshot::ToJson */
+  TAILOR_STATS_PROMETHEUS = 1, /* StatsSnapshot::ToPrometheus */
+} tailor_stats_format;
+
+/* A snapshot of the runtime's counters in `format`, as a NUL-terminated
+ * string in *out that the caller frees with tailor_string_free. */
+TAILOR_C_EXPORT tailor_status
+tailor_runtime_stats(const tailor_runtime* runtime, int32_t format, char** out);
+
+/* Frees a string returned by tailor_*; NULL is a no-op. */
+TAILOR_C_EXPORT void tailor_string_free(char* s);
+
+/* ---- moe: workspace ---------------------------------------------------- */
+
+typedef struct tailor_moe_workspace tailor_moe_workspace;
+
+/* Values of tailor::moe::TailPolicy. */
+typedef enum tailor_moe_tail_policy {
+  TAILOR_MOE_TAIL_NEXT_POWER_OF_TWO = 0,
+  TAILOR_MOE_TAIL_EXACT = 1,
+  TAILOR_MOE_TAIL_FULL_TILE = 2,
+} tailor_moe_tail_policy;
+
+/* tailor::moe::RoutingPolicy; zero = the recommended policy. */
+typedef struct tailor_moe_routing_policy {
+  int32_t tile_rows; /* [1, 64]; 0: the backend's choice */
+  int32_t tail;      /* tailor_moe_tail_policy */
+} tailor_moe_routing_policy;
+
+/* tailor::moe::WorkspaceLimits. */
+typedef struct tailor_moe_workspace_limits {
+  int64_t max_tokens;
+  int64_t topk;
+  int64_t num_experts;
+  int64_t hidden;       /* 0: routing only */
+  int64_t intermediate; /* 0: routing only */
+  int32_t dtype;        /* activations: TAILOR_DTYPE_BF16 or _F32; 0: bf16 */
+  tailor_moe_routing_policy policy;
+} tailor_moe_workspace_limits;
+
+/* A new, empty workspace in *out (tailor::moe::Workspace). */
+TAILOR_C_EXPORT tailor_status
+tailor_moe_workspace_create(tailor_moe_workspace** out);
+/* NULL is a no-op. Never fails. */
+TAILOR_C_EXPORT void tailor_moe_workspace_destroy(tailor_moe_workspace* ws);
+
+/* tailor::moe::ReserveWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_moe_reserve_workspace(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    tailor_moe_workspace* ws);
+
+/* tailor::moe::WorkspaceBytes, into *bytes. */
+TAILOR_C_EXPORT tailor_status tailor_moe_workspace_bytes(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    int64_t* bytes);
+
+/* tailor::moe::BindWorkspace: `memory` (device memory, 256-byte aligned,
+ * >= tailor_moe_workspace_bytes) must outlive every step run with `ws`. */
+TAILOR_C_EXPORT tailor_status tailor_moe_bind_workspace(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    void* memory, int64_t bytes, tailor_moe_workspace* ws, void* stream);
+
+/* tailor::moe::Workspace::TakeRoutingErrors: the routing errors the device
+ * Route dropped since the last call, as this call's status and message.
+ * Waits for `stream`. */
+TAILOR_C_EXPORT tailor_status tailor_moe_take_routing_errors(
+    tailor_runtime* runtime, tailor_moe_workspace* ws, void* stream);
+
+/* What a workspace holds (tailor::moe::Workspace's accessors and its
+ * PlanSummary); the views are valid until the next call that routes `ws`. */
+typedef struct tailor_moe_workspace_info {
+  int32_t routed;
+  int64_t num_tokens;
+  int64_t topk;
+  int64_t num_experts;
+  int64_t num_rows; /* R on host backends; its bound T * k on devices */
+  int64_t capacity_bytes;
+  tailor_tensor counts;      /* [E] i32 */
+  tailor_tensor offsets;     /* [E + 1] i32 */
+  tailor_tensor permutation; /* [R] i32 */
+  tailor_tensor inverse;     /* [T, k] i32 */
+  /* PlanSummary: counts are -1 on device backends. */
+  int32_t tile_rows;
+  int32_t core_tiles;
+  int32_t tail_pieces;
+  int32_t variants;
+  int64_t useful_rows;
+  int64_t executed_rows;
+} tailor_moe_workspace_info;
+
+TAILOR_C_EXPORT tailor_status tailor_moe_workspace_get_info(
+    const tailor_moe_workspace* ws, tailor_moe_workspace_info* out);
+
+/* ---- moe: ops (each mirrors its C++ function; see tailor/ops/moe.h) ---- */
+
+typedef struct tailor_moe_route_args {
+  tailor_tensor topk_ids; /* [T, k] i32 */
+  int64_t num_experts;
+  const tailor_tensor* expert_map;   /* [E_global] i32, or NULL */
+  const tailor_tensor* valid_tokens; /* [1] i32, or NULL */
+  tailor_moe_routing_policy policy;
+  void* stream;
+} tailor_moe_route_args;
+
+TAILOR_C_EXPORT tailor_status
+tailor_moe_route(tailor_runtime* runtime, const tailor_moe_route_args* args,
+                 tailor_moe_workspace* ws);
+
+typedef struct tailor_moe_pack_args {
+  tailor_tensor hidden;      /* [T, H] */
+  tailor_tensor permutation; /* [R] i32 */
+  int64_t topk;
+  tailor_tensor a; /* [R, H] out */
+  void* stream;
+} tailor_moe_pack_args;
+
+TAILOR_C_EXPORT tailor_status tailor_moe_pack(tailor_runtime* runtime,
+                                              const tailor_moe_pack_args* args);
+
+/* Values of tailor::moe::Epilogue. */
+typedef enum tailor_moe_epilogue {
+  TAILOR_MOE_EPILOGUE_NONE = 0,
+  TAILOR_MOE_EPILOGUE_SILU_AND_MUL = 1,
+} tailor_moe_epilogue;
+
+typedef struct tailor_moe_grouped_gemm_args {
+  tailor_tensor a;  /* [R, K] */
+  tailor_tensor w;  /* [E, N, K] */
+  tailor_tensor c;  /* [R, N] or [R, N / 2] */
+  int32_t epilogue; /* tailor_moe_epilogue */
+  void* stream;
+} tailor_moe_grouped_gemm_args;
+
+TAILOR_C_EXPORT tailor_status tailor_moe_grouped_gemm(
+    tailor_runtime* runtime, const tailor_moe_grouped_gemm_args* args,
+    const tailor_moe_workspace* ws);
+
+typedef struct tailor_moe_combine_args {
+  tailor_tensor c;            /* [R, H] */
+  tailor_tensor topk_weights; /* [T, k] f32 */
+  tailor_tensor inverse;      /* [T, k] i32 */
+  tailor_tensor out;          /* [T, H] */
+  void* stream;
+} tailor_moe_combine_args;
+
+TAILOR_C_EXPORT tailor_status tailor_moe_combine(
+    tailor_runtime* runtime, const tailor_moe_combine_args* args);
+
+/* Values of tailor::moe::Activation. */
+typedef enum tailor_moe_activation {
+  TAILOR_MOE_ACTIVATION_SILU = 0,
+} tailor_moe_activation;
+
+typedef struct tailor_moe_experts_args {
+  tailor_tensor hidden;              /* [T, H] */
+  tailor_tensor w13;                 /* [E, 2I, H] */
+  tailor_tensor w2;                  /* [E, H, I] */
+  tailor_tensor topk_weights;        /* [T, k] f32 */
+  tailor_tensor topk_ids;            /* [T, k] i32 */
+  const tailor_tensor* expert_map;   /* [E_global] i32, or NULL */
+  const tailor_tensor* valid_tokens; /* [1] i32, or NULL */
+  int32_t activation;                /* tailor_moe_activation */
+  tailor_moe_routing_policy policy;
+  tailor_tensor out; /* [T, H]; may be hidden itself */
+  void* stream;
+} tailor_moe_experts_args;
+
+/* vLLM fused_experts (tailor::moe::Experts). */
+TAILOR_C_EXPORT tailor_status
+tailor_moe_experts(tailor_runtime* runtime, const tailor_moe_experts_args* args,
+                   tailor_moe_workspace* ws);
+
+/* ---- attention: paged decode (tailor/ops/attention.h) --------------------
+ * Plan once per step on the host (seq_lens in host memory), run every layer
+ * (on a device: asynchronously on `stream`, capturable in a CUDA graph). */
+
+typedef struct tailor_decode_workspace tailor_decode_workspace;
+
+/* tailor::attention::DecodeLimits. */
+typedef struct tailor_decode_limits {
+  int64_t max_batch;
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;  /* 64, 128 or 256 */
+  int64_t page_size; /* [1, 256] */
+  int32_t dtype;     /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+} tailor_decode_limits;
+
+/* A new, empty decode workspace in *out (tailor::attention::DecodeWorkspace).
+ * Not thread-safe: one per thread or stream. */
+TAILOR_C_EXPORT tailor_status
+tailor_decode_workspace_create(tailor_decode_workspace** out);
+/* NULL is a no-op. Never fails. */
+TAILOR_C_EXPORT void tailor_decode_workspace_destroy(
+    tailor_decode_workspace* ws);
+
+/* tailor::attention::ReserveDecodeWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_attention_reserve_decode_workspace(
+    tailor_runtime* runtime, const tailor_decode_limits* limits,
+    tailor_decode_workspace* ws);
+/* tailor::attention::DecodeWorkspaceBytes, into *bytes. */
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_bytes(
+    tailor_runtime* runtime, const tailor_decode_limits* limits,
+    int64_t* bytes);
+/* tailor::attention::BindDecodeWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_attention_bind_decode_workspace(
+    tailor_runtime* runtime, const tailor_decode_limits* limits, void* memory,
+    int64_t bytes, tailor_decode_workspace* ws, void* stream);
+/* tailor::attention::DecodeWorkspace::TakeErrors; waits for `stream`. */
+TAILOR_C_EXPORT tailor_status tailor_attention_take_decode_errors(
+    tailor_runtime* runtime, tailor_decode_workspace* ws, void* stream);
+
+/* DecodeWorkspace's accessors and its DecodePlanSummary. */
+typedef struct tailor_decode_workspace_info {
+  int32_t planned;
+  int32_t workers; /* CUDA: CTAs of the grid; CPU: tasks */
+  int64_t batch;   /* B of the last plan */
+  int64_t capacity_bytes;
+  int32_t busy_workers;
+  int32_t items;       /* pieces run */
+  int32_t split_pairs; /* (sequence, KV head) pairs split into pieces */
+  int32_t partials;    /* pieces merged by log-sum-exp */
+  int64_t tokens;      /* KV tokens read, times KV heads */
+  int64_t max_worker_cost;
+  double mean_worker_cost;
+} tailor_decode_workspace_info;
+
+TAILOR_C_EXPORT tailor_status tailor_decode_workspace_get_info(
+    const tailor_decode_workspace* ws, tailor_decode_workspace_info* out);
+
+typedef struct tailor_plan_decode_args {
+  tailor_tensor seq_lens; /* [B] i32 in HOST memory */
+  int64_t page_size;
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int32_t dtype; /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+  void* stream;  /* device backends: the work list is copied here */
+} tailor_plan_decode_args;
+
+/* tailor::attention::PlanDecode. */
+TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
+    tailor_runtime* runtime, const tailor_plan_decode_args* args,
+    tailor_decode_workspace* ws);
+
+typedef struct tailor_run_decode_args {
+  tailor_tensor q;           /* [B', Hq, D] bf16 | f16 */
+  tailor_tensor k_cache;     /* [num_pages, page_size, Hkv, D] */
+  tailor_tensor v_cache;     /* [num_pages, page_size, Hkv, D] */
+  tailor_tensor block_table; /* [B', max_pages] i32 */
+  tailor_tensor seq_lens;    /* [B'] i32 on the runtime's device */
+  tailor_tensor out;         /* [B', Hq, D] */
+  const tailor_tensor* lse;  /* [B', Hq] f32, or NULL */
+  float sm_scale;            /* > 0; 0: 1 / sqrt(D) */
+  float logits_soft_cap;     /* >= 0; 0: no cap */
+  void* stream;
+} tailor_run_decode_args;
+
+/* tailor::attention::RunDecode. */
+TAILOR_C_EXPORT tailor_status tailor_attention_run_decode(
+    tailor_runtime* runtime, const tailor_run_decode_args* args,
+    tailor_decode_workspace* ws);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TAILOR_C_API_H_ */

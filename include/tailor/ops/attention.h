@@ -1,0 +1,254 @@
+// tailor/ops/attention.h — paged-KV decode attention: plan, then run.
+//
+// One decode step attends each of B queries (one new token per sequence,
+// Hq heads of D elements) to its sequence's KV cache, which lives in fixed-
+// size pages of page_size tokens scattered through a cache tensor; a block
+// table lists each sequence's pages. Sequence lengths differ by orders of
+// magnitude, so the work is planned first (as in FlashInfer):
+//
+//   PlanDecode  host seq_lens [B] -> a work list in the DecodeWorkspace: the
+//               (sequence, KV head) pairs cut into pieces so that every
+//               worker (CUDA: one CTA per SM; CPU: a thread-pool task) reads
+//               the same number of KV bytes — balanced for one long sequence
+//               among many short ones and for B = 1. Pieces of a split pair
+//               are merged by log-sum-exp. Plan once per step; every layer
+//               of the step reuses the plan.
+//   RunDecode   q, k/v caches, block table, device seq_lens -> out (and the
+//               log-sum-exp): never allocates, never syncs, launches on the
+//               caller's stream, so it can be captured in a CUDA graph.
+//
+// Kernels are specialized on dtype, head_dim, the GQA group size
+// (Hq / Hkv) and the page size — never on B or lengths: a model needs one
+// decode kernel (CUDA) or two (CPU: pieces and merge), whatever the batch.
+//
+// Conventions:
+// - Shapes: B sequences; Hq query heads; Hkv KV heads with Hq % Hkv == 0
+//   and group = Hq / Hkv in [1, kMaxGroup] (MHA, GQA, MQA); head_dim D in
+//   {64, 128, 256}; page_size in [1, kMaxPageSize]; dtype bf16 or f16 for
+//   q, k, v and out. Query head j attends KV head j / group.
+// - KV layout by strides: k_cache and v_cache are separate [num_pages,
+//   page_size, Hkv, D] views; the last dim must be contiguous, the others
+//   may have any stride, so both common layouts are plain views:
+//     NHD (vLLM)           memory [pages, page_size, Hkv, D]: contiguous
+//     HND (FlashInfer opt) memory [pages, Hkv, page_size, D]: strides
+//                          {Hkv*page_size*D, D, page_size*D, 1}
+//   On a GPU every stride is a multiple of 8 elements and data is 16-byte
+//   aligned (16-byte loads, TMA). q and out may be strided the same way
+//   ([B, Hq, D], last dim contiguous), e.g. q sliced from a fused qkv.
+// - Token t of sequence b lives in page block_table[b, t / page_size], at
+//   slot t % page_size. Only entries of pages that hold tokens < seq_len are
+//   read; the rest of the row may be anything.
+// - Softmax: s = sm_scale * q.k; with logits_soft_cap c > 0, s = c *
+//   tanh(s / c) (Gemma 2). out = softmax(s) . v in f32, rounded to the
+//   dtype; lse = log(sum exp(s)) (natural log, f32). A sequence of length 0
+//   gets out = 0 and lse = -inf.
+// - Errors: InvalidArgument naming the argument and the rule, checked
+//   before anything runs (a rejected call writes nothing); FailedPrecondition
+//   for a workspace that was not planned (or, on a GPU, not reserved, or too
+//   small); Unimplemented when the backend has no decode kernels.
+// - Host-memory backends (cpu): calls are synchronous and the host checks
+//   tensor contents (block table entries, seq_lens against the plan).
+//   Device backends (cuda): calls are asynchronous on `stream`, the host
+//   never reads device tensors. Contents are checked on the device: a block
+//   table entry outside [0, num_pages) drops its page (its tokens are not
+//   attended; nothing out of bounds is read), a device seq_lens[b] that
+//   differs from the planned length attends min(planned, device) tokens;
+//   both are recorded in the workspace and reported by
+//   DecodeWorkspace::TakeErrors with the host check's text.
+// - Device memory: ReserveDecodeWorkspace allocates the workspace once for
+//   a batch bucket (or BindDecodeWorkspace borrows caller memory); plans
+//   larger than the reservation fail with FailedPrecondition.
+// - CUDA graphs: plan outside the graph (PlanDecode copies the work list
+//   into the workspace on `stream`), capture RunDecode once per batch
+//   bucket, replay after each step's PlanDecode with new lengths and block
+//   tables in the same buffers. The kernel's grid does not depend on B, and
+//   a replay may run any plan whose batch is at most the q.dims[0] captured.
+//   PlanDecode and RunDecode must be ordered on one stream.
+// - A DecodeWorkspace is not thread-safe: one per thread (or stream).
+//
+// Example (every step; plan once, run every layer):
+//   attention::DecodeWorkspace ws;            // keep it across steps
+//   TAILOR_RETURN_IF_ERROR(attention::ReserveDecodeWorkspace(runtime,
+//       {.max_batch = 256, .num_qo_heads = 32, .num_kv_heads = 8,
+//        .head_dim = 128, .page_size = 16, .dtype = DType::kBF16}, ws));
+//   TAILOR_RETURN_IF_ERROR(attention::PlanDecode(runtime,
+//       {.seq_lens = TensorRef::Contiguous(host_lens, DType::kI32, {B}),
+//        .num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128,
+//        .page_size = 16, .dtype = DType::kBF16, .stream = stream}, ws));
+//   for (int layer = 0; layer < layers; ++layer) {
+//     TAILOR_RETURN_IF_ERROR(attention::RunDecode(runtime,
+//         {.q = q, .k_cache = k[layer], .v_cache = v[layer],
+//          .block_table = block_table, .seq_lens = device_lens, .out = out,
+//          .stream = stream}, ws));
+//   }
+//   // at a sync point of your choice:
+//   TAILOR_RETURN_IF_ERROR(ws.TakeErrors(runtime, stream));
+#ifndef TAILOR_OPS_ATTENTION_H_
+#define TAILOR_OPS_ATTENTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tailor/runtime.h"
+#include "tailor/tensor.h"
+
+namespace tailor {
+namespace internal {
+struct DecodeWorkspaceImpl;
+}  // namespace internal
+
+namespace attention {
+
+// Limits of the compiled-in quantities.
+inline constexpr int64_t kMaxGroup = 16;      // Hq / Hkv
+inline constexpr int64_t kMaxPageSize = 256;  // tokens per page
+inline constexpr int64_t kMaxHeads = 1024;    // Hq
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 20;
+
+// The static quantities of one attention layer: what kernels are compiled
+// for, and what ReserveDecodeWorkspace sizes for.
+struct DecodeLimits {
+  int64_t max_batch = 0;       // B of the largest plan (the batch bucket)
+  int64_t num_qo_heads = 0;    // Hq
+  int64_t num_kv_heads = 0;    // Hkv
+  int64_t head_dim = 0;        // D: 64, 128 or 256
+  int64_t page_size = 0;       // [1, kMaxPageSize]
+  DType dtype = DType::kBF16;  // bf16 or f16
+};
+
+// What the last PlanDecode planned, for logs, tests and benches.
+struct DecodePlanSummary {
+  int32_t batch = 0;
+  int32_t workers = 0;           // CUDA: CTAs of the grid; CPU: tasks
+  int32_t busy_workers = 0;      // workers with work
+  int32_t items = 0;             // pieces run (whole pairs included)
+  int32_t split_pairs = 0;       // (sequence, KV head) pairs in pieces
+  int32_t partials = 0;          // pieces merged by log-sum-exp
+  int64_t tokens = 0;            // KV tokens read, times KV heads
+  int64_t max_worker_cost = 0;   // tokens of the busiest worker (+ overheads)
+  double mean_worker_cost = 0;   // over all workers
+  std::string ToString() const;  // "batch=1 workers=132/132 items=140 ..."
+};
+
+// Caller-owned state of decode steps: the plan of the last PlanDecode and,
+// on device backends, the device memory the kernels use (work list, partial
+// results, error words). Movable, not copyable; a moved-from workspace fails
+// every call with FailedPrecondition.
+class DecodeWorkspace {
+ public:
+  DecodeWorkspace();
+  ~DecodeWorkspace();
+  DecodeWorkspace(DecodeWorkspace&& other) noexcept;
+  DecodeWorkspace& operator=(DecodeWorkspace&& other) noexcept;
+  DecodeWorkspace(const DecodeWorkspace&) = delete;
+  DecodeWorkspace& operator=(const DecodeWorkspace&) = delete;
+
+  // True after a successful PlanDecode; false initially, after a failed one
+  // and once moved from.
+  bool planned() const;
+  // B of the last plan (0 when not planned).
+  int64_t batch() const;
+  // Where the workspace's buffers live: the host, or the device of the
+  // runtime given to ReserveDecodeWorkspace / BindDecodeWorkspace.
+  Device device() const;
+  DecodePlanSummary plan() const;
+  // Bytes of buffers held (host and device); constant across steps that fit.
+  size_t CapacityBytes() const;
+
+  // Reports the bad device data RunDecode met (and dropped) since the last
+  // call, lowest position first, with the text of the host check, e.g.
+  // InvalidArgument("block_table[3,7]: page id 9999 is outside [0, 512)")
+  // or InvalidArgument("seq_lens[2]: 17 differs from 16, the length
+  // PlanDecode planned"), and forgets it. Positions are read with the last plan
+  // and run. Waits for `stream`. OkStatus on host backends, whose RunDecode
+  // reports errors itself.
+  absl::Status TakeErrors(Runtime& runtime, void* stream = nullptr);
+
+  // For tailor's op fronts; not a stable API.
+  internal::DecodeWorkspaceImpl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<internal::DecodeWorkspaceImpl> impl_;
+};
+
+// Sizes `ws` for plans of up to limits.max_batch sequences of the given
+// layer shape on `runtime`'s device, so that no step allocates. On the host
+// larger plans still work (buffers grow); on a device backend this is the
+// one place device memory is allocated (owned by `ws`; a smaller earlier
+// reservation is replaced) and larger plans fail with FailedPrecondition.
+// InvalidArgument naming the field ("limits.head_dim: ...") for limits out
+// of range; ResourceExhausted when the device is out of memory.
+absl::Status ReserveDecodeWorkspace(Runtime& runtime,
+                                    const DecodeLimits& limits,
+                                    DecodeWorkspace& ws);
+
+// Device bytes BindDecodeWorkspace needs for `limits`; 0 on host backends.
+absl::StatusOr<int64_t> DecodeWorkspaceBytes(Runtime& runtime,
+                                             const DecodeLimits& limits);
+
+// As ReserveDecodeWorkspace on a device backend, in caller memory: `memory`
+// (device memory of the runtime's device, 256-byte aligned, at least
+// DecodeWorkspaceBytes(runtime, limits) bytes) must outlive every step run
+// with `ws`. Initializes it on `stream`. InvalidArgument for a null,
+// misaligned or short `memory`; Unimplemented on host backends.
+absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
+                                 void* memory, int64_t bytes,
+                                 DecodeWorkspace& ws, void* stream = nullptr);
+
+// ---- PlanDecode: the inspector
+// ------------------------------------------------
+
+struct PlanDecodeArgs {
+  TensorRef seq_lens;  // [B] i32 in HOST memory, each in [0, kMaxSeqLen]
+  int64_t page_size = 0;
+  int64_t num_qo_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  DType dtype = DType::kBF16;
+  void* stream = nullptr;  // device backends: the work list is copied here
+};
+
+// Builds the balanced work list for `args.seq_lens` into `ws` (O(B * Hkv)
+// host work, no allocation once `ws` has seen the batch) and, on a device
+// backend, enqueues its copy into the workspace on `stream` (the host
+// buffer may be reused as soon as this returns). On error `ws` is left not
+// planned.
+absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
+                        DecodeWorkspace& ws);
+
+// ---- RunDecode: the executor
+// --------------------------------------------------
+
+struct RunDecodeArgs {
+  TensorRef q;            // [B', Hq, D] bf16 | f16, B' >= the plan's B
+  TensorRef k_cache;      // [num_pages, page_size, Hkv, D] dtype of q
+  TensorRef v_cache;      // [num_pages, page_size, Hkv, D] dtype of q
+  TensorRef block_table;  // [B', max_pages] i32, last dim contiguous
+  TensorRef seq_lens;     // [B'] i32 on the runtime's device; the plan's
+                          // lengths (first B entries)
+  TensorRef out;          // [B', Hq, D] dtype of q; rows past B untouched
+  std::optional<TensorRef> lse;   // [B', Hq] f32 contiguous; rows past B
+                                  // untouched
+  std::optional<float> sm_scale;  // > 0; unset: 1 / sqrt(D)
+  float logits_soft_cap = 0;      // >= 0; 0: no cap
+  void* stream = nullptr;         // device backends
+};
+
+// out[b, j, :] = softmax_t(s[b, j, t]) . v[b, t, j / group, :] over the
+// first seq_lens[b] tokens of each of the plan's B sequences (see the
+// conventions above). The plan must come from a PlanDecode of the same
+// head counts, head_dim, page_size and dtype. out must not overlap q, the
+// caches or lse.
+absl::Status RunDecode(Runtime& runtime, const RunDecodeArgs& args,
+                       DecodeWorkspace& ws);
+
+}  // namespace attention
+}  // namespace tailor
+
+#endif  // TAILOR_OPS_ATTENTION_H_

@@ -1,0 +1,134 @@
+"""tailor.attention: paged decode (tailor/ops/attention.h; see its contracts).
+
+Plan once per step from the host sequence lengths, run every layer:
+
+    ws = tailor.attention.DecodeWorkspace()
+    tailor.attention.reserve_decode_workspace(rt, ws, max_batch=256,
+        num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16)
+    tailor.attention.plan_decode(rt, ws, seq_lens_host, page_size=16,
+        num_qo_heads=32, num_kv_heads=8, head_dim=128)
+    tailor.attention.run_decode(rt, ws, q, k_cache, v_cache, block_table,
+        seq_lens, out)
+
+q [B, Hq, D] bf16 | f16, caches [pages, page_size, Hkv, D], block_table
+[B, max_pages] i32, seq_lens [B] i32 (plan: host memory; run: the
+runtime's device), out like q, optional lse [B, Hq] f32.
+"""
+
+import ctypes
+
+from tailor import _capi, _tensors
+from tailor._capi import lib
+from tailor._errors import check
+
+_DTYPES = {"bf16": _capi.DTYPE_BF16, "bfloat16": _capi.DTYPE_BF16,
+           "f16": _capi.DTYPE_F16, "float16": _capi.DTYPE_F16}
+
+
+def _dtype(dtype):
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype: one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+class DecodeWorkspace:
+    """tailor::attention::DecodeWorkspace: the plan of the last plan_decode
+    and, on a GPU, its device memory. One per thread or stream."""
+
+    def __init__(self):
+        handle = ctypes.c_void_p()
+        check(lib.tailor_decode_workspace_create(ctypes.byref(handle)))
+        self._handle = handle.value
+        self._runtime = None
+        self._memory = None
+
+    def info(self):
+        """planned, batch, capacity_bytes and the plan summary, as a dict."""
+        info = _capi.DecodeWorkspaceInfo()
+        check(lib.tailor_decode_workspace_get_info(self._handle,
+                                                   ctypes.byref(info)))
+        out = {name: getattr(info, name) for name, _ in info._fields_}
+        out["planned"] = bool(out["planned"])
+        return out
+
+    def take_errors(self, runtime, stream=None):
+        """Raises the bad device data run_decode dropped since the last call
+        (waits for `stream`)."""
+        check(lib.tailor_attention_take_decode_errors(
+            runtime._handle, self._handle, _tensors.stream_handle(stream)))
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            lib.tailor_decode_workspace_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+
+def _limits(max_batch, num_qo_heads, num_kv_heads, head_dim, page_size,
+            dtype):
+    return _capi.DecodeLimits(max_batch=max_batch, num_qo_heads=num_qo_heads,
+                              num_kv_heads=num_kv_heads, head_dim=head_dim,
+                              page_size=page_size, dtype=_dtype(dtype))
+
+
+def reserve_decode_workspace(runtime, ws, *, max_batch, num_qo_heads,
+                             num_kv_heads, head_dim, page_size, dtype="bf16"):
+    """Sizes `ws` for plans of up to max_batch sequences (on a GPU: its
+    device memory, allocated now, outside any graph)."""
+    limits = _limits(max_batch, num_qo_heads, num_kv_heads, head_dim,
+                     page_size, dtype)
+    check(lib.tailor_attention_reserve_decode_workspace(
+        runtime._handle, ctypes.byref(limits), ws._handle))
+    ws._runtime = runtime
+
+
+def decode_workspace_bytes(runtime, *, max_batch, num_qo_heads, num_kv_heads,
+                           head_dim, page_size, dtype="bf16"):
+    """Device bytes a bound decode workspace needs (0 on the host)."""
+    limits = _limits(max_batch, num_qo_heads, num_kv_heads, head_dim,
+                     page_size, dtype)
+    out = ctypes.c_int64()
+    check(lib.tailor_attention_decode_workspace_bytes(
+        runtime._handle, ctypes.byref(limits), ctypes.byref(out)))
+    return out.value
+
+
+def plan_decode(runtime, ws, seq_lens, *, page_size, num_qo_heads,
+                num_kv_heads, head_dim, dtype="bf16", stream=None):
+    """Plans a decode step for `seq_lens` ([B] int32 in host memory); on a
+    GPU the work list is copied into `ws` on `stream`."""
+    args = _capi.PlanDecodeArgs(page_size=page_size,
+                                num_qo_heads=num_qo_heads,
+                                num_kv_heads=num_kv_heads, head_dim=head_dim,
+                                dtype=_dtype(dtype),
+                                stream=_tensors.stream_handle(stream))
+    keep = _tensors.fill(args.seq_lens, seq_lens)
+    check(lib.tailor_attention_plan_decode(runtime._handle,
+                                           ctypes.byref(args), ws._handle))
+    ws._runtime = runtime
+    del keep
+
+
+def run_decode(runtime, ws, q, k_cache, v_cache, block_table, seq_lens, out,
+               *, lse=None, sm_scale=None, logits_soft_cap=0.0, stream=None):
+    """out = softmax(sm_scale * q.k) . v over each planned sequence's pages
+    (sm_scale None: 1 / sqrt(D)). stream None: torch's current stream for
+    torch CUDA tensors."""
+    args = _capi.RunDecodeArgs()
+    fill = _tensors.fill
+    keep = [fill(args.q, q), fill(args.k_cache, k_cache),
+            fill(args.v_cache, v_cache), fill(args.block_table, block_table),
+            fill(args.seq_lens, seq_lens), fill(args.out, out)]
+    if lse is not None:
+        view, k = _tensors.view(lse)
+        keep.append((view, k))
+        args.lse = ctypes.pointer(view)
+    args.sm_scale = 0.0 if sm_scale is None else sm_scale
+    args.logits_soft_cap = logits_soft_cap
+    args.stream = (_tensors.cuda_stream_of(q) if stream is None
+                   else _tensors.stream_handle(stream))
+    check(lib.tailor_attention_run_decode(runtime._handle, ctypes.byref(args),
+                                          ws._handle))
+    del keep

@@ -1,0 +1,289 @@
+"""tailor.moe: the MoE ops of tailor/ops/moe.h (see that header for the
+contracts: shapes, dtypes, errors, device semantics).
+
+Every op takes the Runtime first and views its tensor arguments without
+copying (numpy arrays, torch tensors, DLPack objects). `stream`: None uses
+torch's current CUDA stream when an argument is a torch CUDA tensor (else
+the legacy default stream); an int is a CUstream; a torch.cuda.Stream works
+too. Host backends run synchronously and ignore it.
+"""
+
+import ctypes
+import sys
+
+from tailor import _capi
+from tailor._capi import lib
+from tailor._errors import check, raise_for
+from tailor import _tensors
+
+# The C fast path of experts() (tailor/_fastcall.c), when it was built.
+try:
+    from tailor import _fastcall
+    _fastcall.init(ctypes.cast(lib.tailor_moe_experts, ctypes.c_void_p).value)
+except ImportError:
+    _fastcall = None
+_fastcall_knows_torch = False
+
+
+def _fastcall_learn_torch():
+    """Hands torch's Tensor type and dtypes to the fast path, once torch is
+    imported (this package never imports torch itself)."""
+    global _fastcall_knows_torch
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    _fastcall.init_torch(torch.Tensor, torch.float32, torch.bfloat16,
+                         torch.float16, torch.int32, torch.int64, torch.uint8,
+                         torch.float64)
+    _fastcall_knows_torch = True
+
+_DTYPES = {"bf16": _capi.DTYPE_BF16, "bfloat16": _capi.DTYPE_BF16,
+           "f32": _capi.DTYPE_F32, "float32": _capi.DTYPE_F32}
+_TAILS = {"pow2": 0, **_capi.TAIL_POLICIES}
+
+
+def _policy(tile_rows, tail):
+    if tail not in _TAILS:
+        raise ValueError(f"tail: one of {sorted(_TAILS)}, got {tail!r}")
+    return _capi.RoutingPolicy(tile_rows=tile_rows, tail=_TAILS[tail])
+
+
+def _stream(stream, *tensors):
+    if stream is None:
+        return _tensors.cuda_stream_of(*tensors)
+    return _tensors.stream_handle(stream)
+
+
+class Workspace:
+    """The reusable state of one MoE layer call (tailor::moe::Workspace):
+    the last routing and the Experts intermediates. Not thread-safe: one
+    per thread or stream. Keeps the runtime it was used with alive."""
+
+    def __init__(self):
+        handle = ctypes.c_void_p()
+        check(lib.tailor_moe_workspace_create(ctypes.byref(handle)))
+        self._handle = handle.value
+        self._as_parameter_ = self._handle
+        self._runtime = None
+        self._memory = None  # a bound caller buffer, kept alive
+
+    def _use(self, runtime):
+        self._runtime = runtime
+
+    def info(self):
+        """routed, num_tokens, topk, num_experts, num_rows, capacity_bytes
+        and the plan summary (tile_rows, core_tiles, tail_pieces, variants,
+        useful_rows, executed_rows) as a dict."""
+        info = _capi.WorkspaceInfo()
+        check(lib.tailor_moe_workspace_get_info(self._handle,
+                                                ctypes.byref(info)))
+        names = ("num_tokens", "topk", "num_experts", "num_rows",
+                 "capacity_bytes", "tile_rows", "core_tiles", "tail_pieces",
+                 "variants", "useful_rows", "executed_rows")
+        out = {name: getattr(info, name) for name in names}
+        out["routed"] = bool(info.routed)
+        return out
+
+    def _views(self):
+        info = _capi.WorkspaceInfo()
+        check(lib.tailor_moe_workspace_get_info(self._handle,
+                                                ctypes.byref(info)))
+        return info
+
+    def routing(self):
+        """counts, offsets, permutation, inverse of the last Route as numpy
+        int32 arrays (copies; host backends only)."""
+        import numpy as np
+        info = self._views()
+        out = {}
+        for name in ("counts", "offsets", "permutation", "inverse"):
+            t = getattr(info, name)
+            if t.device_type != _capi.DEVICE_CPU:
+                raise ValueError("routing(): the workspace is on a device")
+            shape = tuple(t.dims[:t.rank])
+            count = 1
+            for d in shape:
+                count *= d
+            if count == 0:
+                out[name] = np.zeros(shape, np.int32)
+                continue
+            buffer = (ctypes.c_int32 * count).from_address(t.data)
+            out[name] = np.frombuffer(buffer, np.int32).reshape(shape).copy()
+        return out
+
+    def take_routing_errors(self, runtime, stream=None):
+        """Raises the routing errors a device Route dropped since the last
+        call (waits for `stream`); returns None when there were none."""
+        check(lib.tailor_moe_take_routing_errors(
+            runtime, self._handle, _tensors.stream_handle(stream)))
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            lib.tailor_moe_workspace_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+
+def _limits(max_tokens, topk, num_experts, hidden, intermediate, dtype,
+            tile_rows, tail):
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype: one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _capi.WorkspaceLimits(
+        max_tokens=max_tokens, topk=topk, num_experts=num_experts,
+        hidden=hidden, intermediate=intermediate, dtype=_DTYPES[dtype],
+        policy=_policy(tile_rows, tail))
+
+
+def reserve_workspace(runtime, ws, *, max_tokens, topk, num_experts,
+                      hidden=0, intermediate=0, dtype="bf16", tile_rows=0,
+                      tail="pow2"):
+    """tailor::moe::ReserveWorkspace: size `ws` for steps up to these
+    limits (on a GPU: allocate its device memory now, outside any graph)."""
+    limits = _limits(max_tokens, topk, num_experts, hidden, intermediate,
+                     dtype, tile_rows, tail)
+    check(lib.tailor_moe_reserve_workspace(runtime, ctypes.byref(limits),
+                                           ws._handle))
+    ws._use(runtime)
+
+
+def workspace_bytes(runtime, *, max_tokens, topk, num_experts, hidden=0,
+                    intermediate=0, dtype="bf16", tile_rows=0, tail="pow2"):
+    """Device bytes bind_workspace needs for these limits (0 on the host)."""
+    limits = _limits(max_tokens, topk, num_experts, hidden, intermediate,
+                     dtype, tile_rows, tail)
+    out = ctypes.c_int64()
+    check(lib.tailor_moe_workspace_bytes(runtime, ctypes.byref(limits),
+                                         ctypes.byref(out)))
+    return out.value
+
+
+def bind_workspace(runtime, ws, memory, *, max_tokens, topk, num_experts,
+                   hidden=0, intermediate=0, dtype="bf16", tile_rows=0,
+                   tail="pow2", stream=None):
+    """tailor::moe::BindWorkspace into `memory`, a device tensor of at least
+    workspace_bytes(...) bytes (e.g. torch.empty(n, dtype=torch.uint8,
+    device="cuda")); `ws` keeps it alive."""
+    limits = _limits(max_tokens, topk, num_experts, hidden, intermediate,
+                     dtype, tile_rows, tail)
+    t, keep = _tensors.view(memory)
+    nbytes = 1
+    for d in t.dims[:t.rank]:
+        nbytes *= d
+    nbytes *= {1: 4, 2: 2, 3: 2, 4: 4, 5: 8, 6: 1, 7: 8}[t.dtype]
+    check(lib.tailor_moe_bind_workspace(
+        runtime, ctypes.byref(limits), t.data, nbytes, ws._handle,
+        _stream(stream, memory)))
+    ws._use(runtime)
+    ws._memory = (memory, keep)
+
+
+def _optional(args, field, x, keep):
+    if x is None:
+        return
+    t, k = _tensors.view(x)
+    keep.append((t, k))
+    setattr(args, field, ctypes.pointer(t))
+
+
+def route(runtime, topk_ids, num_experts, ws, *, expert_map=None,
+          valid_tokens=None, tile_rows=0, tail="pow2", stream=None):
+    """tailor::moe::Route: counting-sort topk_ids [T, k] i32 into `ws`."""
+    args = _capi.RouteArgs()
+    keep = [_tensors.fill(args.topk_ids, topk_ids)]
+    args.num_experts = num_experts
+    _optional(args, "expert_map", expert_map, keep)
+    _optional(args, "valid_tokens", valid_tokens, keep)
+    args.policy = _policy(tile_rows, tail)
+    args.stream = _stream(stream, topk_ids)
+    check(lib.tailor_moe_route(runtime, ctypes.byref(args), ws._handle))
+    ws._use(runtime)
+
+
+def pack(runtime, hidden, permutation, topk, a, *, stream=None):
+    """tailor::moe::Pack: a[r] = hidden[permutation[r] // topk]."""
+    args = _capi.PackArgs()
+    keep = (_tensors.fill(args.hidden, hidden),
+            _tensors.fill(args.permutation, permutation),
+            _tensors.fill(args.a, a))
+    args.topk = topk
+    args.stream = _stream(stream, hidden)
+    check(lib.tailor_moe_pack(runtime, ctypes.byref(args)))
+    del keep
+
+
+def grouped_gemm(runtime, a, w, c, ws, *, epilogue="none", stream=None):
+    """tailor::moe::GroupedGemm: c = epilogue(a · w[e]ᵀ) per expert of ws."""
+    if epilogue not in _capi.EPILOGUES:
+        raise ValueError(f"epilogue: one of {sorted(_capi.EPILOGUES)}, got "
+                         f"{epilogue!r}")
+    args = _capi.GroupedGemmArgs()
+    keep = (_tensors.fill(args.a, a), _tensors.fill(args.w, w),
+            _tensors.fill(args.c, c))
+    args.epilogue = _capi.EPILOGUES[epilogue]
+    args.stream = _stream(stream, a)
+    check(lib.tailor_moe_grouped_gemm(runtime, ctypes.byref(args),
+                                      ws._handle))
+    del keep
+
+
+def combine(runtime, c, topk_weights, inverse, out, *, stream=None):
+    """tailor::moe::Combine: out[t] = sum_j topk_weights[t,j] * c[inv[t,j]]."""
+    args = _capi.CombineArgs()
+    keep = (_tensors.fill(args.c, c),
+            _tensors.fill(args.topk_weights, topk_weights),
+            _tensors.fill(args.inverse, inverse), _tensors.fill(args.out, out))
+    args.stream = _stream(stream, c)
+    check(lib.tailor_moe_combine(runtime, ctypes.byref(args)))
+    del keep
+
+
+class _ExpertsCall(ctypes.Structure):
+    """ExpertsArgs plus the optional tensors it points to, in one struct."""
+    _fields_ = [("args", _capi.ExpertsArgs), ("expert_map", _capi.Tensor),
+                ("valid_tokens", _capi.Tensor)]
+
+
+def experts(runtime, hidden, w13, w2, topk_weights, topk_ids, out, ws, *,
+            expert_map=None, valid_tokens=None, activation="silu",
+            tile_rows=0, tail="pow2", stream=None):
+    """tailor::moe::Experts — vLLM's fused_experts into `out` [T, H] (which
+    may be `hidden` itself): route, pack, gemm1 + silu_and_mul, gemm2,
+    combine. w13 [E, 2I, H] (gate rows, then up), w2 [E, H, I]."""
+    if activation != "silu":
+        raise ValueError(f"activation: only 'silu' is supported, got "
+                         f"{activation!r}")
+    if (_fastcall is not None and expert_map is None and valid_tokens is None
+            and not tile_rows and tail == "pow2"):
+        if not _fastcall_knows_torch:
+            _fastcall_learn_torch()
+        stream = _stream(stream, hidden)
+        try:
+            code = _fastcall.experts(runtime._handle, ws._handle, hidden, w13,
+                                     w2, topk_weights, topk_ids, out, stream)
+        except TypeError:  # e.g. a DLPack-only object: the general path
+            code = None
+        if code is not None:
+            if code:
+                raise_for(code)
+            ws._runtime = runtime
+            return
+    call = _ExpertsCall()
+    args = call.args
+    fill = _tensors.fill
+    keep = (fill(args.hidden, hidden), fill(args.w13, w13), fill(args.w2, w2),
+            fill(args.topk_weights, topk_weights),
+            fill(args.topk_ids, topk_ids), fill(args.out, out))
+    if expert_map is not None:
+        keep += (fill(call.expert_map, expert_map),)
+        args.expert_map = ctypes.pointer(call.expert_map)
+    if valid_tokens is not None:
+        keep += (fill(call.valid_tokens, valid_tokens),)
+        args.valid_tokens = ctypes.pointer(call.valid_tokens)
+    if tile_rows or tail != "pow2":
+        args.policy = _policy(tile_rows, tail)
+    args.stream = _stream(stream, hidden)
+    check(lib.tailor_moe_experts(runtime, ctypes.byref(args), ws._handle))
+    ws._runtime = runtime
+    del keep

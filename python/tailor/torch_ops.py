@@ -1,0 +1,339 @@
+"""torch custom ops over tailor (import tailor.torch_ops to register them).
+
+MoE (below) and paged decode (torch.ops.tailor.paged_decode with
+plan_paged_decode, at the end of this file).
+
+  torch.ops.tailor.fused_experts(hidden_states, w1, w2, topk_weights,
+      topk_ids, inplace=False, activation="silu", global_num_experts=-1,
+      expert_map=None) -> Tensor
+      vLLM's fused_experts arguments; out of place (a torch op cannot return
+      its input: inplace=True raises, use the next op or fused_experts()).
+  torch.ops.tailor.inplace_fused_experts(hidden_states, w1, w2,
+      topk_weights, topk_ids, activation="silu", global_num_experts=-1,
+      expert_map=None) -> None
+      The same, written into hidden_states (vLLM's inplace_fused_experts).
+  fused_experts(...)  the Python function with vLLM's exact semantics:
+      inplace=True writes hidden_states and returns it.
+
+Shapes (vLLM's): hidden_states [T, H] bf16 | f32, w1 [E, 2I, H] (gate rows,
+then up), w2 [E, H, I], topk_weights [T, k] (any float dtype: f32 is used),
+topk_ids [T, k] int32 | int64, expert_map [E_global] int32 (global id ->
+local id, -1 elsewhere) with global_num_experts = E_global.
+
+Both ops have fake (meta) implementations, so torch.compile(fullgraph=True)
+traces them, and they are safe to capture in a CUDA graph: each (thread,
+device) keeps one tailor Workspace, reserved outside capture and grown only
+outside capture (a step larger than the reservation during capture raises:
+call reserve() first, e.g. with the server's max_num_batched_tokens), and
+every launch goes on torch's current stream.
+"""
+
+import threading
+from typing import Optional
+
+import torch
+
+import tailor
+from tailor import moe
+
+_local = threading.local()
+_LIMIT_FIELDS = ("max_tokens", "topk", "num_experts", "hidden",
+                 "intermediate")
+
+
+def _runtime(device):
+    return tailor.runtime_for(device)
+
+
+def _dtype_name(dtype):
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if dtype == torch.float32:
+        return "f32"
+    raise NotImplementedError(
+        f"tailor: hidden_states dtype {dtype}: bf16 and float32 only")
+
+
+def _workspace(device, limits, dtype):
+    """The (thread, device) Workspace, grown to `limits` when needed."""
+    cache = getattr(_local, "workspaces", None)
+    if cache is None:
+        cache = _local.workspaces = {}
+    key = (str(device), dtype)
+    entry = cache.get(key)
+    if entry is not None and all(entry[1][f] >= limits[f]
+                                 for f in _LIMIT_FIELDS):
+        return entry[0]
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        held = entry[1] if entry else None
+        raise RuntimeError(
+            f"tailor: the {device} workspace ({held}) is too small for this "
+            f"step ({limits}) and cannot grow during CUDA graph capture; call "
+            f"tailor.torch_ops.reserve(...) before capturing")
+    grown = dict(limits)
+    if entry is not None:
+        for f in _LIMIT_FIELDS:
+            grown[f] = max(grown[f], entry[1][f])
+    ws = entry[0] if entry is not None else moe.Workspace()
+    moe.reserve_workspace(_runtime(device), ws, dtype=dtype, **grown)
+    cache[key] = (ws, grown)
+    return ws
+
+
+def reserve(device, *, max_tokens, topk, num_experts, hidden, intermediate,
+            dtype=torch.bfloat16):
+    """Reserves this thread's workspace on `device` for steps up to these
+    limits now (before CUDA graph capture)."""
+    _workspace(torch.device(device),
+               {"max_tokens": max_tokens, "topk": topk,
+                "num_experts": num_experts, "hidden": hidden,
+                "intermediate": intermediate}, _dtype_name(dtype))
+
+
+def _check_experts(w1, expert_map, global_num_experts):
+    if expert_map is None:
+        if global_num_experts not in (-1, w1.shape[0]):
+            raise ValueError(
+                f"global_num_experts: must be -1 or w1.shape[0] "
+                f"({w1.shape[0]}) without expert_map, got "
+                f"{global_num_experts}")
+    elif global_num_experts not in (-1, expert_map.shape[0]):
+        raise ValueError(
+            f"global_num_experts: must equal expert_map.shape[0] "
+            f"({expert_map.shape[0]}), got {global_num_experts}")
+
+
+def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
+         global_num_experts, expert_map):
+    if activation != "silu":
+        raise NotImplementedError(
+            f"tailor: activation {activation!r}: only 'silu' is supported")
+    _check_experts(w1, expert_map, global_num_experts)
+    device = hidden_states.device
+    tokens, hidden = hidden_states.shape
+    topk = topk_ids.shape[1]
+    ws = _workspace(device,
+                    {"max_tokens": tokens, "topk": topk,
+                     "num_experts": w1.shape[0], "hidden": hidden,
+                     "intermediate": w2.shape[2]},
+                    _dtype_name(hidden_states.dtype))
+    if topk_ids.dtype != torch.int32:
+        topk_ids = topk_ids.to(torch.int32)
+    if topk_weights.dtype != torch.float32:
+        topk_weights = topk_weights.float()
+    if expert_map is not None and expert_map.dtype != torch.int32:
+        expert_map = expert_map.to(torch.int32)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
+                topk_weights.contiguous(), topk_ids.contiguous(), out, ws,
+                expert_map=expert_map, stream=stream)
+
+
+def _fused_experts_impl(hidden_states, w1, w2, topk_weights, topk_ids,
+                        inplace=False, activation="silu",
+                        global_num_experts=-1, expert_map=None):
+    if inplace:
+        raise ValueError(
+            "inplace=True: a torch op cannot return its input; call "
+            "torch.ops.tailor.inplace_fused_experts, or "
+            "tailor.torch_ops.fused_experts(..., inplace=True)")
+    out = torch.empty_like(hidden_states)
+    _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
+         global_num_experts, expert_map)
+    return out
+
+
+def _fused_experts_fake(hidden_states, w1, w2, topk_weights, topk_ids,
+                        inplace=False, activation="silu",
+                        global_num_experts=-1, expert_map=None):
+    return torch.empty_like(hidden_states)
+
+
+def _inplace_fused_experts_impl(hidden_states, w1, w2, topk_weights,
+                                topk_ids, activation="silu",
+                                global_num_experts=-1, expert_map=None):
+    _run(hidden_states, w1, w2, topk_weights, topk_ids, hidden_states,
+         activation, global_num_experts, expert_map)
+
+
+def _inplace_fused_experts_fake(hidden_states, w1, w2, topk_weights,
+                                topk_ids, activation="silu",
+                                global_num_experts=-1, expert_map=None):
+    return None
+
+
+# Registered directly (define + impl per device + fake), as vLLM's
+# direct_register_custom_op does: torch.library.custom_op's eager wrapper
+# costs ~80 us a call here, this ~10 us.
+_ARGS = ("Tensor w1, Tensor w2, Tensor topk_weights, Tensor topk_ids, "
+         "{inplace}str activation='silu', int global_num_experts=-1, "
+         "Tensor? expert_map=None")
+_library = torch.library.Library("tailor", "DEF")
+_library.define("fused_experts(Tensor hidden_states, " +
+                _ARGS.format(inplace="bool inplace=False, ") + ") -> Tensor")
+_library.define("inplace_fused_experts(Tensor(a!) hidden_states, " +
+                _ARGS.format(inplace="") + ") -> ()")
+for _key in ("CPU", "CUDA"):
+    _library.impl("fused_experts", _fused_experts_impl, _key)
+    _library.impl("inplace_fused_experts", _inplace_fused_experts_impl, _key)
+torch.library.register_fake("tailor::fused_experts", _fused_experts_fake,
+                            lib=_library)
+torch.library.register_fake("tailor::inplace_fused_experts",
+                            _inplace_fused_experts_fake, lib=_library)
+
+
+def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids,
+                  inplace=False, activation="silu", global_num_experts=-1,
+                  expert_map=None):
+    """vLLM's fused_experts(...) contract: the output, which is
+    hidden_states itself when inplace=True."""
+    if inplace:
+        torch.ops.tailor.inplace_fused_experts(
+            hidden_states, w1, w2, topk_weights, topk_ids, activation,
+            global_num_experts, expert_map)
+        return hidden_states
+    return torch.ops.tailor.fused_experts(
+        hidden_states, w1, w2, topk_weights, topk_ids, False, activation,
+        global_num_experts, expert_map)
+
+
+def fused_experts_reference(hidden_states, w1, w2, topk_weights, topk_ids,
+                            expert_map=None):
+    """Plain torch (float32 math) vLLM fused_experts, for tests."""
+    x = hidden_states.float()
+    out = torch.zeros_like(x)
+    inter = w2.shape[2]
+    ids = topk_ids.long()
+    if expert_map is not None:
+        ids = expert_map.long()[ids]
+    for j in range(ids.shape[1]):
+        for e in range(w1.shape[0]):
+            rows = (ids[:, j] == e).nonzero().flatten()
+            if rows.numel() == 0:
+                continue
+            h = x[rows] @ w1[e].float().t()
+            a = torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
+            out[rows] += (topk_weights[rows, j].float()[:, None] *
+                          (a @ w2[e].float().t()))
+    return out.to(hidden_states.dtype)
+
+
+# ---- paged decode ----------------------------------------------------------
+#
+#   plan_paged_decode(seq_lens, num_qo_heads=, num_kv_heads=, head_dim=,
+#                     page_size=, dtype=, device=)     outside any graph
+#   torch.ops.tailor.paged_decode(q, k_cache, v_cache, block_table, seq_lens,
+#                                 sm_scale=0.0, logits_soft_cap=0.0) -> out
+#
+# As in FlashInfer's wrappers, planning is host work on the step's lengths
+# (vLLM: the attention metadata builder) and the op, which runs the plan of
+# this thread and device, is what torch.compile traces and CUDA graphs
+# capture: replay after each step's plan, with the new lengths and block
+# table in the captured buffers. sm_scale 0: 1 / sqrt(head_dim).
+
+from tailor import attention as _attention  # noqa: E402
+
+_DECODE_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def _decode_workspace(device, batch, shape, dtype):
+    cache = getattr(_local, "decode", None)
+    if cache is None:
+        cache = _local.decode = {}
+    key = str(device)
+    entry = cache.get(key)
+    if entry is not None and entry[1] == shape + (dtype,) and entry[2] >= batch:
+        return entry[0]
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("tailor: plan_paged_decode cannot grow the decode "
+                           "workspace during CUDA graph capture")
+    ws = _attention.DecodeWorkspace()
+    max_batch = max(batch, entry[2] if entry is not None else 0)
+    heads_q, heads_kv, head_dim, page_size = shape
+    _attention.reserve_decode_workspace(
+        _runtime(device), ws, max_batch=max_batch, num_qo_heads=heads_q,
+        num_kv_heads=heads_kv, head_dim=head_dim, page_size=page_size,
+        dtype=dtype)
+    cache[key] = (ws, shape + (dtype,), max_batch)
+    return ws
+
+
+def plan_paged_decode(seq_lens, *, num_qo_heads, num_kv_heads, head_dim,
+                      page_size, dtype=torch.bfloat16, device=None,
+                      max_batch=None):
+    """Plans the next decode step of this thread on `device` (default: the
+    device of seq_lens) for the lengths `seq_lens` ([B] int; a device tensor
+    is copied to the host: a sync). Reserves the workspace for max_batch
+    (default B) the first time, outside any graph."""
+    device = torch.device(device) if device is not None else seq_lens.device
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    host_lens = seq_lens.to("cpu", torch.int32).contiguous()
+    dtype_name = _DECODE_DTYPES.get(dtype)
+    if dtype_name is None:
+        raise NotImplementedError(f"tailor: decode dtype {dtype}: bf16 and "
+                                  f"float16 only")
+    shape = (num_qo_heads, num_kv_heads, head_dim, page_size)
+    ws = _decode_workspace(device, max(max_batch or 0, host_lens.shape[0]),
+                           shape, dtype_name)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    _attention.plan_decode(_runtime(device), ws, host_lens,
+                           page_size=page_size, num_qo_heads=num_qo_heads,
+                           num_kv_heads=num_kv_heads, head_dim=head_dim,
+                           dtype=dtype_name, stream=stream)
+
+
+def _paged_decode_impl(q, k_cache, v_cache, block_table, seq_lens,
+                       sm_scale=0.0, logits_soft_cap=0.0):
+    device = q.device
+    entry = getattr(_local, "decode", {}).get(str(device))
+    if entry is None:
+        raise RuntimeError("tailor: call tailor.torch_ops.plan_paged_decode "
+                           "before torch.ops.tailor.paged_decode")
+    out = torch.empty_like(q)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    _attention.run_decode(_runtime(device), entry[0], q, k_cache, v_cache,
+                          block_table, seq_lens, out,
+                          sm_scale=sm_scale or None,
+                          logits_soft_cap=logits_soft_cap, stream=stream)
+    return out
+
+
+def _paged_decode_fake(q, k_cache, v_cache, block_table, seq_lens,
+                       sm_scale=0.0, logits_soft_cap=0.0):
+    return torch.empty_like(q)
+
+
+_library.define("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, "
+                "Tensor block_table, Tensor seq_lens, float sm_scale=0.0, "
+                "float logits_soft_cap=0.0) -> Tensor")
+for _key in ("CPU", "CUDA"):
+    _library.impl("paged_decode", _paged_decode_impl, _key)
+torch.library.register_fake("tailor::paged_decode", _paged_decode_fake,
+                            lib=_library)
+
+
+def paged_decode_reference(q, k_cache, v_cache, block_table, seq_lens,
+                           sm_scale=None):
+    """Plain torch paged decode (float32 math), for tests."""
+    batch, heads_q, head_dim = q.shape
+    page_size, heads_kv = k_cache.shape[1], k_cache.shape[2]
+    scale = sm_scale or head_dim ** -0.5
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b in range(batch):
+        n = int(seq_lens[b])
+        if n == 0:
+            continue
+        t = torch.arange(n, device=q.device)
+        pages = block_table[b, t // page_size].long()
+        keys = k_cache[pages, t % page_size].float()  # [n, Hkv, D]
+        vals = v_cache[pages, t % page_size].float()
+        group = heads_q // heads_kv
+        keys = keys.repeat_interleave(group, dim=1)  # [n, Hq, D]
+        vals = vals.repeat_interleave(group, dim=1)
+        s = torch.einsum("hd,nhd->hn", q[b].float(), keys) * scale
+        out[b] = torch.einsum("hn,nhd->hd", s.softmax(-1), vals)
+    return out.to(q.dtype)

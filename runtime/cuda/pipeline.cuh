@@ -1,0 +1,160 @@
+// runtime/cuda/pipeline.cuh — the stage ring of a warp-specialized kernel,
+// written once: a producer fills stages by TMA, consumer groups read them,
+// mbarriers carry every handoff.
+//
+// Contract: device-only code for NVRTC, sm_90 or newer. Header-only, no
+// standard headers.
+//
+// Protocol, per stage s of kStages (phase parities start at 0):
+//   producer   WaitEmpty(s)       every consumer group released the stage's
+//                                 previous fill (the first round passes)
+//              ArmFull(s, bytes)  arrive on full[s] expecting `bytes`, then
+//                                 issue the TMA copies (they complete_tx)
+//   consumers  WaitFull(s)        the fill landed (acquire)
+//              ... read the stage (wgmma, ldmatrix, ...) ...
+//              Release(s)         one arrival per consumer group on empty[s],
+//                                 once the group is done reading
+// Both sides walk the ring with a PipelineCursor (stage, phase, round),
+// advanced after each stage.
+//
+// Protocol checks (compile with TAILOR_PIPELINE_CHECKS=1, as the tests do):
+// the ring counts fills armed and releases per stage in shared memory, and
+//   - ArmFull traps unless `bytes` is the ring's stage byte count;
+//   - WaitEmpty traps if a stage is about to be refilled before every
+//     consumer group released its previous fill;
+//   - WaitFull traps if it waits, past a bounded spin, for a fill the
+//     producer never armed;
+// each trap prints "tailor pipeline: ..." naming the stage and round.
+//
+// Example (one producer thread, two consumer warpgroups):
+//   __shared__ PipelineRing<4> ring;
+//   if (threadIdx.x == 0) { ring.Init(/*consumer_groups=*/2, kStageBytes);
+//                           FenceMbarrierInit(); }
+//   __syncthreads();
+//   PipelineCursor c;
+//   producer:  WaitEmpty(ring, c); ArmFull(ring, c, kStageBytes);
+//              TmaLoad(..., &ring.full[c.stage]); c.Advance(4);
+//   consumer:  WaitFull(ring, c); ...; if (group leader) Release(ring, c);
+//              c.Advance(4);
+#ifndef TAILOR_RUNTIME_CUDA_PIPELINE_CUH_
+#define TAILOR_RUNTIME_CUDA_PIPELINE_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/mbarrier.cuh"
+
+#ifndef TAILOR_PIPELINE_CHECKS
+#define TAILOR_PIPELINE_CHECKS 0
+#endif
+
+namespace tailor::cuda {
+
+template <int kStages>
+struct PipelineRing {
+  static_assert(kStages >= 2, "a ring needs two stages to overlap");
+  Mbarrier full[kStages];   // producer -> consumers: the fill landed
+  Mbarrier empty[kStages];  // consumers -> producer: the stage is free
+#if TAILOR_PIPELINE_CHECKS
+  unsigned armed[kStages];     // fills armed so far
+  unsigned released[kStages];  // consumer-group releases so far
+  unsigned consumer_groups;
+  unsigned stage_bytes;
+#endif
+
+  // One thread, before any other use; then FenceMbarrierInit() and a CTA
+  // barrier.
+  TAILOR_DEVICE void Init(unsigned groups, unsigned bytes) {
+    for (int s = 0; s < kStages; ++s) {
+      full[s].Init(1);
+      empty[s].Init(groups);
+#if TAILOR_PIPELINE_CHECKS
+      armed[s] = 0;
+      released[s] = 0;
+#endif
+    }
+#if TAILOR_PIPELINE_CHECKS
+    consumer_groups = groups;
+    stage_bytes = bytes;
+#endif
+  }
+};
+
+struct PipelineCursor {
+  int stage = 0;
+  unsigned phase = 0;
+  unsigned round = 0;  // fills of this stage before the current one
+
+  TAILOR_DEVICE void Advance(int stages) {
+    if (++stage == stages) {
+      stage = 0;
+      phase ^= 1;
+      ++round;
+    }
+  }
+};
+
+#if TAILOR_PIPELINE_CHECKS
+TAILOR_DEVICE unsigned VolatileRead(const unsigned* p) {
+  return *static_cast<const volatile unsigned*>(p);
+}
+#endif
+
+template <int kStages>
+TAILOR_DEVICE void WaitEmpty(PipelineRing<kStages>& ring,
+                             const PipelineCursor& c) {
+  ring.empty[c.stage].Wait(c.phase ^ 1);
+#if TAILOR_PIPELINE_CHECKS
+  const unsigned released = VolatileRead(&ring.released[c.stage]);
+  if (released != c.round * ring.consumer_groups) {
+    printf("tailor pipeline: stage %d refilled (round %u) after %u of %u "
+           "consumer releases\n",
+           c.stage, c.round, released, c.round * ring.consumer_groups);
+    __trap();
+  }
+#endif
+}
+
+template <int kStages>
+TAILOR_DEVICE void ArmFull(PipelineRing<kStages>& ring, const PipelineCursor& c,
+                           unsigned bytes) {
+#if TAILOR_PIPELINE_CHECKS
+  if (bytes != ring.stage_bytes) {
+    printf("tailor pipeline: stage %d (round %u) armed with %u bytes, the "
+           "ring's stage has %u\n",
+           c.stage, c.round, bytes, ring.stage_bytes);
+    __trap();
+  }
+  atomicAdd(&ring.armed[c.stage], 1u);
+#endif
+  ring.full[c.stage].ArriveExpectTx(bytes);
+}
+
+template <int kStages>
+TAILOR_DEVICE void WaitFull(PipelineRing<kStages>& ring,
+                            const PipelineCursor& c) {
+#if TAILOR_PIPELINE_CHECKS
+  for (long long spin = 0; !ring.full[c.stage].TryWait(c.phase); ++spin) {
+    if (spin > (1ll << 26) && VolatileRead(&ring.armed[c.stage]) <= c.round) {
+      printf("tailor pipeline: consumer waits on stage %d round %u, which "
+             "the producer never armed\n",
+             c.stage, c.round);
+      __trap();
+    }
+  }
+#else
+  ring.full[c.stage].Wait(c.phase);
+#endif
+}
+
+// One thread per consumer group, after the group finished reading the stage.
+template <int kStages>
+TAILOR_DEVICE void Release(PipelineRing<kStages>& ring,
+                           const PipelineCursor& c) {
+#if TAILOR_PIPELINE_CHECKS
+  atomicAdd(&ring.released[c.stage], 1u);
+#endif
+  ring.empty[c.stage].Arrive();
+}
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_RUNTIME_CUDA_PIPELINE_CUH_

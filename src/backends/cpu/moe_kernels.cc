@@ -1,0 +1,181 @@
+#include "backends/cpu/moe_kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "tailor/status.h"
+#include "templates/cpu/moe_params.h"
+
+namespace tailor::internal::cpu {
+namespace {
+
+using kernels::MoeCombineParams;
+using kernels::MoeGroupedGemmParams;
+using kernels::MoePackParams;
+using kernels::MoeWorkItem;
+
+// The templates read the host plan's work items as MoeWorkItem.
+static_assert(sizeof(MoeWorkItem) == sizeof(plan::WorkItem));
+static_assert(offsetof(MoeWorkItem, row_begin) ==
+              offsetof(plan::WorkItem, row_begin));
+static_assert(offsetof(MoeWorkItem, rows) == offsetof(plan::WorkItem, rows));
+static_assert(offsetof(MoeWorkItem, group) == offsetof(plan::WorkItem, group));
+static_assert(offsetof(MoeWorkItem, tail_class) ==
+              offsetof(plan::WorkItem, tail_class));
+
+// Rows (or tokens) per thread-pool chunk for the memory-bound kernels, so
+// that tiny launches run inline on the calling thread.
+constexpr uint32_t kRowsPerChunk = 32;
+// Least multiply-adds per thread-pool chunk of a GEMM launch: waking a
+// worker costs microseconds, so small launches (decode steps, small dims)
+// stay on fewer threads.
+constexpr int64_t kMinMacsPerChunk = int64_t{1} << 16;
+constexpr int kTileN = kernels::kMoeGroupedGemmTileN;
+
+// The kernel-side spelling of an element type.
+absl::string_view KernelTypeName(DType dtype) {
+  return dtype == DType::kBF16 ? "tailor::kernels::bf16" : "float";
+}
+
+KernelSource EntryFor(absl::string_view header, const std::string& kernel) {
+  return KernelSource{
+      .code =
+          absl::StrCat("#include \"templates/cpu/", header, "\"\n",
+                       "TAILOR_CPU_ENTRY((tailor::kernels::", kernel, "))\n"),
+      .entry = "tailor_entry"};
+}
+
+absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  return EntryFor("moe_pack.h",
+                  absl::StrCat("MoePackKernel<", KernelTypeName(key.dtypes[0]),
+                               ", ", key.dims[0], ">"));
+}
+
+absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
+  return EntryFor(
+      "moe_grouped_gemm.h",
+      absl::StrCat("MoeGroupedGemmKernel<", KernelTypeName(key.dtypes[0]), ", ",
+                   key.dims[0], ", ", key.dims[1], ", ", key.tile.m, ", ",
+                   key.tail_class, ", ", key.variant, ">"));
+}
+
+absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
+  return EntryFor(
+      "moe_combine.h",
+      absl::StrCat("MoeCombineKernel<", KernelTypeName(key.dtypes[0]), ", ",
+                   key.dims[0], ", ", key.dims[1], ">"));
+}
+
+absl::Status RequireHostPlan(const MoePlanRef& plan) {
+  if (plan.host == nullptr) {
+    return absl::InternalError(
+        "moe.grouped_gemm: the cpu backend needs a host plan");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
+  if (launch.rows == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoePack);
+  key.dtypes = {launch.dtype};
+  key.dims = {launch.hidden_dim};
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, GeneratePack));
+  MoePackParams params = {.hidden = launch.hidden,
+                          .permutation = launch.permutation,
+                          .a = launch.a,
+                          .topk = launch.topk};
+  LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(launch.rows);  // R < 2^31
+  config.block.x = kRowsPerChunk;
+  return engine.Launch(key.op, *kernel, config, params);
+}
+
+SpecKey GroupedGemmKey(const Engine& engine, const GroupedGemmLaunch& launch,
+                       int32_t tail_class) {
+  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {launch.dtype, launch.dtype, DType::kF32};
+  key.dims = {launch.n, launch.k};
+  key.tile.m = static_cast<int32_t>(launch.tile_rows);
+  key.tail_class = tail_class;
+  key.variant = static_cast<uint32_t>(launch.epilogue);
+  return key;
+}
+
+absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
+                                        const GroupedGemmLaunch& launch) {
+  TAILOR_RETURN_IF_ERROR(RequireHostPlan(launch.plan));
+  const plan::PiecewisePlan& plan = *launch.plan.host;
+  const bool gated = launch.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t out_cols = gated ? launch.n / 2 : launch.n;
+  const int64_t out_per_tile = gated ? kTileN / 2 : kTileN;
+  const uint32_t n_tiles =
+      static_cast<uint32_t>((out_cols + out_per_tile - 1) / out_per_tile);
+  // The variants write disjoint rows of C, so they go out as batches of
+  // independent launches: their work items share one parallel loop and the
+  // small tail launches overlap the core instead of running after it on
+  // idle threads. Fixed-size batches: no allocation.
+  constexpr size_t kBatch = 16;
+  std::array<std::shared_ptr<Kernel>, kBatch> kernels;
+  std::array<MoeGroupedGemmParams, kBatch> params;
+  std::array<LaunchRequest, kBatch> requests;
+  size_t pending = 0;
+  for (const plan::VariantRange& range : plan.variants()) {
+    if (range.size() == 0) continue;
+    SpecKey key = GroupedGemmKey(engine, launch, range.tail_class);
+    TAILOR_ASSIGN_OR_RETURN(kernels[pending],
+                            engine.GetKernel(key, GenerateGroupedGemm));
+    params[pending] = {.a = launch.a,
+                       .w = launch.w,
+                       .c = launch.c,
+                       .work = reinterpret_cast<const MoeWorkItem*>(
+                           plan.work().data() + range.begin),
+                       .num_work = range.size()};
+    // Item = n_tile * num_work + work index (see the template).
+    LaunchRequest& request = requests[pending];
+    request = {.kernel = kernels[pending].get(),
+               .params = &params[pending],
+               .params_size = sizeof(MoeGroupedGemmParams)};
+    request.config.grid = {.x = static_cast<uint32_t>(range.size()),
+                           .y = n_tiles};
+    const int64_t rows =
+        range.tail_class != 0 ? range.tail_class : plan.tile_rows();
+    const int64_t macs_per_item = rows * kTileN * launch.k;
+    request.config.block.x = static_cast<uint32_t>(
+        std::max<int64_t>(1, kMinMacsPerChunk / macs_per_item));
+    if (++pending == kBatch) {
+      TAILOR_RETURN_IF_ERROR(engine.LaunchBatch(
+          OpKind::kMoeGroupedGemm, absl::MakeSpan(requests.data(), pending)));
+      pending = 0;
+    }
+  }
+  if (pending == 0) return absl::OkStatus();
+  return engine.LaunchBatch(OpKind::kMoeGroupedGemm,
+                            absl::MakeSpan(requests.data(), pending));
+}
+
+absl::Status CpuMoeKernels::Combine(Engine& engine,
+                                    const CombineLaunch& launch) {
+  if (launch.tokens == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {launch.dtype, DType::kF32, launch.dtype};
+  key.dims = {launch.hidden_dim, launch.topk};
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, GenerateCombine));
+  MoeCombineParams params = {.c = launch.c,
+                             .weights = launch.weights,
+                             .inverse = launch.inverse,
+                             .out = launch.out};
+  LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(launch.tokens);  // T < 2^31
+  config.block.x = kRowsPerChunk;
+  return engine.Launch(key.op, *kernel, config, params);
+}
+
+}  // namespace tailor::internal::cpu

@@ -1,0 +1,404 @@
+#include "backends/cuda/decode_kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/tma/tensor_map_check.h"
+#include "backends/cuda/tma/tensor_map_spec.h"
+#include "tailor/status.h"
+#include "templates/cuda/decode_params.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::DecodeErrors;
+using tailor::internal::DecodeLaunch;
+using tailor::internal::DecodePlanConfig;
+using tailor::internal::DecodeShape;
+using tailor::internal::Engine;
+using tailor::internal::Kernel;
+using tailor::internal::KernelSource;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::SpecKey;
+
+// The kernels read the uploaded plan items as their own DecodeWorkItem.
+static_assert(sizeof(DecodeWorkItem) == sizeof(tailor::plan::DecodeWorkItem));
+static_assert(offsetof(DecodeWorkItem, seq) ==
+              offsetof(tailor::plan::DecodeWorkItem, seq));
+static_assert(offsetof(DecodeWorkItem, kv_head) ==
+              offsetof(tailor::plan::DecodeWorkItem, kv_head));
+static_assert(offsetof(DecodeWorkItem, kv_begin) ==
+              offsetof(tailor::plan::DecodeWorkItem, kv_begin));
+static_assert(offsetof(DecodeWorkItem, kv_end) ==
+              offsetof(tailor::plan::DecodeWorkItem, kv_end));
+static_assert(offsetof(DecodeWorkItem, seq_len) ==
+              offsetof(tailor::plan::DecodeWorkItem, seq_len));
+static_assert(offsetof(DecodeWorkItem, partial) ==
+              offsetof(tailor::plan::DecodeWorkItem, partial));
+static_assert(offsetof(DecodeWorkItem, first_partial) ==
+              offsetof(tailor::plan::DecodeWorkItem, first_partial));
+static_assert(offsetof(DecodeWorkItem, pieces) ==
+              offsetof(tailor::plan::DecodeWorkItem, pieces));
+
+// What an item costs besides its tokens: query rows, the warps' merge, the
+// output row (the producer keeps loading meanwhile).
+constexpr int32_t kItemCostTokens = 16;
+constexpr float kLog2e = 1.4426950408889634f;
+
+absl::Status InvalidKey(absl::string_view field, absl::string_view rule,
+                        int64_t got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", rule, ", got ", got));
+}
+
+absl::Status ValidateKey(const SpecKey& key) {
+  if (key.op != OpKind::kAttentionDecode) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda decode kernels: no generator for ",
+                     std::string(GetOpInfo(key.op).name)));
+  }
+  if (key.dtypes[0] != DType::kBF16 && key.dtypes[0] != DType::kF16) {
+    return InvalidKey("dtypes[0]", "must be bf16 or f16",
+                      static_cast<int>(key.dtypes[0]));
+  }
+  const int64_t d = key.dims[0], group = key.dims[1], page = key.dims[2];
+  if (d != 64 && d != 128 && d != 256) {
+    return InvalidKey("dims[0] (D)", "must be 64, 128 or 256", d);
+  }
+  if (group < 1 || group > 16) {
+    return InvalidKey("dims[1] (group)", "must be in [1, 16]", group);
+  }
+  if (page < 1 || page > 256) {
+    return InvalidKey("dims[2] (page)", "must be in [1, 256]", page);
+  }
+  if (key.tile.stages < 2 || key.tile.stages > kDecodeMaxStages) {
+    return InvalidKey("tile.stages",
+                      absl::StrCat("must be in [2, ", kDecodeMaxStages, "]"),
+                      key.tile.stages);
+  }
+  if (key.variant != kDecodeVariantCpAsync &&
+      key.variant != kDecodeVariantTma) {
+    return InvalidKey("variant",
+                      "must be kDecodeVariantCpAsync or "
+                      "kDecodeVariantTma",
+                      key.variant);
+  }
+  if (key.variant == kDecodeVariantTma && !DecodeTmaPageSize(page)) {
+    return InvalidKey("dims[2] (page)",
+                      "must be a multiple of 8 that divides 64 or is a "
+                      "multiple of 64 for the TMA variant",
+                      page);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeCurrent(const CudaBackend& backend) {
+  return backend.device_context().MakeCurrent();
+}
+
+CUdeviceptr DevicePointer(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
+unsigned long long* ErrorWords(void* scratch, int64_t max_partials) {
+  return reinterpret_cast<unsigned long long*>(
+      static_cast<char*>(scratch) + DecodeScratchBytes(max_partials) -
+      kDecodeErrorWords * 8);
+}
+
+DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
+  DecodeKernelParams p = {};
+  p.q = l.q;
+  p.q_stride_b = l.q_stride_b;
+  p.q_stride_h = l.q_stride_h;
+  p.k_cache = l.k_cache;
+  p.v_cache = l.v_cache;
+  p.k_stride_page = l.k_strides[0];
+  p.k_stride_token = l.k_strides[1];
+  p.k_stride_head = l.k_strides[2];
+  p.v_stride_page = l.v_strides[0];
+  p.v_stride_token = l.v_strides[1];
+  p.v_stride_head = l.v_strides[2];
+  p.block_table = l.block_table;
+  p.block_table_stride = l.block_table_stride;
+  p.max_pages = static_cast<int>(l.max_pages);
+  p.num_pages = static_cast<int>(l.num_pages);
+  p.seq_lens = l.seq_lens;
+  p.out = l.out;
+  p.out_stride_b = l.out_stride_b;
+  p.out_stride_h = l.out_stride_h;
+  p.lse = l.lse;
+  p.lse_stride_b = l.lse_stride_b;
+  if (l.soft_cap > 0) {
+    p.score_scale = l.soft_cap * kLog2e;
+    p.cap_scale = l.sm_scale / l.soft_cap;
+  } else {
+    p.score_scale = l.sm_scale * kLog2e;
+    p.cap_scale = 0;
+  }
+  p.items = reinterpret_cast<const DecodeWorkItem*>(l.work.items);
+  p.worker_begin = l.work.worker_begin;
+  p.first_items = reinterpret_cast<const DecodeWorkItem*>(l.work.first_items);
+  p.partial_out = l.work.partial_out;
+  p.partial_lse = l.work.partial_lse;
+  p.counters = static_cast<int*>(l.work.scratch);
+  p.errors = ErrorWords(l.work.scratch, max_partials);
+  return p;
+}
+
+}  // namespace
+
+TensorMapSpec DecodeCacheMapSpec(const DecodeShape& s, int64_t num_pages,
+                                 const void* cache,
+                                 const int64_t (&strides)[3]) {
+  constexpr uint64_t kBytes = 2;
+  const uint32_t box_tokens =
+      static_cast<uint32_t>(std::min<int64_t>(s.page_size, kDecodeTileTokens));
+  TensorMapSpec spec;
+  spec.data_type = s.dtype == DType::kBF16 ? TensorMapDataType::kBfloat16
+                                           : TensorMapDataType::kFloat16;
+  spec.rank = 5;
+  spec.global_address = reinterpret_cast<uint64_t>(cache);
+  spec.global_dims = {64, static_cast<uint64_t>(s.page_size),
+                      static_cast<uint64_t>(s.head_dim / 64),
+                      static_cast<uint64_t>(s.num_kv_heads),
+                      static_cast<uint64_t>(num_pages)};
+  spec.global_strides = {static_cast<uint64_t>(strides[1]) * kBytes, 128,
+                         static_cast<uint64_t>(strides[2]) * kBytes,
+                         static_cast<uint64_t>(strides[0]) * kBytes};
+  spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64), 1,
+                   1};
+  spec.swizzle = TensorMapSwizzle::k128B;
+  spec.l2_promotion = TensorMapL2Promotion::k256B;
+  return spec;
+}
+
+bool DecodeTmaPageSize(int64_t page_size) {
+  return page_size >= 8 && page_size <= 256 && page_size % 8 == 0 &&
+         (kDecodeTileTokens % page_size == 0 ||
+          page_size % kDecodeTileTokens == 0);
+}
+
+int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit) {
+  for (int stages = kDecodeMaxStages; stages >= 2; --stages) {
+    if (DecodeSharedBytes(static_cast<int>(head_dim), static_cast<int>(group),
+                          stages) <= shared_limit) {
+      return stages;
+    }
+  }
+  return 0;
+}
+
+SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
+                      uint32_t variant, int32_t stages) {
+  SpecKey key = engine.MakeKey(OpKind::kAttentionDecode);
+  key.dtypes = {shape.dtype};
+  key.dims = {shape.head_dim, shape.group, shape.page_size};
+  key.tile.m = kDecodeTileTokens;
+  key.tile.warps = kDecodeConsumerWarps;
+  key.tile.stages = stages;
+  key.variant = variant;
+  return key;
+}
+
+absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
+  TAILOR_RETURN_IF_ERROR(ValidateKey(key));
+  const bool tma = key.variant == kDecodeVariantTma;
+  const std::string kernel = absl::StrCat(
+      "tailor::cuda::", tma ? "DecodeSm90Kernel" : "DecodeSm80Kernel",
+      "<tailor::cuda::Half16::",
+      key.dtypes[0] == DType::kBF16 ? "kBf16" : "kF16", ", ", key.dims[0], ", ",
+      key.dims[1], ", ", key.dims[2], ", ", key.tile.stages, ">");
+  const std::string entry =
+      tma ? "tailor_decode_tma" : "tailor_decode_cp_async";
+  return KernelSource{
+      .code =
+          absl::StrCat("#include \"templates/cuda/",
+                       tma ? "decode_sm90.cuh" : "decode_sm80.cuh",
+                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
+      .entry = entry};
+}
+
+// ---- CudaDecodeKernels
+// --------------------------------------------------------
+
+absl::Status CudaDecodeKernels::QueryDevice() {
+  if (multiprocessors_.load() > 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  const DriverApi& api = backend_.device_context().api();
+  int sms = 0, shared = 0;
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                               backend_.device_context().device()),
+      "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(
+          &shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+          backend_.device_context().device()),
+      "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
+  shared_limit_.store(shared);
+  multiprocessors_.store(sms);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape) {
+  TAILOR_RETURN_IF_ERROR(QueryDevice());
+  const int stages =
+      DecodeStagesFor(shape.head_dim, shape.group, shared_limit_.load());
+  if (stages == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("attention.decode: head_dim ", shape.head_dim,
+                     " with group ", shape.group, " needs ",
+                     DecodeSharedBytes(static_cast<int>(shape.head_dim),
+                                       static_cast<int>(shape.group), 2),
+                     " bytes of shared memory per CTA; ", backend_.arch(),
+                     " allows ", shared_limit_.load()));
+  }
+  return stages;
+}
+
+absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
+    const DecodeShape& shape) {
+  TAILOR_RETURN_IF_ERROR(StagesFor(shape).status());
+  return DecodePlanConfig{.num_workers = multiprocessors_.load(),
+                          .tile_tokens = kDecodeTileTokens,
+                          .item_cost_tokens = kItemCostTokens};
+}
+
+int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {
+  return DecodeScratchBytes(max_partials);
+}
+
+absl::Status CudaDecodeKernels::InitScratch(Engine&, void* scratch,
+                                            int64_t max_partials,
+                                            void* stream) {
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  const DriverApi& api = backend_.device_context().api();
+  CUstream s = static_cast<CUstream>(stream);
+  if (max_partials > 0) {
+    TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+        api.cuMemsetD8Async(DevicePointer(scratch), 0, 4 * max_partials, s),
+        "cuMemsetD8Async(decode counters)"));
+  }
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemsetD8Async(DevicePointer(ErrorWords(scratch, max_partials)),
+                          0xff, kDecodeErrorWords * 8, s),
+      "cuMemsetD8Async(decode errors)"));
+  // ReserveDecodeWorkspace passes no stream: finish the fills on the legacy
+  // stream, so that a non-blocking caller stream never sees them pending.
+  if (s != nullptr) return absl::OkStatus();
+  return CudaResultToStatus(api.cuStreamSynchronize(nullptr),
+                            "cuStreamSynchronize");
+}
+
+absl::Status CudaDecodeKernels::UploadPlan(Engine&, const void* host,
+                                           void* device, size_t bytes,
+                                           void* stream) {
+  if (bytes == 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  return CudaResultToStatus(
+      backend_.device_context().api().cuMemcpyHtoDAsync(
+          DevicePointer(device), host, bytes, static_cast<CUstream>(stream)),
+      "cuMemcpyHtoDAsync(decode plan)");
+}
+
+absl::StatusOr<DecodeErrors> CudaDecodeKernels::TakeErrors(Engine& engine,
+                                                           void* scratch,
+                                                           int64_t max_partials,
+                                                           void* stream) {
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  const DriverApi& api = backend_.device_context().api();
+  CUstream s = static_cast<CUstream>(stream);
+  unsigned long long words[kDecodeErrorWords];
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemcpyDtoHAsync(words,
+                            DevicePointer(ErrorWords(scratch, max_partials)),
+                            sizeof(words), s),
+      "cuMemcpyDtoHAsync(decode errors)"));
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(api.cuStreamSynchronize(s), "cuStreamSynchronize"));
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemsetD8Async(DevicePointer(ErrorWords(scratch, max_partials)),
+                          0xff, sizeof(words), s),
+      "cuMemsetD8Async(decode errors)"));
+  DecodeErrors errors;
+  auto decode =
+      [](unsigned long long word) -> std::optional<DecodeErrors::Bad> {
+    if (word == ~0ull) return std::nullopt;
+    return DecodeErrors::Bad{
+        .position = static_cast<int64_t>(word >> 32),
+        .value = static_cast<int32_t>(static_cast<uint32_t>(word))};
+  };
+  errors.bad_page = decode(words[kDecodeErrorBadPage]);
+  errors.bad_seq_len = decode(words[kDecodeErrorBadSeqLen]);
+  errors.too_many_pages = decode(words[kDecodeErrorTooManyPages]);
+  return errors;
+}
+
+absl::Status CudaDecodeKernels::Decode(Engine& engine,
+                                       const DecodeLaunch& launch) {
+  const DecodeShape& shape = launch.shape;
+  TAILOR_ASSIGN_OR_RETURN(int stages, StagesFor(shape));
+  DecodeKernelParams params = ParamsOf(launch, launch.work.max_partials);
+  // ---- the path: TMA where legal, cp.async otherwise -----------------------
+  const Path forced = forced_.load();
+  absl::Status tma_status = absl::OkStatus();
+  if (backend_.arch() != "sm_90a") {
+    tma_status = absl::FailedPreconditionError(absl::StrCat(
+        "the TMA decode kernel needs sm_90a, device is ", backend_.arch()));
+  } else if (!DecodeTmaPageSize(shape.page_size)) {
+    tma_status = absl::FailedPreconditionError(absl::StrCat(
+        "the TMA decode kernel needs a page size that is a multiple of 8 and "
+        "divides 64 or is a multiple of 64, got ",
+        shape.page_size));
+  } else if (launch.num_pages < 1) {
+    tma_status = absl::FailedPreconditionError("the caches have no pages");
+  } else {
+    for (const auto& [map, cache, strides] :
+         {std::tuple{&params.k_map, launch.k_cache, &launch.k_strides},
+          std::tuple{&params.v_map, launch.v_cache, &launch.v_strides}}) {
+      const TensorMapSpec spec =
+          DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides);
+      tma_status = CheckTensorMap(spec, backend_.compute_capability());
+      if (!tma_status.ok()) break;
+      absl::StatusOr<const TensorMapBytes*> bytes =
+          backend_.descriptor_pool().GetOrEncode(spec);
+      if (!bytes.ok()) {
+        tma_status = bytes.status();
+        break;
+      }
+      std::memcpy(map, (*bytes)->bytes, sizeof(TensorMap));
+    }
+  }
+  bool tma = tma_status.ok() && forced != Path::kCpAsync;
+  if (forced == Path::kTma && !tma) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("attention.decode: TMA path forced but not legal: ",
+                     tma_status.message()));
+  }
+  last_.store(tma ? Path::kTma : Path::kCpAsync);
+  // ---- the kernel and its launch
+  // ---------------------------------------------
+  const SpecKey key = CudaDecodeKey(
+      engine, shape, tma ? kDecodeVariantTma : kDecodeVariantCpAsync, stages);
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, GenerateCudaDecode));
+  LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(launch.work.num_workers);
+  config.block.x = (kDecodeConsumerWarps + (tma ? 1 : 0)) * 32;
+  config.shared_bytes = DecodeSharedBytes(
+      static_cast<int>(shape.head_dim), static_cast<int>(shape.group), stages);
+  config.stream = launch.stream;
+  return engine.Launch(key.op, *kernel, config, params);
+}
+
+}  // namespace tailor::cuda

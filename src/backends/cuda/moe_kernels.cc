@@ -1,0 +1,393 @@
+#include "backends/cuda/moe_kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "tailor/status.h"
+#include "templates/cuda/moe_params.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::CombineLaunch;
+using tailor::internal::DeviceRouteLaunch;
+using tailor::internal::Engine;
+using tailor::internal::GroupedGemmLaunch;
+using tailor::internal::Kernel;
+using tailor::internal::KernelSource;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::PackLaunch;
+using tailor::internal::RouteErrors;
+using tailor::internal::SpecKey;
+
+// The device work list is the host planner's: one layout.
+static_assert(sizeof(MoeWorkItem) == sizeof(plan::WorkItem));
+static_assert(offsetof(MoeWorkItem, row_begin) ==
+              offsetof(plan::WorkItem, row_begin));
+static_assert(offsetof(MoeWorkItem, rows) == offsetof(plan::WorkItem, rows));
+static_assert(offsetof(MoeWorkItem, group) == offsetof(plan::WorkItem, group));
+static_assert(offsetof(MoeWorkItem, tail_class) ==
+              offsetof(plan::WorkItem, tail_class));
+static_assert(kMoeMaxTileRows == moe::kMaxTileRows);
+static_assert(CudaMoeKernels::kMaxTileRows == kMoeMaxTileRows);
+static_assert(kMoeSm90MaxRows == CudaMoeKernels::kMaxTileRows,
+              "one Hopper CTA tile holds any plan tile");
+static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
+
+// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bit that
+// compiles the Hopper kernel with its pipeline protocol checks.
+constexpr int32_t kSimtGemm = 0;
+constexpr int32_t kMmaGemm = 1;
+constexpr int32_t kHopperGemm = 2;
+constexpr uint32_t kGemmPipelineChecks = 1u << 8;
+
+bool EnvIs(const char* name, absl::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && absl::string_view(v) == value;
+}
+
+// A 2D bf16 TMA map over a [rows, k] row-major matrix, boxes of 64 K x
+// `box_rows` rows, 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
+TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
+                       uint32_t box_rows) {
+  return TensorMapSpec{
+      .data_type = TensorMapDataType::kBfloat16,
+      .rank = 2,
+      .global_address = reinterpret_cast<uint64_t>(data),
+      .global_dims = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)},
+      .global_strides = {static_cast<uint64_t>(k) * 2},
+      .box_dims = {kMoeSm90KTile, box_rows},
+      .swizzle = TensorMapSwizzle::k128B,
+      .l2_promotion = TensorMapL2Promotion::k256B};
+}
+
+// Persistent grids: CTAs per multiprocessor of each GEMM kernel.
+constexpr int kMmaCtasPerSm = 2;   // its __launch_bounds__ minimum
+constexpr int kSimtCtasPerSm = 4;  // 256 threads, 8 KiB shared
+
+absl::string_view KernelTypeName(DType dtype) {
+  return dtype == DType::kBF16 ? "tailor::cuda::bf16" : "float";
+}
+
+KernelSource Entry(absl::string_view header, const std::string& kernel) {
+  return KernelSource{
+      .code = absl::StrCat("#include \"templates/cuda/", header, "\"\n",
+                           "TAILOR_CUDA_ENTRY(tailor_entry, (tailor::cuda::", kernel,
+                           "))\n"),
+      .entry = "tailor_entry"};
+}
+
+absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
+  switch (key.variant) {
+    case kMoeRouteCountPlan:
+      return Entry("moe_route.cuh", "MoeRouteCountPlan");
+    case kMoeRouteFused:
+      return Entry("moe_route.cuh", "MoeRouteFused");
+    case kMoeRouteScatter:
+      return Entry("moe_route.cuh",
+                   absl::StrCat("MoeRouteScatter<", key.dims[0], ">"));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant: not a moe.route kernel: ", key.variant));
+  }
+}
+
+absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  return Entry("moe_pack.cuh",
+               absl::StrCat("MoePack<", KernelTypeName(key.dtypes[0]), ", ",
+                            key.dims[0], ">"));
+}
+
+absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
+  const uint32_t epilogue = key.variant & ~kGemmPipelineChecks;
+  const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
+                                         key.tile.m, ", ", epilogue, ">");
+  if (key.tile.n == kHopperGemm) {
+    KernelSource source = Entry("moe_grouped_gemm_sm90.cuh",
+                                absl::StrCat("MoeGroupedGemmSm90<", shape));
+    if (key.variant & kGemmPipelineChecks) {
+      source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
+    }
+    return source;
+  }
+  if (key.tile.n == kMmaGemm) {
+    return Entry("moe_grouped_gemm.cuh",
+                 absl::StrCat("MoeGroupedGemmMma<", shape));
+  }
+  return Entry("moe_grouped_gemm.cuh",
+               absl::StrCat("MoeGroupedGemmSimt<", KernelTypeName(key.dtypes[0]),
+                            ", ", shape));
+}
+
+absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
+  return Entry("moe_combine.cuh",
+               absl::StrCat("MoeCombine<", KernelTypeName(key.dtypes[0]), ", ",
+                            key.dims[0], ", ", key.dims[1], ">"));
+}
+
+// Launches one kernel of `key` (generated on a miss).
+absl::Status LaunchKernel(
+    Engine& engine, const SpecKey& key,
+    absl::StatusOr<KernelSource> (*generate)(const SpecKey&),
+    const LaunchConfig& config, const void* params, size_t params_size) {
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, generate));
+  return engine.Launch(key.op, *kernel, config, params, params_size);
+}
+
+LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
+                    uint32_t shared_bytes, void* stream) {
+  LaunchConfig config;
+  config.grid = {.x = grid_x, .y = grid_y};
+  config.block = {.x = threads};
+  config.shared_bytes = shared_bytes;
+  config.stream = stream;
+  return config;
+}
+
+int64_t RowVectors(int64_t hidden, DType dtype) {
+  const int64_t row_bytes = hidden * static_cast<int64_t>(DTypeSize(dtype));
+  return row_bytes / MoeRowVectorBytes(row_bytes);
+}
+
+uint32_t CeilDiv(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+}  // namespace
+
+absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::kMoeRoute:
+      return GenerateRoute(key);
+    case OpKind::kMoePack:
+      return GeneratePack(key);
+    case OpKind::kMoeGroupedGemm:
+      return GenerateGroupedGemm(key);
+    case OpKind::kMoeCombine:
+      return GenerateCombine(key);
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "cuda moe kernels: no generator for ", GetOpInfo(key.op).name));
+  }
+}
+
+// ---- Route ------------------------------------------------------------------
+
+int64_t CudaMoeKernels::RouteScratchBytes(int64_t max_assignments,
+                                          int64_t num_experts) const {
+  const int64_t segments =
+      (max_assignments + kMoeRouteSegment - 1) / kMoeRouteSegment;
+  return kMoeRouteHeaderBytes + 4 * num_experts * std::max<int64_t>(1, segments);
+}
+
+int64_t CudaMoeKernels::MaxDeviceRouteExperts() const {
+  return kMoeMaxDeviceExperts;
+}
+
+absl::Status CudaMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
+                                              void* stream) {
+  auto* header = static_cast<MoeRouteHeader*>(route_scratch);
+  TAILOR_RETURN_IF_ERROR(
+      backend_.FillDevice(header, 0xff, 2 * sizeof(uint64_t), stream));
+  return backend_.FillDevice(&header->num_work, 0,
+                             sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
+                             stream);
+}
+
+absl::Status CudaMoeKernels::Route(Engine& engine,
+                                   const DeviceRouteLaunch& l) {
+  const int64_t assignments = l.tokens * l.topk;
+  // At least one segment: an empty step still plans (zero counts).
+  const uint32_t segments =
+      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
+  MoeRouteParams p = {};
+  p.topk_ids = l.topk_ids;
+  p.expert_map = l.expert_map;
+  p.valid_tokens = l.valid_tokens;
+  p.map_size = l.map_size;
+  p.tokens = static_cast<int>(l.tokens);
+  p.topk = static_cast<int>(l.topk);
+  p.experts = static_cast<int>(l.experts);
+  p.assignments = static_cast<int>(assignments);
+  p.segments = static_cast<int>(segments);
+  p.tile_rows = static_cast<int>(l.tile_rows);
+  p.max_work = static_cast<int>(l.max_work);
+  p.counts = l.counts;
+  p.offsets = l.offsets;
+  p.permutation = l.permutation;
+  p.inverse = l.inverse;
+  p.work = reinterpret_cast<MoeWorkItem*>(l.work);
+  p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
+  p.histogram = reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
+                                       kMoeRouteHeaderBytes);
+  std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
+
+  const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
+  const int warps = MoeScatterWarps(l.experts);
+  SpecKey key = engine.MakeKey(OpKind::kMoeRoute);
+  if (segments == 1 && warps == kMoeRouteCountThreads / 32) {
+    // One block counts, plans and scatters: one launch.
+    key.variant = kMoeRouteFused;
+    return LaunchKernel(engine, key, GenerateRoute,
+                        Config(1, 1, kMoeRouteCountThreads,
+                               (1 + warps) * expert_bytes, l.stream),
+                        &p, sizeof(p));
+  }
+  key.variant = kMoeRouteCountPlan;
+  TAILOR_RETURN_IF_ERROR(LaunchKernel(
+      engine, key, GenerateRoute,
+      Config(segments, 1, kMoeRouteCountThreads, expert_bytes, l.stream), &p,
+      sizeof(p)));
+  key.variant = kMoeRouteScatter;
+  key.dims = {warps};
+  return LaunchKernel(engine, key, GenerateRoute,
+                      Config(segments, 1, 32 * warps,
+                             static_cast<uint32_t>((1 + warps) * expert_bytes),
+                             l.stream),
+                      &p, sizeof(p));
+}
+
+absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(
+    Engine&, void* route_scratch, void* stream) {
+  uint64_t words[2];
+  TAILOR_RETURN_IF_ERROR(
+      backend_.CopyToHost(words, route_scratch, sizeof(words), stream));
+  TAILOR_RETURN_IF_ERROR(
+      backend_.FillDevice(route_scratch, 0xff, sizeof(words), stream));
+  auto decode = [](uint64_t word) -> std::optional<RouteErrors::Bad> {
+    if (word == kMoeNoError) return std::nullopt;
+    return RouteErrors::Bad{.position = static_cast<int64_t>(word >> 32),
+                            .value = static_cast<int32_t>(word & 0xffffffffu)};
+  };
+  return RouteErrors{.bad_id = decode(words[0]),
+                     .bad_map_entry = decode(words[1])};
+}
+
+// ---- executors --------------------------------------------------------------
+
+absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
+  if (l.rows == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoePack);
+  key.dtypes = {l.dtype};
+  key.dims = {l.hidden_dim};
+  MoePackParams p = {.hidden = l.hidden,
+                     .permutation = l.permutation,
+                     .a = l.a,
+                     .rows = static_cast<int>(l.rows),
+                     .tokens = static_cast<int>(l.tokens),
+                     .topk = static_cast<int>(l.topk)};
+  const uint32_t blocks_per_row =
+      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
+  return LaunchKernel(engine, key, GeneratePack,
+                      Config(static_cast<uint32_t>(l.rows), blocks_per_row,
+                             kMoePackThreads, 0, l.stream),
+                      &p, sizeof(p));
+}
+
+CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
+                               int multiprocessors, bool hopper,
+                               DescriptorPool& descriptors)
+    : backend_(backend),
+      multiprocessors_(multiprocessors),
+      hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
+      pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
+      descriptors_(descriptors) {}
+
+absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
+                                               const GroupedGemmLaunch& l) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  const int cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
+  MoeGroupedGemmSm90Params p = {};
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* a_map,
+                          descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k,
+                                                            cta_rows)));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
+                          descriptors_.GetOrEncode(Bf16Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
+  p.c = l.c;
+  p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
+  p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
+  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {l.dtype, l.dtype, DType::kF32};
+  key.dims = {l.n, l.k};
+  key.tile.m = static_cast<int32_t>(l.tile_rows);
+  key.tile.n = kHopperGemm;
+  key.variant = static_cast<uint32_t>(l.epilogue) |
+                (pipeline_checks_ ? kGemmPipelineChecks : 0u);
+  const uint32_t ctas =
+      static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
+  return LaunchKernel(
+      engine, key, GenerateGroupedGemm,
+      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows), l.stream),
+      &p, sizeof(p));
+}
+
+absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
+                                         const GroupedGemmLaunch& l) {
+  if (l.plan.device_work == nullptr) {
+    return absl::InternalError(
+        "moe.grouped_gemm: the cuda backend needs a device plan");
+  }
+  if (hopper_ && l.dtype == DType::kBF16 && l.k % 8 == 0 &&
+      l.tile_rows <= kMoeSm90MaxRows) {
+    return HopperGroupedGemm(engine, l);
+  }
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const bool mma = MoeGemmUsesMma(l.dtype == DType::kBF16, l.k);
+  const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {l.dtype, l.dtype, DType::kF32};
+  key.dims = {l.n, l.k};
+  key.tile.m = static_cast<int32_t>(l.tile_rows);
+  key.tile.n = mma ? kMmaGemm : kSimtGemm;
+  key.variant = static_cast<uint32_t>(l.epilogue);
+  MoeGroupedGemmParams p = {
+      .a = l.a,
+      .w = l.w,
+      .c = l.c,
+      .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
+      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch)};
+  const int64_t resident =
+      int64_t{multiprocessors_} * (mma ? kMmaCtasPerSm : kSimtCtasPerSm);
+  const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
+  return LaunchKernel(
+      engine, key, GenerateGroupedGemm,
+      Config(ctas, 1, mma ? kMoeMmaThreads : kMoeSimtThreads,
+             mma ? MoeMmaSharedBytes(static_cast<int>(l.tile_rows)) : 0,
+             l.stream),
+      &p, sizeof(p));
+}
+
+absl::Status CudaMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
+  if (l.tokens == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {l.dtype, DType::kF32, l.dtype};
+  key.dims = {l.hidden_dim, l.topk};
+  MoeCombineParams p = {.c = l.c,
+                        .weights = l.weights,
+                        .inverse = l.inverse,
+                        .out = l.out,
+                        .rows = static_cast<int>(l.rows),
+                        .tokens = static_cast<int>(l.tokens)};
+  const uint32_t blocks_per_token =
+      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
+  return LaunchKernel(engine, key, GenerateCombine,
+                      Config(static_cast<uint32_t>(l.tokens), blocks_per_token,
+                             kMoeCombineThreads, 0, l.stream),
+                      &p, sizeof(p));
+}
+
+}  // namespace tailor::cuda

@@ -1,0 +1,283 @@
+// The C ABI's MoE entries: workspaces and the ops of tailor/ops/moe.h.
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "capi/c_api_internal.h"
+#include "tailor/c_api.h"
+#include "tailor/ops/moe.h"
+#include "tailor/status.h"
+
+namespace tailor::capi {
+namespace {
+
+// The C enums below are checked here, before the cast to the C++ enum's
+// uint8_t could turn an out-of-range value into a valid one.
+absl::StatusOr<moe::RoutingPolicy> ToPolicy(
+    const tailor_moe_routing_policy& in) {
+  if (in.tail < TAILOR_MOE_TAIL_NEXT_POWER_OF_TWO ||
+      in.tail > TAILOR_MOE_TAIL_FULL_TILE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy.tail: not a TailPolicy value: ", in.tail));
+  }
+  return moe::RoutingPolicy{.tile_rows = in.tile_rows,
+                            .tail = static_cast<moe::TailPolicy>(in.tail)};
+}
+
+absl::StatusOr<moe::WorkspaceLimits> ToLimits(
+    const tailor_moe_workspace_limits* in) {
+  TAILOR_RETURN_IF_ERROR(ExpectNonNull("limits", in));
+  const int32_t dtype = in->dtype == 0 ? TAILOR_DTYPE_BF16 : in->dtype;
+  if (dtype != TAILOR_DTYPE_BF16 && dtype != TAILOR_DTYPE_F32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limits.dtype: must be TAILOR_DTYPE_BF16 or TAILOR_DTYPE_F32, got ",
+        in->dtype));
+  }
+  TAILOR_ASSIGN_OR_RETURN(moe::RoutingPolicy policy, ToPolicy(in->policy));
+  return moe::WorkspaceLimits{.max_tokens = in->max_tokens,
+                              .topk = in->topk,
+                              .num_experts = in->num_experts,
+                              .hidden = in->hidden,
+                              .intermediate = in->intermediate,
+                              .dtype = static_cast<DType>(dtype),
+                              .policy = policy};
+}
+
+absl::StatusOr<std::optional<TensorRef>> ToOptionalTensor(
+    absl::string_view name, const tailor_tensor* t) {
+  if (t == nullptr) return std::nullopt;
+  TAILOR_ASSIGN_OR_RETURN(TensorRef ref, ToTensorRef(name, *t));
+  return std::optional<TensorRef>(ref);
+}
+
+absl::StatusOr<moe::Workspace*> WorkspaceOf(tailor_moe_workspace* handle) {
+  TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", handle));
+  return &handle->workspace;
+}
+
+absl::StatusOr<moe::ExpertsArgs> ToExpertsArgs(
+    const tailor_moe_experts_args& in) {
+  if (in.activation != TAILOR_MOE_ACTIVATION_SILU) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "activation: only TAILOR_MOE_ACTIVATION_SILU is supported, got ",
+        in.activation));
+  }
+  moe::ExpertsArgs out;
+  TAILOR_ASSIGN_OR_RETURN(out.hidden, ToTensorRef("hidden", in.hidden));
+  TAILOR_ASSIGN_OR_RETURN(out.w13, ToTensorRef("w13", in.w13));
+  TAILOR_ASSIGN_OR_RETURN(out.w2, ToTensorRef("w2", in.w2));
+  TAILOR_ASSIGN_OR_RETURN(out.topk_weights,
+                          ToTensorRef("topk_weights", in.topk_weights));
+  TAILOR_ASSIGN_OR_RETURN(out.topk_ids, ToTensorRef("topk_ids", in.topk_ids));
+  TAILOR_ASSIGN_OR_RETURN(out.expert_map,
+                          ToOptionalTensor("expert_map", in.expert_map));
+  TAILOR_ASSIGN_OR_RETURN(out.valid_tokens,
+                          ToOptionalTensor("valid_tokens", in.valid_tokens));
+  out.activation = moe::Activation::kSilu;
+  TAILOR_ASSIGN_OR_RETURN(out.policy, ToPolicy(in.policy));
+  TAILOR_ASSIGN_OR_RETURN(out.out, ToTensorRef("out", in.out));
+  out.stream = in.stream;
+  return out;
+}
+
+}  // namespace
+}  // namespace tailor::capi
+
+using tailor::capi::ExpectNonNull;
+using tailor::capi::Guard;
+using tailor::capi::RuntimeOf;
+using tailor::capi::ToTensorRef;
+namespace moe = tailor::moe;
+
+extern "C" {
+
+tailor_status tailor_moe_workspace_create(tailor_moe_workspace** out) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("out", out));
+    *out = new tailor_moe_workspace();
+    return absl::OkStatus();
+  });
+}
+
+void tailor_moe_workspace_destroy(tailor_moe_workspace* ws) {
+  Guard([&]() -> absl::Status {
+    delete ws;
+    return absl::OkStatus();
+  });
+}
+
+tailor_status tailor_moe_reserve_workspace(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    tailor_moe_workspace* ws) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_ASSIGN_OR_RETURN(moe::WorkspaceLimits cpp_limits,
+                            tailor::capi::ToLimits(limits));
+    TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
+    return moe::ReserveWorkspace(*rt, cpp_limits, *w);
+  });
+}
+
+tailor_status tailor_moe_workspace_bytes(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    int64_t* bytes) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_ASSIGN_OR_RETURN(moe::WorkspaceLimits cpp_limits,
+                            tailor::capi::ToLimits(limits));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("bytes", bytes));
+    TAILOR_ASSIGN_OR_RETURN(*bytes, moe::WorkspaceBytes(*rt, cpp_limits));
+    return absl::OkStatus();
+  });
+}
+
+tailor_status tailor_moe_bind_workspace(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    void* memory, int64_t bytes, tailor_moe_workspace* ws, void* stream) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_ASSIGN_OR_RETURN(moe::WorkspaceLimits cpp_limits,
+                            tailor::capi::ToLimits(limits));
+    TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
+    return moe::BindWorkspace(*rt, cpp_limits, memory, bytes, *w, stream);
+  });
+}
+
+tailor_status tailor_moe_take_routing_errors(tailor_runtime* runtime,
+                                             tailor_moe_workspace* ws,
+                                             void* stream) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
+    return w->TakeRoutingErrors(*rt, stream);
+  });
+}
+
+tailor_status tailor_moe_workspace_get_info(const tailor_moe_workspace* ws,
+                                            tailor_moe_workspace_info* out) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", ws));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("out", out));
+    const moe::Workspace& w = ws->workspace;
+    using tailor::capi::FromTensorRef;
+    *out = {};
+    out->routed = w.routed() ? 1 : 0;
+    out->num_tokens = w.num_tokens();
+    out->topk = w.topk();
+    out->num_experts = w.num_experts();
+    out->num_rows = w.num_rows();
+    out->capacity_bytes = static_cast<int64_t>(w.CapacityBytes());
+    out->counts = FromTensorRef(w.counts());
+    out->offsets = FromTensorRef(w.offsets());
+    out->permutation = FromTensorRef(w.permutation());
+    out->inverse = FromTensorRef(w.inverse());
+    const moe::PlanSummary plan = w.plan();
+    out->tile_rows = plan.tile_rows;
+    out->core_tiles = plan.core_tiles;
+    out->tail_pieces = plan.tail_pieces;
+    out->variants = plan.variants;
+    out->useful_rows = plan.useful_rows;
+    out->executed_rows = plan.executed_rows;
+    return absl::OkStatus();
+  });
+}
+
+tailor_status tailor_moe_route(tailor_runtime* runtime,
+                               const tailor_moe_route_args* args,
+                               tailor_moe_workspace* ws) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+    TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
+    moe::RouteArgs cpp;
+    TAILOR_ASSIGN_OR_RETURN(cpp.topk_ids,
+                            ToTensorRef("topk_ids", args->topk_ids));
+    cpp.num_experts = args->num_experts;
+    TAILOR_ASSIGN_OR_RETURN(
+        cpp.expert_map,
+        tailor::capi::ToOptionalTensor("expert_map", args->expert_map));
+    TAILOR_ASSIGN_OR_RETURN(
+        cpp.valid_tokens,
+        tailor::capi::ToOptionalTensor("valid_tokens", args->valid_tokens));
+    TAILOR_ASSIGN_OR_RETURN(cpp.policy, tailor::capi::ToPolicy(args->policy));
+    cpp.stream = args->stream;
+    return moe::Route(*rt, cpp, *w);
+  });
+}
+
+tailor_status tailor_moe_pack(tailor_runtime* runtime,
+                              const tailor_moe_pack_args* args) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+    moe::PackArgs cpp;
+    TAILOR_ASSIGN_OR_RETURN(cpp.hidden, ToTensorRef("hidden", args->hidden));
+    TAILOR_ASSIGN_OR_RETURN(cpp.permutation,
+                            ToTensorRef("permutation", args->permutation));
+    cpp.topk = args->topk;
+    TAILOR_ASSIGN_OR_RETURN(cpp.a, ToTensorRef("a", args->a));
+    cpp.stream = args->stream;
+    return moe::Pack(*rt, cpp);
+  });
+}
+
+tailor_status tailor_moe_grouped_gemm(tailor_runtime* runtime,
+                                      const tailor_moe_grouped_gemm_args* args,
+                                      const tailor_moe_workspace* ws) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", ws));
+    if (args->epilogue != TAILOR_MOE_EPILOGUE_NONE &&
+        args->epilogue != TAILOR_MOE_EPILOGUE_SILU_AND_MUL) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("epilogue: not an Epilogue value: ", args->epilogue));
+    }
+    moe::GroupedGemmArgs cpp;
+    TAILOR_ASSIGN_OR_RETURN(cpp.a, ToTensorRef("a", args->a));
+    TAILOR_ASSIGN_OR_RETURN(cpp.w, ToTensorRef("w", args->w));
+    TAILOR_ASSIGN_OR_RETURN(cpp.c, ToTensorRef("c", args->c));
+    cpp.epilogue = static_cast<moe::Epilogue>(args->epilogue);
+    cpp.stream = args->stream;
+    return moe::GroupedGemm(*rt, cpp, ws->workspace);
+  });
+}
+
+tailor_status tailor_moe_combine(tailor_runtime* runtime,
+                                 const tailor_moe_combine_args* args) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+    moe::CombineArgs cpp;
+    TAILOR_ASSIGN_OR_RETURN(cpp.c, ToTensorRef("c", args->c));
+    TAILOR_ASSIGN_OR_RETURN(cpp.topk_weights,
+                            ToTensorRef("topk_weights", args->topk_weights));
+    TAILOR_ASSIGN_OR_RETURN(cpp.inverse, ToTensorRef("inverse", args->inverse));
+    TAILOR_ASSIGN_OR_RETURN(cpp.out, ToTensorRef("out", args->out));
+    cpp.stream = args->stream;
+    return moe::Combine(*rt, cpp);
+  });
+}
+
+tailor_status tailor_moe_experts(tailor_runtime* runtime,
+                                 const tailor_moe_experts_args* args,
+                                 tailor_moe_workspace* ws) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+    TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
+    TAILOR_ASSIGN_OR_RETURN(moe::ExpertsArgs cpp,
+                            tailor::capi::ToExpertsArgs(*args));
+    return moe::Experts(*rt, cpp, *w);
+  });
+}
+
+}  // extern "C"

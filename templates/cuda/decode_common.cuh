@@ -1,0 +1,434 @@
+// templates/cuda/decode_common.cuh — what the two paged-decode kernels
+// (decode_sm80.cuh: cp.async, decode_sm90.cuh: TMA) share: the shared-
+// memory tile layout, the tensor-core math of one warp on one tile, and the
+// end of an item (merge of the warps, output or partial, and the merge of
+// split pairs by the last piece to finish).
+//
+// Work split inside a CTA: kDecodeConsumerWarps = 4 warps compute; warp w
+// takes tokens [16 w, 16 w + 16) of every 64-token tile and keeps its own
+// online-softmax state for the item (rows = the kGroup query heads of the
+// item's KV head, padded to the 16 rows of an MMA tile; rows >= kGroup hold
+// zero queries and are never written). Per tile and warp:
+//   S[16 x 16]  = Q[16 x D] . K^T       D/16 k-steps, 2 mma each (ldmatrix)
+//   S           = masked(scale(S))      log2 domain; invalid tokens -inf
+//   m, l, O     online softmax update   exp2, quad shuffles for row max
+//   O[16 x D]  += P[16 x 16] . V        P from S's registers, V by
+//                                        ldmatrix.trans; V of invalid tokens
+//                                        zeroed (P = 0 must not meet NaN)
+// At the end of an item the 4 warps' (m, l, O) meet in shared memory:
+//   lse = log2 sum_w l_w 2^(m_w - m*) + m*, O = sum_w O_w 2^(m_w - m*) / l
+// A whole pair writes out (dtype) and lse (natural log); a piece writes its
+// partial slot (normalized O, lse in log2), then the CTA that brings the
+// pair's counter to `pieces` merges every slot of the pair and resets the
+// counter (so a captured graph replays with counters at zero).
+//
+// Tile layout (K and V alike): 64 tokens as 64 / kBoxTokens boxes, each box
+// [D / 64][kBoxTokens][64 elements] with 128-byte rows, 16-byte chunks
+// XOR-swizzled by (row % 8): the layout TMA's 128-byte swizzle writes for a
+// box {64, kBoxTokens, D / 64}, and what the cp.async path writes by hand.
+// ldmatrix reads 8 rows of one 16-byte chunk column: consecutive tokens,
+// distinct (row % 8), so distinct bank groups: conflict-free.
+#ifndef TAILOR_TEMPLATES_CUDA_DECODE_COMMON_CUH_
+#define TAILOR_TEMPLATES_CUDA_DECODE_COMMON_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/warp_mma.cuh"
+#include "templates/cuda/decode_params.h"
+
+namespace tailor::cuda {
+
+inline constexpr float kDecodeLn2 = 0.69314718055994531f;
+
+TAILOR_DEVICE float NegativeInfinity() { return __int_as_float(0xff800000u); }
+
+// Records (position, value) in error word `word` if it is the lowest so far.
+TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
+                                     long long position, int value) {
+  const unsigned long long clamped =
+      position < 0 ? 0ull
+                   : (position > 0xffffffffll
+                          ? 0xffffffffull
+                          : static_cast<unsigned long long>(position));
+  atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
+}
+
+// Item `i` of a CTA whose first item `first` is `head` (already loaded).
+TAILOR_DEVICE DecodeWorkItem DecodeItemAt(const DecodeKernelParams& p, int i,
+                                          int first,
+                                          const DecodeWorkItem& head) {
+  return i == first ? head : p.items[i];
+}
+
+// Checks of one item that do not depend on a tile: the device length
+// (loaded by the caller, so that the load overlaps the block-table loads)
+// against the plan, and the planned pages against the block table. Returns
+// the end of the tokens to attend: min(kv_end, device length).
+template <int kPageSize>
+TAILOR_DEVICE int DecodeAttendedEnd(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item, int device_len,
+                                    bool report) {
+  if (report && device_len != item.seq_len) {
+    DecodeRecordError(p.errors, kDecodeErrorBadSeqLen, item.seq, device_len);
+  }
+  const int pages = (item.seq_len + kPageSize - 1) / kPageSize;
+  if (report && pages > p.max_pages) {
+    DecodeRecordError(p.errors, kDecodeErrorTooManyPages, item.seq, pages);
+  }
+  return min(item.kv_end, max(device_len, 0));
+}
+
+// block_table[b, token / page], or kDecodeNoPage for a slot past max_pages
+// (reported by DecodeAttendedEnd). Depends on the item only, so it can be
+// issued before the device length arrives.
+inline constexpr int kDecodeNoPage = -2147483647 - 1;
+
+template <int kPageSize>
+TAILOR_DEVICE int DecodeLoadPage(const DecodeKernelParams& p,
+                                 const DecodeWorkItem& item, int token) {
+  const int slot = token / kPageSize;
+  if (slot >= p.max_pages) return kDecodeNoPage;
+  return __ldg(p.block_table + item.seq * p.block_table_stride + slot);
+}
+
+TAILOR_DEVICE bool DecodePageValid(const DecodeKernelParams& p, int page) {
+  return page >= 0 && page < p.num_pages;
+}
+
+// Records a block-table entry outside [0, num_pages).
+template <int kPageSize>
+TAILOR_DEVICE void DecodeReportPage(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item, int token,
+                                    int page) {
+  if (page == kDecodeNoPage || DecodePageValid(p, page)) return;
+  DecodeRecordError(
+      p.errors, kDecodeErrorBadPage,
+      static_cast<long long>(item.seq) * p.max_pages + token / kPageSize, page);
+}
+
+// Byte offset of chunk `chunk` (elements 8 chunk .. 8 chunk + 7) of token
+// `token` (0..63) inside a K or V tile (see the file comment).
+template <int kHeadDim, int kBoxTokens>
+struct DecodeTileLayout {
+  static_assert(kHeadDim % 64 == 0, "head_dim must be a multiple of 64");
+  static_assert(kBoxTokens % 8 == 0 && kDecodeTileTokens % kBoxTokens == 0,
+                "boxes hold a multiple of 8 tokens and divide the tile");
+  static constexpr int kDBlocks = kHeadDim / 64;
+  static TAILOR_DEVICE unsigned ChunkOffset(int token, int chunk) {
+    const unsigned box = token / kBoxTokens, t = token % kBoxTokens;
+    const unsigned row = (box * kDBlocks + chunk / 8) * kBoxTokens + t;
+    return row * 128 + (((chunk % 8) ^ (row % 8)) << 4);
+  }
+};
+
+// The online-softmax state of one warp for one item. Rows r0 = lane / 4 and
+// r1 = lane / 4 + 8 of the 16-row MMA tile.
+template <int kHeadDim>
+struct DecodeWarpState {
+  static constexpr int kNTiles = kHeadDim / 8;
+  float o[kNTiles][4];  // O columns 8 n + 2 (lane % 4) + {0, 1}
+  float m[2];           // running max, log2 domain
+  float l[2];           // this thread's part of the running sum
+
+  TAILOR_DEVICE void Reset() {
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0;
+    m[0] = m[1] = NegativeInfinity();
+    l[0] = l[1] = 0;
+  }
+};
+
+// A scaled (and soft-capped) score in the log2 domain.
+TAILOR_DEVICE float DecodeScore(const DecodeKernelParams& p, float dot) {
+  if (p.cap_scale > 0) return p.score_scale * tanhf(dot * p.cap_scale);
+  return p.score_scale * dot;
+}
+
+// One warp's 16 tokens of one tile. `valid16` bit t: token 16 warp + t is
+// attended. Addresses are shared-window addresses.
+template <Half16 kType, int kHeadDim, int kBoxTokens>
+TAILOR_DEVICE void DecodeWarpTile(const DecodeKernelParams& p, unsigned k_tile,
+                                  unsigned v_tile, unsigned q_rows,
+                                  unsigned q_row_bytes, unsigned valid16,
+                                  int warp, int lane,
+                                  DecodeWarpState<kHeadDim>& st) {
+  using Layout = DecodeTileLayout<kHeadDim, kBoxTokens>;
+  constexpr int kSteps = kHeadDim / 16;
+  // ---- S = Q . K^T: [16 heads x 16 tokens] as two n8 tiles ----------------
+  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  const unsigned a_row = (lane % 8) + ((lane / 8) % 2) * 8;
+  const unsigned a_base = q_rows + a_row * q_row_bytes + (lane / 16) * 16;
+  const int k_token = warp * 16 + (lane % 8) + (lane / 16) * 8;
+  const int k_half = (lane / 8) % 2;
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    unsigned a[4], b[4];
+    LdMatrixX4(a, a_base + ks * 32);  // Q[16 x 16] at columns 16 ks
+    LdMatrixX4(b, k_tile + Layout::ChunkOffset(k_token, 2 * ks + k_half));
+    Mma16816<kType>(s[0], a, b[0], b[1]);  // tokens 0..7
+    Mma16816<kType>(s[1], a, b[2], b[3]);  // tokens 8..15
+  }
+  // ---- scale, mask, online softmax ------------------------------------------
+  const int col = 2 * (lane % 4);
+  float row_max[2] = {NegativeInfinity(), NegativeInfinity()};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = nt * 8 + col + (i & 1);
+      const float x = DecodeScore(p, s[nt][i]);
+      s[nt][i] = ((valid16 >> token) & 1u) ? x : NegativeInfinity();
+      row_max[i / 2] = fmaxf(row_max[i / 2], s[nt][i]);
+    }
+  }
+  float alpha[2], base[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+    const float m_new = fmaxf(st.m[r], row_max[r]);
+    base[r] = m_new == NegativeInfinity() ? 0.0f : m_new;
+    alpha[r] = Exp2(st.m[r] - base[r]);  // 0 while nothing was attended
+    st.m[r] = m_new;
+  }
+  float sum[2] = {0, 0};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s[nt][i] = Exp2(s[nt][i] - base[i / 2]);  // -inf -> 0
+      sum[i / 2] += s[nt][i];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) st.l[r] = st.l[r] * alpha[r] + sum[r];
+#pragma unroll
+  for (int n = 0; n < DecodeWarpState<kHeadDim>::kNTiles; ++n) {
+    st.o[n][0] *= alpha[0];
+    st.o[n][1] *= alpha[0];
+    st.o[n][2] *= alpha[1];
+    st.o[n][3] *= alpha[1];
+  }
+  // ---- O += P . V
+  // --------------------------------------------------------------- P as the A
+  // operand: the C layout of the two n8 tiles is A's k16 layout.
+  const unsigned pa[4] = {
+      Pack2<kType>(s[0][0], s[0][1]), Pack2<kType>(s[0][2], s[0][3]),
+      Pack2<kType>(s[1][0], s[1][1]), Pack2<kType>(s[1][2], s[1][3])};
+  // This thread's V registers hold tokens col, col + 1 (b0) and col + 8,
+  // col + 9 (b1): zero the halves of tokens not attended.
+  unsigned keep0 = 0xffffffffu, keep1 = 0xffffffffu;
+  if (valid16 != 0xffffu) {
+    keep0 = (((valid16 >> col) & 1u) ? 0x0000ffffu : 0u) |
+            (((valid16 >> (col + 1)) & 1u) ? 0xffff0000u : 0u);
+    keep1 = (((valid16 >> (col + 8)) & 1u) ? 0x0000ffffu : 0u) |
+            (((valid16 >> (col + 9)) & 1u) ? 0xffff0000u : 0u);
+  }
+  const int v_token = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+  const int v_half = lane / 16;
+#pragma unroll
+  for (int jp = 0; jp < kHeadDim / 16; ++jp) {
+    unsigned b[4];
+    LdMatrixX4Trans(b, v_tile + Layout::ChunkOffset(v_token, 2 * jp + v_half));
+    b[0] &= keep0;
+    b[1] &= keep1;
+    b[2] &= keep0;
+    b[3] &= keep1;
+    Mma16816<kType>(st.o[2 * jp], pa, b[0], b[1]);
+    Mma16816<kType>(st.o[2 * jp + 1], pa, b[2], b[3]);
+  }
+}
+
+// Copies the item's kGroup query rows from a stage's slot to the running
+// query rows (all consumer threads; `thread` in [0, 128)).
+template <int kHeadDim, int kGroup>
+TAILOR_DEVICE void DecodeCopyQuery(const unsigned char* stage_rows,
+                                   unsigned char* rows, unsigned row_bytes,
+                                   int thread) {
+  constexpr int kChunks = kHeadDim / 8;
+  for (int e = thread; e < kGroup * kChunks; e += 32 * kDecodeConsumerWarps) {
+    const unsigned offset = (e / kChunks) * row_bytes + (e % kChunks) * 16;
+    *reinterpret_cast<uint4*>(rows + offset) =
+        *reinterpret_cast<const uint4*>(stage_rows + offset);
+  }
+}
+
+// Barrier of the consumer warps: a named barrier when a producer warp runs
+// beside them, the CTA barrier otherwise.
+template <bool kNamed>
+TAILOR_DEVICE void DecodeConsumerSync() {
+  if constexpr (kNamed) {
+    asm volatile("bar.sync 1, %0;" ::"n"(32 * kDecodeConsumerWarps) : "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
+template <Half16 kType>
+TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
+  *static_cast<unsigned*>(out) = Pack2<kType>(x, y);
+}
+
+// Merges every partial slot of `item`'s pair into out / lse (the CTA that
+// finished last). Partials are read through L2 (other CTAs wrote them).
+template <Half16 kType, int kHeadDim, int kGroup>
+TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
+                                     const DecodeWorkItem& item, int thread) {
+  constexpr int kPairs = kHeadDim / 2;
+  for (int e = thread; e < kGroup * kPairs; e += 32 * kDecodeConsumerWarps) {
+    const int row = e / kPairs, d = (e % kPairs) * 2;
+    float top = NegativeInfinity();
+    for (int i = 0; i < item.pieces; ++i) {
+      top = fmaxf(
+          top, __ldcg(p.partial_lse + (item.first_partial + i) * kGroup + row));
+    }
+    float total = 0, x = 0, y = 0;
+    if (top != NegativeInfinity()) {
+      for (int i = 0; i < item.pieces; ++i) {
+        const int slot = (item.first_partial + i) * kGroup + row;
+        const float w = Exp2(__ldcg(p.partial_lse + slot) - top);
+        const float2 o = __ldcg(reinterpret_cast<const float2*>(
+            p.partial_out + static_cast<long long>(slot) * kHeadDim + d));
+        total += w;
+        x += w * o.x;
+        y += w * o.y;
+      }
+      x /= total;
+      y /= total;
+    }
+    const long long head = static_cast<long long>(item.kv_head) * kGroup + row;
+    DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
+                            item.seq * p.out_stride_b + head * p.out_stride_h +
+                            d,
+                        x, y);
+    if (d == 0 && p.lse != nullptr) {
+      p.lse[item.seq * p.lse_stride_b + head] =
+          top == NegativeInfinity() ? top : (top + log2f(total)) * kDecodeLn2;
+    }
+  }
+}
+
+// The end of an item: merges the consumer warps' states and writes out /
+// lse or the partial slot; the last piece of a split pair merges the pair.
+// All consumer threads call it; it ends with a consumer barrier, after
+// which the query rows, merge buffers and flag may be reused.
+template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
+TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item,
+                                    const DecodeWarpState<kHeadDim>& st,
+                                    unsigned char* smem,
+                                    const DecodeSmemLayout layout, int warp,
+                                    int lane) {
+  float* merge_out = reinterpret_cast<float*>(smem + layout.merge_out);
+  float* merge_max = reinterpret_cast<float*>(smem + layout.merge_max);
+  float* merge_sum = reinterpret_cast<float*>(smem + layout.merge_sum);
+  float* row_scale = reinterpret_cast<float*>(smem + layout.row_scale);
+  int* flag = reinterpret_cast<int*>(smem + layout.flag);
+  const int thread = warp * 32 + lane;
+  const int r0 = lane / 4, r1 = r0 + 8;
+  const unsigned row = layout.merge_row;
+  // ---- 1. every warp publishes its rows ------------------------------------
+  float l0 = st.l[0], l1 = st.l[1];
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  if (lane % 4 == 0) {
+    merge_max[warp * 16 + r0] = st.m[0];
+    merge_sum[warp * 16 + r0] = l0;
+    merge_max[warp * 16 + r1] = st.m[1];
+    merge_sum[warp * 16 + r1] = l1;
+  }
+#pragma unroll
+  for (int n = 0; n < DecodeWarpState<kHeadDim>::kNTiles; ++n) {
+    const int d = n * 8 + 2 * (lane % 4);
+    if (r0 < kGroup) {
+      *reinterpret_cast<float2*>(merge_out + (warp * kGroup + r0) * row + d) =
+          make_float2(st.o[n][0], st.o[n][1]);
+    }
+    if (r1 < kGroup) {
+      *reinterpret_cast<float2*>(merge_out + (warp * kGroup + r1) * row + d) =
+          make_float2(st.o[n][2], st.o[n][3]);
+    }
+  }
+  DecodeConsumerSync<kNamedSync>();
+  // ---- 2. per-row scales of the warps' states
+  // --------------------------------
+  if (thread < kGroup) {
+    float top = NegativeInfinity();
+    for (int w = 0; w < kDecodeConsumerWarps; ++w) {
+      top = fmaxf(top, merge_max[w * 16 + thread]);
+    }
+    const float base = top == NegativeInfinity() ? 0.0f : top;
+    float total = 0;
+    for (int w = 0; w < kDecodeConsumerWarps; ++w) {
+      total +=
+          merge_sum[w * 16 + thread] * Exp2(merge_max[w * 16 + thread] - base);
+    }
+    for (int w = 0; w < kDecodeConsumerWarps; ++w) {
+      row_scale[w * 16 + thread] =
+          total > 0 ? Exp2(merge_max[w * 16 + thread] - base) / total : 0.0f;
+    }
+    // Only this thread reads row `thread`: reuse slot 0 for the lse (log2).
+    merge_sum[thread] = total > 0 ? top + log2f(total) : NegativeInfinity();
+  }
+  DecodeConsumerSync<kNamedSync>();
+  // ---- 3. combine; write out / lse or the partial slot ----------------------
+  constexpr int kPairs = kHeadDim / 2;
+  const long long head0 = static_cast<long long>(item.kv_head) * kGroup;
+  for (int e = thread; e < kGroup * kPairs; e += 32 * kDecodeConsumerWarps) {
+    const int r = e / kPairs, d = (e % kPairs) * 2;
+    float x = 0, y = 0;
+#pragma unroll
+    for (int w = 0; w < kDecodeConsumerWarps; ++w) {
+      const float f = row_scale[w * 16 + r];
+      const float2 o = *reinterpret_cast<const float2*>(
+          merge_out + (w * kGroup + r) * row + d);
+      x += f * o.x;
+      y += f * o.y;
+    }
+    if (item.partial < 0) {
+      DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
+                              item.seq * p.out_stride_b +
+                              (head0 + r) * p.out_stride_h + d,
+                          x, y);
+    } else {
+      *reinterpret_cast<float2*>(
+          p.partial_out +
+          (static_cast<long long>(item.partial) * kGroup + r) * kHeadDim + d) =
+          make_float2(x, y);
+    }
+  }
+  if (thread < kGroup) {
+    const float lse2 = merge_sum[thread];
+    if (item.partial >= 0) {
+      p.partial_lse[item.partial * kGroup + thread] = lse2;
+    } else if (p.lse != nullptr) {
+      p.lse[item.seq * p.lse_stride_b + head0 + thread] =
+          lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;
+    }
+  }
+  // ---- 4. the last piece of a split pair merges it
+  // ---------------------------
+  if (item.partial >= 0) {
+    __threadfence();  // this thread's partial writes, before the count
+    DecodeConsumerSync<kNamedSync>();
+    if (thread == 0) {
+      // Cumulative: orders every write the barrier showed this thread.
+      __threadfence();
+      const int done = atomicAdd(p.counters + item.first_partial, 1);
+      __threadfence();
+      *flag = done == item.pieces - 1;
+    }
+    DecodeConsumerSync<kNamedSync>();
+    if (*flag) {
+      __threadfence();
+      DecodeMergePieces<kType, kHeadDim, kGroup>(p, item, thread);
+      if (thread == 0) p.counters[item.first_partial] = 0;  // for the next run
+    }
+  }
+  DecodeConsumerSync<kNamedSync>();
+}
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_DECODE_COMMON_CUH_

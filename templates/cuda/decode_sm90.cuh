@@ -1,0 +1,239 @@
+// templates/cuda/decode_sm90.cuh — paged-KV decode attention, Hopper path:
+// a TMA producer warp loads whole pages by page id, four consumer warps
+// compute on tensor cores (decode_common.cuh).
+//
+// Template parameters (SpecKey: dtypes[0], dims {D, group, page},
+// tile.stages, variant kDecodeVariantTma):
+//   kType      Half16::kBf16 or kF16 (q, caches, out)
+//   kHeadDim   D in {64, 128, 256}
+//   kGroup     query heads per KV head, 1..16
+//   kPageSize  a multiple of 8 that divides 64 or is a multiple of 64
+//   kStages    pipeline depth, 2..kDecodeMaxStages
+// Launch: grid {workers of the plan}, block {kThreads = 160}, dynamic shared
+// memory DecodeSharedBytes(D, group, stages); params.k_map / v_map as in
+// decode_params.h.
+//
+// Per CTA (items [worker_begin[c], worker_begin[c + 1]) of the plan):
+//   warp 4 (producer), for every 64-token tile of every item, stage
+//   s = k % kStages of the k-th tile overall:
+//     wait empty[s]; lane i < 64 / kBoxTokens looks up the page of box i
+//     (block_table[b, token / page]) and checks it; lane 0 stores the tile's
+//     valid-token bits and arms full[s] with the bytes of the valid boxes
+//     (plus the query rows for an item's first tile); each lane with a valid
+//     box issues two TMA loads with coordinates {0, token % page, 0, h,
+//     page id} — the page id is a coordinate of the one map over the whole
+//     cache, no per-page descriptor; lanes < group bulk-copy the query rows.
+//   warps 0..3 (consumers): wait full[s]; on an item's first tile copy its
+//     query rows; DecodeWarpTile; arrive empty[s]; DecodeFinishItem at the
+//     end of each item.
+// Phases: the k-th use of stage s waits full[s] with parity (k / kStages)
+// & 1, and the producer waits empty[s] with the opposite parity (a fresh
+// barrier's "previous phase" counts as complete), so nobody falls two
+// phases behind: the producer cannot refill s before all 4 consumer warps
+// arrived on it, and consumers cannot pass s before the producer armed it.
+// Invalid boxes (bad page id, past the device length) are not loaded and
+// not counted in the transaction bytes; their tokens are masked.
+#ifndef TAILOR_TEMPLATES_CUDA_DECODE_SM90_CUH_
+#define TAILOR_TEMPLATES_CUDA_DECODE_SM90_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/bulk_copy.cuh"
+#include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/mbarrier.cuh"
+#include "runtime/cuda/tma.cuh"
+#include "runtime/cuda/warp_mma.cuh"
+#include "templates/cuda/decode_common.cuh"
+#include "templates/cuda/decode_params.h"
+
+namespace tailor::cuda {
+
+template <Half16 kType, int kHeadDim, int kGroup, int kPageSize, int kStages>
+struct DecodeSm90Kernel {
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head_dim must be 64, 128 or 256");
+  static_assert(kGroup >= 1 && kGroup <= 16, "group must be in [1, 16]");
+  static_assert(kPageSize % 8 == 0 && (kDecodeTileTokens % kPageSize == 0 ||
+                                       kPageSize % kDecodeTileTokens == 0),
+                "TMA path: page_size must be a multiple of 8 that divides 64 "
+                "or a multiple of 64");
+  static_assert(kPageSize <= 256, "a box dim is <= 256");
+  static_assert(kStages >= 2 && kStages <= kDecodeMaxStages,
+                "stages must be in [2, kDecodeMaxStages]");
+
+  using Params = DecodeKernelParams;
+  static constexpr int kThreads = (kDecodeConsumerWarps + 1) * 32;
+  static constexpr int kMinBlocksPerSm = 1;
+  static constexpr int kProducerWarp = kDecodeConsumerWarps;
+  static constexpr int kBoxTokens =
+      kPageSize < kDecodeTileTokens ? kPageSize : kDecodeTileTokens;
+  static constexpr int kBoxes = kDecodeTileTokens / kBoxTokens;  // <= 8
+  static constexpr unsigned kBoxBytes = kBoxTokens * kHeadDim * 2;
+  static constexpr unsigned kQueryBytes = kGroup * kHeadDim * 2;
+  static constexpr DecodeSmemLayout kLayout =
+      MakeDecodeSmemLayout(kHeadDim, kGroup, kStages);
+  static_assert(kBoxBytes % 1024 == 0,
+                "boxes keep the 1024-byte alignment of the 128B swizzle");
+
+  struct Shared {
+    unsigned char* base;        // 1024-byte aligned
+    Mbarrier* full;             // [kStages]
+    Mbarrier* empty;            // [kStages]
+    unsigned long long* masks;  // [kStages]
+  };
+
+  static TAILOR_DEVICE Shared Carve() {
+    extern __shared__ unsigned char decode_smem[];
+    const unsigned misalign = SharedAddress(decode_smem) % 1024;
+    Shared s;
+    s.base = decode_smem + (misalign == 0 ? 0 : 1024 - misalign);
+    s.full = reinterpret_cast<Mbarrier*>(s.base + kLayout.barriers);
+    s.empty = s.full + kStages;
+    s.masks = reinterpret_cast<unsigned long long*>(s.base + kLayout.masks);
+    return s;
+  }
+
+  static TAILOR_DEVICE unsigned char* KTile(const Shared& sh, int stage) {
+    return sh.base + kLayout.kv + stage * 2 * kLayout.tile_bytes;
+  }
+
+  // ---- producer
+  // ---------------------------------------------------------------
+  static TAILOR_DEVICE void LoadTile(const Params& p, const Shared& sh,
+                                     const DecodeWorkItem& item, int device_len,
+                                     int tile, int stage, int lane) {
+    const int tile_first = item.kv_begin + tile * kDecodeTileTokens;
+    const int box_first = tile_first + lane * kBoxTokens;
+    // The page load depends on the plan only: it overlaps the length load.
+    int page = kDecodeNoPage;
+    if (lane < kBoxes && box_first < item.kv_end) {
+      page = DecodeLoadPage<kPageSize>(p, item, box_first);
+    }
+    const int end = DecodeAttendedEnd<kPageSize>(
+        p, item, device_len, /*report=*/tile == 0 && lane == 0);
+    if (box_first < end) {
+      DecodeReportPage<kPageSize>(p, item, box_first, page);
+    } else {
+      page = kDecodeNoPage;  // past the attended tokens: not loaded
+    }
+    if (!DecodePageValid(p, page)) page = -1;
+    const unsigned boxes_ok = __ballot_sync(0xffffffffu, page >= 0);
+    // Token t of the tile is attended iff its box loads and t < end.
+    const int t0 = lane, t1 = lane + 32;
+    const unsigned lo =
+        __ballot_sync(0xffffffffu, ((boxes_ok >> (t0 / kBoxTokens)) & 1u) &&
+                                       tile_first + t0 < end);
+    const unsigned hi =
+        __ballot_sync(0xffffffffu, ((boxes_ok >> (t1 / kBoxTokens)) & 1u) &&
+                                       tile_first + t1 < end);
+    if (lane == 0) {
+      sh.masks[stage] = (static_cast<unsigned long long>(hi) << 32) | lo;
+      sh.full[stage].ArriveExpectTx(__popc(boxes_ok) * 2 * kBoxBytes +
+                                    (tile == 0 ? kQueryBytes : 0));
+    }
+    __syncwarp();
+    if (page >= 0) {
+      const int coords[5] = {0, box_first % kPageSize, 0, item.kv_head, page};
+      unsigned char* k_box = KTile(sh, stage) + lane * kBoxBytes;
+      TmaLoad<5>(k_box, &p.k_map, coords, &sh.full[stage]);
+      TmaLoad<5>(k_box + kLayout.tile_bytes, &p.v_map, coords, &sh.full[stage]);
+    }
+    if (tile == 0 && lane < kGroup) {
+      const unsigned short* q_row =
+          static_cast<const unsigned short*>(p.q) + item.seq * p.q_stride_b +
+          (static_cast<long long>(item.kv_head) * kGroup + lane) * p.q_stride_h;
+      BulkLoad(sh.base + kLayout.q_stage + stage * kLayout.q_bytes +
+                   lane * kLayout.q_row_bytes,
+               q_row, kHeadDim * 2, &sh.full[stage]);
+    }
+  }
+
+  static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh,
+                                    int first, int last,
+                                    const DecodeWorkItem& head, int lane) {
+    if (lane == 0) {
+      PrefetchTensorMap(&p.k_map);
+      PrefetchTensorMap(&p.v_map);
+    }
+    unsigned k = 0;  // tiles issued so far
+    for (int i = first; i < last; ++i) {
+      const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
+      const int device_len = __ldg(p.seq_lens + item.seq);
+      const int tiles = (item.kv_end - item.kv_begin + kDecodeTileTokens - 1) /
+                        kDecodeTileTokens;
+      if (tiles == 0) {  // nothing to load; still check the length
+        DecodeAttendedEnd<kPageSize>(p, item, device_len, lane == 0);
+      }
+      for (int j = 0; j < tiles; ++j, ++k) {
+        const int stage = k % kStages;
+        sh.empty[stage].Wait(((k / kStages) & 1u) ^ 1u);
+        LoadTile(p, sh, item, device_len, j, stage, lane);
+      }
+    }
+  }
+
+  // ---- consumers
+  // ---------------------------------------------------------------
+  static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh,
+                                    int first, int last,
+                                    const DecodeWorkItem& head, int warp,
+                                    int lane) {
+    const unsigned q_rows = SharedAddress(sh.base + kLayout.q);
+    unsigned k = 0;  // tiles consumed so far
+    DecodeWarpState<kHeadDim> st;
+    for (int i = first; i < last; ++i) {
+      const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
+      const int tiles = (item.kv_end - item.kv_begin + kDecodeTileTokens - 1) /
+                        kDecodeTileTokens;
+      st.Reset();
+      for (int j = 0; j < tiles; ++j, ++k) {
+        const int stage = k % kStages;
+        sh.full[stage].Wait((k / kStages) & 1u);
+        if (j == 0) {
+          DecodeCopyQuery<kHeadDim, kGroup>(
+              sh.base + kLayout.q_stage + stage * kLayout.q_bytes,
+              sh.base + kLayout.q, kLayout.q_row_bytes, warp * 32 + lane);
+          DecodeConsumerSync<true>();
+        }
+        const unsigned valid16 =
+            static_cast<unsigned>(sh.masks[stage] >> (16 * warp)) & 0xffffu;
+        const unsigned k_tile = SharedAddress(KTile(sh, stage));
+        DecodeWarpTile<kType, kHeadDim, kBoxTokens>(
+            p, k_tile, k_tile + kLayout.tile_bytes, q_rows, kLayout.q_row_bytes,
+            valid16, warp, lane, st);
+        __syncwarp();
+        if (lane == 0) sh.empty[stage].Arrive();
+      }
+      DecodeFinishItem<kType, kHeadDim, kGroup, /*kNamedSync=*/true>(
+          p, item, st, sh.base, kLayout, warp, lane);
+    }
+  }
+
+  static TAILOR_DEVICE void Run(const Params& p) {
+    const Shared sh = Carve();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // Query rows >= kGroup stay zero: item copies write rows < kGroup only.
+    for (unsigned i = threadIdx.x; i < kLayout.q_bytes / 16; i += kThreads) {
+      reinterpret_cast<uint4*>(sh.base + kLayout.q)[i] = make_uint4(0, 0, 0, 0);
+    }
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages; ++s) {
+        sh.full[s].Init(1);
+        sh.empty[s].Init(kDecodeConsumerWarps);
+      }
+      FenceMbarrierInit();
+    }
+    __syncthreads();
+    const DecodeWorkItem head = p.first_items[blockIdx.x];  // with first
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    if (warp == kProducerWarp) {
+      Produce(p, sh, first, last, head, lane);
+    } else {
+      Consume(p, sh, first, last, head, warp, lane);
+    }
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_DECODE_SM90_CUH_

@@ -1,0 +1,256 @@
+// templates/cuda/moe_grouped_gemm_sm90.cuh — the Hopper grouped GEMM:
+// persistent, warp-specialized, TMA + mbarrier ring + wgmma, over the device
+// Route's work list (core tiles and every tail in one launch).
+//
+// C[r, :] = epilogue(A[r, :] · W[e]ᵀ) for the rows r of each work item of
+// expert e, as moe_grouped_gemm.cuh, for bf16 with K % 8 == 0 on sm_90a.
+//
+// Per CTA (384 threads), a tile of kCtaRows rows (one plan tile: 64 for
+// plan tiles of at most 64 rows, else 128) x 256 W rows:
+//   warpgroup 0  producer: one thread walks the tile schedule and, per K
+//                block, waits for a free stage, arms its full barrier with
+//                the stage's bytes and issues 5 TMA boxes: A rows
+//                [row_begin, +kCtaRows) x 64 K and 4 x {64 W rows, 64 K};
+//                registers lowered to kProducerRegisters (setmaxnreg)
+//   warpgroups   consumers, f32 accumulators in registers raised to
+//   1 and 2      kConsumerRegisters; each keeps one wgmma group in flight
+//                and releases a stage once the MMAs that read it are done.
+//                128 rows: consumer c computes rows [64 c, +64) x all 256 W
+//                rows (m64n256k16): both share every W tile, halving its
+//                reads per row. 64 rows: consumer c computes the 64 rows x
+//                W rows [128 c, +128) (m64n128k16). (A consumer whose rows
+//                are all past a tail's end computes them anyway: a branch
+//                around wgmma makes ptxas serialize every wgmma, C7518.)
+// The stage ring (runtime/cuda/pipeline.cuh's protocol) holds 5 x 40 KiB
+// (64 rows) or 4 x 48 KiB (128 rows).
+//
+// Tiles t = blockIdx.x, +gridDim.x, ... of (item, N tile) pairs, grouped by
+// kGroupItems items as the portable kernel. A tail's MMA computes 64-row
+// blocks (wgmma's M) but only its rows are stored. Rows past the tail are
+// the next expert's A rows (or the TMA's zero fill past A's end): each C row
+// depends only on its own A row, so they never leak into stored rows.
+//
+// W rows of the CTA: plain, W rows [256 n, +256); gated (silu_and_mul),
+// output columns [128 n, +128), laid out so that gate and up of one output
+// sit in one thread's accumulators: 128 rows, the 128 gate rows then the
+// 128 up rows; 64 rows, per consumer its 64 gate rows then their 64 up rows.
+//
+// Params: MoeGroupedGemmSm90Params (templates/cuda/moe_params.h).
+#ifndef TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
+#define TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/mbarrier.cuh"
+#include "runtime/cuda/numeric.cuh"
+#include "runtime/cuda/pipeline.cuh"
+#include "runtime/cuda/tma.cuh"
+#include "runtime/cuda/wgmma.cuh"
+#include "templates/cuda/moe_grouped_gemm.cuh"  // TileOf
+#include "templates/cuda/moe_params.h"
+
+namespace tailor::cuda {
+
+template <int kN, int kK, int kTileRows, int kEpilogue>
+struct MoeGroupedGemmSm90 {
+  static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
+  static_assert(kK % 8 == 0, "TMA rows must be 16-byte multiples: K % 8 == 0");
+  static_assert(kTileRows >= 1 && kTileRows <= kMoeSm90MaxRows,
+                "a plan tile must fit the CTA's 128 rows");
+  static_assert(kEpilogue == kMoeEpilogueNone ||
+                    kEpilogue == kMoeEpilogueSiluAndMul,
+                "unknown epilogue");
+  static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
+                "silu_and_mul needs an even N (gate | up)");
+
+  using Params = MoeGroupedGemmSm90Params;
+  static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
+  static constexpr int kOutN = kGated ? kN / 2 : kN;
+  static constexpr int kCtaRows = MoeSm90CtaRows(kTileRows);
+  static constexpr bool kSplitRows = kCtaRows == 128;  // else split W rows
+  static constexpr int kThreads = kMoeSm90Threads;
+  static constexpr int kMinBlocksPerSm = 1;  // register cap for setmaxnreg
+  static constexpr int kStages = MoeSm90Stages(kCtaRows);
+  static constexpr int kBK = kMoeSm90KTile;
+  static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
+  static constexpr int kNTiles = MoeSm90NTiles(kGated, kN);
+  static constexpr int kBox = kMoeSm90BoxRows;
+  static constexpr unsigned kBoxBytes = kBox * kBK * 2;          // 8 KiB
+  static constexpr unsigned kABytes = kCtaRows * kBK * 2;         // A box
+  static constexpr unsigned kStageBytes = MoeSm90StageBytes(kCtaRows);
+  // Per consumer: rows x W rows of its wgmma tile, and its accumulators.
+  static constexpr int kConsumerWRows = kSplitRows ? 256 : 128;
+  static constexpr int kAccumulators = kConsumerWRows / 2;  // 64 x N / 128
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
+                "A box + 4 W boxes per stage");
+  static_assert(kStages * kStageBytes + sizeof(PipelineRing<kStages>) + 1024 <=
+                    MoeSm90SharedBytes(kCtaRows),
+                "shared memory layout");
+
+  // ---- producer ---------------------------------------------------------------
+  // Global W row (of the [E * N, K] view) of box q of N tile n_tile.
+  static int WBoxRow(int expert, int n_tile, int q) {
+    if constexpr (kGated) {
+      // 128 rows: gate 0-63, gate 64-127, up 0-63, up 64-127; 64 rows:
+      // gate 0-63, up 0-63, gate 64-127, up 64-127.
+      const int half = kSplitRows ? q % 2 : q / 2;
+      const bool up = kSplitRows ? q >= 2 : q % 2 == 1;
+      const int out = n_tile * (kMoeSm90WRows / 2) + half * kBox;
+      return expert * kN + (up ? kOutN + out : out);
+    } else {
+      return expert * kN + n_tile * kMoeSm90WRows + q * kBox;
+    }
+  }
+
+  static void Produce(const Params& p, unsigned char* stages,
+                      PipelineRing<kStages>& ring, int num_work) {
+    PrefetchTensorMap(&p.a_map);
+    PrefetchTensorMap(&p.w_map);
+    PipelineCursor c;
+    const int tiles = num_work * kNTiles;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const MoeWorkItem item = p.work[coord.item];
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        WaitEmpty(ring, c);
+        ArmFull(ring, c, kStageBytes);
+        unsigned char* stage = stages + c.stage * kStageBytes;
+        Mbarrier* full = &ring.full[c.stage];
+        TmaLoad<2>(stage, &p.a_map, {kb * kBK, item.row_begin}, full);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          TmaLoad<2>(stage + kABytes + q * kBoxBytes, &p.w_map,
+                     {kb * kBK, WBoxRow(item.group, coord.n_tile, q)}, full);
+        }
+        c.Advance(kStages);
+      }
+    }
+  }
+
+  // ---- consumers --------------------------------------------------------------
+  static void StorePair(const Params& p, long long row, int col, float v0,
+                        float v1) {
+    unsigned short* c = static_cast<unsigned short*>(p.c) + row * kOutN + col;
+    if constexpr (kOutN % 2 == 0) {
+      if (col < kOutN) *reinterpret_cast<unsigned*>(c) = PackBf16x2(v0, v1);
+    } else {
+      if (col < kOutN) c[0] = FromFloat<bf16>(v0).bits;
+      if (col + 1 < kOutN) c[1] = FromFloat<bf16>(v1).bits;
+    }
+  }
+
+  // Registers -> C, the item's rows only. Accumulator 4 j + 2 h + x holds
+  // row 16 warp + g + 8 h, column 8 j + 2 t + x of the consumer's tile.
+  static void Store(const Params& p, const MoeWorkItem& item, int rows,
+                    int n_tile, int consumer, const float (&acc)[kAccumulators]) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+    constexpr int kGroups = kConsumerWRows / 8;  // n8 groups
+    const int row0 = (kSplitRows ? 64 * consumer : 0) + 16 * warp + g;
+    // First output column of the consumer's tile.
+    const int col0 = kGated ? n_tile * (kMoeSm90WRows / 2) +
+                                  (kSplitRows ? 0 : 64 * consumer)
+                            : n_tile * kMoeSm90WRows +
+                                  (kSplitRows ? 0 : 128 * consumer);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 8 * half;
+      if (row >= rows) continue;
+      const long long c_row = item.row_begin + row;
+      if constexpr (kGated) {
+#pragma unroll
+        for (int j = 0; j < kGroups / 2; ++j) {
+          const float* gate = &acc[4 * j + 2 * half];
+          const float* up = &acc[4 * (j + kGroups / 2) + 2 * half];
+          StorePair(p, c_row, col0 + 8 * j + 2 * t, Silu(gate[0]) * up[0],
+                    Silu(gate[1]) * up[1]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kGroups; ++j) {
+          StorePair(p, c_row, col0 + 8 * j + 2 * t, acc[4 * j + 2 * half],
+                    acc[4 * j + 2 * half + 1]);
+        }
+      }
+    }
+  }
+
+  // One K block's 4 wgmma k16 steps on the stage at `stage`.
+  static void Mma(const unsigned char* stage, int consumer, bool accumulate,
+                  float (&acc)[kAccumulators]) {
+    const unsigned char* a_tile =
+        stage + (kSplitRows ? consumer * 64 * kBK * 2 : 0);
+    const unsigned char* b_tile =
+        stage + kABytes + (kSplitRows ? 0 : consumer * 2 * kBoxBytes);
+    const unsigned long long a = SwizzledKMajorDescriptor(a_tile);
+    const unsigned long long b = SwizzledKMajorDescriptor(b_tile);
+    WgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      // +32 bytes along K per step: +2 in the address field.
+      if constexpr (kSplitRows) {
+        WgmmaM64N256K16(acc, a + 2 * ks, b + 2 * ks, accumulate || ks > 0);
+      } else {
+        WgmmaM64N128K16(acc, a + 2 * ks, b + 2 * ks, accumulate || ks > 0);
+      }
+    }
+    WgmmaCommit();
+  }
+
+  static void Consume(const Params& p, unsigned char* stages,
+                      PipelineRing<kStages>& ring, int num_work,
+                      int consumer) {
+    const bool leader = threadIdx.x % 128 == 0;
+    PipelineCursor c;
+    float acc[kAccumulators];
+#pragma unroll
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
+    const int tiles = num_work * kNTiles;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const MoeWorkItem item = p.work[coord.item];
+      PipelineCursor previous;
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        WaitFull(ring, c);
+        Mma(stages + c.stage * kStageBytes, consumer, kb > 0, acc);
+        WgmmaWait<1>();  // the previous K block's MMAs are done
+        if (kb > 0 && leader) Release(ring, previous);
+        previous = c;
+        c.Advance(kStages);
+      }
+      WgmmaWait<0>();
+      if (leader) Release(ring, previous);
+      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+      Store(p, item, rows, coord.n_tile, consumer, acc);
+    }
+  }
+
+  static void Run(const Params& p) {
+    extern __shared__ __align__(1024) unsigned char sm90_smem[];
+    // Stages 1024-byte aligned (128-byte swizzle atoms), the ring after them.
+    unsigned char* stages = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<unsigned long long>(sm90_smem) + 1023) & ~1023ull);
+    auto* ring = reinterpret_cast<PipelineRing<kStages>*>(
+        stages + kStages * kStageBytes);
+    if (threadIdx.x == 0) {
+      ring->Init(/*groups=*/2, kStageBytes);
+      FenceMbarrierInit();
+    }
+    __syncthreads();
+    const int num_work = p.header->num_work;
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+      SetMaxRegistersDecrease<kProducerRegisters>();
+      if (threadIdx.x == 0) Produce(p, stages, *ring, num_work);
+    } else {
+      SetMaxRegistersIncrease<kConsumerRegisters>();
+      Consume(p, stages, *ring, num_work, warpgroup - 1);
+    }
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_

@@ -1,0 +1,228 @@
+// templates/cuda/moe_params.h — params of the MoE CUDA kernels, the one
+// definition that the host glue (src/backends/cuda/moe_kernels.cc) fills and
+// the templates (moe_route.cuh, moe_pack.cuh, moe_grouped_gemm.cuh,
+// moe_combine.cuh) read.
+//
+// Contract: plain C++ that compiles both as host code (g++) and as device
+// code (NVRTC, -default-device): no CUDA keywords, no standard headers.
+//
+// The device Route writes, per step, into the workspace: counts, offsets,
+// permutation, inverse, the work list (MoeWorkItem, the layout of the host
+// planner's plan::WorkItem) and, in its scratch, a MoeRouteHeader (the plan's
+// real length, the error record) followed by the per-segment histogram.
+//
+// The device work list holds the host plan's items in expert-major order:
+// expert 0's core tiles, then its tail, then expert 1's ... A GPU runs every
+// item of a GEMM in one launch, and this order keeps the tiles that stream
+// one expert's weights next to each other (the host order, every core tile
+// then the tails by class, serves one launch per class on the CPU).
+#ifndef TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
+#define TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
+
+#include "runtime/cuda/tensor_map.h"
+
+namespace tailor::cuda {
+
+// One core tile or tail piece of one expert (plan::WorkItem).
+struct MoeWorkItem {
+  int row_begin;   // first global row
+  int rows;        // tile rows (core) or 1..tail_class (tail)
+  int group;       // expert
+  int tail_class;  // 0: core
+};
+
+// Largest core tile (moe::kMaxTileRows).
+inline constexpr int kMoeMaxTileRows = 128;
+// Assignments per block of the count and scatter kernels: one histogram
+// column per segment.
+inline constexpr int kMoeRouteSegment = 1024;
+// The route scratch starts with the header, then the histogram.
+inline constexpr int kMoeRouteHeaderBytes = 256;
+// "No error recorded": the error words are kept with atomicMin.
+inline constexpr unsigned long long kMoeNoError = ~0ull;
+
+struct MoeRouteHeader {
+  // (position << 32) | (unsigned)value of the lowest bad topk_ids entry
+  // (value outside [0, id limit)) and of the lowest bad expert_map entry
+  // (value outside [-1, E)), or kMoeNoError. Sticky until the host takes
+  // them (Workspace::TakeRoutingErrors).
+  unsigned long long bad_id;
+  unsigned long long bad_map_entry;
+  int num_work;     // work items of the last plan
+  int num_rows;     // R
+  int blocks_done;  // count blocks finished (the last one plans); 0 between
+  int reserved;
+};
+
+// The route kernels (SpecKey::variant of moe.route).
+// Per-segment histograms; the last block to finish plans (counts, offsets,
+// work list). One launch.
+inline constexpr unsigned kMoeRouteCountPlan = 0;
+// The same, plus the scatter, in one block: routes of one segment.
+inline constexpr unsigned kMoeRouteFused = 1;
+// Permutation and inverse, one block per segment.
+inline constexpr unsigned kMoeRouteScatter = 2;
+
+struct MoeRouteParams {
+  const int* topk_ids;      // [tokens, topk]
+  const int* expert_map;    // [map_size] or null
+  const int* valid_tokens;  // [1] or null (all tokens)
+  long long map_size;       // ids are checked against it when a map is set
+  int tokens;               // T
+  int topk;                 // k
+  int experts;              // E (local)
+  int assignments;          // T * k
+  int segments;             // ceil(assignments / kMoeRouteSegment)
+  int tile_rows;
+  int max_work;
+  int* counts;            // [E]
+  int* offsets;           // [E + 1]
+  int* permutation;       // [assignments]; -1 past R
+  int* inverse;           // [assignments]; -1 when dropped
+  MoeWorkItem* work;      // [max_work]
+  MoeRouteHeader* header;
+  int* histogram;  // [segments, E]: counts, then (plan) absolute row bases
+  // tail_classes[n]: the class of a tail of n rows, n in [1, tile_rows).
+  int tail_classes[kMoeMaxTileRows];
+};
+
+// a[r, :] = hidden[permutation[r] / topk, :] for entries in [0, T * k).
+struct MoePackParams {
+  const void* hidden;      // [tokens, H]
+  const int* permutation;  // [rows]
+  void* a;                 // [rows, H]
+  int rows;
+  int tokens;
+  int topk;
+};
+
+// Grouped GEMM over the device work list: one launch, core and tails.
+struct MoeGroupedGemmParams {
+  const void* a;                    // [R, K]
+  const void* w;                    // [E, N, K]
+  void* c;                          // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;          // [max_work]
+  const MoeRouteHeader* header;     // num_work
+};
+
+// The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
+// TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
+//   a_map  2D {K, rows of A}, box {64, MoeSm90CtaRows(tile rows)}
+//   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
+struct MoeGroupedGemmSm90Params {
+  TensorMap a_map;
+  TensorMap w_map;
+  void* c;                       // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;       // [max_work]
+  const MoeRouteHeader* header;  // num_work
+};
+
+// out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
+// [0, rows).
+struct MoeCombineParams {
+  const void* c;         // [rows, H]
+  const float* weights;  // [tokens, kTopk]
+  const int* inverse;    // [tokens, kTopk]
+  void* out;             // [tokens, H]
+  int rows;
+  int tokens;
+};
+
+// Epilogues of the grouped GEMM (SpecKey::variant of moe.grouped_gemm).
+inline constexpr int kMoeEpilogueNone = 0;
+inline constexpr int kMoeEpilogueSiluAndMul = 1;
+
+// ---- launch shapes: the one definition of the constants that the host
+// (grid, block, shared memory) and the templates (tiles) must agree on ------
+
+// Bytes of the widest vector (16, 8, 4, 2 or 1) that divides `row_bytes`:
+// rows of that many bytes laid back to back stay aligned to it.
+constexpr int MoeRowVectorBytes(long long row_bytes) {
+  return row_bytes % 16 == 0  ? 16
+         : row_bytes % 8 == 0 ? 8
+         : row_bytes % 4 == 0 ? 4
+         : row_bytes % 2 == 0 ? 2
+                              : 1;
+}
+
+// Pack: grid (rows, ceil(row vectors / kMoePackVectorsPerBlock)).
+inline constexpr int kMoePackThreads = 128;
+inline constexpr int kMoePackVectorsPerThread = 4;
+inline constexpr int kMoePackVectorsPerBlock =
+    kMoePackThreads * kMoePackVectorsPerThread;
+// Combine: grid (tokens, ceil(row vectors / kMoeCombineThreads)).
+inline constexpr int kMoeCombineThreads = 128;
+// Route: count(+plan) kernel threads, and the scatter warps for E local
+// experts (its shared memory is (1 + warps) * E ints).
+inline constexpr int kMoeRouteCountThreads = 256;
+inline constexpr long long kMoeScatterSharedBudget = 96 * 1024;
+constexpr int MoeScatterWarps(long long experts) {
+  return (1 + 8) * 4 * experts <= kMoeScatterSharedBudget   ? 8
+         : (1 + 4) * 4 * experts <= kMoeScatterSharedBudget ? 4
+         : (1 + 2) * 4 * experts <= kMoeScatterSharedBudget ? 2
+                                                            : 1;
+}
+// The most local experts the scatter's shared memory holds (with 1 warp).
+inline constexpr long long kMoeMaxDeviceExperts = kMoeScatterSharedBudget / 8;
+
+// Grouped GEMM. The tensor-core kernel takes bf16 with 16-byte aligned rows
+// (K % 8 == 0); the SIMT kernel takes the rest (f32, unaligned bf16).
+constexpr bool MoeGemmUsesMma(bool bf16, long long k) {
+  return bf16 && k % 8 == 0;
+}
+inline constexpr int kMoeMmaThreads = 128;
+inline constexpr int kMoeMmaWRows = 128;  // W rows per CTA tile
+inline constexpr int kMoeMmaKTile = 64;   // K per stage: 128-byte rows
+inline constexpr int kMoeMmaStages = 4;
+inline constexpr int kMoeSimtThreads = 256;
+inline constexpr int kMoeSimtWRows = 64;
+// Rows one CTA tile of the portable kernels computes: the tile rows rounded
+// up to the m16 fragment, at most 64 (a 128-row plan tile runs as two).
+inline constexpr int kMoePortableMaxRows = 64;
+constexpr int MoeGemmCtaRows(int tile_rows) {
+  return tile_rows >= kMoePortableMaxRows ? kMoePortableMaxRows
+                                          : (tile_rows + 15) / 16 * 16;
+}
+// Output columns one CTA tile writes (gated: half its W rows).
+constexpr int MoeGemmOutPerCta(bool mma, bool gated) {
+  return (mma ? kMoeMmaWRows : kMoeSimtWRows) / (gated ? 2 : 1);
+}
+constexpr int MoeGemmNTiles(bool mma, bool gated, long long n) {
+  const long long out = gated ? n / 2 : n;
+  const int per_cta = MoeGemmOutPerCta(mma, gated);
+  return static_cast<int>((out + per_cta - 1) / per_cta);
+}
+constexpr int MoeMmaSharedBytes(int tile_rows) {
+  return kMoeMmaStages * (MoeGemmCtaRows(tile_rows) + kMoeMmaWRows) *
+         kMoeMmaKTile * 2;
+}
+
+// The Hopper kernel: a producer warpgroup and two consumer warpgroups; CTA
+// tile (one plan tile of up to 64 or 128 rows) x 256 W rows x 64 K. With
+// 128 rows each consumer computes 64 rows x all 256 W rows (m64n256k16);
+// with 64 rows each computes all 64 rows x its 128 W rows (m64n128k16).
+inline constexpr int kMoeSm90Threads = 384;
+inline constexpr int kMoeSm90MaxRows = 128;
+inline constexpr int kMoeSm90WRows = 256;
+inline constexpr int kMoeSm90KTile = 64;
+inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
+constexpr int MoeSm90CtaRows(int tile_rows) { return tile_rows <= 64 ? 64 : 128; }
+constexpr int MoeSm90StageBytes(int cta_rows) {
+  return (cta_rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
+}
+// As many stages as fit: 5 x 40 KiB (64 rows) or 4 x 48 KiB (128 rows).
+constexpr int MoeSm90Stages(int cta_rows) { return cta_rows <= 64 ? 5 : 4; }
+// Stages, 1 KiB for the ring's barriers and counters, 1 KiB of alignment
+// slack (stages must start 1024-byte aligned for the 128-byte swizzle).
+constexpr int MoeSm90SharedBytes(int cta_rows) {
+  return MoeSm90Stages(cta_rows) * MoeSm90StageBytes(cta_rows) + 2048;
+}
+constexpr int MoeSm90NTiles(bool gated, long long n) {
+  const long long out = gated ? n / 2 : n;
+  const int per_cta = kMoeSm90WRows / (gated ? 2 : 1);
+  return static_cast<int>((out + per_cta - 1) / per_cta);
+}
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_

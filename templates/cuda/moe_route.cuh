@@ -1,0 +1,321 @@
+// templates/cuda/moe_route.cuh — the MoE inspector on the device: topk_ids
+// -> counts, offsets, permutation, inverse and the piecewise work list, on
+// the caller's stream, no host sync. Two launches (one for steps of at most
+// kMoeRouteSegment assignments):
+//
+//   MoeRouteCountPlan  grid = segments of kMoeRouteSegment assignments:
+//                      checks ids (bad ones are dropped and recorded with
+//                      atomicMin, so the lowest position wins) and counts
+//                      the segment's assignments per local expert into
+//                      histogram[segment, e]. The last block to finish
+//                      plans: counts, offsets, histogram[s, e] -> the first
+//                      row of segment s's assignments to e, the work list
+//                      (each expert's core tiles, then its tail) and
+//                      permutation[R..T*k) = -1
+//   MoeRouteScatter    grid = segments: each assignment's rank among the
+//                      equal experts before it (warp __match_any_sync, then
+//                      a per-expert running count across warps and rounds),
+//                      so row = base + rank is the host's stable order
+//   MoeRouteFused      both in one block, for a single segment
+//
+// counts, offsets, permutation and inverse are bit-identical to the host
+// Route (src/ops/moe_route.cc); the work list has the host planner's items
+// (plan::BuildPiecewisePlan) in expert-major order (moe_params.h says why).
+// Params: MoeRouteParams (templates/cuda/moe_params.h).
+#ifndef TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_
+#define TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/numeric.cuh"
+#include "templates/cuda/moe_params.h"
+
+namespace tailor::cuda {
+
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+
+TAILOR_DEVICE unsigned LaneMaskLt() {
+  unsigned mask;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));
+  return mask;
+}
+
+TAILOR_DEVICE unsigned long long ErrorRecord(int position, int value) {
+  return (static_cast<unsigned long long>(position) << 32) |
+         static_cast<unsigned>(value);
+}
+
+// Assignments of the tokens to route: valid_tokens (clamped to [0, T]) * k.
+TAILOR_DEVICE int ValidAssignments(const MoeRouteParams& p) {
+  if (p.valid_tokens == nullptr) return p.assignments;
+  return Min(Max(*p.valid_tokens, 0), p.tokens) * p.topk;
+}
+
+// The local expert of assignment i, or -1 when it is dropped (padding, a
+// non-local expert, or bad data, which kRecord records).
+template <bool kRecord>
+TAILOR_DEVICE int LocalExpert(const MoeRouteParams& p, int i, int valid) {
+  if (i >= valid) return -1;
+  const int id = p.topk_ids[i];
+  const long long limit = p.expert_map != nullptr ? p.map_size : p.experts;
+  if (id < 0 || id >= limit) {
+    if (kRecord) atomicMin(&p.header->bad_id, ErrorRecord(i, id));
+    return -1;
+  }
+  if (p.expert_map == nullptr) return id;
+  const int local = p.expert_map[id];
+  if (local < -1 || local >= p.experts) {
+    if (kRecord) atomicMin(&p.header->bad_map_entry, ErrorRecord(id, local));
+    return -1;
+  }
+  return local;
+}
+
+// An int from global memory written by other blocks of this launch: read
+// through L2, never a stale L1 line.
+TAILOR_DEVICE int LoadCg(const int* address) {
+  int value;
+  asm volatile("ld.global.cg.s32 %0, [%1];"
+               : "=r"(value)
+               : "l"(GlobalAddress(address)));
+  return value;
+}
+
+// Exclusive prefix sum of one int per thread over the whole block (at most
+// 32 warps); `total` gets the sum. Every thread of the block must call it.
+TAILOR_DEVICE int BlockExclusiveSum(int value, int (&warp_sums)[33],
+                                    int& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warps = blockDim.x / 32;
+  int inclusive = value;
+  for (int d = 1; d < 32; d *= 2) {
+    const int other = __shfl_up_sync(kFullWarp, inclusive, d);
+    if (lane >= d) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    const int sum = lane < warps ? warp_sums[lane] : 0;
+    int scan = sum;
+    for (int d = 1; d < 32; d *= 2) {
+      const int other = __shfl_up_sync(kFullWarp, scan, d);
+      if (lane >= d) scan += other;
+    }
+    warp_sums[lane] = scan - sum;
+    if (lane == 31) warp_sums[32] = scan;
+  }
+  __syncthreads();
+  const int result = warp_sums[warp] + inclusive - value;
+  total = warp_sums[32];
+  __syncthreads();  // warp_sums may be reused after this
+  return result;
+}
+
+// ---- count: one segment's assignments per local expert -----------------------
+// Leaves the counts in shared `segment_counts` [E] and in histogram[segment].
+TAILOR_DEVICE void CountSegment(const MoeRouteParams& p, int segment,
+                                int valid, int* segment_counts) {
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+    segment_counts[e] = 0;
+  }
+  __syncthreads();
+  const int begin = segment * kMoeRouteSegment;
+  const int end = Min(begin + kMoeRouteSegment, p.assignments);
+  for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const int e = LocalExpert<true>(p, i, valid);
+    if (e >= 0) atomicAdd(&segment_counts[e], 1);
+  }
+  __syncthreads();
+  int* column = p.histogram + static_cast<long long>(segment) * p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+    column[e] = segment_counts[e];
+  }
+}
+
+// ---- plan: one whole block, once every histogram column is written ----------
+struct MoeRoutePlanner {
+  // counts[e], and histogram[s, e] -> the assignments to e before segment s.
+  static void CountsAndSegmentPrefix(const MoeRouteParams& p) {
+    constexpr int kUnroll = 8;  // loads in flight per thread
+    for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+      int* h = p.histogram + e;  // column e, stride E
+      const long long stride = p.experts;
+      int sum = 0, s = 0;
+      for (; s + kUnroll <= p.segments; s += kUnroll) {
+        int count[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) count[u] = LoadCg(h + (s + u) * stride);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          h[(s + u) * stride] = sum;
+          sum += count[u];
+        }
+      }
+      for (; s < p.segments; ++s) {
+        const int count = LoadCg(h + s * stride);
+        h[s * stride] = sum;
+        sum += count;
+      }
+      p.counts[e] = sum;
+    }
+    __syncthreads();
+  }
+
+  static void Run(const MoeRouteParams& p, int (&warp_sums)[33]) {
+    CountsAndSegmentPrefix(p);
+    // Each thread owns a contiguous run of experts, so one scan orders them.
+    const int per_thread = CeilDiv(p.experts, static_cast<int>(blockDim.x));
+    const int e0 = Min(static_cast<int>(threadIdx.x) * per_thread, p.experts);
+    const int e1 = Min(e0 + per_thread, p.experts);
+    int rows = 0, items = 0;
+    for (int e = e0; e < e1; ++e) {
+      const int count = p.counts[e];
+      rows += count;
+      items += count / p.tile_rows + (count % p.tile_rows != 0);
+    }
+    int total_rows = 0, total_items = 0;
+    int row = BlockExclusiveSum(rows, warp_sums, total_rows);
+    int item = BlockExclusiveSum(items, warp_sums, total_items);
+    for (int e = e0; e < e1; ++e) {
+      const int count = p.counts[e], core = count / p.tile_rows;
+      const int rest = count % p.tile_rows;
+      p.offsets[e] = row;
+      for (int s = 0; s < p.segments; ++s) {
+        p.histogram[static_cast<long long>(s) * p.experts + e] += row;
+      }
+      for (int j = 0; j < core; ++j) {
+        p.work[item + j] = MoeWorkItem{row + j * p.tile_rows, p.tile_rows, e, 0};
+      }
+      if (rest != 0) {
+        p.work[item + core] = MoeWorkItem{row + core * p.tile_rows, rest, e,
+                                          p.tail_classes[rest]};
+      }
+      item += core + (rest != 0);
+      row += count;
+    }
+    if (threadIdx.x == 0) {
+      p.offsets[p.experts] = total_rows;
+      p.header->num_work = total_items;
+      p.header->num_rows = total_rows;
+    }
+    for (int i = total_rows + threadIdx.x; i < p.assignments; i += blockDim.x) {
+      p.permutation[i] = -1;
+    }
+    __syncthreads();
+  }
+};
+
+// ---- scatter: stable rows of one segment's assignments ------------------------
+// The block has kWarps warps; `smem` holds (1 + kWarps) ints per expert.
+template <int kWarps>
+TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
+                                  int valid, int* smem) {
+  constexpr int kThreads = 32 * kWarps;
+  static_assert(kMoeRouteSegment % kThreads == 0, "whole rounds per segment");
+  int* running = smem;                // [E] next row per expert
+  int* warp_count = smem + p.experts;  // [kWarps, E]
+  const int* bases = p.histogram + static_cast<long long>(segment) * p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += kThreads) {
+    running[e] = LoadCg(bases + e);
+    for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int round = 0; round < kMoeRouteSegment / kThreads; ++round) {
+    const int i = segment * kMoeRouteSegment + round * kThreads +
+                  static_cast<int>(threadIdx.x);
+    const int e = i < p.assignments ? LocalExpert<false>(p, i, valid) : -2;
+    const unsigned peers = __match_any_sync(kFullWarp, e);
+    const int leader = __ffs(peers) - 1;
+    const bool lead = lane == leader && e >= 0;
+    if (lead) warp_count[warp * p.experts + e] = __popc(peers);
+    __syncthreads();
+    int base = 0;
+    if (lead) {
+      base = running[e];
+      for (int w = 0; w < warp; ++w) base += warp_count[w * p.experts + e];
+    }
+    base = __shfl_sync(kFullWarp, base, leader);
+    __syncthreads();
+    if (lead) {
+      atomicAdd(&running[e], __popc(peers));
+      warp_count[warp * p.experts + e] = 0;
+    }
+    __syncthreads();
+    if (e >= 0) {
+      const int row = base + __popc(peers & LaneMaskLt());
+      p.permutation[row] = i;
+      p.inverse[i] = row;
+    } else if (e == -1) {
+      p.inverse[i] = -1;
+    }
+  }
+}
+
+// =============================================================================
+// MoeRouteCountPlan: grid = segments; the last block to finish plans.
+// =============================================================================
+struct MoeRouteCountPlan {
+  using Params = MoeRouteParams;
+  static constexpr int kThreads = kMoeRouteCountThreads;
+  static constexpr int kMinBlocksPerSm = 1;
+
+  // Dynamic shared memory: one int per local expert.
+  static void Run(const Params& p) {
+    extern __shared__ int count_smem[];
+    __shared__ int warp_sums[33];
+    __shared__ int ticket;
+    CountSegment(p, blockIdx.x, ValidAssignments(p), count_smem);
+    __threadfence();  // this block's histogram column, before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicAdd(&p.header->blocks_done, 1);
+    __syncthreads();
+    if (ticket != static_cast<int>(gridDim.x) - 1) return;
+    __threadfence();  // every column is visible to the last block
+    MoeRoutePlanner::Run(p, warp_sums);
+    if (threadIdx.x == 0) p.header->blocks_done = 0;  // for the next route
+  }
+};
+
+// =============================================================================
+// MoeRouteFused: one block routes a single segment (count, plan, scatter).
+// =============================================================================
+struct MoeRouteFused {
+  using Params = MoeRouteParams;
+  static constexpr int kThreads = kMoeRouteCountThreads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kMinBlocksPerSm = 1;
+
+  // Dynamic shared memory: (1 + kWarps) ints per local expert.
+  static void Run(const Params& p) {
+    extern __shared__ int fused_smem[];
+    __shared__ int warp_sums[33];
+    const int valid = ValidAssignments(p);
+    CountSegment(p, 0, valid, fused_smem);
+    __syncthreads();
+    MoeRoutePlanner::Run(p, warp_sums);
+    ScatterSegment<kWarps>(p, 0, valid, fused_smem);
+  }
+};
+
+// =============================================================================
+// MoeRouteScatter: one block per segment.
+// =============================================================================
+template <int kWarps>
+struct MoeRouteScatter {
+  static_assert(kWarps == 1 || kWarps == 2 || kWarps == 4 || kWarps == 8,
+                "a segment must split into whole rounds of the block");
+  using Params = MoeRouteParams;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMinBlocksPerSm = 1;
+
+  // Dynamic shared memory: (1 + kWarps) ints per local expert.
+  static void Run(const Params& p) {
+    extern __shared__ int scatter_smem[];
+    ScatterSegment<kWarps>(p, blockIdx.x, ValidAssignments(p), scatter_smem);
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_

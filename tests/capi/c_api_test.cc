@@ -1,0 +1,336 @@
+// Tests of the C ABI (tailor/c_api.h), linked against libtailor_c.so as a C
+// program would be: every entry's argument checks with exact codes and
+// messages, the thread-local error text, and results bit-identical to the
+// C++ API's.
+#include "tailor/c_api.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int64_t kT = 7, kH = 64, kI = 32, kE = 4, kK = 2;
+
+std::string LastError() { return tailor_last_error(); }
+
+class CApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tailor_runtime_options options = {};
+    options.backend = TAILOR_BACKEND_CPU;
+    options.log_level = "error";
+    options.cache_dir = TAILOR_CAPI_TEST_CACHE_DIR;
+    ASSERT_EQ(tailor_runtime_create(&options, &runtime_), TAILOR_STATUS_OK)
+        << LastError();
+    ASSERT_EQ(tailor_moe_workspace_create(&ws_), TAILOR_STATUS_OK);
+  }
+  void TearDown() override {
+    tailor_moe_workspace_destroy(ws_);
+    tailor_runtime_destroy(runtime_);
+  }
+
+  // f32 inputs of one Experts call, routed round-robin.
+  void FillInputs() {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+    for (auto* v : {&hidden_, &w13_, &w2_}) {
+      for (float& x : *v) x = dist(rng);
+    }
+    for (int64_t t = 0; t < kT; ++t) {
+      ids_[t * kK] = static_cast<int32_t>(t % kE);
+      ids_[t * kK + 1] = static_cast<int32_t>((t + 1) % kE);
+      weights_[t * kK] = 0.6f;
+      weights_[t * kK + 1] = 0.4f;
+    }
+  }
+
+  tailor_moe_experts_args ExpertsArgs() {
+    tailor_moe_experts_args args = {};
+    args.hidden = tailor_tensor_contiguous(hidden_.data(), TAILOR_DTYPE_F32, 2,
+                                           hidden_dims_);
+    args.w13 =
+        tailor_tensor_contiguous(w13_.data(), TAILOR_DTYPE_F32, 3, w13_dims_);
+    args.w2 =
+        tailor_tensor_contiguous(w2_.data(), TAILOR_DTYPE_F32, 3, w2_dims_);
+    args.topk_weights = tailor_tensor_contiguous(
+        weights_.data(), TAILOR_DTYPE_F32, 2, topk_dims_);
+    args.topk_ids =
+        tailor_tensor_contiguous(ids_.data(), TAILOR_DTYPE_I32, 2, topk_dims_);
+    args.out = tailor_tensor_contiguous(out_.data(), TAILOR_DTYPE_F32, 2,
+                                        hidden_dims_);
+    return args;
+  }
+
+  tailor_runtime* runtime_ = nullptr;
+  tailor_moe_workspace* ws_ = nullptr;
+  const int64_t hidden_dims_[2] = {kT, kH}, w13_dims_[3] = {kE, 2 * kI, kH},
+                w2_dims_[3] = {kE, kH, kI}, topk_dims_[2] = {kT, kK};
+  std::vector<float> hidden_ = std::vector<float>(kT * kH),
+                     w13_ = std::vector<float>(kE * 2 * kI * kH),
+                     w2_ = std::vector<float>(kE * kH * kI),
+                     weights_ = std::vector<float>(kT * kK),
+                     out_ = std::vector<float>(kT * kH);
+  std::vector<int32_t> ids_ = std::vector<int32_t>(kT * kK);
+};
+
+TEST(CApi, VersionsAndStatusNames) {
+  EXPECT_EQ(tailor_c_api_version(), uint32_t{TAILOR_C_API_VERSION});
+  EXPECT_STREQ(tailor_version(), "0.1.0");
+  EXPECT_STREQ(tailor_status_name(TAILOR_STATUS_OK), "OK");
+  EXPECT_STREQ(tailor_status_name(TAILOR_STATUS_FAILED_PRECONDITION),
+               "FAILED_PRECONDITION");
+  EXPECT_STREQ(tailor_status_name(TAILOR_STATUS_UNAUTHENTICATED),
+               "UNAUTHENTICATED");
+  EXPECT_STREQ(tailor_status_name(17), "UNKNOWN_CODE");
+  EXPECT_STREQ(tailor_status_name(-1), "UNKNOWN_CODE");
+}
+
+TEST(CApi, RuntimeCreateRejectsBadArguments) {
+  EXPECT_EQ(tailor_runtime_create(nullptr, nullptr),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "out: must not be null");
+
+  tailor_runtime_options options = {};
+  options.backend = 9;
+  tailor_runtime* runtime = reinterpret_cast<tailor_runtime*>(0x1);
+  EXPECT_EQ(tailor_runtime_create(&options, &runtime),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "options.backend: not a tailor_backend value (0..3), got 9");
+  EXPECT_EQ(runtime, nullptr);
+
+  options = {};
+  options.memory_cache_capacity = -1;
+  EXPECT_EQ(tailor_runtime_create(&options, &runtime),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), StartsWith("options.memory_cache_capacity: must be "
+                                      ">= 0"));
+}
+
+TEST(CApi, NullHandlesAreInvalidArgumentNotCrashes) {
+  tailor_runtime_info info;
+  EXPECT_EQ(tailor_runtime_get_info(nullptr, &info),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "runtime: must not be null");
+  char* text = nullptr;
+  EXPECT_EQ(tailor_runtime_stats(nullptr, TAILOR_STATS_JSON, &text),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tailor_moe_experts(nullptr, nullptr, nullptr),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "runtime: must not be null");
+  EXPECT_EQ(tailor_moe_workspace_create(nullptr),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  tailor_runtime_destroy(nullptr);  // no-ops
+  tailor_moe_workspace_destroy(nullptr);
+  tailor_string_free(nullptr);
+}
+
+TEST_F(CApiTest, InfoAndStats) {
+  tailor_runtime_info info;
+  ASSERT_EQ(tailor_runtime_get_info(runtime_, &info), TAILOR_STATUS_OK);
+  EXPECT_EQ(info.backend, TAILOR_BACKEND_CPU);
+  EXPECT_EQ(info.device_type, TAILOR_DEVICE_CPU);
+  EXPECT_THAT(info.arch, StartsWith("x86_64"));
+  EXPECT_STREQ(info.cache_dir, TAILOR_CAPI_TEST_CACHE_DIR);
+  EXPECT_STREQ(info.stats_address, "");
+
+  char* text = nullptr;
+  ASSERT_EQ(tailor_runtime_stats(runtime_, TAILOR_STATS_JSON, &text),
+            TAILOR_STATUS_OK);
+  EXPECT_THAT(text, HasSubstr("\"lookups\""));
+  tailor_string_free(text);
+  ASSERT_EQ(tailor_runtime_stats(runtime_, TAILOR_STATS_PROMETHEUS, &text),
+            TAILOR_STATUS_OK);
+  EXPECT_THAT(text, HasSubstr("# TYPE tailor_kernel_lookups_total counter"));
+  tailor_string_free(text);
+  EXPECT_EQ(tailor_runtime_stats(runtime_, 2, &text),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "format: not a tailor_stats_format value (0..1), got 2");
+  EXPECT_EQ(text, nullptr);
+}
+
+TEST_F(CApiTest, ExpertsMatchesRouteThenStepByStep) {
+  FillInputs();
+  tailor_moe_experts_args args = ExpertsArgs();
+  ASSERT_EQ(tailor_moe_experts(runtime_, &args, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  EXPECT_EQ(LastError(), "");
+  const std::vector<float> fused = out_;
+
+  // The same layer step by step: Route, Pack, two GroupedGemms, Combine.
+  tailor_moe_route_args route = {};
+  route.topk_ids = args.topk_ids;
+  route.num_experts = kE;
+  ASSERT_EQ(tailor_moe_route(runtime_, &route, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  tailor_moe_workspace_info info;
+  ASSERT_EQ(tailor_moe_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+  EXPECT_EQ(info.routed, 1);
+  EXPECT_EQ(info.num_rows, kT * kK);
+  EXPECT_EQ(info.useful_rows, kT * kK);
+  EXPECT_EQ(info.permutation.rank, 1);
+  EXPECT_EQ(info.inverse.dims[1], kK);
+  const int64_t rows = info.num_rows;
+  std::vector<float> a(rows * kH), c1(rows * kI), c2(rows * kH);
+  const int64_t a_dims[2] = {rows, kH}, c1_dims[2] = {rows, kI};
+  tailor_moe_pack_args pack = {};
+  pack.hidden = args.hidden;
+  pack.permutation = info.permutation;
+  pack.topk = kK;
+  pack.a = tailor_tensor_contiguous(a.data(), TAILOR_DTYPE_F32, 2, a_dims);
+  ASSERT_EQ(tailor_moe_pack(runtime_, &pack), TAILOR_STATUS_OK) << LastError();
+  tailor_moe_grouped_gemm_args gemm = {};
+  gemm.a = pack.a;
+  gemm.w = args.w13;
+  gemm.c = tailor_tensor_contiguous(c1.data(), TAILOR_DTYPE_F32, 2, c1_dims);
+  gemm.epilogue = TAILOR_MOE_EPILOGUE_SILU_AND_MUL;
+  ASSERT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  gemm.a = gemm.c;
+  gemm.w = args.w2;
+  gemm.c = tailor_tensor_contiguous(c2.data(), TAILOR_DTYPE_F32, 2, a_dims);
+  gemm.epilogue = TAILOR_MOE_EPILOGUE_NONE;
+  ASSERT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  std::fill(out_.begin(), out_.end(), 0.0f);
+  tailor_moe_combine_args combine = {};
+  combine.c = gemm.c;
+  combine.topk_weights = args.topk_weights;
+  combine.inverse = info.inverse;
+  combine.out = args.out;
+  ASSERT_EQ(tailor_moe_combine(runtime_, &combine), TAILOR_STATUS_OK)
+      << LastError();
+  EXPECT_EQ(0, std::memcmp(out_.data(), fused.data(), out_.size() * 4));
+}
+
+TEST_F(CApiTest, OpErrorsCarryTheCppMessage) {
+  FillInputs();
+  tailor_moe_experts_args args = ExpertsArgs();
+  ids_[3 * kK + 1] = 9;
+  EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "topk_ids[3,1]: expert id 9 is outside [0, 4)");
+
+  args = ExpertsArgs();
+  args.topk_ids.dtype = 42;
+  EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "topk_ids.dtype: not a tailor_dtype value (1..7), got 42");
+  args = ExpertsArgs();
+  args.w2.rank = 7;
+  EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "w2: rank must be in [0, 6], got 7");
+  args = ExpertsArgs();
+  args.hidden.device_type = 5;
+  EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "hidden.device_type: not a tailor_device_type value (0..2), got 5");
+  args = ExpertsArgs();
+  args.activation = 1;
+  EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "activation: only TAILOR_MOE_ACTIVATION_SILU is supported, got 1");
+  args = ExpertsArgs();
+  args.policy.tail = 256;  // would be kNextPowerOfTwo as a uint8_t
+  EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "policy.tail: not a TailPolicy value: 256");
+  EXPECT_EQ(tailor_moe_experts(runtime_, nullptr, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "args: must not be null");
+
+  tailor_moe_grouped_gemm_args gemm = {};
+  EXPECT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "a.dtype: not a tailor_dtype value (1..7), got 0");
+}
+
+TEST_F(CApiTest, WorkspaceEntries) {
+  tailor_moe_workspace_limits limits = {};
+  limits.max_tokens = 16;
+  limits.topk = kK;
+  limits.num_experts = kE;
+  limits.hidden = kH;
+  limits.intermediate = kI;
+  limits.dtype = TAILOR_DTYPE_F32;
+  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+            TAILOR_STATUS_OK)
+      << LastError();
+  int64_t bytes = -1;
+  EXPECT_EQ(tailor_moe_workspace_bytes(runtime_, &limits, &bytes),
+            TAILOR_STATUS_OK);
+  EXPECT_EQ(bytes, 0);  // host backends keep their own buffers
+  char memory[256];
+  EXPECT_EQ(
+      tailor_moe_bind_workspace(runtime_, &limits, memory, 256, ws_, nullptr),
+      TAILOR_STATUS_UNIMPLEMENTED);
+  EXPECT_THAT(LastError(), HasSubstr("cpu backend keeps workspaces in host"));
+  EXPECT_EQ(tailor_moe_take_routing_errors(runtime_, ws_, nullptr),
+            TAILOR_STATUS_OK);
+
+  limits.dtype = TAILOR_DTYPE_I32;
+  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "limits.dtype: must be TAILOR_DTYPE_BF16 or TAILOR_DTYPE_F32, "
+            "got 4");
+  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, nullptr, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "limits: must not be null");
+  limits.dtype = 0;  // bf16
+  limits.topk = 0;
+  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), HasSubstr("topk"));
+}
+
+TEST(CApi, StatsEndpointAddress) {
+  tailor_runtime_options options = {};
+  options.backend = TAILOR_BACKEND_CPU;
+  options.log_level = "error";
+  options.disable_disk_cache = 1;
+  options.stats_addr = "127.0.0.1:0";
+  tailor_runtime* runtime = nullptr;
+  ASSERT_EQ(tailor_runtime_create(&options, &runtime), TAILOR_STATUS_OK)
+      << LastError();
+  tailor_runtime_info info;
+  ASSERT_EQ(tailor_runtime_get_info(runtime, &info), TAILOR_STATUS_OK);
+  EXPECT_THAT(info.stats_address, StartsWith("127.0.0.1:"));
+  tailor_runtime_destroy(runtime);
+  options.stats_addr = "nowhere";
+  EXPECT_EQ(tailor_runtime_create(&options, &runtime),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "stats_addr: expected host:port with a port in [0, 65535], got "
+            "\"nowhere\"");
+}
+
+TEST_F(CApiTest, LastErrorIsPerThread) {
+  EXPECT_EQ(tailor_moe_experts(runtime_, nullptr, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  std::string other;
+  std::thread([&] {
+    tailor_runtime_info info;
+    EXPECT_EQ(tailor_runtime_get_info(runtime_, &info), TAILOR_STATUS_OK);
+    other = LastError();
+  }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_EQ(LastError(), "args: must not be null");
+}
+
+}  // namespace

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs a built tailor into a fresh prefix, then builds and runs outside
+# programs against that prefix only:
+#   1. CMake: find_package(tailor CONFIG) -> tailor::tailor, tailor::tailor_c
+#   2. pkg-config: a C program (tailor_c) and a C++ program (tailor)
+# Usage: check_install.sh <build dir> <scratch dir> <source dir>
+set -euo pipefail
+build=$1 scratch=$2 source=$3
+rm -rf "$scratch" && mkdir -p "$scratch"
+prefix=$scratch/prefix
+cmake --install "$build" --prefix "$prefix" > "$scratch/install.log"
+export TAILOR_CACHE_DIR=$scratch/cache LD_LIBRARY_PATH=$prefix/lib
+
+echo "== 1. find_package(tailor CONFIG)"
+generator=()
+command -v ninja > /dev/null && generator=(-G Ninja)
+cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" "${generator[@]}" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DTAILOR_EXAMPLES_DIR="$source/examples" \
+  -DCMAKE_BUILD_TYPE=Release > "$scratch/configure.log"
+cmake --build "$scratch/consumer" > "$scratch/build.log"
+# Whole outputs to files first: head closing a pipe early would fail them.
+run() { "$1" > "$1.out"; head -n "$2" "$1.out"; }
+run "$scratch/consumer/consumer_cpp" 1
+run "$scratch/consumer/consumer_c" 3
+
+echo "== 2. pkg-config"
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+# shellcheck disable=SC2046
+cc -std=c11 -o "$scratch/pc_c" "$source/examples/02_c_api.c" \
+  $(pkg-config --cflags --libs tailor_c) -lm
+# shellcheck disable=SC2046
+c++ -std=c++20 -o "$scratch/pc_cpp" "$source/examples/01_jit_cache.cc" \
+  $(pkg-config --cflags --libs tailor)
+run "$scratch/pc_c" 1
+run "$scratch/pc_cpp" 1
+echo "install check: ok"

@@ -1,0 +1,241 @@
+#include "plan/decode_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "test_util.h"
+
+namespace tailor::plan {
+namespace {
+
+using ::tailor::testing::StatusIs;
+using ::tailor::testing::TestSeed;
+using ::testing::ElementsAre;
+
+DecodePlanParams Params(int32_t heads, int32_t workers, int32_t tile,
+                        int32_t page, int32_t item_cost) {
+  return {.num_kv_heads = heads,
+          .num_workers = workers,
+          .tile_tokens = tile,
+          .page_size = page,
+          .item_cost_tokens = item_cost};
+}
+
+// Every invariant a plan must satisfy for `lens` and `params`.
+void ExpectValidPlan(const DecodePlan& plan, const std::vector<int32_t>& lens,
+                     const DecodePlanParams& params) {
+  ASSERT_EQ(plan.batch(), static_cast<int32_t>(lens.size()));
+  const auto items = plan.items();
+  const auto begin = plan.worker_begin();
+  ASSERT_EQ(begin.size(), static_cast<size_t>(params.num_workers) + 1);
+  EXPECT_EQ(begin.front(), 0);
+  EXPECT_EQ(begin.back(), static_cast<int32_t>(items.size()));
+  EXPECT_TRUE(std::is_sorted(begin.begin(), begin.end()));
+  ASSERT_EQ(plan.first_items().size(), static_cast<size_t>(params.num_workers));
+  for (int32_t w = 0; w < params.num_workers; ++w) {
+    if (begin[w] < begin[w + 1]) {
+      EXPECT_EQ(plan.first_items()[w], items[begin[w]]) << "worker " << w;
+    }
+  }
+  EXPECT_LE(
+      static_cast<int64_t>(items.size()),
+      MaxDecodeItems(lens.size(), params.num_kv_heads, params.num_workers));
+  EXPECT_LE(plan.num_partials(), MaxDecodePartials(params.num_workers));
+  // Pieces of each pair: in order, back to back, covering [0, len).
+  std::map<std::pair<int32_t, int32_t>, std::vector<DecodeWorkItem>> pairs;
+  for (const DecodeWorkItem& item : items) {
+    pairs[{item.seq, item.kv_head}].push_back(item);
+  }
+  ASSERT_EQ(pairs.size(), lens.size() * params.num_kv_heads);
+  std::vector<bool> slot_used(plan.num_partials(), false);
+  int32_t split = 0;
+  for (const auto& [key, pieces] : pairs) {
+    SCOPED_TRACE(absl::StrCat("seq ", key.first, " head ", key.second));
+    const int32_t len = lens[key.first];
+    int32_t next = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const DecodeWorkItem& it = pieces[i];
+      EXPECT_EQ(it.kv_begin, next);
+      EXPECT_EQ(it.kv_begin % params.tile_tokens, 0);
+      EXPECT_TRUE(it.kv_end > it.kv_begin || len == 0);
+      EXPECT_EQ(it.seq_len, len);
+      next = it.kv_end;
+      if (pieces.size() == 1) {
+        EXPECT_EQ(it.partial, -1);
+        EXPECT_EQ(it.first_partial, -1);
+        EXPECT_EQ(it.pieces, 1);
+      } else {
+        EXPECT_EQ(it.pieces, static_cast<int32_t>(pieces.size()));
+        EXPECT_EQ(it.partial, it.first_partial + static_cast<int32_t>(i));
+        ASSERT_GE(it.partial, 0);
+        ASSERT_LT(it.partial, plan.num_partials());
+        EXPECT_FALSE(slot_used[it.partial]);
+        slot_used[it.partial] = true;
+      }
+    }
+    EXPECT_EQ(next, len);
+    split += pieces.size() > 1;
+  }
+  EXPECT_EQ(static_cast<int32_t>(plan.merge_groups().size()), split);
+  for (const DecodeMergeGroup& g : plan.merge_groups()) {
+    const auto& pieces = pairs[{g.seq, g.kv_head}];
+    EXPECT_EQ(g.pieces, static_cast<int32_t>(pieces.size()));
+    EXPECT_EQ(g.first_partial, pieces.front().first_partial);
+  }
+  // The pieces of a pair sit on distinct, consecutive workers.
+  std::vector<int32_t> worker_of(items.size());
+  for (int32_t w = 0; w < params.num_workers; ++w) {
+    for (int32_t i = begin[w]; i < begin[w + 1]; ++i) worker_of[i] = w;
+  }
+  for (size_t i = 1; i < items.size(); ++i) {
+    if (items[i].seq == items[i - 1].seq &&
+        items[i].kv_head == items[i - 1].kv_head) {
+      EXPECT_GT(worker_of[i], worker_of[i - 1]) << "item " << i;
+    }
+  }
+}
+
+TEST(DecodePlanTest, HeaderExample) {
+  DecodePlan plan;
+  const std::vector<int32_t> lens = {64, 0, 16};
+  TAILOR_ASSERT_OK(BuildDecodePlan(lens, Params(1, 4, 16, 16, 0), &plan));
+  EXPECT_THAT(plan.items(),
+              ElementsAre(DecodeWorkItem{0, 0, 0, 16, 64, 0, 0, 3},
+                          DecodeWorkItem{0, 0, 16, 48, 64, 1, 0, 3},
+                          DecodeWorkItem{0, 0, 48, 64, 64, 2, 0, 3},
+                          DecodeWorkItem{1, 0, 0, 0, 0, -1, -1, 1},
+                          DecodeWorkItem{2, 0, 0, 16, 16, -1, -1, 1}));
+  EXPECT_THAT(plan.worker_begin(), ElementsAre(0, 1, 2, 3, 5));
+  EXPECT_THAT(plan.merge_groups(), ElementsAre(DecodeMergeGroup{0, 0, 0, 3}));
+  EXPECT_EQ(plan.num_partials(), 3);
+  ExpectValidPlan(plan, lens, Params(1, 4, 16, 16, 0));
+}
+
+TEST(DecodePlanTest, RandomBatchesAreValid) {
+  std::mt19937_64 rng(TestSeed());
+  DecodePlan plan;  // reused: rebuilds must not leak state
+  for (int trial = 0; trial < 300; ++trial) {
+    const DecodePlanParams params =
+        Params(1 + rng() % 9, 1 + rng() % 200, 1 << (rng() % 8), 1 + rng() % 64,
+               rng() % 64);
+    std::vector<int32_t> lens(rng() % 40);
+    for (int32_t& n : lens) {
+      n = rng() % 4 == 0 ? 0
+                         : static_cast<int32_t>(rng() % (1 + rng() % 20000));
+    }
+    SCOPED_TRACE(absl::StrCat("trial ", trial, " ", plan.ToString()));
+    TAILOR_ASSERT_OK(BuildDecodePlan(lens, params, &plan));
+    ExpectValidPlan(plan, lens, params);
+  }
+}
+
+// The busiest worker carries at most the mean plus a tile, a page of
+// rounding and the item costs of its pieces.
+void ExpectBalanced(const std::vector<int32_t>& lens,
+                    const DecodePlanParams& params) {
+  DecodePlan plan;
+  TAILOR_ASSERT_OK(BuildDecodePlan(lens, params, &plan));
+  ExpectValidPlan(plan, lens, params);
+  const DecodePlanStats s = plan.stats();
+  SCOPED_TRACE(plan.ToString());
+  EXPECT_LE(s.max_worker_cost, s.mean_worker_cost + params.tile_tokens +
+                                   params.page_size +
+                                   3 * params.item_cost_tokens);
+}
+
+TEST(DecodePlanTest, BalancesTheAnchorShapes) {
+  // The H100 grid (132 SMs): Llama (8 KV heads) and Qwen3 (4 KV heads).
+  for (int32_t heads : {8, 4}) {
+    const DecodePlanParams params = Params(heads, 132, 64, 16, 16);
+    ExpectBalanced({4096}, params);
+    ExpectBalanced({32768}, params);
+    ExpectBalanced(std::vector<int32_t>(8, 32768), params);
+    ExpectBalanced(std::vector<int32_t>(32, 1024), params);
+    ExpectBalanced(std::vector<int32_t>(256, 2048), params);
+    std::mt19937 rng(7);
+    std::vector<int32_t> ragged(64), long_short(128);
+    for (int32_t& n : ragged) n = 1 + rng() % 8192;
+    long_short[0] = 16384;
+    for (size_t i = 1; i < long_short.size(); ++i) {
+      long_short[i] = 1 + rng() % 256;
+    }
+    ExpectBalanced(ragged, params);
+    ExpectBalanced(long_short, params);
+  }
+}
+
+TEST(DecodePlanTest, OneLongSequenceUsesEveryWorker) {
+  DecodePlan plan;
+  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, Params(8, 132, 64, 16, 16), &plan));
+  const DecodePlanStats s = plan.stats();
+  EXPECT_EQ(s.busy_workers, 132);
+  EXPECT_EQ(s.split_pairs, 8);
+  EXPECT_EQ(s.tokens, 8 * 4096);
+}
+
+TEST(DecodePlanTest, ShortSequencesStayWhole) {
+  DecodePlan plan;
+  const std::vector<int32_t> lens(1000, 10);
+  TAILOR_ASSERT_OK(BuildDecodePlan(lens, Params(2, 16, 64, 16, 16), &plan));
+  // Cuts round to tiles: a 10-token pair is never split.
+  EXPECT_EQ(plan.stats().split_pairs, 0);
+  EXPECT_EQ(plan.stats().busy_workers, 16);
+}
+
+TEST(DecodePlanTest, EmptyBatch) {
+  DecodePlan plan;
+  TAILOR_ASSERT_OK(BuildDecodePlan({}, Params(2, 4, 16, 16, 0), &plan));
+  EXPECT_TRUE(plan.items().empty());
+  EXPECT_THAT(plan.worker_begin(), ElementsAre(0, 0, 0, 0, 0));
+  EXPECT_EQ(plan.batch(), 0);
+}
+
+TEST(DecodePlanTest, ReserveMakesBuildsAllocationFree) {
+  DecodePlan plan;
+  const DecodePlanParams params = Params(8, 132, 64, 16, 16);
+  TAILOR_ASSERT_OK(plan.Reserve(256, params));
+  const size_t reserved = plan.CapacityBytes();
+  std::mt19937 rng(TestSeed());
+  for (int step = 0; step < 20; ++step) {
+    std::vector<int32_t> lens(1 + rng() % 256);
+    for (int32_t& n : lens) n = static_cast<int32_t>(rng() % 40000);
+    TAILOR_ASSERT_OK(BuildDecodePlan(lens, params, &plan));
+    EXPECT_EQ(plan.CapacityBytes(), reserved);
+  }
+}
+
+TEST(DecodePlanTest, RejectsBadArguments) {
+  DecodePlan plan;
+  EXPECT_THAT(BuildDecodePlan({1}, Params(0, 4, 16, 16, 0), &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.num_kv_heads: must be in [1, 1024], got 0"));
+  EXPECT_THAT(BuildDecodePlan({1}, Params(1, 0, 16, 16, 0), &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.num_workers: must be in [1, 65536], got 0"));
+  EXPECT_THAT(BuildDecodePlan({1}, Params(1, 4, 0, 16, 0), &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.tile_tokens: must be in [1, 4096], got 0"));
+  EXPECT_THAT(BuildDecodePlan({1}, Params(1, 4, 16, 5000, 0), &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.page_size: must be in [1, 4096], got 5000"));
+  EXPECT_THAT(BuildDecodePlan({1}, Params(1, 4, 16, 16, -1), &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.item_cost_tokens: must be in [0, 1048576], got "
+                       "-1"));
+  EXPECT_THAT(BuildDecodePlan({3, -2}, Params(1, 4, 16, 16, 0), &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "seq_lens[1]: must be in [0, 1073741824], got -2"));
+  EXPECT_EQ(plan.batch(), 0);  // left empty
+  EXPECT_THAT(plan.Reserve(-1, Params(1, 4, 16, 16, 0)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "max_batch: must be in [0, 1048576], got -1"));
+}
+
+}  // namespace
+}  // namespace tailor::plan
