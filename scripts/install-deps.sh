@@ -19,6 +19,10 @@ packages=(
   # tests of the serving surfaces: the Python package's venv, the stats
   # endpoint's scrape (curl, promtool from prometheus) and load (wrk)
   python3-venv python3-dev curl prometheus wrk
+  # the HIP backend: HIP headers for the host code (libamdhip64 is dlopened),
+  # and what hiprtc compiles with in CI (no AMD GPU needed): its builtin
+  # headers, the code-object manager and the device bitcode (ROCm 5.2)
+  libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs
 )
 
 case "${1:-}" in

@@ -14,7 +14,8 @@
 // Hopper template for the wrong -arch fails with a sentence, not a ptxas
 // message about an unknown instruction.
 //
-// PTX used here: none (only the cvta builtins, which lower to cvta.to.*).
+// PTX used here: bar.sync with a thread count (named barriers); otherwise
+// only the cvta builtins, which lower to cvta.to.*.
 #ifndef TAILOR_RUNTIME_CUDA_ARCH_CUH_
 #define TAILOR_RUNTIME_CUDA_ARCH_CUH_
 
@@ -47,6 +48,15 @@ TAILOR_DEVICE unsigned long long GlobalAddress(const void* global_ptr) {
 // into param, const or global space).
 TAILOR_DEVICE unsigned long long GenericAddress(const void* ptr) {
   return reinterpret_cast<unsigned long long>(ptr);
+}
+
+// Waits until kThreads threads (whole warps) of the CTA reached named
+// barrier `id` (1..15; 0 is __syncthreads'): a barrier for one warpgroup
+// that the CTA's other warps never join.
+template <int kThreads>
+TAILOR_DEVICE void NamedBarrierSync(int id) {
+  static_assert(kThreads % 32 == 0, "named barriers count whole warps");
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
 }
 
 }  // namespace tailor::cuda

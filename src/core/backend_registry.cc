@@ -12,14 +12,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     case BackendKind::kCuda:
       return CreateCudaBackend(options);
     case BackendKind::kHip:
-      return absl::UnavailableError(
-          "hip backend: not built into this tailor yet");
+      return CreateHipBackend(options);
     case BackendKind::kAuto:
       break;
   }
   // Auto: the first available, GPUs first.
   std::string reasons;
-  for (auto factory : {&CreateCudaBackend, &CreateCpuBackend}) {
+  for (auto factory : {&CreateCudaBackend, &CreateHipBackend, &CreateCpuBackend}) {
     absl::StatusOr<std::unique_ptr<Backend>> backend = factory(options);
     if (backend.ok()) return backend;
     absl::StrAppend(&reasons, reasons.empty() ? "" : "; ",

@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     const BackendOptions& options);
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
     const BackendOptions& options);
+absl::StatusOr<std::unique_ptr<Backend>> CreateHipBackend(
+    const BackendOptions& options);
 
 }  // namespace tailor::internal
 

@@ -22,7 +22,13 @@
 //                are all past a tail's end computes them anyway: a branch
 //                around wgmma makes ptxas serialize every wgmma, C7518.)
 // The stage ring (runtime/cuda/pipeline.cuh's protocol) holds 5 x 40 KiB
-// (64 rows) or 4 x 48 KiB (128 rows).
+// (64 rows; 4 with TMA stores) or 4 x 48 KiB (128 rows).
+//
+// Epilogue, per consumer: with kTmaStore (the plan tile is the CTA tile and
+// N % 8 == 0), a full tile's output goes through two swizzled 64 x 64 boxes
+// in shared memory and leaves by TMA stores in whole lines, overlapped with
+// the next tile's MMAs (StoreByTma); tails (and kTmaStore 0) store their
+// rows from registers, 4 bytes per thread and column pair (Store).
 //
 // Tiles t = blockIdx.x, +gridDim.x, ... of (item, N tile) pairs, grouped by
 // kGroupItems items as the portable kernel. A tail's MMA computes 64-row
@@ -51,7 +57,7 @@
 
 namespace tailor::cuda {
 
-template <int kN, int kK, int kTileRows, int kEpilogue>
+template <int kN, int kK, int kTileRows, int kEpilogue, int kTmaStore>
 struct MoeGroupedGemmSm90 {
   static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
   static_assert(kK % 8 == 0, "TMA rows must be 16-byte multiples: K % 8 == 0");
@@ -62,6 +68,7 @@ struct MoeGroupedGemmSm90 {
                 "unknown epilogue");
   static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
                 "silu_and_mul needs an even N (gate | up)");
+  static_assert(kTmaStore == 0 || kTmaStore == 1, "kTmaStore is 0 or 1");
 
   using Params = MoeGroupedGemmSm90Params;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
@@ -70,13 +77,13 @@ struct MoeGroupedGemmSm90 {
   static constexpr bool kSplitRows = kCtaRows == 128;  // else split W rows
   static constexpr int kThreads = kMoeSm90Threads;
   static constexpr int kMinBlocksPerSm = 1;  // register cap for setmaxnreg
-  static constexpr int kStages = MoeSm90Stages(kCtaRows);
+  static constexpr int kStages = MoeSm90Stages(kCtaRows, kTmaStore);
   static constexpr int kBK = kMoeSm90KTile;
   static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
   static constexpr int kNTiles = MoeSm90NTiles(kGated, kN);
   static constexpr int kBox = kMoeSm90BoxRows;
-  static constexpr unsigned kBoxBytes = kBox * kBK * 2;          // 8 KiB
-  static constexpr unsigned kABytes = kCtaRows * kBK * 2;         // A box
+  static constexpr unsigned kBoxBytes = kBox * kBK * 2;    // 8 KiB
+  static constexpr unsigned kABytes = kCtaRows * kBK * 2;  // A box
   static constexpr unsigned kStageBytes = MoeSm90StageBytes(kCtaRows);
   // Per consumer: rows x W rows of its wgmma tile, and its accumulators.
   static constexpr int kConsumerWRows = kSplitRows ? 256 : 128;
@@ -85,12 +92,22 @@ struct MoeGroupedGemmSm90 {
   static constexpr int kConsumerRegisters = 232;
   static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
                 "A box + 4 W boxes per stage");
-  static_assert(kStages * kStageBytes + sizeof(PipelineRing<kStages>) + 1024 <=
-                    MoeSm90SharedBytes(kCtaRows),
+  static_assert(kStages * kStageBytes + MoeSm90StoreBytes(kTmaStore) +
+                        sizeof(PipelineRing<kStages>) + 1024 <=
+                    MoeSm90SharedBytes(kCtaRows, kTmaStore),
                 "shared memory layout");
+  // TMA-store epilogue: a full tile's rows fill the CTA (the plan tile is the
+  // CTA tile), C rows are 16-byte multiples; each consumer's output is
+  // kStoreBoxes boxes of 64 rows x 64 columns.
+  static_assert(!kTmaStore || (kTileRows == kCtaRows && kOutN % 8 == 0),
+                "TMA stores need plan tiles of the CTA's rows and N % 8 == 0");
+  static constexpr int kConsumerOutCols =
+      kGated ? kConsumerWRows / 2 : kConsumerWRows;
+  static constexpr int kStoreBoxes = kConsumerOutCols / 64;
 
-  // ---- producer ---------------------------------------------------------------
-  // Global W row (of the [E * N, K] view) of box q of N tile n_tile.
+  // ---- producer
+  // --------------------------------------------------------------- Global W
+  // row (of the [E * N, K] view) of box q of N tile n_tile.
   static int WBoxRow(int expert, int n_tile, int q) {
     if constexpr (kGated) {
       // 128 rows: gate 0-63, gate 64-127, up 0-63, up 64-127; 64 rows:
@@ -129,7 +146,8 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
-  // ---- consumers --------------------------------------------------------------
+  // ---- consumers
+  // --------------------------------------------------------------
   static void StorePair(const Params& p, long long row, int col, float v0,
                         float v1) {
     unsigned short* c = static_cast<unsigned short*>(p.c) + row * kOutN + col;
@@ -141,19 +159,36 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
+  // First output column of the consumer's tile.
+  static int FirstColumn(int n_tile, int consumer) {
+    return kGated
+               ? n_tile * (kMoeSm90WRows / 2) + (kSplitRows ? 0 : 64 * consumer)
+               : n_tile * kMoeSm90WRows + (kSplitRows ? 0 : 128 * consumer);
+  }
+
+  // The consumer's output value pair at accumulator group j (n8 columns
+  // 8 j + 2 t, +1 of its output), row half h.
+  static unsigned OutputPair(const float (&acc)[kAccumulators], int j, int h) {
+    if constexpr (kGated) {
+      constexpr int kUp = kConsumerWRows / 16;  // first up group
+      const float* gate = &acc[4 * j + 2 * h];
+      const float* up = &acc[4 * (j + kUp) + 2 * h];
+      return PackBf16x2(Silu(gate[0]) * up[0], Silu(gate[1]) * up[1]);
+    } else {
+      return PackBf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  }
+
   // Registers -> C, the item's rows only. Accumulator 4 j + 2 h + x holds
   // row 16 warp + g + 8 h, column 8 j + 2 t + x of the consumer's tile.
   static void Store(const Params& p, const MoeWorkItem& item, int rows,
-                    int n_tile, int consumer, const float (&acc)[kAccumulators]) {
+                    int n_tile, int consumer,
+                    const float (&acc)[kAccumulators]) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int g = lane / 4, t = lane % 4;
     constexpr int kGroups = kConsumerWRows / 8;  // n8 groups
     const int row0 = (kSplitRows ? 64 * consumer : 0) + 16 * warp + g;
-    // First output column of the consumer's tile.
-    const int col0 = kGated ? n_tile * (kMoeSm90WRows / 2) +
-                                  (kSplitRows ? 0 : 64 * consumer)
-                            : n_tile * kMoeSm90WRows +
-                                  (kSplitRows ? 0 : 128 * consumer);
+    const int col0 = FirstColumn(n_tile, consumer);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + 8 * half;
@@ -173,6 +208,48 @@ struct MoeGroupedGemmSm90 {
           StorePair(p, c_row, col0 + 8 * j + 2 * t, acc[4 * j + 2 * half],
                     acc[4 * j + 2 * half + 1]);
         }
+      }
+    }
+  }
+
+  // A full tile's output through shared memory and TMA stores: box b (64
+  // output columns) of the consumer's 64 rows goes to buffer (boxes_done + b)
+  // % 2 while the TMA unit stores the box before it from the other buffer,
+  // so C leaves in whole 128-byte lines and the consumer returns to its
+  // MMAs without waiting for global memory. Each box is one bulk group;
+  // waiting until at most one group still reads shared memory frees the
+  // buffer about to be written. Box layout: 128-byte swizzle, as the TMA
+  // unit expects (16-byte chunk c of row r at chunk c ^ (r % 8)): a warp's
+  // 8 rows x 4 threads x 4 bytes hit 32 distinct banks.
+  static void StoreByTma(const Params& p, const MoeWorkItem& item, int n_tile,
+                         int consumer, const float (&acc)[kAccumulators],
+                         unsigned char* boxes, unsigned& boxes_done) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+    const bool leader = threadIdx.x % 128 == 0;
+    const int barrier = 1 + consumer;  // named barrier of this warpgroup
+    const int c_row = item.row_begin + (kSplitRows ? 64 * consumer : 0);
+    const int col0 = FirstColumn(n_tile, consumer);
+#pragma unroll
+    for (int b = 0; b < kStoreBoxes; ++b, ++boxes_done) {
+      unsigned char* box = boxes + (boxes_done % 2) * kMoeSm90StoreBoxBytes;
+      if (leader) BulkWaitGroupRead<1>();
+      NamedBarrierSync<128>(barrier);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 16 * warp + g + 8 * h;  // row % 8 == g
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const unsigned offset = row * 128 + ((jj ^ g) << 4) + 4 * t;
+          *reinterpret_cast<unsigned*>(box + offset) =
+              OutputPair(acc, 8 * b + jj, h);
+        }
+      }
+      FenceSharedToAsyncProxy();
+      NamedBarrierSync<128>(barrier);
+      if (leader) {
+        TmaStore<2>(&p.c_map, box, {col0 + 64 * b, c_row});
+        BulkCommitGroup();
       }
     }
   }
@@ -200,9 +277,11 @@ struct MoeGroupedGemmSm90 {
   }
 
   static void Consume(const Params& p, unsigned char* stages,
-                      PipelineRing<kStages>& ring, int num_work,
-                      int consumer) {
+                      unsigned char* store_boxes, PipelineRing<kStages>& ring,
+                      int num_work, int consumer) {
     const bool leader = threadIdx.x % 128 == 0;
+    unsigned char* boxes = store_boxes + consumer * 2 * kMoeSm90StoreBoxBytes;
+    unsigned boxes_done = 0;
     PipelineCursor c;
     float acc[kAccumulators];
 #pragma unroll
@@ -222,18 +301,26 @@ struct MoeGroupedGemmSm90 {
       }
       WgmmaWait<0>();
       if (leader) Release(ring, previous);
-      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
-      Store(p, item, rows, coord.n_tile, consumer, acc);
+      if (kTmaStore && item.tail_class == 0) {
+        StoreByTma(p, item, coord.n_tile, consumer, acc, boxes, boxes_done);
+      } else {
+        const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+        Store(p, item, rows, coord.n_tile, consumer, acc);
+      }
     }
+    // The last stores must have read their boxes before the CTA exits.
+    if (kTmaStore && leader) BulkWaitGroup<0>();
   }
 
   static void Run(const Params& p) {
     extern __shared__ __align__(1024) unsigned char sm90_smem[];
-    // Stages 1024-byte aligned (128-byte swizzle atoms), the ring after them.
+    // Stages 1024-byte aligned (128-byte swizzle atoms), then the store
+    // boxes (whole KiBs, so aligned too), then the ring.
     unsigned char* stages = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<unsigned long long>(sm90_smem) + 1023) & ~1023ull);
+    unsigned char* store_boxes = stages + kStages * kStageBytes;
     auto* ring = reinterpret_cast<PipelineRing<kStages>*>(
-        stages + kStages * kStageBytes);
+        store_boxes + MoeSm90StoreBytes(kTmaStore));
     if (threadIdx.x == 0) {
       ring->Init(/*groups=*/2, kStageBytes);
       FenceMbarrierInit();
@@ -246,7 +333,7 @@ struct MoeGroupedGemmSm90 {
       if (threadIdx.x == 0) Produce(p, stages, *ring, num_work);
     } else {
       SetMaxRegistersIncrease<kConsumerRegisters>();
-      Consume(p, stages, *ring, num_work, warpgroup - 1);
+      Consume(p, stages, store_boxes, *ring, num_work, warpgroup - 1);
     }
   }
 };

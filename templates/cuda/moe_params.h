@@ -75,11 +75,11 @@ struct MoeRouteParams {
   int segments;             // ceil(assignments / kMoeRouteSegment)
   int tile_rows;
   int max_work;
-  int* counts;            // [E]
-  int* offsets;           // [E + 1]
-  int* permutation;       // [assignments]; -1 past R
-  int* inverse;           // [assignments]; -1 when dropped
-  MoeWorkItem* work;      // [max_work]
+  int* counts;        // [E]
+  int* offsets;       // [E + 1]
+  int* permutation;   // [assignments]; -1 past R
+  int* inverse;       // [assignments]; -1 when dropped
+  MoeWorkItem* work;  // [max_work]
   MoeRouteHeader* header;
   int* histogram;  // [segments, E]: counts, then (plan) absolute row bases
   // tail_classes[n]: the class of a tail of n rows, n in [1, tile_rows).
@@ -98,20 +98,23 @@ struct MoePackParams {
 
 // Grouped GEMM over the device work list: one launch, core and tails.
 struct MoeGroupedGemmParams {
-  const void* a;                    // [R, K]
-  const void* w;                    // [E, N, K]
-  void* c;                          // [R, N] or [R, N / 2]
-  const MoeWorkItem* work;          // [max_work]
-  const MoeRouteHeader* header;     // num_work
+  const void* a;                 // [R, K]
+  const void* w;                 // [E, N, K]
+  void* c;                       // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;       // [max_work]
+  const MoeRouteHeader* header;  // num_work
 };
 
 // The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
 // TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
 //   a_map  2D {K, rows of A}, box {64, MoeSm90CtaRows(tile rows)}
 //   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
+//   c_map  2D {output columns, rows of C}, box {64, 64}: full tiles leave by
+//          TMA stores when the kernel's kTmaStore is set (unused otherwise)
 struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
   TensorMap w_map;
+  TensorMap c_map;
   void* c;                       // [R, N] or [R, N / 2]
   const MoeWorkItem* work;       // [max_work]
   const MoeRouteHeader* header;  // num_work
@@ -206,17 +209,33 @@ inline constexpr int kMoeSm90MaxRows = 128;
 inline constexpr int kMoeSm90WRows = 256;
 inline constexpr int kMoeSm90KTile = 64;
 inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
-constexpr int MoeSm90CtaRows(int tile_rows) { return tile_rows <= 64 ? 64 : 128; }
+constexpr int MoeSm90CtaRows(int tile_rows) {
+  return tile_rows <= 64 ? 64 : 128;
+}
 constexpr int MoeSm90StageBytes(int cta_rows) {
   return (cta_rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
 }
-// As many stages as fit: 5 x 40 KiB (64 rows) or 4 x 48 KiB (128 rows).
-constexpr int MoeSm90Stages(int cta_rows) { return cta_rows <= 64 ? 5 : 4; }
-// Stages, 1 KiB for the ring's barriers and counters, 1 KiB of alignment
-// slack (stages must start 1024-byte aligned for the 128-byte swizzle).
-constexpr int MoeSm90SharedBytes(int cta_rows) {
-  return MoeSm90Stages(cta_rows) * MoeSm90StageBytes(cta_rows) + 2048;
+// The TMA-store epilogue stages each consumer's output through two 64 x 64
+// bf16 boxes (8 KiB each, 128-byte swizzle): 32 KiB for both consumers.
+inline constexpr int kMoeSm90StoreBoxBytes = 64 * 64 * 2;
+constexpr int MoeSm90StoreBytes(bool tma_store) {
+  return tma_store ? 2 * 2 * kMoeSm90StoreBoxBytes : 0;
 }
+// As many stages as fit beside the store boxes: 64 rows, 5 x 40 KiB (4 with
+// the store boxes); 128 rows, 4 x 48 KiB.
+constexpr int MoeSm90Stages(int cta_rows, bool tma_store) {
+  return cta_rows <= 64 ? (tma_store ? 4 : 5) : 4;
+}
+// Stages, store boxes, 1 KiB for the ring's barriers and counters, 1 KiB of
+// alignment slack (stages must start 1024-byte aligned for the swizzle).
+constexpr int MoeSm90SharedBytes(int cta_rows, bool tma_store) {
+  return MoeSm90Stages(cta_rows, tma_store) * MoeSm90StageBytes(cta_rows) +
+         MoeSm90StoreBytes(tma_store) + 2048;
+}
+static_assert(MoeSm90SharedBytes(128, true) <= 227 * 1024 &&
+                  MoeSm90SharedBytes(64, true) <= 227 * 1024 &&
+                  MoeSm90SharedBytes(64, false) <= 227 * 1024,
+              "a Hopper CTA has at most 227 KiB of dynamic shared memory");
 constexpr int MoeSm90NTiles(bool gated, long long n) {
   const long long out = gated ? n / 2 : n;
   const int per_cta = kMoeSm90WRows / (gated ? 2 : 1);

@@ -41,12 +41,14 @@ static_assert(kMoeSm90MaxRows == CudaMoeKernels::kMaxTileRows,
               "one Hopper CTA tile holds any plan tile");
 static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
 
-// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bit that
-// compiles the Hopper kernel with its pipeline protocol checks.
+// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bits that
+// compile the Hopper kernel with its pipeline protocol checks and with TMA
+// stores of full tiles.
 constexpr int32_t kSimtGemm = 0;
 constexpr int32_t kMmaGemm = 1;
 constexpr int32_t kHopperGemm = 2;
 constexpr uint32_t kGemmPipelineChecks = 1u << 8;
+constexpr uint32_t kGemmTmaStore = 1u << 9;
 
 bool EnvIs(const char* name, absl::string_view value) {
   const char* v = std::getenv(name);
@@ -68,6 +70,27 @@ TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
       .l2_promotion = TensorMapL2Promotion::k256B};
 }
 
+// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
+// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
+// aligned); if so, fills `c_map`.
+bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
+                       const GroupedGemmLaunch& l, int cta_rows,
+                       TensorMap& c_map) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t out_n = gated ? l.n / 2 : l.n;
+  if (!enabled || l.tile_rows != cta_rows || out_n % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
+    return false;
+  }
+  // {64 columns, 64 rows} boxes over C [rows, out_n]. A map the checker
+  // refuses leaves every tile on the register stores.
+  absl::StatusOr<const TensorMapBytes*> map =
+      descriptors.GetOrEncode(Bf16Rows(l.c, l.rows, out_n, 64));
+  if (!map.ok()) return false;
+  std::memcpy(&c_map, (*map)->bytes, sizeof(c_map));
+  return true;
+}
+
 // Persistent grids: CTAs per multiprocessor of each GEMM kernel.
 constexpr int kMmaCtasPerSm = 2;   // its __launch_bounds__ minimum
 constexpr int kSimtCtasPerSm = 4;  // 256 threads, 8 KiB shared
@@ -78,9 +101,9 @@ absl::string_view KernelTypeName(DType dtype) {
 
 KernelSource Entry(absl::string_view header, const std::string& kernel) {
   return KernelSource{
-      .code = absl::StrCat("#include \"templates/cuda/", header, "\"\n",
-                           "TAILOR_CUDA_ENTRY(tailor_entry, (tailor::cuda::", kernel,
-                           "))\n"),
+      .code = absl::StrCat(
+          "#include \"templates/cuda/", header, "\"\n",
+          "TAILOR_CUDA_ENTRY(tailor_entry, (tailor::cuda::", kernel, "))\n"),
       .entry = "tailor_entry"};
 }
 
@@ -106,12 +129,15 @@ absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
-  const uint32_t epilogue = key.variant & ~kGemmPipelineChecks;
+  const uint32_t epilogue =
+      key.variant & ~(kGemmPipelineChecks | kGemmTmaStore);
   const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
-                                         key.tile.m, ", ", epilogue, ">");
+                                         key.tile.m, ", ", epilogue);
   if (key.tile.n == kHopperGemm) {
-    KernelSource source = Entry("moe_grouped_gemm_sm90.cuh",
-                                absl::StrCat("MoeGroupedGemmSm90<", shape));
+    const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
+    KernelSource source =
+        Entry("moe_grouped_gemm_sm90.cuh",
+              absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ">"));
     if (key.variant & kGemmPipelineChecks) {
       source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
     }
@@ -119,11 +145,11 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
   }
   if (key.tile.n == kMmaGemm) {
     return Entry("moe_grouped_gemm.cuh",
-                 absl::StrCat("MoeGroupedGemmMma<", shape));
+                 absl::StrCat("MoeGroupedGemmMma<", shape, ">"));
   }
   return Entry("moe_grouped_gemm.cuh",
-               absl::StrCat("MoeGroupedGemmSimt<", KernelTypeName(key.dtypes[0]),
-                            ", ", shape));
+               absl::StrCat("MoeGroupedGemmSimt<",
+                            KernelTypeName(key.dtypes[0]), ", ", shape, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
@@ -185,7 +211,8 @@ int64_t CudaMoeKernels::RouteScratchBytes(int64_t max_assignments,
                                           int64_t num_experts) const {
   const int64_t segments =
       (max_assignments + kMoeRouteSegment - 1) / kMoeRouteSegment;
-  return kMoeRouteHeaderBytes + 4 * num_experts * std::max<int64_t>(1, segments);
+  return kMoeRouteHeaderBytes +
+         4 * num_experts * std::max<int64_t>(1, segments);
 }
 
 int64_t CudaMoeKernels::MaxDeviceRouteExperts() const {
@@ -202,8 +229,7 @@ absl::Status CudaMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
                              stream);
 }
 
-absl::Status CudaMoeKernels::Route(Engine& engine,
-                                   const DeviceRouteLaunch& l) {
+absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
   const int64_t assignments = l.tokens * l.topk;
   // At least one segment: an empty step still plans (zero counts).
   const uint32_t segments =
@@ -248,15 +274,16 @@ absl::Status CudaMoeKernels::Route(Engine& engine,
       sizeof(p)));
   key.variant = kMoeRouteScatter;
   key.dims = {warps};
-  return LaunchKernel(engine, key, GenerateRoute,
-                      Config(segments, 1, 32 * warps,
-                             static_cast<uint32_t>((1 + warps) * expert_bytes),
-                             l.stream),
-                      &p, sizeof(p));
+  return LaunchKernel(
+      engine, key, GenerateRoute,
+      Config(segments, 1, 32 * warps,
+             static_cast<uint32_t>((1 + warps) * expert_bytes), l.stream),
+      &p, sizeof(p));
 }
 
-absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(
-    Engine&, void* route_scratch, void* stream) {
+absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
+                                                            void* route_scratch,
+                                                            void* stream) {
   uint64_t words[2];
   TAILOR_RETURN_IF_ERROR(
       backend_.CopyToHost(words, route_scratch, sizeof(words), stream));
@@ -299,6 +326,7 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       multiprocessors_(multiprocessors),
       hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
       pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
+      tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
       descriptors_(descriptors) {}
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
@@ -308,14 +336,16 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   if (max_tiles == 0) return absl::OkStatus();
   const int cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
   MoeGroupedGemmSm90Params p = {};
-  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* a_map,
-                          descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k,
-                                                            cta_rows)));
+  TAILOR_ASSIGN_OR_RETURN(
+      const TensorMapBytes* a_map,
+      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, cta_rows)));
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
                           descriptors_.GetOrEncode(Bf16Rows(
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
   std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
   std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
+  const bool tma_store =
+      HopperStoresByTma(descriptors_, tma_store_, l, cta_rows, p.c_map);
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
@@ -325,13 +355,14 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   key.tile.m = static_cast<int32_t>(l.tile_rows);
   key.tile.n = kHopperGemm;
   key.variant = static_cast<uint32_t>(l.epilogue) |
-                (pipeline_checks_ ? kGemmPipelineChecks : 0u);
+                (pipeline_checks_ ? kGemmPipelineChecks : 0u) |
+                (tma_store ? kGemmTmaStore : 0u);
   const uint32_t ctas =
       static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
-  return LaunchKernel(
-      engine, key, GenerateGroupedGemm,
-      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows), l.stream),
-      &p, sizeof(p));
+  return LaunchKernel(engine, key, GenerateGroupedGemm,
+                      Config(ctas, 1, kMoeSm90Threads,
+                             MoeSm90SharedBytes(cta_rows, tma_store), l.stream),
+                      &p, sizeof(p));
 }
 
 absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,

@@ -13,13 +13,17 @@
 //                     scatter: dims {warps}
 //   moe.pack          dtypes {x}            dims {H}
 //   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
-//                     variant = epilogue (| kMoeGemmPipelineChecks),
+//                     variant = epilogue (| pipeline checks | TMA store),
 //                     tile.n = the kernel: 2 Hopper (sm_90a, bf16,
 //                     K % 8 == 0: TMA + wgmma, moe_grouped_gemm_sm90.cuh),
 //                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT
-// $TAILOR_MOE_GEMM=portable picks the mma.sync kernel on Hopper too (for
-// comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles the Hopper kernel
-// with the pipeline's protocol checks (runtime/cuda/pipeline.cuh; tests).
+// The Hopper kernel stores full tiles by TMA when the plan tile is its CTA
+// tile (64 or 128 rows), N % 8 == 0 and C is 16-byte aligned.
+// $TAILOR_MOE_GEMM=portable picks the mma.sync kernel on Hopper too,
+// $TAILOR_MOE_GEMM_STORE=registers the Hopper kernel's register stores for
+// every tile (both for comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles
+// the Hopper kernel with the pipeline's protocol checks
+// (runtime/cuda/pipeline.cuh; tests).
 //   moe.combine       dtypes {x, f32, x}    dims {H, topk}
 // One grouped-GEMM kernel serves the core and every tail class.
 #ifndef TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
@@ -68,8 +72,9 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int64_t MaxDeviceRouteExperts() const override;
   absl::Status InitRouteScratch(tailor::internal::Engine& engine,
                                 void* route_scratch, void* stream) override;
-  absl::Status Route(tailor::internal::Engine& engine,
-                     const tailor::internal::DeviceRouteLaunch& launch) override;
+  absl::Status Route(
+      tailor::internal::Engine& engine,
+      const tailor::internal::DeviceRouteLaunch& launch) override;
   absl::StatusOr<tailor::internal::RouteErrors> TakeRouteErrors(
       tailor::internal::Engine& engine, void* route_scratch,
       void* stream) override;
@@ -91,6 +96,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int multiprocessors_;
   bool hopper_;
   bool pipeline_checks_;
+  bool tma_store_;  // full Hopper tiles may leave by TMA stores
   DescriptorPool& descriptors_;
 };
 

@@ -14,8 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/decode_kernels.h"
+#include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
@@ -63,8 +63,7 @@ SpecKey TmaKey(OpKind op, DType dtype, int64_t cols, int32_t tile_rows,
 }
 
 SpecKey MoeKey(OpKind op, DType dtype, std::array<int64_t, 6> dims,
-              uint32_t variant = 0, int32_t tile_rows = 0,
-              int32_t mma = 0) {
+               uint32_t variant = 0, int32_t tile_rows = 0, int32_t mma = 0) {
   SpecKey key;
   key.op = op;
   key.backend = BackendKind::kCuda;
@@ -160,24 +159,36 @@ std::vector<TemplateCase> AllTemplateCases() {
         "complete_tx::bytes",
         "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"}},
       // The MoE family (templates/cuda/moe_*.cuh).
-      {"moe_route_count_plan", MoeKey(OpKind::kMoeRoute, DType{}, {}, 0),
+      {"moe_route_count_plan",
+       MoeKey(OpKind::kMoeRoute, DType{}, {}, 0),
        "templates/cuda/moe_route.cuh",
        {"atom.global.min.u64", "ld.global.cg.s32"}},
-      {"moe_route_fused", MoeKey(OpKind::kMoeRoute, DType{}, {}, 1),
-       "templates/cuda/moe_route.cuh", {"match.any.sync.b32"}},
-      {"moe_route_scatter", MoeKey(OpKind::kMoeRoute, DType{}, {8}, 2),
-       "templates/cuda/moe_route.cuh", {"match.any.sync.b32"}},
-      {"moe_pack_bf16", MoeKey(OpKind::kMoePack, DType::kBF16, {4096}),
-       "templates/cuda/moe_pack.cuh", {"ld.global.v4.u32"}},
-      {"moe_pack_f32_odd", MoeKey(OpKind::kMoePack, DType::kF32, {17}),
-       "templates/cuda/moe_pack.cuh", {"ld.global.u32"}},
-      {"moe_combine_bf16", MoeKey(OpKind::kMoeCombine, DType::kBF16, {2048, 8}),
-       "templates/cuda/moe_combine.cuh", {"ld.global.v4.u32"}},
+      {"moe_route_fused",
+       MoeKey(OpKind::kMoeRoute, DType{}, {}, 1),
+       "templates/cuda/moe_route.cuh",
+       {"match.any.sync.b32"}},
+      {"moe_route_scatter",
+       MoeKey(OpKind::kMoeRoute, DType{}, {8}, 2),
+       "templates/cuda/moe_route.cuh",
+       {"match.any.sync.b32"}},
+      {"moe_pack_bf16",
+       MoeKey(OpKind::kMoePack, DType::kBF16, {4096}),
+       "templates/cuda/moe_pack.cuh",
+       {"ld.global.v4.u32"}},
+      {"moe_pack_f32_odd",
+       MoeKey(OpKind::kMoePack, DType::kF32, {17}),
+       "templates/cuda/moe_pack.cuh",
+       {"ld.global.u32"}},
+      {"moe_combine_bf16",
+       MoeKey(OpKind::kMoeCombine, DType::kBF16, {2048, 8}),
+       "templates/cuda/moe_combine.cuh",
+       {"ld.global.v4.u32"}},
       {"moe_gemm_mma_silu",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048}, 1, 64, 1),
        "templates/cuda/moe_grouped_gemm.cuh",
        {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-        "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "cp.async.cg.shared.global"}},
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+        "cp.async.cg.shared.global"}},
       {"moe_gemm_mma_ragged_n",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 72}, 0, 17, 1),
        "templates/cuda/moe_grouped_gemm.cuh",
@@ -194,17 +205,32 @@ std::vector<TemplateCase> AllTemplateCases() {
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
         "complete_tx::bytes",
         "mbarrier.try_wait.parity"}},
+      {"moe_gemm_sm90_tma_store_rows128",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048},
+              0 | (1u << 9), 128, 2),
+       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+        "cp.async.bulk.wait_group.read 1", "fence.proxy.async.shared::cta",
+        "bar.sync"}},
+      {"moe_gemm_sm90_tma_store_silu_rows64",
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048},
+              1 | (1u << 9), 64, 2),
+       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_checks_ragged",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 40},
-              0 | (1u << 8), 17, 2),
+       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 40}, 0 | (1u << 8),
+              17, 2),
        "templates/cuda/moe_grouped_gemm_sm90.cuh",
        {"wgmma.mma_async", "trap;"}},
       {"moe_gemm_simt_f32",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kF32, {64, 32}, 1, 16, 0),
-       "templates/cuda/moe_grouped_gemm.cuh", {"fma.rn.f32"}},
+       "templates/cuda/moe_grouped_gemm.cuh",
+       {"fma.rn.f32"}},
       {"moe_gemm_simt_bf16_unaligned",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {30, 17}, 0, 64, 0),
-       "templates/cuda/moe_grouped_gemm.cuh", {"fma.rn.f32"}},
+       "templates/cuda/moe_grouped_gemm.cuh",
+       {"fma.rn.f32"}},
   };
 }
 

@@ -1,0 +1,310 @@
+// HIP backend host logic: the offline backend (a target without a device),
+// Supports, keys, the grouped-GEMM and decode launch plans, the registry.
+// No AMD GPU needed; parts that need hiprtc skip without it.
+#include "backends/hip/hip_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backends/hip/decode_kernels.h"
+#include "backends/hip/moe_kernels.h"
+#include "core/backend_registry.h"
+#include "templates/hip/decode_params.h"
+#include "templates/hip/moe_params.h"
+#include "test_util.h"
+
+namespace tailor::hip {
+namespace {
+
+using tailor::internal::DecodeShape;
+using tailor::internal::GroupedGemmLaunch;
+using tailor::internal::KernelSource;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::SpecKey;
+using tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class HipOfflineBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = HipBackend::CreateOffline("gfx90a:sramecc+:xnack-");
+    if (!backend.ok()) {
+      ASSERT_EQ(backend.status().code(), absl::StatusCode::kUnavailable)
+          << backend.status();
+      GTEST_SKIP() << "hiprtc not installed: " << backend.status();
+    }
+    backend_ = *std::move(backend);
+  }
+  SpecKey Key(OpKind op) const {
+    SpecKey key;
+    key.op = op;
+    key.backend = BackendKind::kHip;
+    key.SetArch(backend_->arch());
+    return key;
+  }
+  std::unique_ptr<HipBackend> backend_;
+};
+
+TEST_F(HipOfflineBackendTest, KeysCarryTheTargetAndIdentityTheHiprtcVersion) {
+  EXPECT_EQ(backend_->kind(), BackendKind::kHip);
+  EXPECT_EQ(backend_->arch(), "gfx90a:sramecc+:xnack-");
+  EXPECT_THAT(
+      backend_->compiler_identity(),
+      HasSubstr("hiprtc " + backend_->compiler().api().VersionString()));
+  EXPECT_TRUE(backend_->offline());
+}
+
+TEST_F(HipOfflineBackendTest, SupportsMoeAndDecodeOnlyForItsTarget) {
+  for (OpKind op :
+       {OpKind::kMoeRoute, OpKind::kMoePack, OpKind::kMoeGroupedGemm,
+        OpKind::kMoeCombine, OpKind::kAttentionDecode}) {
+    TAILOR_EXPECT_OK(backend_->Supports(Key(op)));
+  }
+  SpecKey other = Key(OpKind::kMoePack);
+  other.SetArch("gfx908");
+  EXPECT_THAT(backend_->Supports(other),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "hip backend: key target \"gfx908\" is not this "
+                       "backend's \"gfx90a:sramecc+:xnack-\""));
+  SpecKey cuda = Key(OpKind::kMoePack);
+  cuda.backend = BackendKind::kCuda;
+  EXPECT_THAT(backend_->Supports(cuda),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "hip backend: key is for the cuda backend"));
+  EXPECT_THAT(backend_->Supports(Key(OpKind::kAttentionDecodeMerge)),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("hip backend: no HIP kernel for")));
+}
+
+TEST_F(HipOfflineBackendTest, CompilesButLoadsAndLaunchesNothing) {
+  SpecKey key = Key(OpKind::kMoePack);
+  key.dtypes = {DType::kBF16};
+  key.dims = {2048};
+  absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<std::string> binary = backend_->Compile(key, *source);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  EXPECT_THAT(backend_->Load(key, *source, *binary),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "hip backend: Load needs a device; this backend "
+                       "compiles offline for gfx90a:sramecc+:xnack-"));
+  EXPECT_THAT(backend_->AllocateDevice(16),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("AllocateDevice needs a device")));
+}
+
+// An offline backend for a target this hiprtc cannot compile for is refused
+// when it is created, not at the first compile (where ROCm 5.2's hiprtc
+// would abort the process).
+TEST(HipOfflineTargetTest, TargetsTheCompilerCannotServeAreRefusedUpFront) {
+  absl::StatusOr<HiprtcCompiler> compiler = HiprtcCompiler::Create({});
+  if (!compiler.ok()) GTEST_SKIP() << compiler.status();
+  auto backend = HipBackend::CreateOffline("gfx940");
+  if (compiler->CheckTarget("gfx940").ok()) {
+    EXPECT_TRUE(backend.ok()) << backend.status();
+  } else {
+    EXPECT_THAT(backend, StatusIs(absl::StatusCode::kUnimplemented,
+                                  HasSubstr("target gfx940: hiprtc")));
+  }
+}
+
+TEST(HipOfflineTargetTest, MalformedTargetIsInvalidArgument) {
+  EXPECT_THAT(HipBackend::CreateOffline("sm_90a"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("target: must be gfx")));
+}
+
+// ---- generators ----------------------------------------------------------
+
+TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
+  SpecKey key;
+  key.op = OpKind::kMoeGroupedGemm;
+  key.dtypes = {DType::kBF16, DType::kBF16, DType::kF32};
+  key.dims = {1536, 2048};
+  key.tile = {.m = 64, .n = kHipMfmaGemm};
+  key.variant = 1;
+  absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(source->code,
+            "#include \"templates/hip/moe_grouped_gemm.h\"\n"
+            "TAILOR_HIP_ENTRY(tailor_entry, "
+            "(tailor::hip::MoeGroupedGemmMfma<1536, 2048, 64, 1>))\n");
+  EXPECT_EQ(source->entry, "tailor_entry");
+
+  key.op = OpKind::kMoeRoute;
+  key.variant = 7;
+  EXPECT_THAT(GenerateHipMoeKernel(key),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "variant: not a moe.route kernel: 7"));
+  key.op = OpKind::kAttentionDecode;
+  EXPECT_THAT(GenerateHipMoeKernel(key),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("hip moe kernels: no generator for")));
+}
+
+// ---- launch plans ----------------------------------------------------------
+
+GroupedGemmLaunch Gemm(DType dtype, int64_t n, int64_t k, int64_t tile_rows,
+                       moe::Epilogue epilogue, int64_t max_work) {
+  GroupedGemmLaunch l = {};
+  l.dtype = dtype;
+  l.n = n;
+  l.k = k;
+  l.tile_rows = tile_rows;
+  l.epilogue = epilogue;
+  l.plan.max_work = max_work;
+  return l;
+}
+
+TEST(HipGroupedGemmPlanTest, MfmaForAlignedBf16WithOneCtaPerCu) {
+  // Qwen3-30B-A3B gate_up: N = 2 x 768, K = 2048; 64-row tiles.
+  const auto plan = PlanHipGroupedGemm(
+      Gemm(DType::kBF16, 1536, 2048, 64, moe::Epilogue::kSiluAndMul, 300),
+      SpecKey{}, /*compute_units=*/104, /*has_mfma_bf16=*/true);
+  EXPECT_EQ(plan.key.tile.n, kHipMfmaGemm);
+  EXPECT_EQ(plan.key.tile.m, 64);
+  EXPECT_EQ(plan.key.dims[0], 1536);
+  EXPECT_EQ(plan.key.dims[1], 2048);
+  EXPECT_EQ(plan.key.variant, 1u);
+  // 300 items x 12 N tiles (768 outputs / 64 per CTA) > 104 CUs x 1.
+  EXPECT_EQ(plan.config.grid.x, 104u);
+  EXPECT_EQ(plan.config.block.x, 256u);
+  // Two buffers of (64 A rows + 128 W rows) x 128 bytes.
+  EXPECT_EQ(plan.config.shared_bytes, 2u * (64 + 128) * 128);
+  EXPECT_LE(plan.config.shared_bytes, 64u * 1024);
+}
+
+TEST(HipGroupedGemmPlanTest, TailOnlyStepsShrinkTheLds) {
+  const auto plan = PlanHipGroupedGemm(
+      Gemm(DType::kBF16, 2048, 768, 16, moe::Epilogue::kNone, 3), SpecKey{},
+      104, true);
+  EXPECT_EQ(plan.config.grid.x, 3u * 16);  // 2048 / 128 N tiles, 3 items
+  EXPECT_EQ(plan.config.shared_bytes, 2u * (16 + 128) * 128);
+}
+
+TEST(HipGroupedGemmPlanTest, SimtForF32AndUnalignedBf16) {
+  for (const auto& [dtype, k] : {std::pair{DType::kF32, int64_t{2048}},
+                                 std::pair{DType::kBF16, int64_t{98}}}) {
+    const auto plan = PlanHipGroupedGemm(
+        Gemm(dtype, 100, k, 64, moe::Epilogue::kNone, 5), SpecKey{}, 104, true);
+    EXPECT_EQ(plan.key.tile.n, kHipSimtGemm);
+    EXPECT_EQ(plan.config.shared_bytes, 0u);
+    EXPECT_EQ(plan.config.grid.x, 5u * 2);  // 100 / 64 N tiles
+  }
+}
+
+TEST(HipGroupedGemmPlanTest, Gfx908RunsSimtForBf16Too) {
+  EXPECT_FALSE(HasMfmaBf16("gfx908"));  // MFMA, but no bf16 _1k
+  EXPECT_TRUE(HasMfmaBf16("gfx90a"));
+  EXPECT_TRUE(HasMfmaBf16("gfx942"));
+  const auto plan = PlanHipGroupedGemm(
+      Gemm(DType::kBF16, 1536, 2048, 64, moe::Epilogue::kSiluAndMul, 300),
+      SpecKey{}, 120, HasMfmaBf16("gfx908"));
+  EXPECT_EQ(plan.key.tile.n, kHipSimtGemm);
+  EXPECT_EQ(plan.config.shared_bytes, 0u);
+}
+
+TEST(HipGroupedGemmPlanTest, EmptyPlanLaunchesNothing) {
+  const auto plan = PlanHipGroupedGemm(
+      Gemm(DType::kBF16, 128, 128, 64, moe::Epilogue::kNone, 0), SpecKey{}, 104,
+      true);
+  EXPECT_EQ(plan.config.grid.x, 0u);
+}
+
+TEST(HipRoutePlanTest, SmallStepsRouteInOneFusedLaunch) {
+  // Mixtral decode: T = 64, k = 2 over 8 experts.
+  const auto launches = PlanHipRoute(128, 8, SpecKey{}, nullptr);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].key.variant, tailor::cuda::kMoeRouteFused);
+  EXPECT_EQ(launches[0].config.grid.x, 1u);
+  EXPECT_EQ(launches[0].config.block.x, 256u);
+  EXPECT_EQ(launches[0].config.shared_bytes, (1u + 4) * 4 * 8);
+}
+
+TEST(HipRoutePlanTest, LargeStepsCountThenScatterPerSegment) {
+  // Qwen3 prefill: T = 4096, k = 8 over 128 experts: 32 segments.
+  const auto launches = PlanHipRoute(4096 * 8, 128, SpecKey{}, nullptr);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].key.variant, tailor::cuda::kMoeRouteCountPlan);
+  EXPECT_EQ(launches[0].config.grid.x, 32u);
+  EXPECT_EQ(launches[0].config.shared_bytes, 4u * 128);
+  EXPECT_EQ(launches[1].key.variant, tailor::cuda::kMoeRouteScatter);
+  EXPECT_EQ(launches[1].key.dims[0], 4);
+  EXPECT_EQ(launches[1].config.block.x, 256u);
+  EXPECT_EQ(launches[1].config.shared_bytes, (1u + 4) * 4 * 128);
+}
+
+TEST(HipRoutePlanTest, ManyExpertsScatterWithFewerWavesToFitLds) {
+  // (1 + 4) ints x 4000 experts > 63 KiB: two waves; 8000: one.
+  EXPECT_EQ(PlanHipRoute(100, 4000, SpecKey{}, nullptr)[1].key.dims[0], 2);
+  const auto one = PlanHipRoute(100, 8000, SpecKey{}, nullptr);
+  ASSERT_EQ(one.size(), 2u);  // a single segment, but not 4 waves: 2 kernels
+  EXPECT_EQ(one[1].key.dims[0], 1);
+  EXPECT_EQ(one[1].config.block.x, 64u);
+  EXPECT_LE(one[1].config.shared_bytes, 64u * 1024);
+  EXPECT_EQ(kHipMaxDeviceExperts, (64 * 1024 - 1024) / 8);  // 1 wave fits
+}
+
+TEST(HipDecodeKeyTest, ShapesThatFitAndThoseThatDoNot) {
+  absl::StatusOr<SpecKey> key =
+      HipDecodeKey(SpecKey{}, DecodeShape{.dtype = DType::kBF16,
+                                          .head_dim = 128,
+                                          .group = 8,
+                                          .page_size = 16,
+                                          .num_kv_heads = 4});
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->op, OpKind::kAttentionDecode);
+  EXPECT_EQ(key->dims[0], 128);
+  EXPECT_EQ(key->dims[1], 8);
+  EXPECT_EQ(key->dims[2], 16);
+  EXPECT_EQ(key->tile.m, 64);
+  EXPECT_EQ(key->dims[3], 0);  // Hkv sizes the plan, not the kernel
+
+  EXPECT_THAT(
+      HipDecodeKey(
+          SpecKey{},
+          {.dtype = DType::kF32, .head_dim = 128, .group = 8, .page_size = 16}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "dtype: must be bf16 or f16, got f32"));
+  EXPECT_THAT(HipDecodeKey(SpecKey{}, {.dtype = DType::kBF16,
+                                       .head_dim = 256,
+                                       .group = 16,
+                                       .page_size = 16}),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("hip decode: head_dim 256 with group 16 has "
+                                 "no kernel")));
+}
+
+TEST(HipDecodeKernelsTest, PlansOneWorkerPerCuInWholeTiles) {
+  // PlanConfig needs no device: a backend reference is only used by the
+  // device slots.
+  auto offline = HipBackend::CreateOffline("gfx90a");
+  if (!offline.ok()) GTEST_SKIP() << offline.status();
+  HipDecodeKernels kernels(**offline, 104);
+  absl::StatusOr<tailor::internal::DecodePlanConfig> config =
+      kernels.PlanConfig({.dtype = DType::kBF16,
+                          .head_dim = 128,
+                          .group = 4,
+                          .page_size = 16,
+                          .num_kv_heads = 8});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_workers, 104);
+  EXPECT_EQ(config->tile_tokens, 64);
+  EXPECT_EQ(config->item_cost_tokens, HipDecodeKernels::kItemCostTokens);
+  EXPECT_LE(HipDecodeLdsBytes(128, 16), 64 * 1024);
+  EXPECT_LE(HipDecodeLdsBytes(256, 8), 64 * 1024);
+}
+
+// ---- the registry and the runtime path (no AMD GPU here) -------------------
+
+TEST(HipRegistryTest, ExplicitHipIsUnavailableWithTheReasonWithoutAGpu) {
+  absl::StatusOr<std::unique_ptr<tailor::internal::Backend>> backend =
+      tailor::internal::CreateBackend(BackendKind::kHip, {});
+  if (backend.ok()) GTEST_SKIP() << "an AMD GPU is present";
+  EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kUnavailable,
+                                         HasSubstr("HIP backend unavailable")));
+}
+
+}  // namespace
+}  // namespace tailor::hip
