@@ -1,15 +1,26 @@
 # The two commands (README.md): `make demo` and `make test`. Each installs
 # missing Debian packages (scripts/install-deps.sh, idempotent), configures
 # and builds with CMake (Release, Ninja when present), then runs.
+# The reliability targets (README.md, "Tests and benchmarks"): `make asan`
+# and `make tsan` (the CPU suite under sanitizers, each in its own build
+# directory), `make fuzz` (every fuzz target for FUZZ_SECONDS under
+# libFuzzer + ASan/UBSan) and `make soak` (the long mixed-launch soak).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_FLAGS ?=
+ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
+FUZZ_SECONDS ?= 60
+SOAK_ITERATIONS ?= 100000
 
-.PHONY: deps configure build demo test bench clean
+.PHONY: deps deps-fuzz configure build demo test bench clean asan tsan fuzz soak
 
 deps:
 	@bash scripts/install-deps.sh
+
+deps-fuzz:
+	@bash scripts/install-deps.sh fuzz
 
 configure: deps
 	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ]; then \
@@ -25,8 +36,20 @@ demo: build
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+asan: deps-fuzz
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/sanitize.sh asan $(ASAN_DIR)
+
+tsan: deps
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/sanitize.sh tsan $(TSAN_DIR)
+
+fuzz: deps-fuzz
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/run-fuzzers.sh $(ASAN_DIR) $(FUZZ_SECONDS)
+
+soak: build
+	TAILOR_SOAK_ITERATIONS=$(SOAK_ITERATIONS) $(BUILD_DIR)/tests/reliability/soak_test
+
 bench: build
 	bash scripts/run-benches.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages tailor builds against. Idempotent: a package
-# that is already installed is skipped, and apt is not touched at all when
-# nothing is missing. Needs root (or sudo) only when something must be installed.
+# scripts/install-deps.sh [fuzz]
+# Installs the Debian 12 packages tailor builds against. With "fuzz" (make
+# asan, make fuzz), also libfuzzer-14-dev, which links the fuzz targets
+# against libFuzzer; `make test` does not need it, so CI does not install it.
+# Idempotent: a package that is already installed is skipped, and apt is not
+# touched at all when nothing is missing. Needs root (or sudo) only when
+# something must be installed.
 set -euo pipefail
 
 packages=(
@@ -20,6 +24,12 @@ packages=(
   # headers, the code-object manager and the device bitcode (ROCm 5.2)
   libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs
 )
+
+case "${1:-}" in
+  "") ;;
+  fuzz) packages+=(libfuzzer-14-dev) ;;
+  *) echo "install-deps: unknown group '$1' (only 'fuzz')" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

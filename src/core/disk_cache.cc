@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tailor::internal {
 namespace {
@@ -47,6 +48,25 @@ std::string Header(const EntryIdentity& id, absl::string_view payload) {
                       "\nheaders_hash=", id.headers_hash.Hex(),
                       "\npayload_size=", payload.size(),
                       "\npayload_xxh3=", Checksum64(payload), "\n");
+}
+
+absl::Mutex fault_hook_mu(absl::kConstInit);
+WriteFaultHook* fault_hook ABSL_GUARDED_BY(fault_hook_mu) = nullptr;
+
+// The errno the test hook injects into `step`, 0 (no fault) without a hook.
+int InjectedFault(WriteStep step) {
+  absl::MutexLock lock(&fault_hook_mu);
+  return fault_hook == nullptr ? 0 : (*fault_hook)(step);
+}
+
+// write(), or the half-done write of a full disk when a fault is injected.
+ssize_t WriteSome(int fd, const char* data, size_t size) {
+  if (int err = InjectedFault(WriteStep::kWrite); err != 0) {
+    if (size > 1 && write(fd, data, size / 2) < 0) return -1;
+    errno = err;
+    return -1;
+  }
+  return write(fd, data, size);
 }
 
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
@@ -240,10 +260,53 @@ std::string DiskCache::EntryPath(absl::string_view stem,
   return absl::StrCat(dir_, "/", stem, "-", id.Hash().Hex(), ".tkc");
 }
 
-ReadResult DiskCache::Read(absl::string_view stem,
-                           const EntryIdentity& id) const {
-  std::string path = EntryPath(stem, id);
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+namespace {
+
+absl::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+// Why a file with status `st` may not be loaded as an entry; empty if it may:
+// only a regular file of ours, of sane size.
+std::string UnloadableBecause(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    return absl::StrCat("entry is ", FileKind(st.st_mode),
+                        ", not a regular file");
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::StrCat("entry is owned by uid ", st.st_uid,
+                        ", not by this user (uid ", geteuid(), ")");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) {
+    return absl::StrCat("entry is ", st.st_size, " bytes, more than ",
+                        kMaxEntryBytes);
+  }
+  return "";
+}
+
+// Reads the entry file at `path` into `bytes`. A FIFO, device node,
+// socket or directory in an entry's place is never opened in a way that can
+// block: lstat rejects it first, and the open itself is O_NONBLOCK (the file
+// may be swapped between the two) and fstat checked again.
+ReadResult ReadEntryFile(const std::string& path, std::string& bytes) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Reject(EntryProblem::kMissing, "");
+    return Reject(EntryProblem::kCorrupt,
+                  absl::StrCat("lstat: ", std::strerror(errno)));
+  }
+  if (S_ISLNK(st.st_mode))
+    return Reject(EntryProblem::kCorrupt, "entry is a symlink; not followed");
+  if (std::string why = UnloadableBecause(st); !why.empty())
+    return Reject(EntryProblem::kCorrupt, std::move(why));
+  int fd = open(path.c_str(),
+                O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Reject(EntryProblem::kMissing, "");
     if (errno == ELOOP)
@@ -251,23 +314,28 @@ ReadResult DiskCache::Read(absl::string_view stem,
     return Reject(EntryProblem::kCorrupt,
                   absl::StrCat("open: ", std::strerror(errno)));
   }
-  struct stat st;
-  std::string bytes;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            static_cast<uint64_t>(st.st_size) <= kMaxEntryBytes;
-  if (ok) {
+  std::string why = fstat(fd, &st) == 0
+                        ? UnloadableBecause(st)
+                        : absl::StrCat("fstat: ", std::strerror(errno));
+  if (why.empty()) {
     bytes.resize(st.st_size);
     size_t done = 0;
     while (done < bytes.size()) {
       ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       done += n;
     }
     bytes.resize(done);
   }
   close(fd);
-  if (!ok)
-    return Reject(EntryProblem::kCorrupt, "not a regular file of sane size");
+  if (!why.empty()) return Reject(EntryProblem::kCorrupt, std::move(why));
+  return ReadResult{};
+}
+
+}  // namespace
+
+ReadResult ParseEntry(absl::string_view bytes, const EntryIdentity& id) {
   EntryParts parts = SplitEntry(bytes);
   if (parts.problem != EntryProblem::kNone)
     return Reject(parts.problem, std::move(parts.detail));
@@ -276,6 +344,14 @@ ReadResult DiskCache::Read(absl::string_view stem,
   if (result.problem == EntryProblem::kNone)
     result.payload = std::string(parts.payload);
   return result;
+}
+
+ReadResult DiskCache::Read(absl::string_view stem,
+                           const EntryIdentity& id) const {
+  std::string bytes;
+  ReadResult file = ReadEntryFile(EntryPath(stem, id), bytes);
+  if (file.problem != EntryProblem::kNone) return file;
+  return ParseEntry(bytes, id);
 }
 
 absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
@@ -290,8 +366,13 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
   std::string path = EntryPath(stem, id);
   std::string tmp =
       absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
-  int fd = open(tmp.c_str(),
-                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int fd = -1;
+  if (int err = InjectedFault(WriteStep::kCreate); err != 0) {
+    errno = err;
+  } else {
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+  }
   if (fd < 0) return ErrnoStatus("cannot create cache entry", tmp);
   bool ok = true;
   for (absl::string_view part :
@@ -299,7 +380,7 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
         absl::string_view(trailer), payload}) {
     size_t done = 0;
     while (ok && done < part.size()) {
-      ssize_t n = write(fd, part.data() + done, part.size() - done);
+      ssize_t n = WriteSome(fd, part.data() + done, part.size() - done);
       if (n <= 0)
         ok = false;
       else
@@ -308,10 +389,16 @@ absl::Status DiskCache::Write(absl::string_view stem, const EntryIdentity& id,
   }
   absl::Status status =
       ok ? absl::OkStatus() : ErrnoStatus("cannot write cache entry", tmp);
-  if (close(fd) != 0 && status.ok())
+  int close_error = close(fd) != 0 ? errno : InjectedFault(WriteStep::kClose);
+  if (close_error != 0 && status.ok()) {
+    errno = close_error;
     status = ErrnoStatus("cannot close cache entry", tmp);
-  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoStatus("cannot rename cache entry into", path);
+  }
+  if (status.ok()) {
+    int rename_fault = InjectedFault(WriteStep::kRename);
+    if (rename_fault != 0) errno = rename_fault;
+    if (rename_fault != 0 || rename(tmp.c_str(), path.c_str()) != 0)
+      status = ErrnoStatus("cannot rename cache entry into", path);
   }
   if (!status.ok()) unlink(tmp.c_str());
   return status;
@@ -379,6 +466,17 @@ EntryInspection InspectEntryFile(const std::string& path, bool verify_payload) {
     return reject(EntryProblem::kCorrupt, "payload checksum mismatch");
   }
   return result;
+}
+
+void SetWriteFaultHookForTesting(WriteFaultHook hook) {
+  WriteFaultHook* next = hook ? new WriteFaultHook(std::move(hook)) : nullptr;
+  WriteFaultHook* previous;
+  {
+    absl::MutexLock lock(&fault_hook_mu);
+    previous = fault_hook;
+    fault_hook = next;
+  }
+  delete previous;
 }
 
 }  // namespace tailor::internal

@@ -11,16 +11,20 @@
 // identity, arch, spec, source hash, runtime-headers hash, payload size and
 // xxh3). Read verifies all of it: a truncated, bit-flipped, wrong-version or
 // wrong-arch entry is a miss (Corrupt / Stale), never loaded and never a
-// crash. Writes go to a temp file opened O_CREAT|O_EXCL|O_NOFOLLOW in the
-// same directory, then rename() into place, so readers never see a partial
-// entry and concurrent writers of one key are harmless. Entry paths that are
-// symlinks are not followed. A writer killed mid-write leaves only its temp
-// file; Open removes temp files older than kStaleTempSeconds (younger ones may
-// belong to a live writer in another process).
+// crash. Only a regular file owned by this user is read: an entry path that
+// is a FIFO, device node, socket or directory is Corrupt without ever being
+// opened in a way that could block, and so is one owned by another user or
+// larger than 1 GiB. Writes go to a temp file opened O_CREAT|O_EXCL|O_NOFOLLOW
+// in the same directory, then rename() into place, so readers never see a
+// partial entry and concurrent writers of one key are harmless. Entry paths
+// that are symlinks are not followed. A writer killed mid-write leaves only its
+// temp file; Open removes temp files older than kStaleTempSeconds (younger ones
+// may belong to a live writer in another process).
 #ifndef TAILOR_CORE_DISK_CACHE_H_
 #define TAILOR_CORE_DISK_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +95,25 @@ struct EntryInspection {
 // only the header is read). Symlinks, FIFOs, devices and directories are
 // kCorrupt: never followed, never blocked on.
 EntryInspection InspectEntryFile(const std::string& path, bool verify_payload);
+
+// Verifies the bytes of an entry file against `id` and extracts the payload:
+// what Read does once the file is read. Never reads past `bytes`; for tests
+// and the fuzzer.
+ReadResult ParseEntry(absl::string_view bytes, const EntryIdentity& id);
+
+// Fault injection, for tests only (tests/reliability/disk_faults_test.cc):
+// while a hook is set, Write asks it before each step it takes on the
+// filesystem, and a nonzero answer is the errno that step fails with. A
+// failing kWrite first writes half of what it was asked to (as a filling disk
+// does), so a partial temp file really exists before the failure. Thread-safe;
+// SetWriteFaultHookForTesting(nullptr) removes the hook.
+//
+//   SetWriteFaultHookForTesting([](WriteStep step) {
+//     return step == WriteStep::kWrite ? ENOSPC : 0;  // the disk is full
+//   });
+enum class WriteStep { kCreate, kWrite, kClose, kRename };
+using WriteFaultHook = std::function<int(WriteStep step)>;
+void SetWriteFaultHookForTesting(WriteFaultHook hook);
 
 // The default directory: $TAILOR_CACHE_DIR, else $XDG_CACHE_HOME/tailor,
 // else $HOME/.cache/tailor. Empty if none of these is set.

@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/disk_eviction.h"
+#include "core/fork_handlers.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
 #include "core/stats.h"
@@ -107,6 +108,30 @@ std::optional<DiskCache> OpenDiskCache(const Runtime::Options& options) {
   return *std::move(disk);
 }
 
+// A fork() waits for this engine's lookups in flight, and the child gets a
+// cache and stats whose locks nobody holds.
+class EngineForkParticipant final : public ForkParticipant {
+ public:
+  EngineForkParticipant(KernelCache& cache, Stats& stats)
+      : cache_(cache), stats_(stats) {}
+  void Prepare() override {
+    cache_.PrepareFork();
+    stats_.PrepareFork();
+  }
+  void AfterInParent() override {
+    stats_.AfterForkInParent();
+    cache_.AfterForkInParent();
+  }
+  void AfterInChild() override {
+    stats_.AfterForkInChild();
+    cache_.AfterForkInChild();
+  }
+
+ private:
+  KernelCache& cache_;
+  Stats& stats_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
@@ -134,6 +159,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
           .disk = OpenDiskCache(options),
           .disk_max_bytes = DiskCacheMaxBytes(options)});
   engine->background_jit_ = BackgroundJit(options);
+  // The logger's fork participant must be registered before this one, so
+  // that a fork quiesces the engine (whose lookups log) before it takes the
+  // console lock: Logger() registers it on first use.
+  Logger();
+  engine->fork_participant_ =
+      std::make_unique<EngineForkParticipant>(*engine->cache_, *engine->stats_);
+  RegisterForkParticipant(engine->fork_participant_.get());
   Logger().debug(
       "runtime ready: backend {} arch {} cache {}",
       BackendName(engine->backend_->kind()), engine->backend_->arch(),
@@ -141,7 +173,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   return engine;
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (fork_participant_) UnregisterForkParticipant(fork_participant_.get());
+}
 
 const std::string& Engine::cache_dir() const {
   static const std::string kNone;

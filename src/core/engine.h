@@ -26,6 +26,7 @@
 
 namespace tailor::internal {
 
+class ForkParticipant;
 class KernelCache;
 class Stats;
 class ThreadPool;
@@ -95,6 +96,8 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KernelCache> cache_;
   bool background_jit_ = false;
+  // Quiesces the cache and the stats around fork() (core/fork_handlers.h).
+  std::unique_ptr<ForkParticipant> fork_participant_;
 };
 
 }  // namespace tailor::internal

@@ -87,6 +87,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::Get(
       entry->key = key;
       lru_.push_front(entry);
       index_[hash] = lru_.begin();
+      ++resolving_;
     }
   }
   if (touch_due) {  // disk_path and result are immutable once ready
@@ -109,6 +110,7 @@ void KernelCache::Publish(const std::shared_ptr<Entry>& entry,
   entry->result = std::move(result);
   entry->disk_path = std::move(disk_path);
   entry->ready = true;
+  --resolving_;
   if (!ok) {
     // Do not cache failures: the next Get tries again.
     auto it = index_.find(entry->key.Hash());
@@ -154,6 +156,7 @@ std::shared_ptr<Kernel> KernelCache::TryGet(const SpecKey& key,
     entry->key = key;
     lru_.push_front(entry);
     index_[hash] = lru_.begin();
+    ++resolving_;  // Publish (from the background worker) ends it
   }
   Enqueue({.entry = std::move(entry), .generate = generate});
   return nullptr;
@@ -427,6 +430,22 @@ void KernelCache::EvictIfFull() {
     lru_.erase(victim);
     stats_.Add(stats_.memory_evictions);
   }
+}
+
+void KernelCache::PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  mu_.LockWhen(absl::Condition(
+      +[](KernelCache* c)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->resolving_ == 0; },
+      this));
+}
+
+void KernelCache::AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  mu_.Unlock();
+}
+
+void KernelCache::AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Nothing was resolving: no entry is pending and no compile slot taken.
+  mu_.Unlock();
 }
 
 void KernelCache::ClearMemory() {

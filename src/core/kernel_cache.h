@@ -107,6 +107,14 @@ class KernelCache {
   size_t memory_size() const;
   const std::optional<DiskCache>& disk() const { return config_.disk; }
 
+  // Around fork() (core/fork_handlers.h, called by the Engine): PrepareFork
+  // waits until no lookup is resolving (no disk read, compile or load in
+  // flight, so no entry is pending and LLVM holds no lock) and keeps new
+  // ones out until the After* call, in both processes.
+  void PrepareFork();
+  void AfterForkInParent();
+  void AfterForkInChild();
+
   // The identity a disk entry for `key` with `source` must carry.
   EntryIdentity IdentityFor(const SpecKey& key,
                             const KernelSource& source) const;
@@ -162,7 +170,8 @@ class KernelCache {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Hash128, LruList::iterator> index_ ABSL_GUARDED_BY(mu_);
-  LruList lru_ ABSL_GUARDED_BY(mu_);  // front = most recently used
+  LruList lru_ ABSL_GUARDED_BY(mu_);        // front = most recently used
+  int resolving_ ABSL_GUARDED_BY(mu_) = 0;  // entries not ready yet
 
   // Keys whose background resolve failed: TryGet does not queue them again.
   absl::flat_hash_set<Hash128> background_failed_ ABSL_GUARDED_BY(mu_);

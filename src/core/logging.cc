@@ -6,12 +6,33 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/fork_handlers.h"
+#include "spdlog/details/console_globals.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace tailor::internal {
+namespace {
+
+// spdlog's console sinks write under one process-wide mutex. A fork() while
+// another thread writes a line would leave it locked forever in the child:
+// hold it across the fork instead (core/fork_handlers.h). Registered before
+// any Engine, so it is taken after the engines are quiesced (they log).
+class ConsoleMutexAcrossFork final : public ForkParticipant {
+ public:
+  void Prepare() override { spdlog::details::console_mutex::mutex().lock(); }
+  void AfterInParent() override {
+    spdlog::details::console_mutex::mutex().unlock();
+  }
+  void AfterInChild() override {
+    spdlog::details::console_mutex::mutex().unlock();
+  }
+};
+
+}  // namespace
 
 spdlog::logger& Logger() {
   static spdlog::logger* logger = [] {
+    RegisterForkParticipant(new ConsoleMutexAcrossFork());  // lives forever
     std::shared_ptr<spdlog::logger> existing = spdlog::get("tailor");
     if (existing == nullptr) existing = spdlog::stderr_color_mt("tailor");
     existing->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [tailor] [%l] %v");

@@ -69,6 +69,18 @@ std::vector<SpecKey> Stats::SeenKeys() const {
   return recorded_keys_;
 }
 
+void Stats::PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  specializations_mu_.Lock();
+}
+
+void Stats::AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  specializations_mu_.Unlock();
+}
+
+void Stats::AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  specializations_mu_.Unlock();
+}
+
 StatsSnapshot Stats::Snapshot() const {
   StatsSnapshot s;
   auto get = [](const std::atomic<uint64_t>& c) {

@@ -73,6 +73,13 @@ class Stats {
 
   StatsSnapshot Snapshot() const;
 
+  // Around fork() (core/fork_handlers.h, called by the Engine): the
+  // specializations lock is taken before and released after, in both
+  // processes.
+  void PrepareFork();
+  void AfterForkInParent();
+  void AfterForkInChild();
+
   std::atomic<uint64_t> lookups{0};
   std::atomic<uint64_t> memory_hits{0};
   std::atomic<uint64_t> disk_hits{0};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/fork_handlers.h"
+
 namespace tailor::internal {
 
 struct ThreadPool::Job {
@@ -15,18 +17,30 @@ struct ThreadPool::Job {
   std::atomic<int> active_helpers{0};
 };
 
-ThreadPool::ThreadPool(int num_workers) {
+ThreadPool::ThreadPool(int num_workers) : fork_generation_(ForkGeneration()) {
   queue_.reserve(kMaxQueuedJobs);
   for (int i = 0; i < num_workers; ++i)
     workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
+  if (InheritedAcrossFork()) {
+    // The workers were the parent's and do not exist here: they can be
+    // neither joined nor detached (both fail, and a joinable std::thread's
+    // destructor terminates). Their handles are leaked on purpose, once
+    // per inherited pool; the queue lock they may hold is never taken.
+    new std::vector<std::thread>(std::move(workers_));
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (std::thread& t : workers_) t.join();
+}
+
+bool ThreadPool::InheritedAcrossFork() const {
+  return ForkGeneration() != fork_generation_;
 }
 
 void ThreadPool::RunChunks(Job& job) {
@@ -71,7 +85,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   int64_t parts =
       std::min<int64_t>((n + min_chunk - 1) / min_chunk,
                         4 * (static_cast<int64_t>(workers_.size()) + 1));
-  if (parts <= 1 || workers_.empty()) {
+  if (parts <= 1 || workers_.empty() || InheritedAcrossFork()) {
     body(0, n);
     return;
   }

@@ -4,6 +4,11 @@
 // calling thread; it returns when all chunks are done. Many threads may call
 // ParallelFor at once (each call is its own job). A job of one chunk runs
 // inline on the caller, so tiny launches never wake a worker.
+//
+// In the child of a fork() the workers do not exist: a pool inherited that
+// way (core/fork_handlers.h) runs every job on its caller and, when
+// destroyed, leaks its worker handles (they cannot be joined) instead of
+// joining them.
 #ifndef TAILOR_CORE_THREAD_POOL_H_
 #define TAILOR_CORE_THREAD_POOL_H_
 
@@ -34,6 +39,8 @@ class ThreadPool {
  private:
   struct Job;
   void WorkerLoop();
+  // True in the child of a fork() that happened after construction.
+  bool InheritedAcrossFork() const;
   static void RunChunks(Job& job);
 
   // Jobs waiting for workers. Reserved once: queueing never allocates (a job
@@ -43,6 +50,7 @@ class ThreadPool {
   std::vector<Job*> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
+  uint64_t fork_generation_;  // ForkGeneration() at construction
 };
 
 }  // namespace tailor::internal

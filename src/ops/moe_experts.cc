@@ -126,7 +126,10 @@ absl::StatusOr<RowBuffers> IntermediateRows(const ExpertsDims& d, DType dtype,
 
 }  // namespace
 
-absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
+namespace {
+
+absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
+                              Workspace& ws) {
   TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.experts"));
   const Device dev = runtime.device();
@@ -192,6 +195,13 @@ absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
                                    .inverse = ws.inverse().as<int32_t>(),
                                    .out = args.out.data,
                                    .stream = args.stream});
+}
+
+}  // namespace
+
+absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc(
+      "moe.experts", [&] { return ExpertsUnguarded(runtime, args, ws); });
 }
 
 }  // namespace moe

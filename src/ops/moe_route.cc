@@ -233,7 +233,10 @@ void CountPlanRows(Runtime& runtime, const plan::PiecewisePlan& plan) {
 
 }  // namespace
 
-absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
+namespace {
+
+absl::Status RouteUnguarded(Runtime& runtime, const RouteArgs& args,
+                            Workspace& ws) {
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.route"));
   TAILOR_ASSIGN_OR_RETURN(MoeWorkspace * w, WorkspaceOf(ws));
@@ -262,8 +265,17 @@ absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
   return absl::OkStatus();
 }
 
-absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
-                      Workspace& ws) {
+}  // namespace
+
+absl::Status Route(Runtime& runtime, const RouteArgs& args, Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc(
+      "moe.route", [&] { return RouteUnguarded(runtime, args, ws); });
+}
+
+namespace {
+
+absl::Status PlanRowsUnguarded(Runtime& runtime, const PlanRowsArgs& args,
+                               Workspace& ws) {
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.plan_rows"));
   if (runtime.device().type != DeviceType::kCpu) {
@@ -304,6 +316,14 @@ absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
   w->tile_rows = params.tile_rows;
   w->routed = true;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PlanRows(Runtime& runtime, const PlanRowsArgs& args,
+                      Workspace& ws) {
+  return internal::ResourceExhaustedOnBadAlloc(
+      "moe.plan_rows", [&] { return PlanRowsUnguarded(runtime, args, ws); });
 }
 
 }  // namespace moe

@@ -336,7 +336,10 @@ static absl::Status BindUnaccounted(Runtime& runtime,
 
 absl::Status ReserveWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
                               Workspace& ws) {
-  return Accounted(runtime, ws, ReserveUnaccounted(runtime, limits, ws));
+  // No std::bad_alloc crosses the API (moe_workspace.h).
+  return internal::ResourceExhaustedOnBadAlloc("moe.reserve_workspace", [&] {
+    return Accounted(runtime, ws, ReserveUnaccounted(runtime, limits, ws));
+  });
 }
 
 absl::Status BindWorkspace(Runtime& runtime, const WorkspaceLimits& limits,

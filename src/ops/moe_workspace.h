@@ -13,9 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/stats.h"
 #include "ops/moe_device_workspace.h"
 #include "ops/moe_kernels.h"
@@ -74,10 +79,28 @@ inline MoePlanRef PlanRefOf(const MoeWorkspace& w) {
           .max_work = MaxWorkItems(w.num_rows, w.num_experts, w.tile_rows)};
 }
 
-// Grows `buffer` to at least `size` elements; never shrinks.
+// Grows `buffer` to at least `size` elements; never shrinks. Throws
+// std::bad_alloc when memory runs out: callers run under
+// ResourceExhaustedOnBadAlloc.
 template <typename T>
 void GrowTo(std::vector<T>& buffer, size_t size) {
   if (buffer.size() < size) buffer.resize(size);
+}
+
+// Runs `body` (an entry that grows Workspace buffers sized by the caller's
+// shapes) and turns a failed allocation into ResourceExhausted naming `op`:
+// no std::bad_alloc crosses the API.
+template <typename Body>
+absl::Status ResourceExhaustedOnBadAlloc(absl::string_view op, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat(op,
+                   ": cannot allocate the Workspace's buffers for these "
+                   "shapes (out of memory)"));
 }
 
 }  // namespace tailor::internal

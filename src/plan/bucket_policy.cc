@@ -14,7 +14,6 @@ namespace tailor::plan {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // The largest power of two an int64 holds.
 constexpr int64_t kLargestPowerOfTwo = int64_t{1} << 62;
 
@@ -100,12 +99,17 @@ absl::StatusOr<int64_t> BucketPolicy::Bucket(int64_t n) const {
                          " must fit int64 (n <= ", kLargestPowerOfTwo, ")"));
       }
       return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n)));
-    case Kind::kMultipleOf:
-      if (n > kInt64Max - (quantum_ - 1)) {
+    case Kind::kMultipleOf: {
+      // ceil(n / q) * q. Not (n + q - 1) / q * q: n + q - 1 overflows for
+      // buckets that still fit (q = 3e18, n = 5e18 pads to 6e18).
+      const int64_t multiples = n / quantum_ + (n % quantum_ != 0 ? 1 : 0);
+      int64_t bucket = 0;
+      if (__builtin_mul_overflow(multiples, quantum_, &bucket)) {
         return absl::OutOfRangeError(absl::StrCat(
             "n: ", ToString(), " bucket of ", n, " must fit int64"));
       }
-      return (n + (quantum_ - 1)) / quantum_ * quantum_;
+      return bucket;
+    }
     case Kind::kList: {
       TAILOR_ASSIGN_OR_RETURN(int32_t index, ListIndex(n, *this));
       return sizes_[index];

@@ -13,8 +13,10 @@
 #include "test_util.h"
 
 // Sanitizers interpose the allocator themselves; counting is only meaningful
-// (and replacing operator new only safe) without them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// (and replacing operator new only safe) without them. Clang 14 defines
+// neither __SANITIZE_* macro, hence TAILOR_UNDER_SANITIZER (CMakeLists.txt).
+#if defined(TAILOR_UNDER_SANITIZER) || defined(__SANITIZE_ADDRESS__) || \
+    defined(__SANITIZE_THREAD__)
 #define TAILOR_COUNT_ALLOCATIONS 0
 #else
 #define TAILOR_COUNT_ALLOCATIONS 1

@@ -195,6 +195,19 @@ TEST(BucketPolicyTest, UnrepresentableResultsAreOutOfRange) {
   EXPECT_EQ(*MultipleOfOrDie(2).BucketId(2 * kInt32Max), kInt32Max);
 }
 
+// Found by bucket_policy_fuzz: large quanta whose buckets fit int64 were
+// OutOfRange, because the rounding computed n + q - 1 first.
+TEST(BucketPolicyTest, LargeQuantaRoundWithoutOverflow) {
+  const int64_t q = 3776486808823900092;
+  EXPECT_EQ(*MultipleOfOrDie(q).Bucket(5694892738037769679), 2 * q);
+  EXPECT_EQ(*MultipleOfOrDie(q).BucketId(5694892738037769679), 2);
+  EXPECT_EQ(*MultipleOfOrDie(kInt64Max).Bucket(kInt64Max), kInt64Max);
+  EXPECT_EQ(*MultipleOfOrDie(kInt64Max - 1).Bucket(2), kInt64Max - 1);
+  EXPECT_THAT(MultipleOfOrDie(kInt64Max - 1).Bucket(kInt64Max),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       HasSubstr("must fit int64")));
+}
+
 // ---------------------------------------------------------------------------
 // Property sweep: Bucket and BucketId against naive references.
 // ---------------------------------------------------------------------------

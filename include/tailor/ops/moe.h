@@ -38,8 +38,10 @@
 //   "topk_ids[5,1]: expert id 9 is outside [0, 8)"), checked before any
 //   kernel is looked up or launched, so a rejected call writes nothing;
 //   FailedPrecondition for a Workspace that has not been routed (or, on a
-//   GPU, not reserved for the step); Unimplemented when the runtime's
-//   backend has no MoE kernels.
+//   GPU, not reserved for the step); ResourceExhausted when a host
+//   Workspace cannot grow to a step's size (out of memory; no
+//   std::bad_alloc escapes); Unimplemented when the runtime's backend has
+//   no MoE kernels.
 // - Host-memory backends (cpu): every call is synchronous and the host
 //   checks tensor contents too (ids, maps, permutations).
 //   Device backends (cuda): every call is asynchronous on `stream` (a

@@ -68,6 +68,7 @@ std::vector<std::string> FrontendArgs(const HostTarget& target) {
       "pic",
       "-pic-level",
       "2",
+      "-mcmodel=large",  // see clang_compiler.h
       "-fno-rtti",
       "-nostdsysteminc",
       "-nobuiltininc",
@@ -153,9 +154,9 @@ const HostTarget& GetHostTarget() {
 }
 
 std::string ClangCompilerIdentity(const HostTarget& target) {
-  return absl::StrCat(
-      "clang-", CLANG_VERSION_STRING, " -O3 ", target.triple, " ", target.cpu,
-      " features:", HashBytes(target.features).Hex().substr(0, 16));
+  return absl::StrCat("clang-", CLANG_VERSION_STRING, " -O3 -mcmodel=large ",
+                      target.triple, " ", target.cpu, " features:",
+                      HashBytes(target.features).Hex().substr(0, 16));
 }
 
 absl::StatusOr<std::string> CompileToObject(absl::string_view code,
@@ -174,7 +175,7 @@ absl::StatusOr<std::string> CompileToObject(absl::string_view code,
   }
   std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
       target.triple, target.cpu, target.features, llvm::TargetOptions(),
-      llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
+      llvm::Reloc::PIC_, llvm::CodeModel::Large, llvm::CodeGenOpt::Aggressive));
   (*module)->setDataLayout(machine->createDataLayout());
   (*module)->setTargetTriple(target.triple);
 

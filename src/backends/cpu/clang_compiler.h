@@ -6,6 +6,12 @@
 // writes an ELF object. The object is what the kernel cache stores on disk.
 // Kernels are hermetic: no system or builtin headers are visible, so they
 // include only tailor's runtime/cpu headers.
+//
+// Objects use the large code model: the loader maps an object's sections
+// one by one, wherever the address space has room, so its code and its
+// constants may end up terabytes apart (a CUDA context or a mapped model
+// file in between). The small model's 32-bit PC-relative references would
+// wrap around; the large model's are 64-bit.
 #ifndef TAILOR_BACKENDS_CPU_CLANG_COMPILER_H_
 #define TAILOR_BACKENDS_CPU_CLANG_COMPILER_H_
 
@@ -25,7 +31,8 @@ struct HostTarget {
 // The CPU this process runs on. Initializes the native LLVM target once.
 const HostTarget& GetHostTarget();
 
-// "clang-14.0.6 -O3 <triple> <cpu> features:<hash>": part of cache keys.
+// "clang-14.0.6 -O3 -mcmodel=large <triple> <cpu> features:<hash>": part of
+// cache keys.
 std::string ClangCompilerIdentity(const HostTarget& target);
 
 // Compiles `code` (C++20) to an object file for `target`. Internal with the

@@ -81,34 +81,37 @@ constexpr KnownResult kKnownResults[] = {
      absl::StatusCode::kDeadlineExceeded},
 };
 
-const KnownResult* FindKnownResult(CUresult result) {
+const KnownResult* FindKnownResult(int result) {
   for (const KnownResult& known : kKnownResults) {
-    if (known.result == result) return &known;
+    if (static_cast<int>(known.result) == result) return &known;
   }
   return nullptr;
 }
 
 // The conversion behind CudaResultToStatus; `api` (may be null or partly
 // resolved) supplies the driver's own names and descriptions.
-absl::Status ResultToStatus(const DriverApi* api, CUresult result,
+absl::Status ResultToStatus(const DriverApi* api, int result,
                             absl::string_view what) {
   if (result == CUDA_SUCCESS) return absl::OkStatus();
   const KnownResult* known = FindKnownResult(result);
   const char* name = nullptr;
   const char* description = nullptr;
   if (api != nullptr && api->cuGetErrorName != nullptr &&
-      api->cuGetErrorName(result, &name) != CUDA_SUCCESS) {
+      // The driver's own names may know codes that CUresult does not (cast
+      // inline: never stored in, or loaded from, a CUresult variable).
+      api->cuGetErrorName(static_cast<CUresult>(result), &name) !=
+          CUDA_SUCCESS) {
     name = nullptr;
   }
   if (api != nullptr && api->cuGetErrorString != nullptr &&
-      api->cuGetErrorString(result, &description) != CUDA_SUCCESS) {
+      api->cuGetErrorString(static_cast<CUresult>(result), &description) !=
+          CUDA_SUCCESS) {
     description = nullptr;
   }
   if (name == nullptr && known != nullptr) name = known->name;
-  std::string message =
-      name != nullptr
-          ? absl::StrCat(what, ": ", name, " (", static_cast<int>(result), ")")
-          : absl::StrCat(what, ": CUresult ", static_cast<int>(result));
+  std::string message = name != nullptr
+                            ? absl::StrCat(what, ": ", name, " (", result, ")")
+                            : absl::StrCat(what, ": CUresult ", result);
   if (description != nullptr) absl::StrAppend(&message, ": ", description);
   const absl::StatusCode code =
       known != nullptr ? known->code : absl::StatusCode::kInternal;
@@ -280,7 +283,7 @@ absl::StatusOr<const DriverApi*> LoadDriverApi() {
   return *kLoaded;
 }
 
-absl::Status CudaResultToStatus(CUresult result, absl::string_view what) {
+absl::Status CudaResultToStatus(int result, absl::string_view what) {
   return ResultToStatus(g_loaded_api.load(std::memory_order_acquire), result,
                         what);
 }

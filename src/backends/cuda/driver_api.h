@@ -135,7 +135,10 @@ absl::StatusOr<const DriverApi*> LoadDriverApi();
 // cuGetErrorString; before (or without) a loaded driver the name comes from a
 // built-in table of the codes above and unknown codes read "CUresult <n>".
 // Never loads the driver itself. Thread-safe.
-absl::Status CudaResultToStatus(CUresult result, absl::string_view what);
+// `result` is an int: a newer driver may return a value outside the CUresult
+// enum of the headers tailor was compiled with, and holding such a value in
+// the enum type is undefined behavior (UBSan's enum check, make asan).
+absl::Status CudaResultToStatus(int result, absl::string_view what);
 
 namespace internal {
 

@@ -129,8 +129,8 @@ absl::StatusOr<const NvrtcApi*> LoadNvrtcApi() {
   return &**kApi;
 }
 
-absl::string_view NvrtcResultName(nvrtcResult result) {
-  switch (static_cast<int>(result)) {
+absl::string_view NvrtcResultName(int result) {
+  switch (result) {
     case 0:
       return "NVRTC_SUCCESS";
     case 1:
@@ -171,8 +171,8 @@ absl::string_view NvrtcResultName(nvrtcResult result) {
   return "NVRTC_ERROR_UNKNOWN";
 }
 
-absl::Status NvrtcResultToStatus(nvrtcResult result, absl::string_view what) {
-  const int code = static_cast<int>(result);
+absl::Status NvrtcResultToStatus(int result, absl::string_view what) {
+  const int code = result;
   if (code == 0) return absl::OkStatus();
   std::string message =
       absl::StrCat(std::string(what), ": ",

@@ -69,11 +69,14 @@ absl::StatusOr<const NvrtcApi*> LoadNvrtcApi();
 //   _INVALID_OPTION / name-expression errors           -> InvalidArgument
 //   NVRTC_ERROR_CANCELLED                              -> Cancelled
 //   everything else (compilation, builtin, internal)   -> Internal
-absl::Status NvrtcResultToStatus(nvrtcResult result, absl::string_view what);
+// Takes the code as an int: a newer NVRTC may return a value outside the
+// nvrtcResult enum this tailor was compiled with, and holding such a value
+// in the enum type is undefined behavior (UBSan's enum check, make asan).
+absl::Status NvrtcResultToStatus(int result, absl::string_view what);
 
 // "NVRTC_ERROR_COMPILATION" for 6; "NVRTC_ERROR_UNKNOWN" for values this
 // tailor does not know.
-absl::string_view NvrtcResultName(nvrtcResult result);
+absl::string_view NvrtcResultName(int result);
 
 }  // namespace tailor::cuda
 
