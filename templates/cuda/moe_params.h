@@ -51,6 +51,11 @@ struct MoeRouteHeader {
   int num_work;     // work items of the last plan
   int num_rows;     // R
   int blocks_done;  // count blocks finished (the last one plans); 0 between
+  // The Hopper grouped GEMM's dynamic tile scheduler: tiles handed out so far
+  // past the first wave, and CTAs finished; the last CTA resets both to 0, so
+  // they are 0 between launches (the route scratch starts zeroed).
+  int gemm_next_tile;
+  int gemm_ctas_done;
   int reserved;
 };
 
@@ -115,9 +120,10 @@ struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
   TensorMap w_map;
   TensorMap c_map;
-  void* c;                       // [R, N] or [R, N / 2]
-  const MoeWorkItem* work;       // [max_work]
-  const MoeRouteHeader* header;  // num_work
+  void* c;                  // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;  // [max_work]
+  MoeRouteHeader* header;   // num_work; the dynamic scheduler's counters
+  int dynamic_schedule;     // 1: CTAs take tiles in order from a counter
 };
 
 // out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in

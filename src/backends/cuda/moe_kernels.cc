@@ -432,6 +432,7 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
       pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
       tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
+      dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
       descriptors_(descriptors) {}
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
@@ -453,7 +454,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       HopperStoresByTma(descriptors_, tma_store_, l, cta_rows, p.c_map);
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
-  p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
+  p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
+  p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kHopperGemm, pipeline_checks_, tma_store);

@@ -112,6 +112,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool hopper_;
   bool pipeline_checks_;
   bool tma_store_;  // full Hopper tiles may leave by TMA stores
+  bool dynamic_schedule_;  // Hopper tiles from a counter, not blockIdx strides
   DescriptorPool& descriptors_;
 };
 
