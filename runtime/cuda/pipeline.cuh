@@ -22,6 +22,8 @@
 // stores m in message[s] before its arrival (release), so a consumer reads it
 // after WaitFull(s) (acquire). Close(s) ends the stream: a fill of no bytes
 // whose message is kPipelineClosed; consumers stop there without releasing.
+// Every thread of a group must have read the message before the group's
+// Release (a group barrier between them): the next fill rewrites it.
 //
 // Protocol checks (compile with TAILOR_PIPELINE_CHECKS=1, as the tests do):
 // the ring counts fills armed and releases per stage in shared memory, and

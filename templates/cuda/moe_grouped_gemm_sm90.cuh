@@ -128,6 +128,16 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
+  // K blocks of launch tile t: split t % S of plan tile t / S.
+  struct KRange {
+    int begin, end;
+  };
+  static KRange KRangeOf(const Params& p, int t) {
+    const int split = t % p.k_splits;
+    return {split * kKBlocks / p.k_splits,
+            (split + 1) * kKBlocks / p.k_splits};
+  }
+
   // The tile after `t`: static, t + gridDim.x; dynamic, the next of a
   // counter shared by the CTAs (past the first wave), so the tiles in flight
   // are always about one wave of consecutive tiles, however the CTAs drift.
@@ -154,15 +164,16 @@ struct MoeGroupedGemmSm90 {
     PrefetchTensorMap(&p.a_map);
     PrefetchTensorMap(&p.w_map);
     PipelineCursor c;
-    const int tiles = num_work * kNTiles;
+    const int tiles = num_work * kNTiles * p.k_splits;
     int t = blockIdx.x;
     while (t < tiles) {
-      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const TileCoord coord = TileOf(t / p.k_splits, num_work, kNTiles);
       const MoeWorkItem item = p.work[coord.item];
+      const KRange range = KRangeOf(p, t);
       int next = 0;
-      for (int kb = 0; kb < kKBlocks; ++kb) {
+      for (int kb = range.begin; kb < range.end; ++kb) {
         // Asked one fill early: the counter's latency hides behind the wait.
-        if (kb == kKBlocks - 1) next = NextTile(p, t);
+        if (kb == range.end - 1) next = NextTile(p, t);
         WaitEmpty(ring, c);
         ArmFull(ring, c, kStageBytes, t);
         unsigned char* stage = stages + c.stage * kStageBytes;
@@ -289,6 +300,52 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
+  // Split-K: the consumer's partial of launch tile t goes to its slot; the
+  // tile's last split to arrive (per consumer) adds the other splits'
+  // partials into `acc`, resets the arrival count for the next launch and
+  // returns true; the others return false. Slot layout: float4 q of thread i
+  // at q * 128 + i, so a warp writes 512 contiguous bytes.
+  static bool ReduceSplits(const Params& p, int t, int consumer,
+                           float (&acc)[kAccumulators]) {
+    constexpr int kQuads = kAccumulators / 4;
+    constexpr int kConsumerQuads = kMoeSm90SplitSlotFloats / 8;
+    const int i = threadIdx.x % 128;
+    const int splits = p.k_splits, split = t % splits;
+    const int plan_tile = t / splits;
+    // This thread's first float4 in split 0's slot; split s is s slots on.
+    const float4* base = reinterpret_cast<const float4*>(p.partials) +
+                         (plan_tile * splits * 2 + consumer) * kConsumerQuads +
+                         i;
+    float4* mine = const_cast<float4*>(base) + split * 2 * kConsumerQuads;
+#pragma unroll
+    for (int q = 0; q < kQuads; ++q) {
+      __stcg(&mine[q * 128], make_float4(acc[4 * q], acc[4 * q + 1],
+                                         acc[4 * q + 2], acc[4 * q + 3]));
+    }
+    __threadfence();  // the partial is visible before the arrival
+    int* arrivals = &p.split_arrivals[2 * plan_tile + consumer];
+    const bool leader = i == 0;
+    const bool last = NamedBarrierOr<128>(
+        1 + consumer, leader && atomicAdd(arrivals, 1) == splits - 1);
+    if (!last) return false;
+    __threadfence();
+#pragma unroll 1
+    for (int s = 0; s < splits; ++s) {
+      if (s == split) continue;
+      const float4* other = base + s * 2 * kConsumerQuads;
+#pragma unroll
+      for (int q = 0; q < kQuads; ++q) {
+        const float4 v = __ldcg(&other[q * 128]);
+        acc[4 * q] += v.x;
+        acc[4 * q + 1] += v.y;
+        acc[4 * q + 2] += v.z;
+        acc[4 * q + 3] += v.w;
+      }
+    }
+    if (leader) *arrivals = 0;
+    return true;
+  }
+
   // One K block's 4 wgmma k16 steps on the stage at `stage`.
   static void Mma(const unsigned char* stage, int consumer, bool accumulate,
                   float (&acc)[kAccumulators]) {
@@ -324,20 +381,27 @@ struct MoeGroupedGemmSm90 {
     for (;;) {
       WaitFull(ring, c);  // the tile's first fill names the tile
       const int t = Message(ring, c);
+      // Every thread has read the message before the leader can release the
+      // stage to the producer, who writes the next one there.
+      NamedBarrierSync<128>(1 + consumer);
       if (t == kPipelineClosed) break;
-      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const TileCoord coord = TileOf(t / p.k_splits, num_work, kNTiles);
       const MoeWorkItem item = p.work[coord.item];
+      const KRange range = KRangeOf(p, t);
       PipelineCursor previous;
-      for (int kb = 0; kb < kKBlocks; ++kb) {
-        if (kb > 0) WaitFull(ring, c);
-        Mma(stages + c.stage * kStageBytes, consumer, kb > 0, acc);
+      for (int kb = range.begin; kb < range.end; ++kb) {
+        const bool first = kb == range.begin;
+        if (!first) WaitFull(ring, c);
+        Mma(stages + c.stage * kStageBytes, consumer, !first, acc);
         WgmmaWait<1>();  // the previous K block's MMAs are done
-        if (kb > 0 && leader) Release(ring, previous);
+        if (!first && leader) Release(ring, previous);
         previous = c;
         c.Advance(kStages);
       }
       WgmmaWait<0>();
       if (leader) Release(ring, previous);
+      // Split-K: only the tile's last split to finish stores it.
+      if (p.k_splits > 1 && !ReduceSplits(p, t, consumer, acc)) continue;
       if (kTmaStore && item.tail_class == 0) {
         StoreByTma(p, item, coord.n_tile, consumer, acc, boxes, boxes_done);
       } else {
