@@ -317,6 +317,8 @@ typedef struct tailor_moe_route_args {
   void* stream;
 } tailor_moe_route_args;
 
+/* tailor::moe::Route. Any error (a null `args` too) leaves `ws` not
+ * routed, so later steps fail instead of using an earlier routing. */
 TAILOR_C_EXPORT tailor_status
 tailor_moe_route(tailor_runtime* runtime, const tailor_moe_route_args* args,
                  tailor_moe_workspace* ws);
@@ -453,7 +455,8 @@ typedef struct tailor_plan_decode_args {
   void* stream;  /* device backends: the work list is copied here */
 } tailor_plan_decode_args;
 
-/* tailor::attention::PlanDecode. */
+/* tailor::attention::PlanDecode. Any error (a null `args` too) leaves `ws`
+ * not planned, so RunDecode fails instead of using an earlier plan. */
 TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
     tailor_runtime* runtime, const tailor_plan_decode_args* args,
     tailor_decode_workspace* ws);

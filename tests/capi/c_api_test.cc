@@ -260,6 +260,54 @@ TEST_F(CApiTest, OpErrorsCarryTheCppMessage) {
   EXPECT_EQ(LastError(), "a.dtype: not a tailor_dtype value (1..7), got 0");
 }
 
+// Regression (c_api_fuzz): a tailor_moe_route that the C layer rejected
+// (a rank or enum out of range, null args) left the workspace routed with
+// the previous step's routing, so a caller that went on ran GroupedGemm on
+// stale rows. moe::Route leaves a failed workspace not routed; the C entry
+// now does too, and the next step fails instead.
+TEST_F(CApiTest, FailedRouteLeavesTheWorkspaceNotRouted) {
+  FillInputs();
+  tailor_moe_route_args route = {};
+  route.topk_ids =
+      tailor_tensor_contiguous(ids_.data(), TAILOR_DTYPE_I32, 2, topk_dims_);
+  route.num_experts = kE;
+  auto routed = [&] {
+    tailor_moe_workspace_info info = {};
+    EXPECT_EQ(tailor_moe_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+    return info.routed;
+  };
+  const char* const expected[] = {
+      "topk_ids: rank must be in [0, 6], got -1",
+      "topk_ids.dtype: not a tailor_dtype value (1..7), got 0",
+      "policy.tail: not a TailPolicy value: 7", "args: must not be null"};
+  for (int broken = 0; broken < 4; ++broken) {
+    SCOPED_TRACE(expected[broken]);
+    ASSERT_EQ(tailor_moe_route(runtime_, &route, ws_), TAILOR_STATUS_OK)
+        << LastError();
+    ASSERT_EQ(routed(), 1);
+    tailor_moe_route_args bad = route;
+    if (broken == 0) bad.topk_ids.rank = -1;
+    if (broken == 1) bad.topk_ids.dtype = 0;
+    if (broken == 2) bad.policy.tail = 7;
+    EXPECT_EQ(tailor_moe_route(runtime_, broken == 3 ? nullptr : &bad, ws_),
+              TAILOR_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(LastError(), expected[broken]);
+    EXPECT_EQ(routed(), 0);
+  }
+  const int64_t rows = kT * kK;
+  std::vector<float> a(rows * kH), c(rows * 2 * kI);
+  const int64_t a_dims[2] = {rows, kH}, c_dims[2] = {rows, 2 * kI};
+  tailor_moe_grouped_gemm_args gemm = {};
+  gemm.a = tailor_tensor_contiguous(a.data(), TAILOR_DTYPE_F32, 2, a_dims);
+  gemm.w =
+      tailor_tensor_contiguous(w13_.data(), TAILOR_DTYPE_F32, 3, w13_dims_);
+  gemm.c = tailor_tensor_contiguous(c.data(), TAILOR_DTYPE_F32, 2, c_dims);
+  EXPECT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_),
+            TAILOR_STATUS_FAILED_PRECONDITION);
+  EXPECT_EQ(LastError(),
+            "ws: not routed; call moe::Route or moe::PlanRows first");
+}
+
 TEST_F(CApiTest, WorkspaceEntries) {
   tailor_moe_workspace_limits limits = {};
   limits.max_tokens = 16;
