@@ -55,10 +55,27 @@ struct Opened {
   std::string path;
 };
 
+// The sanitizer runtimes end the process on any dlopen with RTLD_DEEPBIND
+// (google/sanitizers#611), which ROCm's libraries need (see OpenFirst): in
+// a sanitizer build (make asan, make tsan) the HIP backend is unavailable,
+// as on a machine without ROCm, instead of killing every process that
+// probes it (Options::backend kAuto does).
+#if defined(TAILOR_UNDER_SANITIZER)
+constexpr bool kDeepBindAllowed = false;
+#else
+constexpr bool kDeepBindAllowed = true;
+#endif
+
 // The first of `paths` that dlopens; Unavailable naming `what` and every
 // error otherwise.
 absl::StatusOr<Opened> OpenFirst(const std::vector<std::string>& paths,
                                  absl::string_view what) {
+  if (!kDeepBindAllowed) {
+    return absl::UnavailableError(
+        absl::StrCat("HIP backend unavailable: no ", what,
+                     " is loaded in a sanitizer build (ROCm's libraries need "
+                     "RTLD_DEEPBIND, which the sanitizer runtimes refuse)"));
+  }
   std::vector<std::string> errors;
   for (const std::string& path : paths) {
     // RTLD_DEEPBIND: ROCm's comgr links its own LLVM (15 on Debian 12);
