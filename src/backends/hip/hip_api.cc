@@ -149,7 +149,7 @@ absl::StatusOr<HiprtcApi> LoadHiprtcOnce() {
         Resolve(*library, "hiprtcGetCode", api.GetCode)}) {
     if (!r.ok()) return r;
   }
-  if (hiprtcResult r = api.Version(&api.version_major, &api.version_minor);
+  if (const int r = api.Version(&api.version_major, &api.version_minor);
       r != HIPRTC_SUCCESS) {
     return HiprtcResultToStatus(r, "hiprtcVersion");
   }
@@ -205,7 +205,7 @@ absl::StatusOr<const HipRuntimeApi*> LoadHipRuntimeApi() {
   return &**loaded;
 }
 
-absl::string_view HiprtcResultName(hiprtcResult result) {
+absl::string_view HiprtcResultName(int result) {
   switch (result) {
     case HIPRTC_SUCCESS:
       return "HIPRTC_SUCCESS";
@@ -235,10 +235,10 @@ absl::string_view HiprtcResultName(hiprtcResult result) {
   return "HIPRTC_ERROR_UNKNOWN";
 }
 
-absl::Status HiprtcResultToStatus(hiprtcResult result, absl::string_view what) {
+absl::Status HiprtcResultToStatus(int result, absl::string_view what) {
   if (result == HIPRTC_SUCCESS) return absl::OkStatus();
-  const std::string message = absl::StrCat(what, ": ", HiprtcResultName(result),
-                                           " (", static_cast<int>(result), ")");
+  const std::string message =
+      absl::StrCat(what, ": ", HiprtcResultName(result), " (", result, ")");
   switch (result) {
     case HIPRTC_ERROR_OUT_OF_MEMORY:
       return absl::ResourceExhaustedError(message);
