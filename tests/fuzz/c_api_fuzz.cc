@@ -508,9 +508,11 @@ void RunPlanDecode(CTensors& call, const DecodeModel& m,
   planned = {};
   if (!plan.ok()) return;
   FUZZ_CHECK(info.batch == args.seq_lens.dims[0]) << info.batch;
-  const auto* lens = static_cast<const char*>(args.seq_lens.data);
   planned.seq_lens.resize(info.batch);
-  std::memcpy(planned.seq_lens.data(), lens, info.batch * sizeof(int32_t));
+  if (info.batch > 0) {  // an empty view's data may be null
+    std::memcpy(planned.seq_lens.data(), args.seq_lens.data,
+                info.batch * sizeof(int32_t));
+  }
   planned.planned = true;
   planned.dtype = args.dtype == 0 ? TAILOR_DTYPE_BF16 : args.dtype;
   planned.kv_heads = args.num_kv_heads;
