@@ -149,7 +149,9 @@ typedef struct tailor_tensor {
 
 /* A row-major view of `rank` dims on the host (set device_type and
  * device_index for device memory). rank is clamped to [0, TAILOR_MAX_RANK];
- * dims may be NULL when rank is 0. Never fails. */
+ * dims may be NULL when rank is 0. Never fails: a stride that does not fit
+ * int64 (dims whose product overflows) is INT64_MAX, and ops reject such a
+ * view (its element count overflows) unless another dim is 0. */
 TAILOR_C_EXPORT tailor_tensor tailor_tensor_contiguous(void* data,
                                                        int32_t dtype,
                                                        int32_t rank,

@@ -95,6 +95,41 @@ TEST(CApi, VersionsAndStatusNames) {
   EXPECT_STREQ(tailor_status_name(-1), "UNKNOWN_CODE");
 }
 
+// Regression (c_api_fuzz under UBSan): dims whose product overflows int64
+// made tailor_tensor_contiguous's stride computation overflow (undefined
+// behavior). It saturates, and an op rejects the view.
+TEST(CApi, TensorContiguousSaturatesStridesPastInt64) {
+  const int64_t dims[2] = {65535, int64_t{1} << 62};
+  tailor_tensor t =
+      tailor_tensor_contiguous(nullptr, TAILOR_DTYPE_I32, 2, dims);
+  EXPECT_EQ(t.strides[1], 1);
+  EXPECT_EQ(t.strides[0], int64_t{1} << 62);
+  const int64_t three[3] = {2, int64_t{1} << 40, int64_t{1} << 40};
+  t = tailor_tensor_contiguous(nullptr, TAILOR_DTYPE_I32, 3, three);
+  EXPECT_EQ(t.strides[0], INT64_MAX);
+  int32_t ids[1] = {0};
+  t.data = ids;
+  tailor_runtime_options options = {};
+  options.backend = TAILOR_BACKEND_CPU;
+  options.log_level = "error";
+  options.disable_disk_cache = 1;
+  tailor_runtime* runtime = nullptr;
+  ASSERT_EQ(tailor_runtime_create(&options, &runtime), TAILOR_STATUS_OK);
+  tailor_moe_workspace* ws = nullptr;
+  ASSERT_EQ(tailor_moe_workspace_create(&ws), TAILOR_STATUS_OK);
+  tailor_moe_route_args route = {};
+  t.rank = 2;  // [2, 2^62]: 2^63 elements do not fit int64
+  t.dims[1] = int64_t{1} << 62;
+  t.strides[0] = INT64_MAX;
+  route.topk_ids = t;
+  route.num_experts = 4;
+  EXPECT_EQ(tailor_moe_route(runtime, &route, ws),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), HasSubstr("topk_ids"));
+  tailor_moe_workspace_destroy(ws);
+  tailor_runtime_destroy(runtime);
+}
+
 TEST(CApi, RuntimeCreateRejectsBadArguments) {
   EXPECT_EQ(tailor_runtime_create(nullptr, nullptr),
             TAILOR_STATUS_INVALID_ARGUMENT);
