@@ -149,7 +149,9 @@ typedef struct tailor_tensor {
 
 /* A row-major view of `rank` dims on the host (set device_type and
  * device_index for device memory). rank is clamped to [0, TAILOR_MAX_RANK];
- * dims may be NULL when rank is 0. Never fails. */
+ * dims may be NULL when rank is 0. Never fails: a stride that does not fit
+ * int64 (dims whose product overflows) is INT64_MAX, and ops reject such a
+ * view (its element count overflows) unless another dim is 0. */
 TAILOR_C_EXPORT tailor_tensor tailor_tensor_contiguous(void* data,
                                                        int32_t dtype,
                                                        int32_t rank,
@@ -317,6 +319,8 @@ typedef struct tailor_moe_route_args {
   void* stream;
 } tailor_moe_route_args;
 
+/* tailor::moe::Route. Any error (a null `args` too) leaves `ws` not
+ * routed, so later steps fail instead of using an earlier routing. */
 TAILOR_C_EXPORT tailor_status
 tailor_moe_route(tailor_runtime* runtime, const tailor_moe_route_args* args,
                  tailor_moe_workspace* ws);
@@ -453,7 +457,8 @@ typedef struct tailor_plan_decode_args {
   void* stream;  /* device backends: the work list is copied here */
 } tailor_plan_decode_args;
 
-/* tailor::attention::PlanDecode. */
+/* tailor::attention::PlanDecode. Any error (a null `args` too) leaves `ws`
+ * not planned, so RunDecode fails instead of using an earlier plan. */
 TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
     tailor_runtime* runtime, const tailor_plan_decode_args* args,
     tailor_decode_workspace* ws);

@@ -57,13 +57,17 @@ struct TensorRef {
   int64_t strides[kMaxRank] = {};  // in elements
   Device device = {};
 
-  // A row-major (last dim contiguous) view over `data`.
+  // A row-major (last dim contiguous) view over `data`. A stride that does
+  // not fit int64 (dims whose product overflows) is INT64_MAX: ops reject
+  // such a view (its element count overflows) unless another dim is 0.
   static TensorRef Contiguous(const void* data, DType dtype,
                               std::initializer_list<int64_t> dims,
                               Device device = {});
 
   int64_t dim(int i) const { return dims[i]; }
   int64_t stride(int i) const { return strides[i]; }
+  // The product of dims; 0 when a dim is 0, INT64_MAX when the product does
+  // not fit int64.
   int64_t numel() const;
   bool empty() const { return numel() == 0; }
   // True when strides are exactly row-major for dims (size-1 dims excepted).

@@ -183,7 +183,8 @@ tailor_tensor tailor_tensor_contiguous(void* data, int32_t dtype, int32_t rank,
   for (int d = t.rank - 1; d >= 0; --d) {
     t.dims[d] = dims[d];
     t.strides[d] = stride;
-    stride *= dims[d];
+    // Saturates where the product of dims overflows (see c_api.h).
+    if (__builtin_mul_overflow(stride, dims[d], &stride)) stride = INT64_MAX;
   }
   return t;
 }

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/c_api_internal.h"
+#include "ops/attention_workspace.h"
 #include "tailor/c_api.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
@@ -44,6 +45,19 @@ absl::StatusOr<attention::DecodeWorkspace*> WorkspaceOf(
     tailor_decode_workspace* handle) {
   TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", handle));
   return &handle->workspace;
+}
+
+absl::StatusOr<attention::PlanDecodeArgs> ToPlanArgs(
+    const tailor_plan_decode_args& in) {
+  attention::PlanDecodeArgs out;
+  TAILOR_ASSIGN_OR_RETURN(out.seq_lens, ToTensorRef("seq_lens", in.seq_lens));
+  out.page_size = in.page_size;
+  out.num_qo_heads = in.num_qo_heads;
+  out.num_kv_heads = in.num_kv_heads;
+  out.head_dim = in.head_dim;
+  TAILOR_ASSIGN_OR_RETURN(out.dtype, ToDecodeDType("dtype", in.dtype));
+  out.stream = in.stream;
+  return out;
 }
 
 absl::StatusOr<attention::RunDecodeArgs> ToRunArgs(
@@ -173,20 +187,18 @@ tailor_status tailor_attention_plan_decode(tailor_runtime* runtime,
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
-    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
     TAILOR_ASSIGN_OR_RETURN(attention::DecodeWorkspace * w,
                             tailor::capi::WorkspaceOf(ws));
-    attention::PlanDecodeArgs cpp;
-    TAILOR_ASSIGN_OR_RETURN(
-        cpp.seq_lens, tailor::capi::ToTensorRef("seq_lens", args->seq_lens));
-    cpp.page_size = args->page_size;
-    cpp.num_qo_heads = args->num_qo_heads;
-    cpp.num_kv_heads = args->num_kv_heads;
-    cpp.head_dim = args->head_dim;
-    TAILOR_ASSIGN_OR_RETURN(cpp.dtype,
-                            tailor::capi::ToDecodeDType("dtype", args->dtype));
-    cpp.stream = args->stream;
-    return attention::PlanDecode(*rt, cpp, *w);
+    absl::Status status = [&]() -> absl::Status {
+      TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+      TAILOR_ASSIGN_OR_RETURN(attention::PlanDecodeArgs cpp,
+                              tailor::capi::ToPlanArgs(*args));
+      return attention::PlanDecode(*rt, cpp, *w);
+    }();
+    // As attention::PlanDecode: a failed call leaves `ws` not planned, also
+    // when the C arguments were rejected before PlanDecode ran.
+    if (!status.ok() && w->impl() != nullptr) w->impl()->Invalidate();
+    return status;
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/c_api_internal.h"
+#include "ops/moe_workspace.h"
 #include "tailor/c_api.h"
 #include "tailor/ops/moe.h"
 #include "tailor/status.h"
@@ -52,6 +53,19 @@ absl::StatusOr<std::optional<TensorRef>> ToOptionalTensor(
 absl::StatusOr<moe::Workspace*> WorkspaceOf(tailor_moe_workspace* handle) {
   TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", handle));
   return &handle->workspace;
+}
+
+absl::StatusOr<moe::RouteArgs> ToRouteArgs(const tailor_moe_route_args& in) {
+  moe::RouteArgs out;
+  TAILOR_ASSIGN_OR_RETURN(out.topk_ids, ToTensorRef("topk_ids", in.topk_ids));
+  out.num_experts = in.num_experts;
+  TAILOR_ASSIGN_OR_RETURN(out.expert_map,
+                          ToOptionalTensor("expert_map", in.expert_map));
+  TAILOR_ASSIGN_OR_RETURN(out.valid_tokens,
+                          ToOptionalTensor("valid_tokens", in.valid_tokens));
+  TAILOR_ASSIGN_OR_RETURN(out.policy, ToPolicy(in.policy));
+  out.stream = in.stream;
+  return out;
 }
 
 absl::StatusOr<moe::ExpertsArgs> ToExpertsArgs(
@@ -191,21 +205,17 @@ tailor_status tailor_moe_route(tailor_runtime* runtime,
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
-    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
     TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
-    moe::RouteArgs cpp;
-    TAILOR_ASSIGN_OR_RETURN(cpp.topk_ids,
-                            ToTensorRef("topk_ids", args->topk_ids));
-    cpp.num_experts = args->num_experts;
-    TAILOR_ASSIGN_OR_RETURN(
-        cpp.expert_map,
-        tailor::capi::ToOptionalTensor("expert_map", args->expert_map));
-    TAILOR_ASSIGN_OR_RETURN(
-        cpp.valid_tokens,
-        tailor::capi::ToOptionalTensor("valid_tokens", args->valid_tokens));
-    TAILOR_ASSIGN_OR_RETURN(cpp.policy, tailor::capi::ToPolicy(args->policy));
-    cpp.stream = args->stream;
-    return moe::Route(*rt, cpp, *w);
+    absl::Status status = [&]() -> absl::Status {
+      TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+      TAILOR_ASSIGN_OR_RETURN(moe::RouteArgs cpp,
+                              tailor::capi::ToRouteArgs(*args));
+      return moe::Route(*rt, cpp, *w);
+    }();
+    // As moe::Route: a failed call leaves `ws` not routed, also when the C
+    // arguments were rejected before moe::Route ran.
+    if (!status.ok() && w->impl() != nullptr) w->impl()->Invalidate();
+    return status;
   });
 }
 

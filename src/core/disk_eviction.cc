@@ -216,8 +216,10 @@ std::string FormatByteSize(uint64_t bytes) {
     value /= 1024;
     ++unit;
   }
-  return absl::StrFormat(value < 10 ? "%.2f %s" : "%.1f %s", value,
-                         kUnits[unit]);
+  // Two literal formats: absl checks a format string at compile time under
+  // Clang, which rejects a format chosen at run time.
+  if (value < 10) return absl::StrFormat("%.2f %s", value, kUnits[unit]);
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
 }  // namespace tailor::internal

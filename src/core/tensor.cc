@@ -1,5 +1,7 @@
 #include "tailor/tensor.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -58,6 +60,18 @@ std::string DeviceName(Device device) {
   return "invalid";
 }
 
+namespace {
+
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t product;
+  if (__builtin_mul_overflow(a, b, &product)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return product;
+}
+
+}  // namespace
+
 TensorRef TensorRef::Contiguous(const void* data, DType dtype,
                                 std::initializer_list<int64_t> dims,
                                 Device device) {
@@ -74,22 +88,31 @@ TensorRef TensorRef::Contiguous(const void* data, DType dtype,
   int64_t stride = 1;
   for (int d = t.rank - 1; d >= 0; --d) {
     t.strides[d] = stride;
-    stride *= t.dims[d];
+    stride = SaturatingMul(stride, t.dims[d]);
   }
   return t;
 }
 
 int64_t TensorRef::numel() const {
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] == 0) return 0;
+  }
   int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= dims[i];
+  for (int i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(n, dims[i], &n)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+  }
   return n;
 }
 
 bool TensorRef::is_contiguous() const {
   int64_t expected = 1;
+  bool overflowed = false;  // no stride can equal the product any more
   for (int d = rank - 1; d >= 0; --d) {
-    if (dims[d] != 1 && strides[d] != expected) return false;
-    expected *= dims[d];
+    if (dims[d] == 1) continue;
+    if (overflowed || strides[d] != expected) return false;
+    overflowed = __builtin_mul_overflow(expected, dims[d], &expected);
   }
   return true;
 }

@@ -173,6 +173,43 @@ TEST_F(CApiDecodeTest, PlanAndRunMatchTheReference) {
   EXPECT_EQ(bytes, 0);  // host backends keep their own buffers
 }
 
+// Regression (c_api_fuzz): a tailor_attention_plan_decode that the C layer
+// rejected (seq_lens rank, dtype out of the enum, null args) left the
+// previous plan in place, so RunDecode went on with stale lengths.
+// attention::PlanDecode leaves a failed workspace not planned; the C entry
+// now does too.
+TEST_F(CApiDecodeTest, FailedPlanLeavesTheWorkspaceNotPlanned) {
+  auto planned = [&] {
+    tailor_decode_workspace_info info = {};
+    EXPECT_EQ(tailor_decode_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+    return info.planned;
+  };
+  const char* const expected[] = {
+      "seq_lens: rank must be in [0, 6], got -1",
+      "dtype: not a tailor_dtype value (1..7), got 42",
+      "args: must not be null"};
+  for (int broken = 0; broken < 3; ++broken) {
+    SCOPED_TRACE(expected[broken]);
+    tailor_plan_decode_args plan = PlanArgs();
+    ASSERT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+              TAILOR_STATUS_OK)
+        << tailor_last_error();
+    ASSERT_EQ(planned(), 1);
+    if (broken == 0) plan.seq_lens.rank = -1;
+    if (broken == 1) plan.dtype = 42;
+    EXPECT_EQ(tailor_attention_plan_decode(runtime_,
+                                           broken == 2 ? nullptr : &plan, ws_),
+              TAILOR_STATUS_INVALID_ARGUMENT);
+    EXPECT_STREQ(tailor_last_error(), expected[broken]);
+    EXPECT_EQ(planned(), 0);
+  }
+  tailor_run_decode_args run = RunArgs();
+  EXPECT_EQ(tailor_attention_run_decode(runtime_, &run, ws_),
+            TAILOR_STATUS_FAILED_PRECONDITION);
+  EXPECT_STREQ(tailor_last_error(),
+               "ws: not planned; call attention::PlanDecode first");
+}
+
 TEST_F(CApiDecodeTest, Errors) {
   tailor_run_decode_args run = RunArgs();
   EXPECT_EQ(tailor_attention_run_decode(runtime_, &run, ws_),

@@ -95,6 +95,41 @@ TEST(CApi, VersionsAndStatusNames) {
   EXPECT_STREQ(tailor_status_name(-1), "UNKNOWN_CODE");
 }
 
+// Regression (c_api_fuzz under UBSan): dims whose product overflows int64
+// made tailor_tensor_contiguous's stride computation overflow (undefined
+// behavior). It saturates, and an op rejects the view.
+TEST(CApi, TensorContiguousSaturatesStridesPastInt64) {
+  const int64_t dims[2] = {65535, int64_t{1} << 62};
+  tailor_tensor t =
+      tailor_tensor_contiguous(nullptr, TAILOR_DTYPE_I32, 2, dims);
+  EXPECT_EQ(t.strides[1], 1);
+  EXPECT_EQ(t.strides[0], int64_t{1} << 62);
+  const int64_t three[3] = {2, int64_t{1} << 40, int64_t{1} << 40};
+  t = tailor_tensor_contiguous(nullptr, TAILOR_DTYPE_I32, 3, three);
+  EXPECT_EQ(t.strides[0], INT64_MAX);
+  int32_t ids[1] = {0};
+  t.data = ids;
+  tailor_runtime_options options = {};
+  options.backend = TAILOR_BACKEND_CPU;
+  options.log_level = "error";
+  options.disable_disk_cache = 1;
+  tailor_runtime* runtime = nullptr;
+  ASSERT_EQ(tailor_runtime_create(&options, &runtime), TAILOR_STATUS_OK);
+  tailor_moe_workspace* ws = nullptr;
+  ASSERT_EQ(tailor_moe_workspace_create(&ws), TAILOR_STATUS_OK);
+  tailor_moe_route_args route = {};
+  t.rank = 2;  // [2, 2^62]: 2^63 elements do not fit int64
+  t.dims[1] = int64_t{1} << 62;
+  t.strides[0] = INT64_MAX;
+  route.topk_ids = t;
+  route.num_experts = 4;
+  EXPECT_EQ(tailor_moe_route(runtime, &route, ws),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), HasSubstr("topk_ids"));
+  tailor_moe_workspace_destroy(ws);
+  tailor_runtime_destroy(runtime);
+}
+
 TEST(CApi, RuntimeCreateRejectsBadArguments) {
   EXPECT_EQ(tailor_runtime_create(nullptr, nullptr),
             TAILOR_STATUS_INVALID_ARGUMENT);
@@ -258,6 +293,54 @@ TEST_F(CApiTest, OpErrorsCarryTheCppMessage) {
   EXPECT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(), "a.dtype: not a tailor_dtype value (1..7), got 0");
+}
+
+// Regression (c_api_fuzz): a tailor_moe_route that the C layer rejected
+// (a rank or enum out of range, null args) left the workspace routed with
+// the previous step's routing, so a caller that went on ran GroupedGemm on
+// stale rows. moe::Route leaves a failed workspace not routed; the C entry
+// now does too, and the next step fails instead.
+TEST_F(CApiTest, FailedRouteLeavesTheWorkspaceNotRouted) {
+  FillInputs();
+  tailor_moe_route_args route = {};
+  route.topk_ids =
+      tailor_tensor_contiguous(ids_.data(), TAILOR_DTYPE_I32, 2, topk_dims_);
+  route.num_experts = kE;
+  auto routed = [&] {
+    tailor_moe_workspace_info info = {};
+    EXPECT_EQ(tailor_moe_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+    return info.routed;
+  };
+  const char* const expected[] = {
+      "topk_ids: rank must be in [0, 6], got -1",
+      "topk_ids.dtype: not a tailor_dtype value (1..7), got 0",
+      "policy.tail: not a TailPolicy value: 7", "args: must not be null"};
+  for (int broken = 0; broken < 4; ++broken) {
+    SCOPED_TRACE(expected[broken]);
+    ASSERT_EQ(tailor_moe_route(runtime_, &route, ws_), TAILOR_STATUS_OK)
+        << LastError();
+    ASSERT_EQ(routed(), 1);
+    tailor_moe_route_args bad = route;
+    if (broken == 0) bad.topk_ids.rank = -1;
+    if (broken == 1) bad.topk_ids.dtype = 0;
+    if (broken == 2) bad.policy.tail = 7;
+    EXPECT_EQ(tailor_moe_route(runtime_, broken == 3 ? nullptr : &bad, ws_),
+              TAILOR_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(LastError(), expected[broken]);
+    EXPECT_EQ(routed(), 0);
+  }
+  const int64_t rows = kT * kK;
+  std::vector<float> a(rows * kH), c(rows * 2 * kI);
+  const int64_t a_dims[2] = {rows, kH}, c_dims[2] = {rows, 2 * kI};
+  tailor_moe_grouped_gemm_args gemm = {};
+  gemm.a = tailor_tensor_contiguous(a.data(), TAILOR_DTYPE_F32, 2, a_dims);
+  gemm.w =
+      tailor_tensor_contiguous(w13_.data(), TAILOR_DTYPE_F32, 3, w13_dims_);
+  gemm.c = tailor_tensor_contiguous(c.data(), TAILOR_DTYPE_F32, 2, c_dims);
+  EXPECT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_),
+            TAILOR_STATUS_FAILED_PRECONDITION);
+  EXPECT_EQ(LastError(),
+            "ws: not routed; call moe::Route or moe::PlanRows first");
 }
 
 TEST_F(CApiTest, WorkspaceEntries) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "test_util.h"
 
 namespace tailor {
@@ -22,6 +24,31 @@ TEST(TensorTest, ContiguousStridesAreRowMajor) {
   EXPECT_EQ(t.ShapeString(), "[2, 3, 4] f32 cpu");
   t.strides[1] = 5;
   EXPECT_FALSE(t.is_contiguous());
+}
+
+// Regression (c_api_fuzz under UBSan): Contiguous, numel and is_contiguous
+// multiplied dims with signed overflow (undefined behavior) for shapes whose
+// element count does not fit int64, and ValidateTensor reached numel() for
+// any null view. They saturate now, and such views are still rejected.
+TEST(TensorTest, ShapesPastInt64SaturateInsteadOfOverflowing) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kHuge = int64_t{1} << 40;
+  TensorRef t = TensorRef::Contiguous(nullptr, DType::kF32, {4, kHuge, kHuge});
+  EXPECT_EQ(t.strides[2], 1);
+  EXPECT_EQ(t.strides[1], kHuge);
+  EXPECT_EQ(t.strides[0], kMax);  // 2^80
+  EXPECT_EQ(t.numel(), kMax);
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_THAT(ValidateTensor("x", t),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("x: data is null but the tensor has")));
+  // One dim of 0: empty, whatever the others.
+  t = TensorRef::Contiguous(nullptr, DType::kF32, {0, kHuge, kHuge});
+  EXPECT_EQ(t.numel(), 0);
+  TAILOR_EXPECT_OK(ValidateTensor("x", t));
+  // Size-1 dims take any stride, also past an overflowing product.
+  t = TensorRef::Contiguous(nullptr, DType::kF32, {1, kHuge, kHuge});
+  EXPECT_TRUE(t.is_contiguous());
 }
 
 TEST(TensorTest, NullDataIsAllowedOnlyWhenEmpty) {

@@ -7,9 +7,10 @@
 //
 // Tensors too large to back with memory (the fuzzer claims shapes of
 // terabytes) point into one reserved, never-backed region instead
-// (VirtualTensorData): if the code under test ever touched such data, it
-// would fault too. The fuzzer only passes such tensors to a runtime that
-// cannot run kernels (TAILOR_DISABLE_JIT), so only host code could touch it.
+// (VirtualTensorData): if the code under test ever touched such data
+// within the reservation, it would fault too. The fuzzer only passes such
+// tensors to a runtime that cannot run kernels (TAILOR_DISABLE_JIT), so only
+// host code could touch it.
 #ifndef TAILOR_TESTS_FUZZ_GUARDED_MEMORY_H_
 #define TAILOR_TESTS_FUZZ_GUARDED_MEMORY_H_
 
@@ -53,18 +54,41 @@ class GuardedArena {
   std::vector<std::pair<void*, size_t>> maps_;
 };
 
-// Slots of a 16 TiB PROT_NONE reservation: slot i starts i TiB in, so
-// tensors in different slots never overlap unless they claim more than a
-// TiB. Never backed: touching it faults.
-inline void* VirtualTensorData(int slot) {
-  static constexpr size_t kSlotBytes = size_t{1} << 40;
-  static char* region = [] {
-    void* p = mmap(nullptr, 16 * kSlotBytes, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) std::abort();
-    return static_cast<char*>(p);
+// The never-backed reservation behind VirtualTensorData: 16 slots.
+struct VirtualRegion {
+  char* base = nullptr;
+  size_t slot_bytes = 0;
+};
+
+// 16 TiB of PROT_NONE address space (one TiB a slot), or, where the
+// address space is smaller, the largest power of two down to 16 GiB that
+// maps: ThreadSanitizer keeps most of it for its shadow, and a 16 TiB
+// mapping fails there (make tsan).
+inline const VirtualRegion& GetVirtualRegion() {
+  static const VirtualRegion region = [] {
+    for (size_t slot = size_t{1} << 40; slot >= (size_t{1} << 30); slot /= 2) {
+      void* p = mmap(nullptr, 16 * slot, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) return VirtualRegion{static_cast<char*>(p), slot};
+    }
+    std::abort();
   }();
-  return region + static_cast<size_t>(slot % 16) * kSlotBytes;
+  return region;
+}
+
+// Slots of a PROT_NONE reservation (GetVirtualRegion): slot i starts i slot
+// sizes in, so tensors in different slots never overlap unless they claim
+// more than a slot. Never backed: touching it faults.
+inline void* VirtualTensorData(int slot) {
+  const VirtualRegion& region = GetVirtualRegion();
+  return region.base + static_cast<size_t>(slot % 16) * region.slot_bytes;
+}
+
+// True when `p` points into the VirtualTensorData reservation.
+inline bool IsVirtualTensorData(const void* p) {
+  const VirtualRegion& region = GetVirtualRegion();
+  const char* c = static_cast<const char*>(p);
+  return c >= region.base && c < region.base + 16 * region.slot_bytes;
 }
 
 }  // namespace tailor::fuzz

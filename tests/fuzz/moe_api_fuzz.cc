@@ -149,9 +149,7 @@ class Call {
     return static_cast<size_t>(span) * element;
   }
   static bool IsVirtual(const TensorRef& t) {
-    const char* p = static_cast<const char*>(t.data);
-    const char* region = static_cast<const char*>(fuzz::VirtualTensorData(0));
-    return p >= region && p < region + (size_t{16} << 40);
+    return fuzz::IsVirtualTensorData(t.data);
   }
   static std::string Snapshot(const TensorRef& t) {
     return std::string(static_cast<const char*>(t.data), Bytes(t));

@@ -4,8 +4,14 @@
 #   1. CMake: find_package(tailor CONFIG) -> tailor::tailor, tailor::tailor_c
 #   2. pkg-config: a C program (tailor_c) and a C++ program (tailor)
 # Usage: check_install.sh <build dir> <scratch dir> <source dir>
+# $CC and $CXX (default cc, c++) build the programs, with
+# $TAILOR_CONSUMER_FLAGS (the sanitizer of a sanitizer build) when set, and
+# $TAILOR_CONSUMER_C_LIBS on the link lines of the C programs.
 set -euo pipefail
 build=$1 scratch=$2 source=$3
+cc=${CC:-cc} cxx=${CXX:-c++}
+read -r -a flags <<< "${TAILOR_CONSUMER_FLAGS:-}"
+read -r -a c_libs <<< "${TAILOR_CONSUMER_C_LIBS:-}"
 rm -rf "$scratch" && mkdir -p "$scratch"
 prefix=$scratch/prefix
 cmake --install "$build" --prefix "$prefix" > "$scratch/install.log"
@@ -16,6 +22,9 @@ generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
 cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" "${generator[@]}" \
   -DCMAKE_PREFIX_PATH="$prefix" -DTAILOR_EXAMPLES_DIR="$source/examples" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_C_FLAGS="${flags[*]}" -DCMAKE_CXX_FLAGS="${flags[*]}" \
+  -DCMAKE_EXE_LINKER_FLAGS="${flags[*]} ${c_libs[*]}" \
   -DCMAKE_BUILD_TYPE=Release > "$scratch/configure.log"
 cmake --build "$scratch/consumer" > "$scratch/build.log"
 # Whole outputs to files first: head closing a pipe early would fail them.
@@ -26,10 +35,10 @@ run "$scratch/consumer/consumer_c" 3
 echo "== 2. pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046
-cc -std=c11 -o "$scratch/pc_c" "$source/examples/02_c_api.c" \
-  $(pkg-config --cflags --libs tailor_c) -lm
+"$cc" "${flags[@]}" -std=c11 -o "$scratch/pc_c" "$source/examples/02_c_api.c" \
+  $(pkg-config --cflags --libs tailor_c) -lm "${c_libs[@]}"
 # shellcheck disable=SC2046
-c++ -std=c++20 -o "$scratch/pc_cpp" "$source/examples/01_jit_cache.cc" \
+"$cxx" "${flags[@]}" -std=c++20 -o "$scratch/pc_cpp" "$source/examples/01_jit_cache.cc" \
   $(pkg-config --cflags --libs tailor)
 run "$scratch/pc_c" 1
 run "$scratch/pc_cpp" 1

@@ -16,6 +16,15 @@
 #include "test_util.h"
 #include "tool_runner.h"
 
+// Built with ThreadSanitizer (Clang's feature test, GCC's macro).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TAILOR_TEST_UNDER_TSAN 1
+#endif
+#elif defined(__SANITIZE_THREAD__)
+#define TAILOR_TEST_UNDER_TSAN 1
+#endif
+
 namespace tailor {
 namespace {
 
@@ -225,6 +234,14 @@ TEST(WarmupTest, CheckNamesEveryMissingKernel) {
 // The disk fills up half way (RLIMIT_FSIZE: writes past it fail): the
 // warm-up must not claim the kernels it could not write.
 TEST(WarmupTest, KernelsThatCannotBeSavedFailTheWarmup) {
+#if defined(TAILOR_TEST_UNDER_TSAN)
+  // ThreadSanitizer's runtime dies with SIGBUS while libLLVM-14 initializes
+  // under a small RLIMIT_FSIZE: an empty program linked with -lLLVM-14 and
+  // -fsanitize=thread does at `ulimit -f 64` (KiB) and not at 1024; ASan
+  // does not. Not tailor's: this case runs in every other build.
+  GTEST_SKIP() << "RLIMIT_FSIZE of a few KiB kills TSan processes that load "
+                  "LLVM";
+#endif
   TempDir dir;
   std::string cache = dir.path() + "/cache";
   ToolRun run = Warmup(

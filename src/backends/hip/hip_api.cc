@@ -55,10 +55,27 @@ struct Opened {
   std::string path;
 };
 
+// The sanitizer runtimes end the process on any dlopen with RTLD_DEEPBIND
+// (google/sanitizers#611), which ROCm's libraries need (see OpenFirst): in
+// a sanitizer build (make asan, make tsan) the HIP backend is unavailable,
+// as on a machine without ROCm, instead of killing every process that
+// probes it (Options::backend kAuto does).
+#if defined(TAILOR_UNDER_SANITIZER)
+constexpr bool kDeepBindAllowed = false;
+#else
+constexpr bool kDeepBindAllowed = true;
+#endif
+
 // The first of `paths` that dlopens; Unavailable naming `what` and every
 // error otherwise.
 absl::StatusOr<Opened> OpenFirst(const std::vector<std::string>& paths,
                                  absl::string_view what) {
+  if (!kDeepBindAllowed) {
+    return absl::UnavailableError(
+        absl::StrCat("HIP backend unavailable: no ", what,
+                     " is loaded in a sanitizer build (ROCm's libraries need "
+                     "RTLD_DEEPBIND, which the sanitizer runtimes refuse)"));
+  }
   std::vector<std::string> errors;
   for (const std::string& path : paths) {
     // RTLD_DEEPBIND: ROCm's comgr links its own LLVM (15 on Debian 12);
@@ -132,7 +149,7 @@ absl::StatusOr<HiprtcApi> LoadHiprtcOnce() {
         Resolve(*library, "hiprtcGetCode", api.GetCode)}) {
     if (!r.ok()) return r;
   }
-  if (hiprtcResult r = api.Version(&api.version_major, &api.version_minor);
+  if (const int r = api.Version(&api.version_major, &api.version_minor);
       r != HIPRTC_SUCCESS) {
     return HiprtcResultToStatus(r, "hiprtcVersion");
   }
@@ -188,7 +205,7 @@ absl::StatusOr<const HipRuntimeApi*> LoadHipRuntimeApi() {
   return &**loaded;
 }
 
-absl::string_view HiprtcResultName(hiprtcResult result) {
+absl::string_view HiprtcResultName(int result) {
   switch (result) {
     case HIPRTC_SUCCESS:
       return "HIPRTC_SUCCESS";
@@ -218,10 +235,10 @@ absl::string_view HiprtcResultName(hiprtcResult result) {
   return "HIPRTC_ERROR_UNKNOWN";
 }
 
-absl::Status HiprtcResultToStatus(hiprtcResult result, absl::string_view what) {
+absl::Status HiprtcResultToStatus(int result, absl::string_view what) {
   if (result == HIPRTC_SUCCESS) return absl::OkStatus();
-  const std::string message = absl::StrCat(what, ": ", HiprtcResultName(result),
-                                           " (", static_cast<int>(result), ")");
+  const std::string message =
+      absl::StrCat(what, ": ", HiprtcResultName(result), " (", result, ")");
   switch (result) {
     case HIPRTC_ERROR_OUT_OF_MEMORY:
       return absl::ResourceExhaustedError(message);

@@ -95,8 +95,12 @@ absl::StatusOr<const HipRuntimeApi*> LoadHipRuntimeApi();
 //   _INVALID_INPUT / _INVALID_PROGRAM / _INVALID_OPTION /
 //   name-expression errors                                -> InvalidArgument
 //   everything else (compilation, builtins, internal)     -> Internal
-absl::Status HiprtcResultToStatus(hiprtcResult result, absl::string_view what);
-absl::string_view HiprtcResultName(hiprtcResult result);
+// `result` is an int: a newer hiprtc may return a value outside the
+// hiprtcResult enum of the headers tailor was compiled with (ROCm 6 added
+// codes), and holding such a value in the enum type is undefined behavior
+// (UBSan's enum check, make asan), as for CudaResultToStatus.
+absl::Status HiprtcResultToStatus(int result, absl::string_view what);
+absl::string_view HiprtcResultName(int result);
 
 // The one conversion of a hipError_t: OkStatus for hipSuccess, else
 // "<what>: hipError... (<n>)" with

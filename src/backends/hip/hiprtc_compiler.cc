@@ -173,7 +173,7 @@ absl::StatusOr<HiprtcCompiler::Output> HiprtcCompiler::Compile(
       absl::StrCat("--gpu-architecture=", std::string(target));
   std::vector<const char*> argv = {target_flag.c_str()};
   for (const std::string& flag : flags_) argv.push_back(flag.c_str());
-  const hiprtcResult compiled =
+  const int compiled =
       api.CompileProgram(program, static_cast<int>(argv.size()), argv.data());
   Output output;
   output.log = ProgramLog(api, program);

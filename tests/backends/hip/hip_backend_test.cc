@@ -306,5 +306,19 @@ TEST(HipRegistryTest, ExplicitHipIsUnavailableWithTheReasonWithoutAGpu) {
                                          HasSubstr("HIP backend unavailable")));
 }
 
+// Regression (make tsan, make asan): the sanitizer runtimes end the process
+// on any dlopen with RTLD_DEEPBIND, so probing the HIP backend (kHip, or
+// kAuto on a machine without a GPU) killed every sanitizer test process.
+// A sanitizer build now reports the backend unavailable instead.
+TEST(HipRegistryTest, SanitizerBuildsReportHipUnavailableInsteadOfDying) {
+#ifndef TAILOR_UNDER_SANITIZER
+  GTEST_SKIP() << "not a sanitizer build";
+#else
+  EXPECT_THAT(tailor::internal::CreateBackend(BackendKind::kHip, {}).status(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("is loaded in a sanitizer build")));
+#endif
+}
+
 }  // namespace
 }  // namespace tailor::hip

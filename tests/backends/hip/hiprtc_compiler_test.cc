@@ -328,7 +328,7 @@ TEST(HipErrorConversionTest, HiprtcResultsMapToCanonicalCodes) {
       HiprtcResultToStatus(HIPRTC_ERROR_COMPILATION, "c"),
       StatusIs(absl::StatusCode::kInternal, "c: HIPRTC_ERROR_COMPILATION (6)"));
   EXPECT_THAT(
-      HiprtcResultToStatus(static_cast<hiprtcResult>(99), "c"),
+      HiprtcResultToStatus(99, "c"),
       StatusIs(absl::StatusCode::kInternal, "c: HIPRTC_ERROR_UNKNOWN (99)"));
 }
 
