@@ -55,8 +55,9 @@ class Runtime {
     // A failed background compile is logged and counted once
     // (StatsSnapshot::background_compile_failures) and the generic kernel
     // keeps serving that key. Families without a generic kernel block as in
-    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) has
-    // one; paged decode and the CUDA kernels do not yet.
+    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) and
+    // CPU paged decode (attention, merge) have one; the CUDA and HIP
+    // kernels do not yet.
     kBackground = 2,
   };
 
