@@ -126,6 +126,9 @@ class Runtime {
   const std::string& arch() const;
   // The disk cache directory in use; empty when the disk cache is off.
   const std::string& cache_dir() const;
+  // Options::jit_mode resolved ($TAILOR_JIT_MODE for kDefault): kBlocking
+  // or kBackground, never kDefault.
+  JitMode jit_mode() const;
 
   // A consistent snapshot of the counters and histograms.
   StatsSnapshot stats() const;
