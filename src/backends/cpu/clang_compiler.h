@@ -5,7 +5,8 @@
 //             served from an in-memory file system; clang parses, instantiates
 //             and emits unoptimized LLVM IR for the host CPU
 //   optimize  clang's -O3 pipeline (PassBuilder, the target's cost model)
-//   codegen   the target machine writes an ELF object
+//   codegen   the target machine writes an ELF object, at codegen -O1 (no
+//             post-RA scheduling: see kCodegenLevel in the .cc)
 // The object is what the kernel cache stores on disk. Kernels are hermetic:
 // no system or builtin headers are visible, so they include only tailor's
 // runtime/cpu headers.
@@ -37,8 +38,8 @@ struct HostTarget {
 // The CPU this process runs on. Initializes the native LLVM target once.
 const HostTarget& GetHostTarget();
 
-// "clang-14.0.6 -O3 -mcmodel=large <triple> <cpu> features:<hash>": part of
-// cache keys.
+// "clang-14.0.6 -O3 codegen-O1 -mcmodel=large <triple> <cpu> features:<hash>":
+// part of cache keys.
 std::string ClangCompilerIdentity(const HostTarget& target);
 
 // CPU time of the compiling thread per phase, in milliseconds.
