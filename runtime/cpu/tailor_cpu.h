@@ -56,9 +56,9 @@ inline T Max(T a, T b) {
 
 }  // namespace tailor::kernels
 
-// ---- loop unrolling ----------------------------------------------------------
-// Clang's -O3 fully unrolls every loop with a compile-time trip count it
-// deems small, and the JIT pays for that code in every later pass: the
+// ---- loop unrolling --------------------------------------------------------
+// Clang fully unrolls every loop with a compile-time trip count it deems
+// small, and the JIT pays for that code in every later pass: the
 // compile time of a kernel grows with its code after unrolling. Templates
 // leave unrolling to the compiler where it pays (register-blocked inner
 // loops whose accumulators must stay in registers, the staging copies of

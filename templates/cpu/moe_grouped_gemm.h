@@ -90,7 +90,12 @@ struct MoeGroupedGemmKernel {
     constexpr int kVecLen = kLen / kLanes * kLanes;
     // 8 steps per iteration: measured as fast as unrolling all kLen / 8
     // steps (faster at K = 256 and 512), in an eighth of the code.
-    TAILOR_UNROLL_BY(8)
+    // Micro-tiles of one or two rows (small tails) unroll fully, as before:
+    // on their rolled loop LLVM's loop strength reduction took 30-40 ms of
+    // codegen, more than the unrolled code costs.
+    constexpr int kSteps = kVecLen / kLanes;
+    constexpr int kUnroll = kMr <= 2 && kSteps > 0 ? kSteps : 8;
+    TAILOR_UNROLL_BY(kUnroll)
     for (int k = 0; k < kVecLen; k += kLanes) {
       float8 wv0 = Load8(w0 + k);
       float8 wv1 = Load8(w1 + k);

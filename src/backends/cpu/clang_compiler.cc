@@ -39,7 +39,7 @@ namespace {
 
 constexpr char kRoot[] = "/tailor/";
 constexpr char kMainFile[] = "/tailor/kernel.cc";
-// Code generation at -O1, after the -O3 IR pipeline. -O2 and up add the
+// Code generation at -O1, after the -O2 IR pipeline. -O2 and up add the
 // post-RA list scheduler (5-20% of a kernel's compile time here), which
 // bought no measurable run time on the out-of-order x86 cores tailor
 // targets (bench/moe_bench, bench/decode_bench: within noise). Part of
@@ -70,8 +70,9 @@ std::vector<std::string> FrontendArgs(const HostTarget& target) {
       "-target-cpu",
       target.cpu,
       "-O3",
-      // The frontend emits IR for -O3 (attributes, TBAA) but runs no LLVM
-      // pass: Optimize() below runs the pipeline, timed on its own.
+      // The frontend emits optimizable IR (attributes, TBAA, lifetimes) but
+      // runs no LLVM pass: Optimize() below runs the pipeline (-O2), timed
+      // on its own.
       "-disable-llvm-passes",
       "-std=c++20",
       "-ffp-contract=on",
@@ -141,8 +142,12 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(
   return module;
 }
 
-// Clang's -O3 pipeline (clang -O3 -funroll-loops -fvectorize -fslp-vectorize
-// builds the same one) over `module`, with the target's cost model.
+// Clang's -O2 IR pipeline (clang -O2 -funroll-loops -fvectorize
+// -fslp-vectorize builds the same one) over `module`, with the target's cost
+// model. -O3 differs mainly in higher unrolling thresholds; with the
+// templates saying which loops to unroll (runtime/cpu/tailor_cpu.h) it made
+// the same kernels no faster (bench A/B: medians within noise) and took
+// ~17% longer over the Qwen3-30B-A3B variants.
 void Optimize(llvm::Module& module, llvm::TargetMachine& machine) {
   llvm::PipelineTuningOptions tuning;
   tuning.LoopUnrolling = true;
@@ -164,7 +169,7 @@ void Optimize(llvm::Module& module, llvm::TargetMachine& machine) {
   builder.registerLoopAnalyses(loops);
   builder.crossRegisterProxies(loops, functions, sccs, modules);
   llvm::ModulePassManager passes =
-      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
   passes.run(module, modules);
 }
 
@@ -215,7 +220,7 @@ const HostTarget& GetHostTarget() {
 
 std::string ClangCompilerIdentity(const HostTarget& target) {
   return absl::StrCat(
-      "clang-", CLANG_VERSION_STRING, " -O3 codegen-O1 -mcmodel=large ",
+      "clang-", CLANG_VERSION_STRING, " -O2 codegen-O1 -mcmodel=large ",
       target.triple, " ", target.cpu,
       " features:", HashBytes(target.features).Hex().substr(0, 16));
 }

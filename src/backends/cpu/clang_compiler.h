@@ -4,7 +4,7 @@
 //   frontend  the source and every embedded templates/ and runtime/ file are
 //             served from an in-memory file system; clang parses, instantiates
 //             and emits unoptimized LLVM IR for the host CPU
-//   optimize  clang's -O3 pipeline (PassBuilder, the target's cost model)
+//   optimize  clang's -O2 IR pipeline (PassBuilder, the target's cost model)
 //   codegen   the target machine writes an ELF object, at codegen -O1 (no
 //             post-RA scheduling: see kCodegenLevel in the .cc)
 // The object is what the kernel cache stores on disk. Kernels are hermetic:
@@ -12,7 +12,9 @@
 // runtime/cpu headers.
 //
 // Compile time is mostly the optimize and codegen phases (the frontend is
-// ~10 ms of a 100-200 ms compile); compile_time_bench prints the split.
+// ~10 ms of a compile) and grows with the code left after loop unrolling,
+// so the templates say which loops to unroll (runtime/cpu/tailor_cpu.h);
+// compile_time_bench prints the split per variant.
 //
 // Objects use the large code model: the loader maps an object's sections
 // one by one, wherever the address space has room, so its code and its
@@ -38,14 +40,14 @@ struct HostTarget {
 // The CPU this process runs on. Initializes the native LLVM target once.
 const HostTarget& GetHostTarget();
 
-// "clang-14.0.6 -O3 codegen-O1 -mcmodel=large <triple> <cpu> features:<hash>":
+// "clang-14.0.6 -O2 codegen-O1 -mcmodel=large <triple> <cpu> features:<hash>":
 // part of cache keys.
 std::string ClangCompilerIdentity(const HostTarget& target);
 
 // CPU time of the compiling thread per phase, in milliseconds.
 struct CompilePhaseTimes {
   double frontend_ms = 0;  // parse, instantiate, emit IR
-  double optimize_ms = 0;  // the -O3 IR pipeline
+  double optimize_ms = 0;  // the IR pipeline
   double codegen_ms = 0;   // instruction selection .. object file
   double total_ms() const { return frontend_ms + optimize_ms + codegen_ms; }
 };
