@@ -38,7 +38,10 @@
 // thus always about one wave of consecutive tiles: with static strides the
 // CTAs drifted apart over ~140 waves (DeepSeek-V3, T = 16384) until CTAs
 // sharing a W or A tile no longer met in L2 (hit rate ~40 %, DRAM 85 % busy);
-// the counter took that GEMM from 18.9 to 14.9 ms. A tail's MMA computes 64-row
+// the counter took that GEMM from 18.9 to 14.9 ms. The schedule's units
+// (MoeSm90ScheduleOf) are those tiles, except that a last wave filling at
+// most half of the grid is split along K (a decode step is all last wave),
+// its units' partials added by the last to arrive. A tail's MMA computes 64-row
 // blocks (wgmma's M) but only its rows are stored. Rows past the tail are
 // the next expert's A rows (or the TMA's zero fill past A's end): each C row
 // depends only on its own A row, so they never leak into stored rows.
@@ -128,14 +131,23 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
-  // K blocks of launch tile t: split t % S of plan tile t / S.
-  struct KRange {
-    int begin, end;
+  // Unit t of the launch (MoeSm90ScheduleOf): plan tile t while t < whole,
+  // then split (t - whole) % S of plan tile whole + (t - whole) / S.
+  struct Unit {
+    int plan_tile;
+    int split_tile;  // index among the split tiles; -1: a whole tile
+    int split, splits;
+    int k_begin, k_end;  // its K blocks
   };
-  static KRange KRangeOf(const Params& p, int t) {
-    const int split = t % p.k_splits;
-    return {split * kKBlocks / p.k_splits,
-            (split + 1) * kKBlocks / p.k_splits};
+  static Unit UnitOf(const MoeSm90Schedule& s, int t) {
+    if (t < s.whole) return {t, -1, 0, 1, 0, kKBlocks};
+    const int v = t - s.whole, split = v % s.splits;
+    return {s.whole + v / s.splits,
+            v / s.splits,
+            split,
+            s.splits,
+            split * kKBlocks / s.splits,
+            (split + 1) * kKBlocks / s.splits};
   }
 
   // The tile after `t`: static, t + gridDim.x; dynamic, the next of a
@@ -160,20 +172,20 @@ struct MoeGroupedGemmSm90 {
   // Fills the ring tile by tile; each tile's first fill carries its index as
   // the message; Close ends the stream.
   static void Produce(const Params& p, unsigned char* stages,
-                      PipelineRing<kStages>& ring, int num_work) {
+                      PipelineRing<kStages>& ring, int num_work,
+                      const MoeSm90Schedule& schedule) {
     PrefetchTensorMap(&p.a_map);
     PrefetchTensorMap(&p.w_map);
     PipelineCursor c;
-    const int tiles = num_work * kNTiles * p.k_splits;
     int t = blockIdx.x;
-    while (t < tiles) {
-      const TileCoord coord = TileOf(t / p.k_splits, num_work, kNTiles);
+    while (t < schedule.units) {
+      const Unit u = UnitOf(schedule, t);
+      const TileCoord coord = TileOf(u.plan_tile, num_work, kNTiles);
       const MoeWorkItem item = p.work[coord.item];
-      const KRange range = KRangeOf(p, t);
       int next = 0;
-      for (int kb = range.begin; kb < range.end; ++kb) {
+      for (int kb = u.k_begin; kb < u.k_end; ++kb) {
         // Asked one fill early: the counter's latency hides behind the wait.
-        if (kb == range.end - 1) next = NextTile(p, t);
+        if (kb == u.k_end - 1) next = NextTile(p, t);
         WaitEmpty(ring, c);
         ArmFull(ring, c, kStageBytes, t);
         unsigned char* stage = stages + c.stage * kStageBytes;
@@ -300,22 +312,21 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
-  // Split-K: the consumer's partial of launch tile t goes to its slot; the
+  // Split-K: the consumer's partial of split unit u goes to its slot; the
   // tile's last split to arrive (per consumer) adds the other splits'
   // partials into `acc`, resets the arrival count for the next launch and
   // returns true; the others return false. Slot layout: float4 q of thread i
   // at q * 128 + i, so a warp writes 512 contiguous bytes.
-  static bool ReduceSplits(const Params& p, int t, int consumer,
+  static bool ReduceSplits(const Params& p, const Unit& u, int consumer,
                            float (&acc)[kAccumulators]) {
     constexpr int kQuads = kAccumulators / 4;
     constexpr int kConsumerQuads = kMoeSm90SplitSlotFloats / 8;
     const int i = threadIdx.x % 128;
-    const int splits = p.k_splits, split = t % splits;
-    const int plan_tile = t / splits;
+    const int splits = u.splits, split = u.split;
     // This thread's first float4 in split 0's slot; split s is s slots on.
-    const float4* base = reinterpret_cast<const float4*>(p.partials) +
-                         (plan_tile * splits * 2 + consumer) * kConsumerQuads +
-                         i;
+    const float4* base =
+        reinterpret_cast<const float4*>(p.partials) +
+        (u.split_tile * splits * 2 + consumer) * kConsumerQuads + i;
     float4* mine = const_cast<float4*>(base) + split * 2 * kConsumerQuads;
 #pragma unroll
     for (int q = 0; q < kQuads; ++q) {
@@ -323,7 +334,7 @@ struct MoeGroupedGemmSm90 {
                                          acc[4 * q + 2], acc[4 * q + 3]));
     }
     __threadfence();  // the partial is visible before the arrival
-    int* arrivals = &p.split_arrivals[2 * plan_tile + consumer];
+    int* arrivals = &p.split_arrivals[2 * u.split_tile + consumer];
     const bool leader = i == 0;
     const bool last = NamedBarrierOr<128>(
         1 + consumer, leader && atomicAdd(arrivals, 1) == splits - 1);
@@ -370,7 +381,8 @@ struct MoeGroupedGemmSm90 {
 
   static void Consume(const Params& p, unsigned char* stages,
                       unsigned char* store_boxes, PipelineRing<kStages>& ring,
-                      int num_work, int consumer) {
+                      int num_work, const MoeSm90Schedule& schedule,
+                      int consumer) {
     const bool leader = threadIdx.x % 128 == 0;
     unsigned char* boxes = store_boxes + consumer * 2 * kMoeSm90StoreBoxBytes;
     unsigned boxes_done = 0;
@@ -385,12 +397,12 @@ struct MoeGroupedGemmSm90 {
       // stage to the producer, who writes the next one there.
       NamedBarrierSync<128>(1 + consumer);
       if (t == kPipelineClosed) break;
-      const TileCoord coord = TileOf(t / p.k_splits, num_work, kNTiles);
+      const Unit u = UnitOf(schedule, t);
+      const TileCoord coord = TileOf(u.plan_tile, num_work, kNTiles);
       const MoeWorkItem item = p.work[coord.item];
-      const KRange range = KRangeOf(p, t);
       PipelineCursor previous;
-      for (int kb = range.begin; kb < range.end; ++kb) {
-        const bool first = kb == range.begin;
+      for (int kb = u.k_begin; kb < u.k_end; ++kb) {
+        const bool first = kb == u.k_begin;
         if (!first) WaitFull(ring, c);
         Mma(stages + c.stage * kStageBytes, consumer, !first, acc);
         WgmmaWait<1>();  // the previous K block's MMAs are done
@@ -401,7 +413,7 @@ struct MoeGroupedGemmSm90 {
       WgmmaWait<0>();
       if (leader) Release(ring, previous);
       // Split-K: only the tile's last split to finish stores it.
-      if (p.k_splits > 1 && !ReduceSplits(p, t, consumer, acc)) continue;
+      if (u.split_tile >= 0 && !ReduceSplits(p, u, consumer, acc)) continue;
       if (kTmaStore && item.tail_class == 0) {
         StoreByTma(p, item, coord.n_tile, consumer, acc, boxes, boxes_done);
       } else {
@@ -428,13 +440,15 @@ struct MoeGroupedGemmSm90 {
     }
     __syncthreads();
     const int num_work = p.header->num_work;
+    const MoeSm90Schedule schedule = MoeSm90ScheduleOf(
+        num_work * kNTiles, gridDim.x, kKBlocks, p.split_k != 0);
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
       SetMaxRegistersDecrease<kProducerRegisters>();
-      if (threadIdx.x == 0) Produce(p, stages, *ring, num_work);
+      if (threadIdx.x == 0) Produce(p, stages, *ring, num_work, schedule);
     } else {
       SetMaxRegistersIncrease<kConsumerRegisters>();
-      Consume(p, stages, store_boxes, *ring, num_work, warpgroup - 1);
+      Consume(p, stages, store_boxes, *ring, num_work, schedule, warpgroup - 1);
     }
   }
 };

@@ -124,14 +124,15 @@ struct MoeGroupedGemmSm90Params {
   const MoeWorkItem* work;  // [max_work]
   MoeRouteHeader* header;   // num_work; the dynamic scheduler's counters
   int dynamic_schedule;     // 1: CTAs take tiles in order from a counter
-  // Split-K (k_splits > 1, few tiles): split s of tile i computes K blocks
+  // Split-K (split_k set; MoeSm90ScheduleOf picks which tiles and S): split
+  // s of split tile i (the i-th tile past the whole ones) computes K blocks
   // [s KB / S, (s + 1) KB / S), writes its f32 partial to slot i S + s of
   // `partials` and arrives on split_arrivals[2 i + consumer]; the last split
   // to arrive adds the others' partials and stores the tile. Both live in
   // the route scratch (MoeSm90SplitScratchBytes); arrivals are 0 between
   // launches.
-  int k_splits;
-  float* partials;      // [tiles * S][2][kMoeSm90SplitSlotFloats / 2]
+  int split_k;
+  float* partials;      // [split tiles * S][2][kMoeSm90SplitSlotFloats / 2]
   int* split_arrivals;  // [2 * tiles]
 };
 
@@ -258,24 +259,51 @@ constexpr int MoeSm90NTiles(bool gated, long long n) {
   return static_cast<int>((out + per_cta - 1) / per_cta);
 }
 
-// Split-K, for launches whose tiles fill at most half of the SMs (decode
-// steps: each active expert's W streams once, and one CTA per tile cannot
-// pull it at the copy rate). S splits of at least kMoeSm90MinSplitKBlocks K
-// blocks each, at most kMoeSm90MaxSplits, with tiles x S <= SMs: the route
-// scratch holds one partial slot per SM.
+// Split-K over the last, partial wave. A launch of `grid` CTAs over `tiles`
+// plan tiles runs tiles / grid whole waves, then rest = tiles % grid tiles
+// that keep rest CTAs busy for a whole tile's time while the others idle
+// (Mixtral T=256 down: ~1.2 waves). When rest <= grid / 2, each of those
+// tiles is cut along K into S = min(grid / rest, kMoeSm90MaxSplits, K blocks /
+// kMoeSm90MinSplitKBlocks) units that different CTAs run side by side; each
+// writes an f32 partial to a slot of the route scratch and the tile's last
+// unit to arrive adds them up. A decode step (tiles <= grid / 2: each active
+// expert's W streams once, and one CTA per tile cannot pull it at the copy
+// rate) is the case with no whole wave. rest x S <= grid <= SMs: the route
+// scratch holds one partial slot per SM. Host and device (from the device
+// plan's tile count) compute it with the same function.
 inline constexpr int kMoeSm90MaxSplits = 8;
 inline constexpr int kMoeSm90MinSplitKBlocks = 8;
 // One (tile, split)'s f32 partial: 2 consumers x 128 threads x at most 128
 // accumulators.
 inline constexpr long long kMoeSm90SplitSlotFloats = 2 * 128 * 128;
-constexpr int MoeSm90Splits(long long max_tiles, long long k, int sms) {
-  if (max_tiles <= 0 || 2 * max_tiles > sms) return 1;
+struct MoeSm90Schedule {
+  int whole;   // plan tiles [0, whole) run as one unit each
+  int splits;  // plan tiles [whole, tiles) run as `splits` units each
+  int units;   // whole + (tiles - whole) * splits
+};
+constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
+                                            bool split_k) {
+  const int rest = grid > 0 ? tiles % grid : 0;
+  int splits = 1;
+  if (split_k && rest > 0 && 2 * rest <= grid) {
+    splits = grid / rest;
+    splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
+    const int by_k = k_blocks / kMoeSm90MinSplitKBlocks;
+    splits = splits < by_k ? splits : by_k;
+  }
+  if (splits <= 1) return {tiles, 1, tiles};
+  return {tiles - rest, splits, tiles - rest + rest * splits};
+}
+// CTAs of a launch of at most `max_tiles` plan tiles on `sms` SMs: enough
+// for the most units any tile count up to max_tiles can make.
+constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,
+                          bool split_k) {
   const long long k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
-  long long splits = sms / max_tiles;
+  long long splits = split_k ? k_blocks / kMoeSm90MinSplitKBlocks : 1;
   splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
-  const long long by_k = k_blocks / kMoeSm90MinSplitKBlocks;
-  splits = splits < by_k ? splits : by_k;
-  return splits > 1 ? static_cast<int>(splits) : 1;
+  splits = splits > 1 ? splits : 1;
+  const long long ctas = max_tiles * splits;
+  return static_cast<int>(ctas < sms ? ctas : sms);
 }
 // Split-K area of the route scratch (after its header): arrivals [2 slots]
 // (zeroed with the header), padded to 256 bytes, then the partial slots.
@@ -283,8 +311,7 @@ constexpr long long MoeSm90SplitArrivalBytes(int slots) {
   return (2LL * slots * 4 + 255) / 256 * 256;
 }
 constexpr long long MoeSm90SplitScratchBytes(int slots) {
-  return MoeSm90SplitArrivalBytes(slots) +
-         slots * kMoeSm90SplitSlotFloats * 4;
+  return MoeSm90SplitArrivalBytes(slots) + slots * kMoeSm90SplitSlotFloats * 4;
 }
 
 }  // namespace tailor::cuda

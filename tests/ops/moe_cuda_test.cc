@@ -20,8 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 WorkspaceLimits Limits(int64_t max_tokens, int64_t k, int64_t experts,
-                       DType dtype = DType::kBF16,
-                       RoutingPolicy policy = {}) {
+                       DType dtype = DType::kBF16, RoutingPolicy policy = {}) {
   return {.max_tokens = max_tokens,
           .topk = k,
           .num_experts = experts,
@@ -41,7 +40,8 @@ std::vector<int32_t> RouteHeader(const cuda::DriverApi& api,
                      3);
 }
 
-// ---- Route --------------------------------------------------------------------
+// ---- Route
+// --------------------------------------------------------------------
 
 struct RouteCase {
   int64_t experts;
@@ -72,9 +72,8 @@ class MoeCudaRouteTest : public MoeCudaTest {
     valid.i32()[0] = static_cast<int32_t>(c.valid_tokens);
     DeviceTensor d_ids = ToDevice(ids), d_map = ToDevice(map),
                  d_valid = ToDevice(valid);
-    RouteArgs args = {.topk_ids = d_ids.ref(),
-                      .num_experts = c.experts,
-                      .policy = c.policy};
+    RouteArgs args = {
+        .topk_ids = d_ids.ref(), .num_experts = c.experts, .policy = c.policy};
     if (c.with_map) args.expert_map = d_map.ref();
     if (c.valid_tokens >= 0) args.valid_tokens = d_valid.ref();
     TAILOR_ASSERT_OK(Route(runtime(), args, ws));
@@ -112,14 +111,13 @@ class MoeCudaRouteTest : public MoeCudaTest {
     ASSERT_EQ(header[0], static_cast<int32_t>(expected_work.size()));
     EXPECT_EQ(header[1], ref.offsets.back());
     EXPECT_EQ(header[2], 0) << "blocks_done must be reset for the next route";
-    std::vector<int32_t> work = DownloadI32(
-        api(), ws.impl()->device->work_items(), 4 * header[0]);
+    std::vector<int32_t> work =
+        DownloadI32(api(), ws.impl()->device->work_items(), 4 * header[0]);
     for (size_t i = 0; i < expected_work.size(); ++i) {
       const plan::WorkItem& w = expected_work[i];
-      ASSERT_EQ(std::vector<int32_t>(work.begin() + 4 * i,
-                                     work.begin() + 4 * i + 4),
-                std::vector<int32_t>({w.row_begin, w.rows, w.group,
-                                      w.tail_class}))
+      ASSERT_EQ(
+          std::vector<int32_t>(work.begin() + 4 * i, work.begin() + 4 * i + 4),
+          std::vector<int32_t>({w.row_begin, w.rows, w.group, w.tail_class}))
           << "work item " << i;
     }
     TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
@@ -134,7 +132,8 @@ TEST_F(MoeCudaRouteTest, SweepIsTheHostRoute) {
   for (int64_t e : {1, 8, 64, 256}) {
     for (int64_t t : {0, 1, 3, 17, 577, 4096}) {
       for (int64_t k : {1, 2, 8}) {
-        for (Spread s : {Spread::kUniform, Spread::kOneExpert, Spread::kSubset}) {
+        for (Spread s :
+             {Spread::kUniform, Spread::kOneExpert, Spread::kSubset}) {
           for (bool map : {false, true}) {
             if (k > (map ? 2 * e : e)) continue;
             ExpectRouting({e, t, k, s, map}, rng, ws);
@@ -157,8 +156,7 @@ TEST_F(MoeCudaRouteTest, TailPoliciesTilesAndValidTokens) {
         RoutingPolicy{.tile_rows = 128, .tail = TailPolicy::kExact},
         RoutingPolicy{.tile_rows = 17, .tail = TailPolicy::kNextPowerOfTwo},
         RoutingPolicy{.tile_rows = 48, .tail = TailPolicy::kFullTile},
-        RoutingPolicy{.tile_rows = 100},
-        RoutingPolicy{.tile_rows = 1}}) {
+        RoutingPolicy{.tile_rows = 100}, RoutingPolicy{.tile_rows = 1}}) {
     for (int64_t t : {1, 17, 577}) {
       ExpectRouting({64, t, 8, Spread::kSubset, true, policy}, rng, ws);
       ExpectRouting({64, t, 8, Spread::kOneExpert, false, policy, t / 2}, rng,
@@ -178,7 +176,8 @@ TEST_F(MoeCudaRouteTest, ManyExpertsUseNarrowerScatterBlocks) {
   }
 }
 
-// ---- Experts ------------------------------------------------------------------
+// ---- Experts
+// ------------------------------------------------------------------
 
 struct ExpertsCase {
   DType dtype;
@@ -215,9 +214,9 @@ class ExpertsData {
   const HostTensor& w2() const { return w2_; }
   const HostTensor& weights() const { return weights_; }
   std::vector<double> Reference() const {
-    return ReferenceExperts({hidden_, w13_, w2_, weights_, ids_,
-                             c_.with_map ? &map_ : nullptr},
-                            c_.tokens, c_.k);
+    return ReferenceExperts(
+        {hidden_, w13_, w2_, weights_, ids_, c_.with_map ? &map_ : nullptr},
+        c_.tokens, c_.k);
   }
 
   // Device copies and the args over them.
@@ -251,9 +250,9 @@ class MoeCudaExpertsTest : public MoeCudaTest {
  protected:
   void ExpectExpertsMatch(const ExpertsCase& c, std::mt19937_64& rng,
                           Workspace& ws) {
-    SCOPED_TRACE(absl::StrCat(DTypeName(c.dtype), " E=", c.experts,
-                              " T=", c.tokens, " k=", c.k, " spread=",
-                              static_cast<int>(c.spread), " map=", c.with_map));
+    SCOPED_TRACE(absl::StrCat(
+        DTypeName(c.dtype), " E=", c.experts, " T=", c.tokens, " k=", c.k,
+        " spread=", static_cast<int>(c.spread), " map=", c.with_map));
     ExpertsData data(c, rng);
     ExpertsData::OnDevice d = data.Upload(api());
     TAILOR_ASSERT_OK(Experts(runtime(), d.Args(c.with_map), ws));
@@ -267,8 +266,8 @@ TEST_F(MoeCudaExpertsTest, Sweep) {
   std::mt19937_64 rng(TestSeed());
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     Workspace ws;  // one workspace across all shapes, as a server would
-    TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(4096, 8, 256, dtype),
-                                      ws));
+    TAILOR_ASSERT_OK(
+        ReserveWorkspace(runtime(), Limits(4096, 8, 256, dtype), ws));
     for (int64_t e : {1, 8, 64, 256}) {
       for (int64_t t : {0, 1, 3, 17, 577, 4096}) {
         for (int64_t k : {1, 2, 8}) {
@@ -291,9 +290,8 @@ TEST_F(MoeCudaExpertsTest, SkewedRoutingAndExpertMaps) {
       for (int64_t t : {1, 17, 577}) {
         for (Spread spread :
              {Spread::kUniform, Spread::kOneExpert, Spread::kSubset}) {
-          ExpectExpertsMatch({dtype, e, t, std::min<int64_t>(e, 2), spread,
-                              true},
-                             rng, ws);
+          ExpectExpertsMatch(
+              {dtype, e, t, std::min<int64_t>(e, 2), spread, true}, rng, ws);
           if (HasFailure()) return;
         }
       }
@@ -311,8 +309,8 @@ TEST_F(MoeCudaExpertsTest, TileRowsAndTailPolicies) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE(absl::StrCat("tile_rows=", policy.tile_rows));
       Workspace ws;
-      TAILOR_ASSERT_OK(ReserveWorkspace(
-          runtime(), Limits(577, 8, 64, dtype, policy), ws));
+      TAILOR_ASSERT_OK(
+          ReserveWorkspace(runtime(), Limits(577, 8, 64, dtype, policy), ws));
       ExpertsCase c = {dtype, 64, 577, 8, Spread::kSubset};
       ExpertsData data(c, rng);
       ExpertsData::OnDevice d = data.Upload(api());
@@ -355,7 +353,8 @@ TEST_F(MoeCudaExpertsTest, InPlaceAndValidTokens) {
     ASSERT_EQ(out.at(i), 0.0) << i;
 }
 
-// ---- executors on their own, awkward model dims --------------------------------
+// ---- executors on their own, awkward model dims
+// --------------------------------
 
 struct GemmCase {
   DType dtype;
@@ -371,7 +370,7 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
            {DType::kBF16, 64, 64, 64, Epilogue::kNone},
            {DType::kBF16, 64, 64, 128, Epilogue::kSiluAndMul},
            {DType::kBF16, 520, 136, 100, Epilogue::kNone},
-           {DType::kBF16, 200, 72, 17, Epilogue::kNone},   // ragged N and K
+           {DType::kBF16, 200, 72, 17, Epilogue::kNone},  // ragged N and K
            {DType::kBF16, 96, 40, 16, Epilogue::kSiluAndMul},
            {DType::kBF16, 30, 17, 64, Epilogue::kSiluAndMul},  // K % 8: SIMT
            {DType::kBF16, 1, 8, 64, Epilogue::kNone},
@@ -385,11 +384,12 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
     HostTensor ids = RandomTopkIds(rng, tokens, topk, experts, Spread::kSubset);
     DeviceTensor d_ids = ToDevice(ids);
     Workspace ws;
-    TAILOR_ASSERT_OK(ReserveWorkspace(
-        runtime(),
-        {.max_tokens = tokens, .topk = topk, .num_experts = experts,
-         .policy = {.tile_rows = g.tile_rows}},
-        ws));
+    TAILOR_ASSERT_OK(ReserveWorkspace(runtime(),
+                                      {.max_tokens = tokens,
+                                       .topk = topk,
+                                       .num_experts = experts,
+                                       .policy = {.tile_rows = g.tile_rows}},
+                                      ws));
     TAILOR_ASSERT_OK(Route(runtime(),
                            {.topk_ids = d_ids.ref(),
                             .num_experts = experts,
@@ -409,16 +409,16 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
                                   .epilogue = g.epilogue},
                                  ws));
     ReferenceRouting ref = ReferenceRoute(ids, nullptr, experts, tokens, topk);
-    EXPECT_LT(RelativeError(d_c.Download(),
-                            ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k,
-                                                 gated)),
-              Tolerance(g.dtype));
+    EXPECT_LT(
+        RelativeError(d_c.Download(),
+                      ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated)),
+        Tolerance(g.dtype));
   }
 }
 
 // Decode-sized steps: few tiles and a long K, so on an H100 (132 SMs) the
-// Hopper kernel splits K (MoeSm90Splits: tiles x 2 <= SMs, >= 8 K blocks per
-// split), with K blocks that do not divide evenly (K = 4160: 65 blocks).
+// Hopper kernel splits K (MoeSm90ScheduleOf: tiles x 2 <= SMs, >= 8 K blocks
+// per split), with K blocks that do not divide evenly (K = 4160: 65 blocks).
 // Each shape runs twice: a launch must find the arrival counters that the
 // previous one reset.
 TEST_F(MoeCudaTest, GroupedGemmSplitsKOnFewTiles) {
@@ -442,9 +442,64 @@ TEST_F(MoeCudaTest, GroupedGemmSplitsKOnFewTiles) {
     TAILOR_ASSERT_OK(ReserveWorkspace(
         runtime(),
         {.max_tokens = g.tokens, .topk = topk, .num_experts = experts}, ws));
-    TAILOR_ASSERT_OK(
-        Route(runtime(), {.topk_ids = d_ids.ref(), .num_experts = experts},
-              ws));
+    TAILOR_ASSERT_OK(Route(
+        runtime(), {.topk_ids = d_ids.ref(), .num_experts = experts}, ws));
+    const int64_t rows = ws.num_rows();
+    HostTensor a(DType::kBF16, {rows, g.k});
+    HostTensor w(DType::kBF16, {experts, g.n, g.k});
+    a.FillRandom(rng);
+    w.FillRandom(rng, 0.5);
+    DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
+    ReferenceRouting ref =
+        ReferenceRoute(ids, nullptr, experts, g.tokens, topk);
+    const std::vector<double> expected =
+        ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
+    for (int launch = 0; launch < 2; ++launch) {
+      HostTensor c(DType::kBF16, {rows, gated ? g.n / 2 : g.n});
+      c.Poison();
+      DeviceTensor d_c = ToDevice(c);
+      TAILOR_ASSERT_OK(GroupedGemm(runtime(),
+                                   {.a = d_a.ref(),
+                                    .w = d_w.ref(),
+                                    .c = d_c.ref(),
+                                    .epilogue = g.epilogue},
+                                   ws));
+      EXPECT_LT(RelativeError(d_c.Download(), expected),
+                Tolerance(DType::kBF16))
+          << "launch " << launch;
+    }
+  }
+}
+
+// Launches of more tiles than SMs whose last wave is partial: the Hopper
+// kernel splits the last wave's tiles along K (MoeSm90ScheduleOf). N = 2048
+// makes 8 N tiles per item, so these token counts give ~16-40 items, i.e.
+// 128-320 tiles: on an H100 (132 SMs) several land on a last wave of at most
+// 66 tiles. K = 1088 (17 K blocks) splits in 2 uneven halves, K = 2112 in up
+// to 4.
+TEST_F(MoeCudaTest, GroupedGemmSplitsThePartialLastWave) {
+  std::mt19937_64 rng(TestSeed());
+  const int64_t experts = 8, topk = 2;
+  struct Case {
+    int64_t tokens, n, k;
+    Epilogue epilogue;
+  };
+  for (const Case& g :
+       std::vector<Case>{{300, 2048, 1088, Epilogue::kNone},
+                         {577, 2048, 2112, Epilogue::kNone},
+                         {1000, 2048, 1088, Epilogue::kNone},
+                         {577, 4096, 1024, Epilogue::kSiluAndMul}}) {
+    SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+    const bool gated = g.epilogue == Epilogue::kSiluAndMul;
+    HostTensor ids =
+        RandomTopkIds(rng, g.tokens, topk, experts, Spread::kOneExpert);
+    DeviceTensor d_ids = ToDevice(ids);
+    Workspace ws;
+    TAILOR_ASSERT_OK(ReserveWorkspace(
+        runtime(),
+        {.max_tokens = g.tokens, .topk = topk, .num_experts = experts}, ws));
+    TAILOR_ASSERT_OK(Route(
+        runtime(), {.topk_ids = d_ids.ref(), .num_experts = experts}, ws));
     const int64_t rows = ws.num_rows();
     HostTensor a(DType::kBF16, {rows, g.k});
     HostTensor w(DType::kBF16, {experts, g.n, g.k});
@@ -478,14 +533,14 @@ TEST_F(MoeCudaTest, PackAndCombineOnTheirOwn) {
   for (DType dtype : {DType::kBF16, DType::kF32}) {
     for (int64_t h : {int64_t{64}, int64_t{17}, int64_t{2048}}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " H=", h));
-      HostTensor ids = RandomTopkIds(rng, tokens, topk, 2 * experts,
-                                     Spread::kUniform);
+      HostTensor ids =
+          RandomTopkIds(rng, tokens, topk, 2 * experts, Spread::kUniform);
       HostTensor map = RandomExpertMap(rng, 2 * experts, experts);
       DeviceTensor d_ids = ToDevice(ids), d_map = ToDevice(map);
       Workspace ws;
       TAILOR_ASSERT_OK(ReserveWorkspace(
-          runtime(), {.max_tokens = tokens, .topk = topk, .num_experts = experts},
-          ws));
+          runtime(),
+          {.max_tokens = tokens, .topk = topk, .num_experts = experts}, ws));
       TAILOR_ASSERT_OK(Route(runtime(),
                              {.topk_ids = d_ids.ref(),
                               .num_experts = experts,
@@ -537,7 +592,8 @@ TEST_F(MoeCudaTest, PackAndCombineOnTheirOwn) {
   }
 }
 
-// ---- bad routing data, found on the device --------------------------------------
+// ---- bad routing data, found on the device
+// --------------------------------------
 
 TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
   std::mt19937_64 rng(TestSeed());
@@ -563,18 +619,18 @@ TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
   HostTensor ids = RandomTopkIds(rng, 17, 2, 16, Spread::kUniform);
   ids.i32()[0] = 3;
   DeviceTensor d_ids = ToDevice(ids);
-  TAILOR_ASSERT_OK(Route(runtime(),
-                         {.topk_ids = d_ids.ref(),
-                          .num_experts = 8,
-                          .expert_map = d_map.ref()},
-                         ws));
+  TAILOR_ASSERT_OK(Route(
+      runtime(),
+      {.topk_ids = d_ids.ref(), .num_experts = 8, .expert_map = d_map.ref()},
+      ws));
   EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("expert_map[3]: local id 99 is outside [-1, "
                                  "8)")));
 }
 
-// ---- device workspaces -----------------------------------------------------------
+// ---- device workspaces
+// -----------------------------------------------------------
 
 TEST_F(MoeCudaTest, WorkspaceMustBeReservedAndLargeEnough) {
   HostTensor ids(DType::kI32, {32, 1});
@@ -610,12 +666,12 @@ TEST_F(MoeCudaExpertsTest, BoundCallerMemory) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("memory: must be non-null device memory "
                                  "aligned to 256 bytes")));
-  EXPECT_THAT(
-      BindWorkspace(runtime(), limits, memory.data(), *bytes - 1, ws),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr(absl::StrCat("bytes: must be >= WorkspaceBytes(limits) "
-                                      "= ",
-                                      *bytes))));
+  EXPECT_THAT(BindWorkspace(runtime(), limits, memory.data(), *bytes - 1, ws),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat(
+                           "bytes: must be >= WorkspaceBytes(limits) "
+                           "= ",
+                           *bytes))));
   TAILOR_ASSERT_OK(BindWorkspace(runtime(), limits, memory.data(), *bytes, ws));
   EXPECT_EQ(ws.device(), kCuda0);
   ExpectExpertsMatch({DType::kBF16, 8, 64, 2}, rng, ws);
@@ -636,7 +692,8 @@ TEST_F(MoeCudaTest, MisalignedActivationsAreRejected) {
                                  "cuda:0")));
 }
 
-// ---- Runtime memory (what the examples and C++ servers use) ---------------------
+// ---- Runtime memory (what the examples and C++ servers use)
+// ---------------------
 
 TEST_F(MoeCudaTest, RuntimeMemoryRoundTrip) {
   absl::StatusOr<std::shared_ptr<void>> memory = runtime().Allocate(4096);
@@ -649,7 +706,8 @@ TEST_F(MoeCudaTest, RuntimeMemoryRoundTrip) {
   EXPECT_EQ(in, out);
 }
 
-// ---- CUDA graphs --------------------------------------------------------------------
+// ---- CUDA graphs
+// --------------------------------------------------------------------
 
 TEST_F(MoeCudaExpertsTest, GraphReplaysEveryTokenCountOfItsBucket) {
   std::mt19937_64 rng(TestSeed());
@@ -684,7 +742,8 @@ TEST_F(MoeCudaExpertsTest, GraphReplaysEveryTokenCountOfItsBucket) {
   const StatsSnapshot before = runtime().stats();
 
   for (int replay = 0; replay < 50; ++replay) {
-    const int64_t tokens = std::uniform_int_distribution<int64_t>(0, kBucket)(rng);
+    const int64_t tokens =
+        std::uniform_int_distribution<int64_t>(0, kBucket)(rng);
     SCOPED_TRACE(absl::StrCat("replay ", replay, " T=", tokens));
     ExpertsData step({DType::kBF16, kExperts, kBucket, kTopk,
                       replay % 2 ? Spread::kSubset : Spread::kOneExpert},

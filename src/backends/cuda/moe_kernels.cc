@@ -372,9 +372,9 @@ absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
   p.inverse = l.inverse;
   p.work = reinterpret_cast<MoeWorkItem*>(l.work);
   p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
-  p.histogram = reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
-                                       kMoeRouteHeaderBytes +
-                                       SplitScratchBytes());
+  p.histogram =
+      reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
+                             kMoeRouteHeaderBytes + SplitScratchBytes());
   std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
 
   const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
@@ -468,7 +468,7 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
-  p.k_splits = split_k_ ? MoeSm90Splits(max_tiles, l.k, multiprocessors_) : 1;
+  p.split_k = split_k_ ? 1 : 0;
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
   p.split_arrivals = reinterpret_cast<int*>(split_area);
@@ -478,7 +478,7 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kHopperGemm, pipeline_checks_, tma_store);
   const uint32_t ctas = static_cast<uint32_t>(
-      std::min<int64_t>(max_tiles * p.k_splits, multiprocessors_));
+      MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
   return LaunchKernel(engine, key, GenerateGroupedGemm,
                       Config(ctas, 1, kMoeSm90Threads,
                              MoeSm90SharedBytes(cta_rows, tma_store), l.stream),

@@ -18,34 +18,90 @@ TEST(MoeSm90LaunchShapes, NTilesCoverTheOutputColumns) {
   EXPECT_EQ(MoeSm90NTiles(/*gated=*/true, 2), 1);
 }
 
-TEST(MoeSm90LaunchShapes, SplitsKOnlyWhenTilesFillAtMostHalfTheSms) {
-  // Mixtral T=1 down: 2 items x 16 N tiles, K = 14336 (224 K blocks).
-  EXPECT_EQ(MoeSm90Splits(32, 14336, kH100Sms), 4);
-  // DeepSeek-V3 T=1 gate_up: 8 x 16 = 128 tiles: no split.
-  EXPECT_EQ(MoeSm90Splits(128, 7168, kH100Sms), 1);
-  EXPECT_EQ(MoeSm90Splits(67, 7168, kH100Sms), 1);
-  EXPECT_EQ(MoeSm90Splits(66, 7168, kH100Sms), 2);
-  // Capped at kMoeSm90MaxSplits, and at 8 K blocks per split.
-  EXPECT_EQ(MoeSm90Splits(1, 1 << 20, kH100Sms), kMoeSm90MaxSplits);
-  EXPECT_EQ(MoeSm90Splits(8, 7168, kH100Sms), 8);   // 112 blocks: 14 by K
-  EXPECT_EQ(MoeSm90Splits(8, 2048, kH100Sms), 4);   // 32 blocks
-  EXPECT_EQ(MoeSm90Splits(64, 768, kH100Sms), 1);   // 12 blocks: one split
-  EXPECT_EQ(MoeSm90Splits(8, 1000, kH100Sms), 2);   // 16 blocks
+// Tiles, grid, K blocks -> the schedule.
+MoeSm90Schedule Schedule(int tiles, int grid, int k_blocks) {
+  return MoeSm90ScheduleOf(tiles, grid, k_blocks, /*split_k=*/true);
 }
 
-TEST(MoeSm90LaunchShapes, SplitsNeverNeedMoreSlotsThanSms) {
-  for (long long tiles = 1; tiles <= 2 * kH100Sms; ++tiles) {
-    for (long long k : {64LL, 1000LL, 4096LL, 14336LL, 1LL << 20}) {
-      const int splits = MoeSm90Splits(tiles, k, kH100Sms);
-      ASSERT_GE(splits, 1);
-      if (splits > 1) {
-        EXPECT_LE(tiles * splits, kH100Sms) << tiles << " tiles, K " << k;
-        EXPECT_GE((k + kMoeSm90KTile - 1) / kMoeSm90KTile / splits,
-                  kMoeSm90MinSplitKBlocks);
+TEST(MoeSm90LaunchShapes, FewTilesSplitKWhenTheyFillAtMostHalfTheGrid) {
+  // Mixtral T=1 down: 2 items x 16 N tiles, K = 14336 (224 K blocks).
+  MoeSm90Schedule s = Schedule(32, kH100Sms, 224);
+  EXPECT_EQ(s.whole, 0);
+  EXPECT_EQ(s.splits, 4);
+  EXPECT_EQ(s.units, 128);
+  // DeepSeek-V3 T=1 gate_up: 8 x 16 = 128 tiles: no split.
+  EXPECT_EQ(Schedule(128, kH100Sms, 112).splits, 1);
+  EXPECT_EQ(Schedule(67, kH100Sms, 112).splits, 1);
+  EXPECT_EQ(Schedule(66, kH100Sms, 112).splits, 2);
+  // Capped at kMoeSm90MaxSplits, and at 8 K blocks per split.
+  EXPECT_EQ(Schedule(1, kH100Sms, 1 << 14).splits, kMoeSm90MaxSplits);
+  EXPECT_EQ(Schedule(8, kH100Sms, 112).splits, 8);  // 14 by K
+  EXPECT_EQ(Schedule(8, kH100Sms, 32).splits, 4);
+  EXPECT_EQ(Schedule(64, kH100Sms, 12).splits, 1);  // one split of 8 fits
+  EXPECT_EQ(Schedule(8, kH100Sms, 16).splits, 2);
+  // Off: one unit per tile.
+  s = MoeSm90ScheduleOf(32, kH100Sms, 224, /*split_k=*/false);
+  EXPECT_EQ(s.whole, 32);
+  EXPECT_EQ(s.units, 32);
+}
+
+TEST(MoeSm90LaunchShapes, APartialLastWaveOfAtMostHalfTheGridIsSplit) {
+  // Mixtral T=256 down: ~10 items x 16 N tiles = 160 tiles, 224 K blocks:
+  // one whole wave, then the 28 tiles left split 4 ways (112 units).
+  MoeSm90Schedule s = Schedule(160, kH100Sms, 224);
+  EXPECT_EQ(s.whole, 132);
+  EXPECT_EQ(s.splits, 4);
+  EXPECT_EQ(s.units, 132 + 28 * 4);
+  // 2 whole waves and 66 tiles: split in 2.
+  s = Schedule(2 * 132 + 66, kH100Sms, 224);
+  EXPECT_EQ(s.whole, 264);
+  EXPECT_EQ(s.splits, 2);
+  // A last wave of 67 tiles, or none, runs whole.
+  EXPECT_EQ(Schedule(132 + 67, kH100Sms, 224).splits, 1);
+  EXPECT_EQ(Schedule(3 * 132, kH100Sms, 224).whole, 3 * 132);
+  EXPECT_EQ(Schedule(0, kH100Sms, 224).units, 0);
+}
+
+TEST(MoeSm90LaunchShapes, SplitTilesNeverNeedMoreSlotsThanTheGrid) {
+  for (int grid : {1, 7, 66, kH100Sms}) {
+    for (int tiles = 0; tiles <= 3 * grid + 1; ++tiles) {
+      for (int k_blocks : {1, 16, 17, 64, 224, 1 << 14}) {
+        const MoeSm90Schedule s = Schedule(tiles, grid, k_blocks);
+        ASSERT_GE(s.splits, 1);
+        ASSERT_EQ(s.units, s.whole + (tiles - s.whole) * s.splits);
+        if (s.splits > 1) {
+          EXPECT_LE((tiles - s.whole) * s.splits, grid)
+              << tiles << " tiles, grid " << grid;
+          EXPECT_EQ(s.whole % grid, 0);
+          EXPECT_GE(k_blocks / s.splits, kMoeSm90MinSplitKBlocks);
+        } else {
+          EXPECT_EQ(s.whole, tiles);
+        }
       }
     }
   }
-  EXPECT_EQ(MoeSm90Splits(0, 4096, kH100Sms), 1);
+}
+
+TEST(MoeSm90LaunchShapes, CtasCoverTheMostUnitsOfAnyTileCount) {
+  // Few tiles: room for every split; many: one CTA per SM.
+  EXPECT_EQ(MoeSm90Ctas(8, 7168, kH100Sms, true), 64);  // 112 blocks: 8
+  EXPECT_EQ(MoeSm90Ctas(8, 1024, kH100Sms, true), 16);  // 16 blocks: 2
+  EXPECT_EQ(MoeSm90Ctas(8, 768, kH100Sms, true), 8);    // 12 blocks: 1
+  EXPECT_EQ(MoeSm90Ctas(8, 7168, kH100Sms, false), 8);
+  EXPECT_EQ(MoeSm90Ctas(1000, 7168, kH100Sms, true), kH100Sms);
+  for (long long max_tiles = 1; max_tiles <= 300; ++max_tiles) {
+    for (long long k : {64LL, 1024LL, 7168LL}) {
+      const int ctas = MoeSm90Ctas(max_tiles, k, kH100Sms, true);
+      const int k_blocks = static_cast<int>((k + 63) / 64);
+      for (long long tiles = 0; tiles <= max_tiles; ++tiles) {
+        const MoeSm90Schedule s =
+            Schedule(static_cast<int>(tiles), ctas, k_blocks);
+        // Units past the grid run in later waves; a split never needs
+        // more CTAs than were launched.
+        EXPECT_LE((tiles - s.whole) * s.splits, ctas);
+      }
+    }
+  }
 }
 
 TEST(MoeSm90LaunchShapes, SplitAreaHoldsArrivalsThenAlignedSlots) {
