@@ -269,40 +269,112 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 }
 
 // Merges every partial slot of `item`'s pair into out / lse (the CTA that
-// finished last). Partials are read through L2 (other CTAs wrote them).
-template <Half16 kType, int kHeadDim, int kGroup>
+// finished last; all consumer threads). Partials are read through L2 (other
+// CTAs wrote them). The merge is on the critical path of every split pair,
+// so it is a few rounds of independent loads, not a chain of one L2 round
+// trip per piece:
+//   1. a warp per query row: max and sum of 2^lse over the pieces, lanes
+//      striding over the pieces;
+//   2. the normalized weights 2^(lse - max) / sum of every (row, piece) go
+//      to shared memory (merge_out, free by now: it holds
+//      kDecodeMaxPieces per row, and a pair has at most one piece per
+//      worker);
+//   3. each thread adds up its output pairs over the pieces, kBlock pairs
+//      at a time with kUnroll pieces' loads in flight.
+template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
-                                     const DecodeWorkItem& item, int thread) {
+                                     const DecodeWorkItem& item,
+                                     unsigned char* smem,
+                                     const DecodeSmemLayout layout, int warp,
+                                     int lane) {
+  constexpr int kThreads = 32 * kDecodeConsumerWarps;
   constexpr int kPairs = kHeadDim / 2;
-  for (int e = thread; e < kGroup * kPairs; e += 32 * kDecodeConsumerWarps) {
-    const int row = e / kPairs, d = (e % kPairs) * 2;
+  constexpr int kPerThread = (kGroup * kPairs + kThreads - 1) / kThreads;
+  constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
+  constexpr int kUnroll = 8 / kBlock;
+  static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
+                "a weight per (row, piece) fits the merge buffer");
+  // Every (block, k) names an output pair: no bounds check in the loop
+  // (a check there, even one that never fails, keeps the loads of the
+  // unrolled pieces from being issued together).
+  constexpr bool kExact =
+      kGroup * kPairs % kThreads == 0 && kPerThread % kBlock == 0;
+  float* weights = reinterpret_cast<float*>(smem + layout.merge_out);
+  float* row_top = reinterpret_cast<float*>(smem + layout.merge_max);
+  float* row_total = reinterpret_cast<float*>(smem + layout.merge_sum);
+  const int thread = warp * 32 + lane, pieces = item.pieces;
+  const float* lse = p.partial_lse + item.first_partial * kGroup;
+  // ---- 1. max and sum per row
+  for (int row = warp; row < kGroup; row += kDecodeConsumerWarps) {
     float top = NegativeInfinity();
-    for (int i = 0; i < item.pieces; ++i) {
-      top = fmaxf(
-          top, __ldcg(p.partial_lse + (item.first_partial + i) * kGroup + row));
+    for (int i = lane; i < pieces; i += 32) {
+      top = fmaxf(top, __ldcg(lse + i * kGroup + row));
     }
-    float total = 0, x = 0, y = 0;
+#pragma unroll
+    for (int s = 16; s >= 1; s /= 2) {
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, s));
+    }
+    float total = 0;
     if (top != NegativeInfinity()) {
-      for (int i = 0; i < item.pieces; ++i) {
-        const int slot = (item.first_partial + i) * kGroup + row;
-        const float w = Exp2(__ldcg(p.partial_lse + slot) - top);
-        const float2 o = __ldcg(reinterpret_cast<const float2*>(
-            p.partial_out + static_cast<long long>(slot) * kHeadDim + d));
-        total += w;
-        x += w * o.x;
-        y += w * o.y;
+      for (int i = lane; i < pieces; i += 32) {
+        total += Exp2(__ldcg(lse + i * kGroup + row) - top);
       }
-      x /= total;
-      y /= total;
     }
-    const long long head = static_cast<long long>(item.kv_head) * kGroup + row;
-    DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
-                            item.seq * p.out_stride_b + head * p.out_stride_h +
-                            d,
-                        x, y);
-    if (d == 0 && p.lse != nullptr) {
-      p.lse[item.seq * p.lse_stride_b + head] =
-          top == NegativeInfinity() ? top : (top + log2f(total)) * kDecodeLn2;
+#pragma unroll
+    for (int s = 16; s >= 1; s /= 2) {
+      total += __shfl_xor_sync(0xffffffffu, total, s);
+    }
+    if (lane == 0) {
+      row_top[row] = top;
+      row_total[row] = total;
+    }
+  }
+  DecodeConsumerSync<kNamedSync>();
+  // ---- 2. weights
+  for (int e = thread; e < kGroup * pieces; e += kThreads) {
+    const int row = e / pieces, i = e % pieces;
+    const float top = row_top[row], total = row_total[row];
+    weights[row * kDecodeMaxPieces + i] =
+        total > 0 ? Exp2(__ldcg(lse + i * kGroup + row) - top) / total : 0.0f;
+  }
+  DecodeConsumerSync<kNamedSync>();
+  // ---- 3. weighted sums; out and lse
+#pragma unroll 1
+  for (int b = 0; b < kPerThread; b += kBlock) {
+    float x[kBlock] = {}, y[kBlock] = {};
+#pragma unroll kUnroll
+    for (int i = 0; i < pieces; ++i) {
+      const long long slot0 =
+          static_cast<long long>(item.first_partial + i) * kGroup;
+#pragma unroll
+      for (int k = 0; k < kBlock; ++k) {
+        const int e = thread + (b + k) * kThreads;
+        if (kExact || e < kGroup * kPairs) {
+          const int row = e / kPairs, d = (e % kPairs) * 2;
+          const float w = weights[row * kDecodeMaxPieces + i];
+          const float2 o = __ldcg(reinterpret_cast<const float2*>(
+              p.partial_out + (slot0 + row) * kHeadDim + d));
+          x[k] += w * o.x;
+          y[k] += w * o.y;
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kBlock; ++k) {
+      const int e = thread + (b + k) * kThreads;
+      if (!kExact && e >= kGroup * kPairs) break;
+      const int row = e / kPairs, d = (e % kPairs) * 2;
+      const long long head =
+          static_cast<long long>(item.kv_head) * kGroup + row;
+      DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
+                              item.seq * p.out_stride_b +
+                              head * p.out_stride_h + d,
+                          x[k], y[k]);
+      if (d == 0 && p.lse != nullptr) {
+        const float top = row_top[row], total = row_total[row];
+        p.lse[item.seq * p.lse_stride_b + head] =
+            total > 0 ? (top + log2f(total)) * kDecodeLn2 : NegativeInfinity();
+      }
     }
   }
 }
@@ -422,7 +494,8 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     DecodeConsumerSync<kNamedSync>();
     if (*flag) {
       __threadfence();
-      DecodeMergePieces<kType, kHeadDim, kGroup>(p, item, thread);
+      DecodeMergePieces<kType, kHeadDim, kGroup, kNamedSync>(
+          p, item, smem, layout, warp, lane);
       if (thread == 0) p.counters[item.first_partial] = 0;  // for the next run
     }
   }

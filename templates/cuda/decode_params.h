@@ -88,6 +88,12 @@ struct DecodeKernelParams {
   unsigned long long* errors;  // [kDecodeErrorWords]
 };
 
+// The most pieces one split pair may have: the last piece's merge keeps a
+// weight per (query row, piece) in the merge buffer, which holds 4 (D + 8)
+// >= 288 floats per row. A pair has at most one piece per worker, so the
+// CUDA backend plans at most this many workers.
+inline constexpr int kDecodeMaxPieces = kDecodeConsumerWarps * (64 + 8);
+
 // Shared memory of one CTA, in bytes from a 1024-byte aligned base (the
 // 128-byte swizzle repeats every 1024 bytes). Host and device compute it
 // with the same function.

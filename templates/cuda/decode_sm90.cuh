@@ -98,16 +98,14 @@ struct DecodeSm90Kernel {
 
   // ---- producer
   // ---------------------------------------------------------------
+  // Lane i's page id of box i of the tile (from the prefetched window of
+  // Produce; kDecodeNoPage past the item or max_pages).
   static TAILOR_DEVICE void LoadTile(const Params& p, const Shared& sh,
                                      const DecodeWorkItem& item, int device_len,
-                                     int tile, int stage, int lane) {
+                                     int tile, int stage, int lane, int page) {
     const int tile_first = item.kv_begin + tile * kDecodeTileTokens;
     const int box_first = tile_first + lane * kBoxTokens;
-    // The page load depends on the plan only: it overlaps the length load.
-    int page = kDecodeNoPage;
-    if (lane < kBoxes && box_first < item.kv_end) {
-      page = DecodeLoadPage<kPageSize>(p, item, box_first);
-    }
+    if (lane >= kBoxes) page = kDecodeNoPage;
     const int end = DecodeAttendedEnd<kPageSize>(
         p, item, device_len, /*report=*/tile == 0 && lane == 0);
     if (box_first < end) {
@@ -163,10 +161,24 @@ struct DecodeSm90Kernel {
       if (tiles == 0) {  // nothing to load; still check the length
         DecodeAttendedEnd<kPageSize>(p, item, device_len, lane == 0);
       }
+      // Block-table entries are fetched 32 boxes at a time, lane i holding
+      // box 32 w + i of window w, so a tile's TMA issue waits for one load
+      // per 32 boxes, not one per tile (the loads depend on the plan only
+      // and overlap the length load).
+      int window_page = kDecodeNoPage;
       for (int j = 0; j < tiles; ++j, ++k) {
+        const int box = j * kBoxes;  // the tile's first box in the item
+        if (box % 32 == 0) {
+          const int token = item.kv_begin + (box + lane) * kBoxTokens;
+          window_page = token < item.kv_end
+                            ? DecodeLoadPage<kPageSize>(p, item, token)
+                            : kDecodeNoPage;
+        }
+        const int page =
+            __shfl_sync(0xffffffffu, window_page, (box + lane) % 32);
         const int stage = k % kStages;
         sh.empty[stage].Wait(((k / kStages) & 1u) ^ 1u);
-        LoadTile(p, sh, item, device_len, j, stage, lane);
+        LoadTile(p, sh, item, device_len, j, stage, lane, page);
       }
     }
   }

@@ -321,9 +321,12 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape) {
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
     const DecodeShape& shape) {
   TAILOR_RETURN_IF_ERROR(StagesFor(shape).status());
-  return DecodePlanConfig{.num_workers = multiprocessors_.load(),
-                          .tile_tokens = kDecodeTileTokens,
-                          .item_cost_tokens = kItemCostTokens};
+  // One worker per SM, at most kDecodeMaxPieces (the merge's bound on the
+  // pieces of a pair; no GPU has that many SMs today).
+  return DecodePlanConfig{
+      .num_workers = std::min(multiprocessors_.load(), kDecodeMaxPieces),
+      .tile_tokens = kDecodeTileTokens,
+      .item_cost_tokens = kItemCostTokens};
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {
