@@ -158,6 +158,7 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                              .permutation = ws.permutation().as<int32_t>(),
                              .a = rows.h,
                              .stream = args.stream}));
+  internal::GemmConfig gate_up, down;
   TAILOR_RETURN_IF_ERROR(
       kernels->GroupedGemm(engine, {.dtype = dtype,
                                     .n = 2 * d.intermediate,
@@ -170,7 +171,9 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                                     .c = rows.i,
                                     .rows = w.num_rows,
                                     .experts = d.experts,
-                                    .stream = args.stream}));
+                                    .stream = args.stream,
+                                    .config = &gate_up}));
+  w.RecordGemm(gate_up);
   // The packed input is dead now: gemm2 writes over it.
   TAILOR_RETURN_IF_ERROR(
       kernels->GroupedGemm(engine, {.dtype = dtype,
@@ -184,7 +187,9 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                                     .c = rows.h,
                                     .rows = w.num_rows,
                                     .experts = d.experts,
-                                    .stream = args.stream}));
+                                    .stream = args.stream,
+                                    .config = &down}));
+  w.RecordGemm(down);
   return kernels->Combine(engine, {.dtype = dtype,
                                    .hidden_dim = d.hidden,
                                    .tokens = d.tokens,

@@ -63,6 +63,15 @@ struct PackLaunch {
   void* stream = nullptr;
 };
 
+// What a backend chose for one GroupedGemm (moe::GemmChoice without
+// allocation: the server path records one per launch).
+struct GemmConfig {
+  const char* kernel = "";
+  int64_t n = 0, k = 0;
+  int32_t cta_rows = 0, cta_cols = 0, k_tile = 0, stages = 0, ctas = 0;
+  bool tma_store = false, split_k = false;
+};
+
 struct GroupedGemmLaunch {
   DType dtype;
   int64_t n;  // W rows per expert
@@ -76,6 +85,8 @@ struct GroupedGemmLaunch {
   int64_t rows = 0;     // of a and c: R, or its bound T * k (device)
   int64_t experts = 0;  // E
   void* stream = nullptr;
+  // Set by the backend to the configuration it launches (when not null).
+  GemmConfig* config = nullptr;
 };
 
 struct CombineLaunch {

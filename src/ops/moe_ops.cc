@@ -149,19 +149,23 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                 gated ? "N / 2 = w.dims[1] / 2" : "N = w.dims[1]"));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "a", args.a));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "w", args.w));
-  return kernels->GroupedGemm(runtime.engine(),
-                              {.dtype = args.a.dtype,
-                               .n = n,
-                               .k = k,
-                               .tile_rows = w->tile_rows,
-                               .epilogue = args.epilogue,
-                               .plan = internal::PlanRefOf(*w),
-                               .a = args.a.data,
-                               .w = args.w.data,
-                               .c = args.c.data,
-                               .rows = args.a.dims[0],
-                               .experts = args.w.dims[0],
-                               .stream = args.stream});
+  internal::GemmConfig config;
+  TAILOR_RETURN_IF_ERROR(
+      kernels->GroupedGemm(runtime.engine(), {.dtype = args.a.dtype,
+                                              .n = n,
+                                              .k = k,
+                                              .tile_rows = w->tile_rows,
+                                              .epilogue = args.epilogue,
+                                              .plan = internal::PlanRefOf(*w),
+                                              .a = args.a.data,
+                                              .w = args.w.data,
+                                              .c = args.c.data,
+                                              .rows = args.a.dims[0],
+                                              .experts = args.w.dims[0],
+                                              .stream = args.stream,
+                                              .config = &config}));
+  w->RecordGemm(config);
+  return absl::OkStatus();
 }
 
 absl::Status Combine(Runtime& runtime, const CombineArgs& args) {

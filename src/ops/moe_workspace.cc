@@ -88,6 +88,27 @@ TensorRef Workspace::inverse() const {
               {w.num_tokens, w.topk});
 }
 
+namespace {
+
+std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
+  std::vector<GemmChoice> out;
+  for (const internal::GemmConfig& c : w.Gemms()) {
+    out.push_back({.kernel = c.kernel,
+                   .n = c.n,
+                   .k = c.k,
+                   .cta_rows = c.cta_rows,
+                   .cta_cols = c.cta_cols,
+                   .k_tile = c.k_tile,
+                   .stages = c.stages,
+                   .ctas = c.ctas,
+                   .tma_store = c.tma_store,
+                   .split_k = c.split_k});
+  }
+  return out;
+}
+
+}  // namespace
+
 PlanSummary Workspace::plan() const {
   if (!routed()) return {};
   if (impl_->device) {
@@ -96,7 +117,8 @@ PlanSummary Workspace::plan() const {
             .tail_pieces = -1,
             .variants = -1,
             .useful_rows = -1,
-            .executed_rows = -1};
+            .executed_rows = -1,
+            .gemms = GemmChoices(*impl_)};
   }
   const plan::PiecewisePlan& p = impl_->plan;
   const int32_t core = p.core_range().size();
@@ -105,7 +127,8 @@ PlanSummary Workspace::plan() const {
           .tail_pieces = static_cast<int32_t>(p.work().size()) - core,
           .variants = static_cast<int32_t>(p.variants().size()),
           .useful_rows = p.accounting().useful_rows,
-          .executed_rows = p.accounting().executed_rows};
+          .executed_rows = p.accounting().executed_rows,
+          .gemms = GemmChoices(*impl_)};
 }
 
 size_t Workspace::CapacityBytes() const {
@@ -119,10 +142,24 @@ size_t Workspace::CapacityBytes() const {
          w.rows_i.capacity() + w.plan.CapacityBytes() + device_bytes;
 }
 
+std::string GemmChoice::ToString() const {
+  std::string s = absl::StrCat(kernel, " N=", n, " K=", k, " cta=", cta_rows,
+                               "x", cta_cols);
+  if (k_tile > 0) absl::StrAppend(&s, " k_tile=", k_tile);
+  if (stages > 0) absl::StrAppend(&s, " stages=", stages);
+  if (ctas > 0) absl::StrAppend(&s, " ctas=", ctas);
+  if (tma_store) absl::StrAppend(&s, " tma_store");
+  if (split_k) absl::StrAppend(&s, " split_k");
+  return s;
+}
+
 std::string PlanSummary::ToString() const {
-  return absl::StrCat("tile_rows=", tile_rows, " core=", core_tiles,
-                      " tails=", tail_pieces, " variants=", variants,
-                      " useful=", useful_rows, " executed=", executed_rows);
+  std::string s =
+      absl::StrCat("tile_rows=", tile_rows, " core=", core_tiles,
+                   " tails=", tail_pieces, " variants=", variants,
+                   " useful=", useful_rows, " executed=", executed_rows);
+  for (const GemmChoice& g : gemms) absl::StrAppend(&s, " | ", g.ToString());
+  return s;
 }
 
 absl::Status Workspace::TakeRoutingErrors(Runtime& runtime, void* stream) {
@@ -190,8 +227,9 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(0, limits.num_experts), kernels.MaxTileRows(),
-                              "limits."));
+      internal::ResolvePolicy(limits.policy,
+                              kernels.DefaultTileRows(0, limits.num_experts),
+                              kernels.MaxTileRows(), "limits."));
   if (limits.num_experts > kernels.MaxDeviceRouteExperts()) {
     return absl::InvalidArgumentError(
         absl::StrCat("limits.num_experts: the device route supports at most ",
@@ -215,7 +253,8 @@ absl::Status ReserveHost(const WorkspaceLimits& limits,
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
-      internal::ResolvePolicy(limits.policy, kernels.DefaultTileRows(0, limits.num_experts),
+      internal::ResolvePolicy(limits.policy,
+                              kernels.DefaultTileRows(0, limits.num_experts),
                               kernels.MaxTileRows(), "limits."));
   const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
   const size_t element = DTypeSize(limits.dtype);

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "core/stats.h"
 #include "ops/moe_device_workspace.h"
 #include "ops/moe_kernels.h"
@@ -59,6 +60,13 @@ struct MoeWorkspace {
   std::vector<unsigned char> rows_h;  // [R, H]: packed input, then gemm2 out
   std::vector<unsigned char> rows_i;  // [R, I]: silu_and_mul(gemm1)
 
+  // The last two GroupedGemm configurations since the last Route, oldest
+  // first (PlanSummary::gemms). GroupedGemm takes the workspace const and
+  // may run on several threads at once: a diagnostic, under its own lock.
+  mutable absl::Mutex gemms_mu;
+  mutable GemmConfig gemms[2] ABSL_GUARDED_BY(gemms_mu);
+  mutable int num_gemms ABSL_GUARDED_BY(gemms_mu) = 0;
+
   // ---- device storage (device-memory backends) -----------------------------
   std::optional<MoeDeviceBuffers> device;
 
@@ -68,6 +76,23 @@ struct MoeWorkspace {
   void Invalidate() {
     routed = false;
     num_tokens = topk = num_experts = num_rows = 0;
+    absl::MutexLock lock(&gemms_mu);
+    num_gemms = 0;
+  }
+
+  // Keeps `config` as the newest of the last two (a launch that ran no
+  // kernel, kernel "", is not kept).
+  void RecordGemm(const GemmConfig& config) const {
+    if (config.kernel[0] == '\0') return;
+    absl::MutexLock lock(&gemms_mu);
+    if (num_gemms == 2) gemms[0] = gemms[1];
+    gemms[num_gemms == 2 ? 1 : num_gemms++] = config;
+  }
+
+  // The recorded configurations, oldest first.
+  std::vector<GemmConfig> Gemms() const {
+    absl::MutexLock lock(&gemms_mu);
+    return std::vector<GemmConfig>(gemms, gemms + num_gemms);
   }
 };
 

@@ -524,6 +524,21 @@ TEST_F(MoeCudaTest, GroupedGemmSplitsThePartialLastWave) {
                 Tolerance(DType::kBF16))
           << "launch " << launch;
     }
+    // The plan summary records the kernel and its configuration.
+    const PlanSummary plan = ws.plan();
+    ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+    const GemmChoice& gemm = plan.gemms.back();
+    EXPECT_EQ(gemm.n, g.n);
+    EXPECT_EQ(gemm.k, g.k);
+    if (env_->backend().arch() == "sm_90a") {
+      EXPECT_EQ(gemm.kernel, "cuda.sm90_tma_wgmma") << plan.ToString();
+      EXPECT_EQ(gemm.cta_rows, 128);
+      EXPECT_EQ(gemm.cta_cols, 256);
+      EXPECT_GE(gemm.stages, 3);
+      EXPECT_TRUE(gemm.split_k);
+    } else {
+      EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
+    }
   }
 }
 

@@ -296,6 +296,30 @@ TEST(MoeSpecializationTest, WarmRuntimeCompilesNothingAsRoutingChanges) {
   EXPECT_EQ(after.specializations_per_op, before.specializations_per_op);
 }
 
+// The plan summary names the kernels Experts launched on it: gate/up (N =
+// 2 I, K = H) then down (N = H, K = I); a new Route forgets them.
+TEST(MoePlanSummaryTest, RecordsTheGemmChoicesOfTheLastLaunches) {
+  std::mt19937_64 rng(TestSeed());
+  ExpertsData data({DType::kBF16, 8, 17, 2}, rng);
+  Workspace ws;
+  TAILOR_ASSERT_OK(Experts(SharedRuntime(), data.Args(false), ws));
+  const PlanSummary plan = ws.plan();
+  ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+  EXPECT_EQ(plan.gemms[0].kernel, "cpu");
+  EXPECT_EQ(plan.gemms[0].n, 2 * kIntermediate);
+  EXPECT_EQ(plan.gemms[0].k, kHidden);
+  EXPECT_EQ(plan.gemms[0].cta_rows, plan.tile_rows);
+  EXPECT_GT(plan.gemms[0].cta_cols, 0);
+  EXPECT_EQ(plan.gemms[1].n, kHidden);
+  EXPECT_EQ(plan.gemms[1].k, kIntermediate);
+  EXPECT_THAT(plan.ToString(),
+              HasSubstr(absl::StrCat(" | cpu N=", 2 * kIntermediate,
+                                     " K=", kHidden, " cta=")));
+  TAILOR_ASSERT_OK(Route(SharedRuntime(),
+                         {.topk_ids = data.ids.ref(), .num_experts = 8}, ws));
+  EXPECT_TRUE(ws.plan().gemms.empty());
+}
+
 // ---- rejected inputs --------------------------------------------------------
 
 class MoeExpertsErrorTest : public ::testing::Test {

@@ -98,6 +98,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "tailor/runtime.h"
@@ -137,9 +138,29 @@ struct RoutingPolicy {
   TailPolicy tail = TailPolicy::kNextPowerOfTwo;
 };
 
-// What the last Route (or PlanRows) planned, for logs and tests. On device
-// backends the plan is on the device: only tile_rows is known on the host
-// and the counts are -1.
+// One GroupedGemm configuration, as the backend chose it for (N, K, the
+// plan's tile rows, the device): the kernel family and its tiling. Fields a
+// family does not have are 0.
+struct GemmChoice {
+  std::string kernel;      // "cpu", "cuda.sm90_tma_wgmma", "cuda.sm80_mma",
+                           // "cuda.simt", "hip.mfma", "hip.simt"
+  int64_t n = 0;           // W rows per expert
+  int64_t k = 0;           // reduction dim
+  int32_t cta_rows = 0;    // A rows of one CTA (work-group) tile
+  int32_t cta_cols = 0;    // W rows of one CTA tile
+  int32_t k_tile = 0;      // K per pipeline stage
+  int32_t stages = 0;      // shared-memory pipeline depth
+  int32_t ctas = 0;        // grid size (persistent kernels: <= the SMs)
+  bool tma_store = false;  // full tiles leave by TMA stores
+  // K split for launches of few tiles and for a partial last wave
+  // (templates/cuda/moe_params.h, MoeSm90ScheduleOf).
+  bool split_k = false;
+  std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."
+};
+
+// What the last Route (or PlanRows) planned, for logs and tests, and how the
+// GroupedGemm launches since then ran. On device backends the plan is on the
+// device: only tile_rows is known on the host and the counts are -1.
 struct PlanSummary {
   int32_t tile_rows = 0;
   int32_t core_tiles = 0;     // full tiles, run by the unmasked core kernel
@@ -147,6 +168,9 @@ struct PlanSummary {
   int32_t variants = 0;       // kernels one GroupedGemm launches
   int64_t useful_rows = 0;    // R
   int64_t executed_rows = 0;  // R plus the padding of tails up to their class
+  // The last two GroupedGemm launches on this plan, oldest first (Experts:
+  // gate/up, then down).
+  std::vector<GemmChoice> gemms;
   std::string ToString() const;  // "tile_rows=16 core=3 tails=2 variants=3 ..."
 };
 

@@ -222,6 +222,13 @@ absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
                                         const GroupedGemmLaunch& launch) {
   TAILOR_RETURN_IF_ERROR(RequireHostPlan(launch.plan));
   const plan::PiecewisePlan& plan = *launch.plan.host;
+  if (launch.config != nullptr) {
+    *launch.config = {.kernel = "cpu",
+                      .n = launch.n,
+                      .k = launch.k,
+                      .cta_rows = static_cast<int32_t>(launch.tile_rows),
+                      .cta_cols = kTileN};
+  }
   const bool gated = launch.epilogue == moe::Epilogue::kSiluAndMul;
   const int64_t out_cols = gated ? launch.n / 2 : launch.n;
   const int64_t out_per_tile = gated ? kTileN / 2 : kTileN;

@@ -479,6 +479,18 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
               kHopperGemm, pipeline_checks_, tma_store);
   const uint32_t ctas = static_cast<uint32_t>(
       MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
+  if (l.config != nullptr) {
+    *l.config = {.kernel = "cuda.sm90_tma_wgmma",
+                 .n = l.n,
+                 .k = l.k,
+                 .cta_rows = cta_rows,
+                 .cta_cols = kMoeSm90WRows,
+                 .k_tile = kMoeSm90KTile,
+                 .stages = MoeSm90Stages(cta_rows, tma_store),
+                 .ctas = static_cast<int32_t>(ctas),
+                 .tma_store = tma_store,
+                 .split_k = split_k_};
+  }
   return LaunchKernel(engine, key, GenerateGroupedGemm,
                       Config(ctas, 1, kMoeSm90Threads,
                              MoeSm90SharedBytes(cta_rows, tma_store), l.stream),
@@ -509,6 +521,16 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
   const int64_t resident =
       int64_t{multiprocessors_} * (mma ? kMmaCtasPerSm : kSimtCtasPerSm);
   const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
+  if (l.config != nullptr) {
+    *l.config = {.kernel = mma ? "cuda.sm80_mma" : "cuda.simt",
+                 .n = l.n,
+                 .k = l.k,
+                 .cta_rows = MoeGemmCtaRows(static_cast<int>(l.tile_rows)),
+                 .cta_cols = mma ? kMoeMmaWRows : kMoeSimtWRows,
+                 .k_tile = mma ? kMoeMmaKTile : 0,
+                 .stages = mma ? kMoeMmaStages : 0,
+                 .ctas = static_cast<int32_t>(ctas)};
+  }
   return LaunchKernel(
       engine, key, GenerateGroupedGemm,
       Config(ctas, 1, mma ? kMoeMmaThreads : kMoeSimtThreads,

@@ -299,6 +299,14 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
       PlanHipGroupedGemm(l, engine.MakeKey(OpKind::kMoeGroupedGemm),
                          compute_units_, has_mfma_bf16_);
   if (plan.config.grid.x == 0) return absl::OkStatus();
+  if (l.config != nullptr) {
+    *l.config = {
+        .kernel = plan.key.tile.n == kHipMfmaGemm ? "hip.mfma" : "hip.simt",
+        .n = l.n,
+        .k = l.k,
+        .cta_rows = static_cast<int32_t>(l.tile_rows),
+        .ctas = static_cast<int32_t>(plan.config.grid.x)};
+  }
   MoeGroupedGemmParams p = {
       .a = l.a,
       .w = l.w,
