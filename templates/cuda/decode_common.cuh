@@ -52,6 +52,17 @@ TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
   atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
 }
 
+// The group and page size of a kernel: compiled in, or (kDecodeRuntimeDim,
+// the generic kernel) the params'.
+template <int kGroup>
+TAILOR_DEVICE int DecodeGroupOf(const DecodeKernelParams& p) {
+  return kGroup != kDecodeRuntimeDim ? kGroup : p.group;
+}
+template <int kPageSize>
+TAILOR_DEVICE int DecodePageSizeOf(const DecodeKernelParams& p) {
+  return kPageSize != kDecodeRuntimeDim ? kPageSize : p.page_size;
+}
+
 // Item `i` of a CTA whose first item `first` is `head` (already loaded).
 TAILOR_DEVICE DecodeWorkItem DecodeItemAt(const DecodeKernelParams& p, int i,
                                           int first,
@@ -70,7 +81,8 @@ TAILOR_DEVICE int DecodeAttendedEnd(const DecodeKernelParams& p,
   if (report && device_len != item.seq_len) {
     DecodeRecordError(p.errors, kDecodeErrorBadSeqLen, item.seq, device_len);
   }
-  const int pages = (item.seq_len + kPageSize - 1) / kPageSize;
+  const int page_size = DecodePageSizeOf<kPageSize>(p);
+  const int pages = (item.seq_len + page_size - 1) / page_size;
   if (report && pages > p.max_pages) {
     DecodeRecordError(p.errors, kDecodeErrorTooManyPages, item.seq, pages);
   }
@@ -85,7 +97,7 @@ inline constexpr int kDecodeNoPage = -2147483647 - 1;
 template <int kPageSize>
 TAILOR_DEVICE int DecodeLoadPage(const DecodeKernelParams& p,
                                  const DecodeWorkItem& item, int token) {
-  const int slot = token / kPageSize;
+  const int slot = token / DecodePageSizeOf<kPageSize>(p);
   if (slot >= p.max_pages) return kDecodeNoPage;
   return __ldg(p.block_table + item.seq * p.block_table_stride + slot);
 }
@@ -102,7 +114,9 @@ TAILOR_DEVICE void DecodeReportPage(const DecodeKernelParams& p,
   if (page == kDecodeNoPage || DecodePageValid(p, page)) return;
   DecodeRecordError(
       p.errors, kDecodeErrorBadPage,
-      static_cast<long long>(item.seq) * p.max_pages + token / kPageSize, page);
+      static_cast<long long>(item.seq) * p.max_pages +
+          token / DecodePageSizeOf<kPageSize>(p),
+      page);
 }
 
 // Byte offset of chunk `chunk` (elements 8 chunk .. 8 chunk + 7) of token
@@ -238,14 +252,14 @@ TAILOR_DEVICE void DecodeWarpTile(const DecodeKernelParams& p, unsigned k_tile,
   }
 }
 
-// Copies the item's kGroup query rows from a stage's slot to the running
+// Copies the item's `group` query rows from a stage's slot to the running
 // query rows (all consumer threads; `thread` in [0, 128)).
-template <int kHeadDim, int kGroup>
+template <int kHeadDim>
 TAILOR_DEVICE void DecodeCopyQuery(const unsigned char* stage_rows,
                                    unsigned char* rows, unsigned row_bytes,
-                                   int thread) {
+                                   int group, int thread) {
   constexpr int kChunks = kHeadDim / 8;
-  for (int e = thread; e < kGroup * kChunks; e += 32 * kDecodeConsumerWarps) {
+  for (int e = thread; e < group * kChunks; e += 32 * kDecodeConsumerWarps) {
     const unsigned offset = (e / kChunks) * row_bytes + (e % kChunks) * 16;
     *reinterpret_cast<uint4*>(rows + offset) =
         *reinterpret_cast<const uint4*>(stage_rows + offset);
@@ -274,17 +288,18 @@ template <Half16 kType, int kHeadDim, int kGroup>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      const DecodeWorkItem& item, int thread) {
   constexpr int kPairs = kHeadDim / 2;
-  for (int e = thread; e < kGroup * kPairs; e += 32 * kDecodeConsumerWarps) {
+  const int group = DecodeGroupOf<kGroup>(p);
+  for (int e = thread; e < group * kPairs; e += 32 * kDecodeConsumerWarps) {
     const int row = e / kPairs, d = (e % kPairs) * 2;
     float top = NegativeInfinity();
     for (int i = 0; i < item.pieces; ++i) {
       top = fmaxf(
-          top, __ldcg(p.partial_lse + (item.first_partial + i) * kGroup + row));
+          top, __ldcg(p.partial_lse + (item.first_partial + i) * group + row));
     }
     float total = 0, x = 0, y = 0;
     if (top != NegativeInfinity()) {
       for (int i = 0; i < item.pieces; ++i) {
-        const int slot = (item.first_partial + i) * kGroup + row;
+        const int slot = (item.first_partial + i) * group + row;
         const float w = Exp2(__ldcg(p.partial_lse + slot) - top);
         const float2 o = __ldcg(reinterpret_cast<const float2*>(
             p.partial_out + static_cast<long long>(slot) * kHeadDim + d));
@@ -295,7 +310,7 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
       x /= total;
       y /= total;
     }
-    const long long head = static_cast<long long>(item.kv_head) * kGroup + row;
+    const long long head = static_cast<long long>(item.kv_head) * group + row;
     DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
                             item.seq * p.out_stride_b + head * p.out_stride_h +
                             d,
@@ -326,6 +341,7 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
   const int thread = warp * 32 + lane;
   const int r0 = lane / 4, r1 = r0 + 8;
   const unsigned row = layout.merge_row;
+  const int group = DecodeGroupOf<kGroup>(p);
   // ---- 1. every warp publishes its rows ------------------------------------
   float l0 = st.l[0], l1 = st.l[1];
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -341,19 +357,19 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
 #pragma unroll
   for (int n = 0; n < DecodeWarpState<kHeadDim>::kNTiles; ++n) {
     const int d = n * 8 + 2 * (lane % 4);
-    if (r0 < kGroup) {
-      *reinterpret_cast<float2*>(merge_out + (warp * kGroup + r0) * row + d) =
+    if (r0 < group) {
+      *reinterpret_cast<float2*>(merge_out + (warp * group + r0) * row + d) =
           make_float2(st.o[n][0], st.o[n][1]);
     }
-    if (r1 < kGroup) {
-      *reinterpret_cast<float2*>(merge_out + (warp * kGroup + r1) * row + d) =
+    if (r1 < group) {
+      *reinterpret_cast<float2*>(merge_out + (warp * group + r1) * row + d) =
           make_float2(st.o[n][2], st.o[n][3]);
     }
   }
   DecodeConsumerSync<kNamedSync>();
   // ---- 2. per-row scales of the warps' states
   // --------------------------------
-  if (thread < kGroup) {
+  if (thread < group) {
     float top = NegativeInfinity();
     for (int w = 0; w < kDecodeConsumerWarps; ++w) {
       top = fmaxf(top, merge_max[w * 16 + thread]);
@@ -374,15 +390,15 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
   DecodeConsumerSync<kNamedSync>();
   // ---- 3. combine; write out / lse or the partial slot ----------------------
   constexpr int kPairs = kHeadDim / 2;
-  const long long head0 = static_cast<long long>(item.kv_head) * kGroup;
-  for (int e = thread; e < kGroup * kPairs; e += 32 * kDecodeConsumerWarps) {
+  const long long head0 = static_cast<long long>(item.kv_head) * group;
+  for (int e = thread; e < group * kPairs; e += 32 * kDecodeConsumerWarps) {
     const int r = e / kPairs, d = (e % kPairs) * 2;
     float x = 0, y = 0;
 #pragma unroll
     for (int w = 0; w < kDecodeConsumerWarps; ++w) {
       const float f = row_scale[w * 16 + r];
       const float2 o = *reinterpret_cast<const float2*>(
-          merge_out + (w * kGroup + r) * row + d);
+          merge_out + (w * group + r) * row + d);
       x += f * o.x;
       y += f * o.y;
     }
@@ -394,14 +410,14 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     } else {
       *reinterpret_cast<float2*>(
           p.partial_out +
-          (static_cast<long long>(item.partial) * kGroup + r) * kHeadDim + d) =
+          (static_cast<long long>(item.partial) * group + r) * kHeadDim + d) =
           make_float2(x, y);
     }
   }
-  if (thread < kGroup) {
+  if (thread < group) {
     const float lse2 = merge_sum[thread];
     if (item.partial >= 0) {
-      p.partial_lse[item.partial * kGroup + thread] = lse2;
+      p.partial_lse[item.partial * group + thread] = lse2;
     } else if (p.lse != nullptr) {
       p.lse[item.seq * p.lse_stride_b + head0 + thread] =
           lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;
