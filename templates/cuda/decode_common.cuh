@@ -112,11 +112,10 @@ TAILOR_DEVICE void DecodeReportPage(const DecodeKernelParams& p,
                                     const DecodeWorkItem& item, int token,
                                     int page) {
   if (page == kDecodeNoPage || DecodePageValid(p, page)) return;
-  DecodeRecordError(
-      p.errors, kDecodeErrorBadPage,
-      static_cast<long long>(item.seq) * p.max_pages +
-          token / DecodePageSizeOf<kPageSize>(p),
-      page);
+  DecodeRecordError(p.errors, kDecodeErrorBadPage,
+                    static_cast<long long>(item.seq) * p.max_pages +
+                        token / DecodePageSizeOf<kPageSize>(p),
+                    page);
 }
 
 // Byte offset of chunk `chunk` (elements 8 chunk .. 8 chunk + 7) of token

@@ -206,9 +206,8 @@ struct DecodeSm80Kernel {
         __syncthreads();  // tile k (and its mask) landed for every thread
         if (j == 0) {
           DecodeCopyQuery<kHeadDim>(
-              base + layout.q_stage + stage * layout.q_bytes,
-              base + layout.q, layout.q_row_bytes, DecodeGroupOf<kGroup>(p),
-              threadIdx.x);
+              base + layout.q_stage + stage * layout.q_bytes, base + layout.q,
+              layout.q_row_bytes, DecodeGroupOf<kGroup>(p), threadIdx.x);
           __syncthreads();
         }
         const unsigned valid16 =

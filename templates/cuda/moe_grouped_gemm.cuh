@@ -58,7 +58,7 @@ inline constexpr int kGroupItems = 8;
 // compile-time constants in a specialized kernel, read from the params in
 // the generic one (template dims kMoeRuntimeDim).
 struct MoeGemmDims {
-  int n;          // W rows per expert
+  int n;  // W rows per expert
   int k;
   int tile_rows;  // rows of a core tile
   int out_n;      // columns of C
@@ -122,8 +122,8 @@ struct MoeGroupedGemmMma {
   using Params = MoeGroupedGemmParams;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
   static constexpr int kBM = MoeGemmKernelCtaRows(kTileRows);  // <= 64
-  static constexpr int kMF = kBM / 16;                          // m16 frags
-  static constexpr int kBN = kMoeMmaWRows;  // W rows per CTA
+  static constexpr int kMF = kBM / 16;                         // m16 frags
+  static constexpr int kBN = kMoeMmaWRows;                     // W rows per CTA
   static constexpr int kOutPerCta = MoeGemmOutPerCta(true, kGated);
   static constexpr int kBK = kMoeMmaKTile;  // 128-byte rows
   static constexpr int kStages = kMoeMmaStages;
@@ -239,8 +239,7 @@ struct MoeGroupedGemmMma {
   // ---- registers -> C ----------------------------------------------------------
   static void StorePair(const Params& p, const MoeGemmDims& d, long long row,
                         int col, float v0, float v1) {
-    unsigned short* c =
-        static_cast<unsigned short*>(p.c) + row * d.out_n + col;
+    unsigned short* c = static_cast<unsigned short*>(p.c) + row * d.out_n + col;
     if (d.out_n % 2 == 0) {
       if (col < d.out_n) *reinterpret_cast<unsigned*>(c) = PackBf16x2(v0, v1);
     } else {
@@ -347,7 +346,8 @@ struct MoeGroupedGemmMma {
 
   static void Run(const Params& p) {
     extern __shared__ __align__(128) unsigned char mma_smem[];
-    const MoeGemmDims d = MoeGemmDimsOf<kN, kK, kTileRows, true, kGated, kBK>(p);
+    const MoeGemmDims d =
+        MoeGemmDimsOf<kN, kK, kTileRows, true, kGated, kBK>(p);
     const int num_work = p.header->num_work;
     const int tiles = num_work * d.n_tiles;
 #pragma unroll 1
@@ -409,8 +409,7 @@ struct MoeGroupedGemmSimt {
         const int m = e / kBK, kk = e % kBK;
         const bool valid = m < rows && k0 + kk < d.k;
         a_tile[kk][m] =
-            valid ? ToFloat(a[static_cast<long long>(m) * d.k + k0 + kk])
-                  : 0.f;
+            valid ? ToFloat(a[static_cast<long long>(m) * d.k + k0 + kk]) : 0.f;
       }
       for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
         const int n = e / kBK, kk = e % kBK;
@@ -471,8 +470,7 @@ struct MoeGroupedGemmSimt {
       for (int first = 0; first < rows; first += kBM) {  // parts of kBM rows
         MoeWorkItem part = item;
         part.row_begin += first;
-        Tile(p, d, part, Min(kBM, rows - first), coord.n_tile, a_tile,
-             w_tile);
+        Tile(p, d, part, Min(kBM, rows - first), coord.n_tile, a_tile, w_tile);
       }
     }
   }
