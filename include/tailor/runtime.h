@@ -55,9 +55,13 @@ class Runtime {
     // A failed background compile is logged and counted once
     // (StatsSnapshot::background_compile_failures) and the generic kernel
     // keeps serving that key. Families without a generic kernel block as in
-    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) and
-    // CPU paged decode (attention, merge) have one; the CUDA and HIP
-    // kernels do not yet.
+    // kBlocking. The CPU (MoE, paged decode) and CUDA (MoE route, pack,
+    // grouped GEMM, combine; paged decode) kernels have one; HIP's do not
+    // yet. CUDA's are compiled into the library when it is built with the
+    // toolkit (loaded when the Runtime is created); a library built without
+    // it compiles them with NVRTC, once per kernel and arch into the disk
+    // cache, starting when the Runtime is created, and calls block until
+    // they are ready.
     kBackground = 2,
   };
 

@@ -24,6 +24,7 @@
 #define TAILOR_RUNTIME_CUDA_MMA_SM80_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/cp_async.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "runtime/cuda/mma_sm80.cuh needs sm_80 or newer (cp.async, bf16 mma)"
@@ -40,17 +41,6 @@ TAILOR_DEVICE void CpAsync16(void* dst, const void* src, bool valid) {
       "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SharedAddress(dst)),
       "l"(GlobalAddress(src)), "r"(src_size)
       : "memory");
-}
-
-// Closes the thread's current group of cp.async copies.
-TAILOR_DEVICE void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most kPending of the thread's committed groups are pending.
-template <int kPending>
-TAILOR_DEVICE void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 // Four 8x8 b16 matrices from shared memory (see the file comment).

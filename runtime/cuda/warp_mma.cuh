@@ -27,6 +27,7 @@
 #define TAILOR_RUNTIME_CUDA_WARP_MMA_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/cp_async.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "runtime/cuda/warp_mma.cuh needs sm_80 or newer (bf16 mma, cp.async)"
@@ -100,19 +101,6 @@ TAILOR_DEVICE void CpAsync16(unsigned smem_address, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_address),
                "l"(GlobalAddress(global))
                : "memory");
-}
-
-// Closes this thread's current group of cp.async copies.
-TAILOR_DEVICE void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most kPending of this thread's committed groups are still
-// in flight. A CTA barrier after it makes every thread's copies visible.
-template <int kPending>
-TAILOR_DEVICE void CpAsyncWait() {
-  static_assert(kPending >= 0 && kPending <= 7, "pending groups are 0..7");
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 }  // namespace tailor::cuda

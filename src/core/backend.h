@@ -47,6 +47,7 @@ struct LaunchConfig {
 };
 
 class DecodeKernels;  // ops/attention_kernels.h
+class Engine;         // core/engine.h
 class Kernel;
 class MoeKernels;  // ops/moe_kernels.h
 
@@ -146,6 +147,12 @@ class Backend {
   // Unimplemented.
   virtual MoeKernels* moe_kernels() { return nullptr; }
   virtual DecodeKernels* decode_kernels() { return nullptr; }
+
+  // (optional) Called once when a Runtime in background JIT mode is created
+  // on this backend: make the op families' generic kernels available (load
+  // them, or queue their compiles on `engine`). Defaults to nothing (the
+  // CPU's generic kernels are built into the library as host code).
+  virtual void PrepareBackgroundJit(Engine& engine) {}
 };
 
 }  // namespace tailor::internal

@@ -166,6 +166,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   engine->fork_participant_ =
       std::make_unique<EngineForkParticipant>(*engine->cache_, *engine->stats_);
   RegisterForkParticipant(engine->fork_participant_.get());
+  // Generic kernels ready (or their compiles queued) before the first call.
+  if (engine->background_jit_) engine->backend_->PrepareBackgroundJit(*engine);
   Logger().debug(
       "runtime ready: backend {} arch {} cache {}",
       BackendName(engine->backend_->kind()), engine->backend_->arch(),

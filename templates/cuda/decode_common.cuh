@@ -52,6 +52,17 @@ TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
   atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
 }
 
+// The group and page size of a kernel: compiled in, or (kDecodeRuntimeDim,
+// the generic kernel) the params'.
+template <int kGroup>
+TAILOR_DEVICE int DecodeGroupOf(const DecodeKernelParams& p) {
+  return kGroup != kDecodeRuntimeDim ? kGroup : p.group;
+}
+template <int kPageSize>
+TAILOR_DEVICE int DecodePageSizeOf(const DecodeKernelParams& p) {
+  return kPageSize != kDecodeRuntimeDim ? kPageSize : p.page_size;
+}
+
 // Item `i` of a CTA whose first item `first` is `head` (already loaded).
 TAILOR_DEVICE DecodeWorkItem DecodeItemAt(const DecodeKernelParams& p, int i,
                                           int first,
@@ -70,7 +81,8 @@ TAILOR_DEVICE int DecodeAttendedEnd(const DecodeKernelParams& p,
   if (report && device_len != item.seq_len) {
     DecodeRecordError(p.errors, kDecodeErrorBadSeqLen, item.seq, device_len);
   }
-  const int pages = (item.seq_len + kPageSize - 1) / kPageSize;
+  const int page_size = DecodePageSizeOf<kPageSize>(p);
+  const int pages = (item.seq_len + page_size - 1) / page_size;
   if (report && pages > p.max_pages) {
     DecodeRecordError(p.errors, kDecodeErrorTooManyPages, item.seq, pages);
   }
@@ -85,7 +97,7 @@ inline constexpr int kDecodeNoPage = -2147483647 - 1;
 template <int kPageSize>
 TAILOR_DEVICE int DecodeLoadPage(const DecodeKernelParams& p,
                                  const DecodeWorkItem& item, int token) {
-  const int slot = token / kPageSize;
+  const int slot = token / DecodePageSizeOf<kPageSize>(p);
   if (slot >= p.max_pages) return kDecodeNoPage;
   return __ldg(p.block_table + item.seq * p.block_table_stride + slot);
 }
@@ -100,9 +112,10 @@ TAILOR_DEVICE void DecodeReportPage(const DecodeKernelParams& p,
                                     const DecodeWorkItem& item, int token,
                                     int page) {
   if (page == kDecodeNoPage || DecodePageValid(p, page)) return;
-  DecodeRecordError(
-      p.errors, kDecodeErrorBadPage,
-      static_cast<long long>(item.seq) * p.max_pages + token / kPageSize, page);
+  DecodeRecordError(p.errors, kDecodeErrorBadPage,
+                    static_cast<long long>(item.seq) * p.max_pages +
+                        token / DecodePageSizeOf<kPageSize>(p),
+                    page);
 }
 
 // Byte offset of chunk `chunk` (elements 8 chunk .. 8 chunk + 7) of token
@@ -238,14 +251,14 @@ TAILOR_DEVICE void DecodeWarpTile(const DecodeKernelParams& p, unsigned k_tile,
   }
 }
 
-// Copies the item's kGroup query rows from a stage's slot to the running
+// Copies the item's `group` query rows from a stage's slot to the running
 // query rows (all consumer threads; `thread` in [0, 128)).
-template <int kHeadDim, int kGroup>
+template <int kHeadDim>
 TAILOR_DEVICE void DecodeCopyQuery(const unsigned char* stage_rows,
                                    unsigned char* rows, unsigned row_bytes,
-                                   int thread) {
+                                   int group, int thread) {
   constexpr int kChunks = kHeadDim / 8;
-  for (int e = thread; e < kGroup * kChunks; e += 32 * kDecodeConsumerWarps) {
+  for (int e = thread; e < group * kChunks; e += 32 * kDecodeConsumerWarps) {
     const unsigned offset = (e / kChunks) * row_bytes + (e % kChunks) * 16;
     *reinterpret_cast<uint4*>(rows + offset) =
         *reinterpret_cast<const uint4*>(stage_rows + offset);
@@ -289,7 +302,9 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      int lane) {
   constexpr int kThreads = 32 * kDecodeConsumerWarps;
   constexpr int kPairs = kHeadDim / 2;
-  constexpr int kPerThread = (kGroup * kPairs + kThreads - 1) / kThreads;
+  // A run-time group (the generic kernel) is at most 16.
+  constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
+  constexpr int kPerThread = (kMaxGroup * kPairs + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
   constexpr int kUnroll = 8 / kBlock;
   static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
@@ -297,18 +312,20 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   // Every (block, k) names an output pair: no bounds check in the loop
   // (a check there, even one that never fails, keeps the loads of the
   // unrolled pieces from being issued together).
-  constexpr bool kExact =
-      kGroup * kPairs % kThreads == 0 && kPerThread % kBlock == 0;
+  constexpr bool kExact = kGroup != kDecodeRuntimeDim &&
+                          kGroup * kPairs % kThreads == 0 &&
+                          kPerThread % kBlock == 0;
+  const int group = DecodeGroupOf<kGroup>(p);
   float* weights = reinterpret_cast<float*>(smem + layout.merge_out);
   float* row_top = reinterpret_cast<float*>(smem + layout.merge_max);
   float* row_total = reinterpret_cast<float*>(smem + layout.merge_sum);
   const int thread = warp * 32 + lane, pieces = item.pieces;
-  const float* lse = p.partial_lse + item.first_partial * kGroup;
+  const float* lse = p.partial_lse + item.first_partial * group;
   // ---- 1. max and sum per row
-  for (int row = warp; row < kGroup; row += kDecodeConsumerWarps) {
+  for (int row = warp; row < group; row += kDecodeConsumerWarps) {
     float top = NegativeInfinity();
     for (int i = lane; i < pieces; i += 32) {
-      top = fmaxf(top, __ldcg(lse + i * kGroup + row));
+      top = fmaxf(top, __ldcg(lse + i * group + row));
     }
 #pragma unroll
     for (int s = 16; s >= 1; s /= 2) {
@@ -317,7 +334,7 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
     float total = 0;
     if (top != NegativeInfinity()) {
       for (int i = lane; i < pieces; i += 32) {
-        total += Exp2(__ldcg(lse + i * kGroup + row) - top);
+        total += Exp2(__ldcg(lse + i * group + row) - top);
       }
     }
 #pragma unroll
@@ -331,11 +348,11 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   }
   DecodeConsumerSync<kNamedSync>();
   // ---- 2. weights
-  for (int e = thread; e < kGroup * pieces; e += kThreads) {
+  for (int e = thread; e < group * pieces; e += kThreads) {
     const int row = e / pieces, i = e % pieces;
     const float top = row_top[row], total = row_total[row];
     weights[row * kDecodeMaxPieces + i] =
-        total > 0 ? Exp2(__ldcg(lse + i * kGroup + row) - top) / total : 0.0f;
+        total > 0 ? Exp2(__ldcg(lse + i * group + row) - top) / total : 0.0f;
   }
   DecodeConsumerSync<kNamedSync>();
   // ---- 3. weighted sums; out and lse
@@ -345,11 +362,11 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
 #pragma unroll kUnroll
     for (int i = 0; i < pieces; ++i) {
       const long long slot0 =
-          static_cast<long long>(item.first_partial + i) * kGroup;
+          static_cast<long long>(item.first_partial + i) * group;
 #pragma unroll
       for (int k = 0; k < kBlock; ++k) {
         const int e = thread + (b + k) * kThreads;
-        if (kExact || e < kGroup * kPairs) {
+        if (kExact || e < group * kPairs) {
           const int row = e / kPairs, d = (e % kPairs) * 2;
           const float w = weights[row * kDecodeMaxPieces + i];
           const float2 o = __ldcg(reinterpret_cast<const float2*>(
@@ -362,10 +379,9 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
 #pragma unroll
     for (int k = 0; k < kBlock; ++k) {
       const int e = thread + (b + k) * kThreads;
-      if (!kExact && e >= kGroup * kPairs) break;
+      if (!kExact && e >= group * kPairs) break;
       const int row = e / kPairs, d = (e % kPairs) * 2;
-      const long long head =
-          static_cast<long long>(item.kv_head) * kGroup + row;
+      const long long head = static_cast<long long>(item.kv_head) * group + row;
       DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
                               item.seq * p.out_stride_b +
                               head * p.out_stride_h + d,
@@ -398,6 +414,7 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
   const int thread = warp * 32 + lane;
   const int r0 = lane / 4, r1 = r0 + 8;
   const unsigned row = layout.merge_row;
+  const int group = DecodeGroupOf<kGroup>(p);
   // ---- 1. every warp publishes its rows ------------------------------------
   float l0 = st.l[0], l1 = st.l[1];
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -413,19 +430,19 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
 #pragma unroll
   for (int n = 0; n < DecodeWarpState<kHeadDim>::kNTiles; ++n) {
     const int d = n * 8 + 2 * (lane % 4);
-    if (r0 < kGroup) {
-      *reinterpret_cast<float2*>(merge_out + (warp * kGroup + r0) * row + d) =
+    if (r0 < group) {
+      *reinterpret_cast<float2*>(merge_out + (warp * group + r0) * row + d) =
           make_float2(st.o[n][0], st.o[n][1]);
     }
-    if (r1 < kGroup) {
-      *reinterpret_cast<float2*>(merge_out + (warp * kGroup + r1) * row + d) =
+    if (r1 < group) {
+      *reinterpret_cast<float2*>(merge_out + (warp * group + r1) * row + d) =
           make_float2(st.o[n][2], st.o[n][3]);
     }
   }
   DecodeConsumerSync<kNamedSync>();
   // ---- 2. per-row scales of the warps' states
   // --------------------------------
-  if (thread < kGroup) {
+  if (thread < group) {
     float top = NegativeInfinity();
     for (int w = 0; w < kDecodeConsumerWarps; ++w) {
       top = fmaxf(top, merge_max[w * 16 + thread]);
@@ -446,15 +463,15 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
   DecodeConsumerSync<kNamedSync>();
   // ---- 3. combine; write out / lse or the partial slot ----------------------
   constexpr int kPairs = kHeadDim / 2;
-  const long long head0 = static_cast<long long>(item.kv_head) * kGroup;
-  for (int e = thread; e < kGroup * kPairs; e += 32 * kDecodeConsumerWarps) {
+  const long long head0 = static_cast<long long>(item.kv_head) * group;
+  for (int e = thread; e < group * kPairs; e += 32 * kDecodeConsumerWarps) {
     const int r = e / kPairs, d = (e % kPairs) * 2;
     float x = 0, y = 0;
 #pragma unroll
     for (int w = 0; w < kDecodeConsumerWarps; ++w) {
       const float f = row_scale[w * 16 + r];
       const float2 o = *reinterpret_cast<const float2*>(
-          merge_out + (w * kGroup + r) * row + d);
+          merge_out + (w * group + r) * row + d);
       x += f * o.x;
       y += f * o.y;
     }
@@ -466,14 +483,14 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     } else {
       *reinterpret_cast<float2*>(
           p.partial_out +
-          (static_cast<long long>(item.partial) * kGroup + r) * kHeadDim + d) =
+          (static_cast<long long>(item.partial) * group + r) * kHeadDim + d) =
           make_float2(x, y);
     }
   }
-  if (thread < kGroup) {
+  if (thread < group) {
     const float lse2 = merge_sum[thread];
     if (item.partial >= 0) {
-      p.partial_lse[item.partial * kGroup + thread] = lse2;
+      p.partial_lse[item.partial * group + thread] = lse2;
     } else if (p.lse != nullptr) {
       p.lse[item.seq * p.lse_stride_b + head0 + thread] =
           lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;

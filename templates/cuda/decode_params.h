@@ -31,6 +31,12 @@ struct DecodeWorkItem {
   int pieces;         // pieces of the pair
 };
 
+// A group or page size of 0 in a kernel's template is read from the params
+// at run time: the generic kernels of background JIT (src/backends/cuda/
+// generic_kernels.h), built once per dtype, head dim and arch, serve every
+// group and page size with the code of the specialized ones.
+inline constexpr int kDecodeRuntimeDim = 0;
+
 // Tokens per pipeline stage (K and V tiles of kDecodeTileTokens rows).
 inline constexpr int kDecodeTileTokens = 64;
 // Warps that compute; each takes 16 tokens of every tile.
@@ -86,6 +92,8 @@ struct DecodeKernelParams {
   float* partial_lse;          // [partials, group] log2 domain
   int* counters;               // [partials] zero between launches
   unsigned long long* errors;  // [kDecodeErrorWords]
+  int group;                   // query heads per KV head (generic kernel)
+  int page_size;               // tokens per page (generic kernel)
 };
 
 // The most pieces one split pair may have: the last piece's merge keeps a

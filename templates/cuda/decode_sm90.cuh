@@ -201,9 +201,10 @@ struct DecodeSm90Kernel {
         const int stage = k % kStages;
         sh.full[stage].Wait((k / kStages) & 1u);
         if (j == 0) {
-          DecodeCopyQuery<kHeadDim, kGroup>(
+          DecodeCopyQuery<kHeadDim>(
               sh.base + kLayout.q_stage + stage * kLayout.q_bytes,
-              sh.base + kLayout.q, kLayout.q_row_bytes, warp * 32 + lane);
+              sh.base + kLayout.q, kLayout.q_row_bytes, kGroup,
+              warp * 32 + lane);
           DecodeConsumerSync<true>();
         }
         const unsigned valid16 =

@@ -18,6 +18,10 @@
 //                           cp.async, C rows past it are not stored
 // A CTA computes at most 64 rows: a 128-row item runs as two parts.
 //
+// N, K and the tile rows are compiled in (a specialized kernel), or all
+// three kMoeRuntimeDim (0): the generic kernel of background JIT reads them
+// from the params (MoeGemmDims) and runs 64-row CTA tiles for any plan tile.
+//
 // Epilogues: kMoeEpilogueNone C [R, N]; kMoeEpilogueSiluAndMul C [R, N / 2]
 // = silu(A W[:N/2]ᵀ) * (A W[N/2:]ᵀ) (vLLM's silu_and_mul), on the f32
 // accumulators.
@@ -50,6 +54,40 @@ namespace tailor::cuda {
 
 inline constexpr int kGroupItems = 8;
 
+// N, K and the core tile's rows of a launch, with what follows from them:
+// compile-time constants in a specialized kernel, read from the params in
+// the generic one (template dims kMoeRuntimeDim).
+struct MoeGemmDims {
+  int n;  // W rows per expert
+  int k;
+  int tile_rows;  // rows of a core tile
+  int out_n;      // columns of C
+  int k_tiles;    // K tiles of kBK
+  int n_tiles;    // N tiles of one CTA's output columns
+};
+
+template <int kN, int kK, int kTileRows, bool kMma, bool kGated, int kBK>
+TAILOR_DEVICE MoeGemmDims MoeGemmDimsOf(const MoeGroupedGemmParams& p) {
+  static_assert((kN == kMoeRuntimeDim) == (kK == kMoeRuntimeDim) &&
+                    (kK == kMoeRuntimeDim) == (kTileRows == kMoeRuntimeDim),
+                "N, K and tile rows are all compiled in or all runtime");
+  const int n = kN != kMoeRuntimeDim ? kN : p.n;
+  const int k = kK != kMoeRuntimeDim ? kK : p.k;
+  const int tile_rows = kTileRows != kMoeRuntimeDim ? kTileRows : p.tile_rows;
+  return {n,
+          k,
+          tile_rows,
+          kGated ? n / 2 : n,
+          (k + kBK - 1) / kBK,
+          MoeGemmNTiles(kMma, kGated, n)};
+}
+
+// The CTA rows of a kernel built for kTileRows (the generic one: the most).
+constexpr int MoeGemmKernelCtaRows(int tile_rows) {
+  return MoeGemmCtaRows(tile_rows == kMoeRuntimeDim ? kMoePortableMaxRows
+                                                    : tile_rows);
+}
+
 // Tile t of a launch over num_work items x n_tiles N tiles, grouped.
 struct TileCoord {
   int item;
@@ -68,12 +106,13 @@ TAILOR_DEVICE TileCoord TileOf(int t, int num_work, int n_tiles) {
 // =============================================================================
 template <int kN, int kK, int kTileRows, int kEpilogue>
 struct MoeGroupedGemmMma {
-  static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
+  static_assert(kN >= 0 && kK >= 0,
+                "N and K must be positive (kMoeRuntimeDim: from the params)");
   static_assert(kK % 8 == 0,
                 "rows of A and W must be 16-byte aligned (K % 8 == 0); "
                 "MoeGroupedGemmSimt takes the others");
-  static_assert(kTileRows >= 1 && kTileRows <= kMoeMaxTileRows,
-                "tile rows must be in [1, 128]");
+  static_assert(kTileRows >= 0 && kTileRows <= kMoeMaxTileRows,
+                "tile rows must be in [1, 128] (kMoeRuntimeDim: params)");
   static_assert(kEpilogue == kMoeEpilogueNone ||
                     kEpilogue == kMoeEpilogueSiluAndMul,
                 "unknown epilogue");
@@ -82,22 +121,22 @@ struct MoeGroupedGemmMma {
 
   using Params = MoeGroupedGemmParams;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
-  static constexpr int kOutN = kGated ? kN / 2 : kN;           // columns of C
-  static constexpr int kBM = MoeGemmCtaRows(kTileRows);  // CTA rows, <= 64
-  static constexpr int kMF = kBM / 16;                    // m16 fragments
-  static constexpr int kBN = kMoeMmaWRows;  // W rows per CTA
+  static constexpr int kBM = MoeGemmKernelCtaRows(kTileRows);  // <= 64
+  static constexpr int kMF = kBM / 16;                         // m16 frags
+  static constexpr int kBN = kMoeMmaWRows;                     // W rows per CTA
   static constexpr int kOutPerCta = MoeGemmOutPerCta(true, kGated);
-  static constexpr int kNTiles = MoeGemmNTiles(true, kGated, kN);
   static constexpr int kBK = kMoeMmaKTile;  // 128-byte rows
-  static constexpr int kKTiles = (kK + kBK - 1) / kBK;
   static constexpr int kStages = kMoeMmaStages;
   static constexpr int kThreads = kMoeMmaThreads;  // 4 warps
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kRowBytes = kBK * 2;
   static constexpr int kATileBytes = kBM * kRowBytes;
   static constexpr int kStageBytes = kATileBytes + kBN * kRowBytes;
-  static constexpr int kSharedBytes = MoeMmaSharedBytes(kTileRows);
+  static constexpr int kSharedBytes = kStages * (kBM + kBN) * kBK * 2;
   static_assert(kSharedBytes == kStages * kStageBytes, "shared memory layout");
+  static_assert(kTileRows == kMoeRuntimeDim ||
+                    kSharedBytes == MoeMmaSharedBytes(kTileRows),
+                "the host's shared memory size");
   static_assert(kThreads / 32 * 32 == kBN,
                 "each of the 4 warps owns 32 W rows (4 n8 fragments)");
 
@@ -109,14 +148,14 @@ struct MoeGroupedGemmMma {
   }
 
   // W row (within the expert) held in CTA row n of N tile n_tile; -1 past N.
-  static int WRow(int n_tile, int n) {
+  static int WRow(const MoeGemmDims& d, int n_tile, int n) {
     if constexpr (kGated) {
       const int out = n_tile * kOutPerCta + (n % kOutPerCta);
-      if (out >= kOutN) return -1;
-      return n < kOutPerCta ? out : kOutN + out;
+      if (out >= d.out_n) return -1;
+      return n < kOutPerCta ? out : d.out_n + out;
     } else {
       const int row = n_tile * kBN + n;
-      return row < kN ? row : -1;
+      return row < d.n ? row : -1;
     }
   }
 
@@ -128,12 +167,13 @@ struct MoeGroupedGemmMma {
 
   // ---- one K tile into a stage ------------------------------------------------
   template <int kMFActive, bool kMasked>
-  static void LoadStage(const Params& p, const MoeWorkItem& item, int rows,
-                        int n_tile, int k_tile, unsigned char* stage) {
+  static void LoadStage(const Params& p, const MoeGemmDims& d,
+                        const MoeWorkItem& item, int rows, int n_tile,
+                        int k_tile, unsigned char* stage) {
     const int k0 = k_tile * kBK;
     const unsigned short* a =
         static_cast<const unsigned short*>(p.a) +
-        static_cast<long long>(item.row_begin) * kK;  // [rows, K]
+        static_cast<long long>(item.row_begin) * d.k;  // [rows, K]
     // 16-byte chunks: kMFActive * 16 rows x 8 of A, kBN rows x 8 of W; each
     // thread copies kMFActive of A and 8 of W.
     static_assert(16 * 8 % kThreads == 0 && kBN * 8 % kThreads == 0,
@@ -142,22 +182,23 @@ struct MoeGroupedGemmMma {
     for (int i = 0; i < kMFActive * 16 * 8 / kThreads; ++i) {
       const int c = i * kThreads + threadIdx.x;
       const int row = c / 8, chunk = c % 8, k = k0 + chunk * 8;
-      const bool valid = (!kMasked || row < rows) && (kK % kBK == 0 || k < kK);
+      const bool valid =
+          (!kMasked || row < rows) && (d.k % kBK == 0 || k < d.k);
       const unsigned short* src =
-          valid ? a + static_cast<long long>(row) * kK + k : a;
+          valid ? a + static_cast<long long>(row) * d.k + k : a;
       CpAsync16(stage + Swizzle(row, chunk), src, valid);
     }
     const unsigned short* w = static_cast<const unsigned short*>(p.w) +
-                              static_cast<long long>(item.group) * kN * kK;
+                              static_cast<long long>(item.group) * d.n * d.k;
     unsigned char* w_tile = stage + kATileBytes;
 #pragma unroll
     for (int i = 0; i < kBN * 8 / kThreads; ++i) {
       const int c = i * kThreads + threadIdx.x;
       const int n = c / 8, chunk = c % 8, k = k0 + chunk * 8;
-      const int w_row = WRow(n_tile, n);
-      const bool valid = w_row >= 0 && (kK % kBK == 0 || k < kK);
+      const int w_row = WRow(d, n_tile, n);
+      const bool valid = w_row >= 0 && (d.k % kBK == 0 || k < d.k);
       const unsigned short* src =
-          valid ? w + static_cast<long long>(w_row) * kK + k : w;
+          valid ? w + static_cast<long long>(w_row) * d.k + k : w;
       CpAsync16(w_tile + Swizzle(n, chunk), src, valid);
     }
   }
@@ -196,20 +237,21 @@ struct MoeGroupedGemmMma {
   }
 
   // ---- registers -> C ----------------------------------------------------------
-  static void StorePair(const Params& p, long long row, int col, float v0,
-                        float v1) {
-    unsigned short* c = static_cast<unsigned short*>(p.c) + row * kOutN + col;
-    if constexpr (kOutN % 2 == 0) {
-      if (col < kOutN) *reinterpret_cast<unsigned*>(c) = PackBf16x2(v0, v1);
+  static void StorePair(const Params& p, const MoeGemmDims& d, long long row,
+                        int col, float v0, float v1) {
+    unsigned short* c = static_cast<unsigned short*>(p.c) + row * d.out_n + col;
+    if (d.out_n % 2 == 0) {
+      if (col < d.out_n) *reinterpret_cast<unsigned*>(c) = PackBf16x2(v0, v1);
     } else {
-      if (col < kOutN) c[0] = FromFloat<bf16>(v0).bits;
-      if (col + 1 < kOutN) c[1] = FromFloat<bf16>(v1).bits;
+      if (col < d.out_n) c[0] = FromFloat<bf16>(v0).bits;
+      if (col + 1 < d.out_n) c[1] = FromFloat<bf16>(v1).bits;
     }
   }
 
   template <int kMFActive, bool kMasked>
-  static void Store(const Params& p, const MoeWorkItem& item, int rows,
-                    int n_tile, const float (&acc)[kMFActive][4][4]) {
+  static void Store(const Params& p, const MoeGemmDims& d,
+                    const MoeWorkItem& item, int rows, int n_tile,
+                    const float (&acc)[kMFActive][4][4]) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -225,14 +267,14 @@ struct MoeGroupedGemmMma {
             const int col = n_tile * kOutPerCta + warp * 16 + nf * 8 + 2 * t;
             const float* gate = &acc[mf][nf][2 * half];
             const float* up = &acc[mf][nf + 2][2 * half];
-            StorePair(p, c_row, col, Silu(gate[0]) * up[0],
+            StorePair(p, d, c_row, col, Silu(gate[0]) * up[0],
                       Silu(gate[1]) * up[1]);
           }
         } else {
 #pragma unroll
           for (int nf = 0; nf < 4; ++nf) {
             const int col = n_tile * kBN + warp * 32 + nf * 8 + 2 * t;
-            StorePair(p, c_row, col, acc[mf][nf][2 * half],
+            StorePair(p, d, c_row, col, acc[mf][nf][2 * half],
                       acc[mf][nf][2 * half + 1]);
           }
         }
@@ -242,8 +284,9 @@ struct MoeGroupedGemmMma {
 
   // ---- one (item, N tile): the cp.async ring over K, then the epilogue -------
   template <int kMFActive, bool kMasked>
-  static void Tile(const Params& p, const MoeWorkItem& item, int rows,
-                   int n_tile, unsigned char* smem) {
+  static void Tile(const Params& p, const MoeGemmDims& d,
+                   const MoeWorkItem& item, int rows, int n_tile,
+                   unsigned char* smem) {
     float acc[kMFActive][4][4];
 #pragma unroll
     for (int mf = 0; mf < kMFActive; ++mf)
@@ -253,19 +296,19 @@ struct MoeGroupedGemmMma {
         for (int i = 0; i < 4; ++i) acc[mf][nf][i] = 0.0f;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < kKTiles) {
-        LoadStage<kMFActive, kMasked>(p, item, rows, n_tile, s,
+      if (s < d.k_tiles) {
+        LoadStage<kMFActive, kMasked>(p, d, item, rows, n_tile, s,
                                       smem + s * kStageBytes);
       }
       CpAsyncCommit();
     }
 #pragma unroll 1
-    for (int kt = 0; kt < kKTiles; ++kt) {
+    for (int kt = 0; kt < d.k_tiles; ++kt) {
       CpAsyncWait<kStages - 2>();  // K tile kt has landed (this thread's)
       __syncthreads();             // ... everyone's; stage kt-1 is free
       const int next = kt + kStages - 1;
-      if (next < kKTiles) {
-        LoadStage<kMFActive, kMasked>(p, item, rows, n_tile, next,
+      if (next < d.k_tiles) {
+        LoadStage<kMFActive, kMasked>(p, d, item, rows, n_tile, next,
                                       smem + (next % kStages) * kStageBytes);
       }
       CpAsyncCommit();
@@ -273,7 +316,7 @@ struct MoeGroupedGemmMma {
     }
     CpAsyncWait<0>();
     __syncthreads();  // the ring is free for the next tile
-    Store<kMFActive, kMasked>(p, item, rows, n_tile, acc);
+    Store<kMFActive, kMasked>(p, d, item, rows, n_tile, acc);
   }
 
   // An item runs as parts of at most kBM rows (a 128-row tile: two). Three
@@ -281,31 +324,36 @@ struct MoeGroupedGemmMma {
   // (every part of a core tile whose rows are a multiple of 16); parts of at
   // most 16 rows, one m16 fragment (decode steps are almost all these); and
   // other parts, a masked full part.
-  static void RunItem(const Params& p, const MoeWorkItem& item, int n_tile,
+  static void RunItem(const Params& p, const MoeGemmDims& d,
+                      const MoeWorkItem& item, int n_tile,
                       unsigned char* smem) {
-    const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+    const int rows = item.tail_class == 0 ? d.tile_rows : item.rows;
     for (int first = 0; first < rows; first += kBM) {
       MoeWorkItem part = item;
       part.row_begin += first;
       const int part_rows = Min(kBM, rows - first);
       if (part_rows == kBM) {
-        Tile<kMF, false>(p, part, kBM, n_tile, smem);
+        Tile<kMF, false>(p, d, part, kBM, n_tile, smem);
       } else if (part_rows <= 16) {
-        Tile<1, true>(p, part, part_rows, n_tile, smem);
+        Tile<1, true>(p, d, part, part_rows, n_tile, smem);
       } else {
-        if constexpr (kMF > 1) Tile<kMF, true>(p, part, part_rows, n_tile, smem);
+        if constexpr (kMF > 1) {
+          Tile<kMF, true>(p, d, part, part_rows, n_tile, smem);
+        }
       }
     }
   }
 
   static void Run(const Params& p) {
     extern __shared__ __align__(128) unsigned char mma_smem[];
+    const MoeGemmDims d =
+        MoeGemmDimsOf<kN, kK, kTileRows, true, kGated, kBK>(p);
     const int num_work = p.header->num_work;
-    const int tiles = num_work * kNTiles;
+    const int tiles = num_work * d.n_tiles;
 #pragma unroll 1
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord coord = TileOf(t, num_work, kNTiles);
-      RunItem(p, p.work[coord.item], coord.n_tile, mma_smem);
+      const TileCoord coord = TileOf(t, num_work, d.n_tiles);
+      RunItem(p, d, p.work[coord.item], coord.n_tile, mma_smem);
     }
   }
 };
@@ -315,61 +363,60 @@ struct MoeGroupedGemmMma {
 // =============================================================================
 template <typename T, int kN, int kK, int kTileRows, int kEpilogue>
 struct MoeGroupedGemmSimt {
-  static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
-  static_assert(kTileRows >= 1 && kTileRows <= kMoeMaxTileRows,
-                "tile rows must be in [1, 128]");
+  static_assert(kN >= 0 && kK >= 0,
+                "N and K must be positive (kMoeRuntimeDim: from the params)");
+  static_assert(kTileRows >= 0 && kTileRows <= kMoeMaxTileRows,
+                "tile rows must be in [1, 128] (kMoeRuntimeDim: params)");
   static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
                 "silu_and_mul needs an even N (gate | up)");
 
   using Params = MoeGroupedGemmParams;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
-  static constexpr int kOutN = kGated ? kN / 2 : kN;
-  static constexpr int kBM = MoeGemmCtaRows(kTileRows);
+  static constexpr int kBM = MoeGemmKernelCtaRows(kTileRows);
   static constexpr int kRowsPerThread = kBM / 16;
   static constexpr int kBN = kMoeSimtWRows;  // 4 per thread column
   static constexpr int kOutPerCta = MoeGemmOutPerCta(false, kGated);
-  static constexpr int kNTiles = MoeGemmNTiles(false, kGated, kN);
   static constexpr int kBK = 16;
   static constexpr int kThreads = kMoeSimtThreads;  // 16 x 16
   static constexpr int kMinBlocksPerSm = 1;
   static constexpr int kSharedBytes = 0;  // static shared memory only
 
   // W row of CTA column n (thread column tx owns n = tx + 16 j); -1 past N.
-  static int WRow(int n_tile, int n) {
+  static int WRow(const MoeGemmDims& d, int n_tile, int n) {
     if constexpr (kGated) {
       const int out = n_tile * kOutPerCta + (n % kOutPerCta);
-      if (out >= kOutN) return -1;
-      return n < kOutPerCta ? out : kOutN + out;
+      if (out >= d.out_n) return -1;
+      return n < kOutPerCta ? out : d.out_n + out;
     } else {
       const int row = n_tile * kBN + n;
-      return row < kN ? row : -1;
+      return row < d.n ? row : -1;
     }
   }
 
   // Rows [0, rows) of `item` (rows <= kBM).
-  static void Tile(const Params& p, const MoeWorkItem& item, int rows,
-                   int n_tile, float (&a_tile)[kBK][kBM],
-                   float (&w_tile)[kBK][kBN]) {
+  static void Tile(const Params& p, const MoeGemmDims& d,
+                   const MoeWorkItem& item, int rows, int n_tile,
+                   float (&a_tile)[kBK][kBM], float (&w_tile)[kBK][kBN]) {
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const T* a = static_cast<const T*>(p.a) +
-                 static_cast<long long>(item.row_begin) * kK;  // [rows, K]
+                 static_cast<long long>(item.row_begin) * d.k;  // [rows, K]
     const T* w = static_cast<const T*>(p.w) +
-                 static_cast<long long>(item.group) * kN * kK;  // [N, K]
+                 static_cast<long long>(item.group) * d.n * d.k;  // [N, K]
     float acc[kRowsPerThread][4] = {};
 #pragma unroll 1
-    for (int k0 = 0; k0 < kK; k0 += kBK) {
+    for (int k0 = 0; k0 < d.k; k0 += kBK) {
       for (int e = threadIdx.x; e < kBM * kBK; e += kThreads) {
         const int m = e / kBK, kk = e % kBK;
-        const bool valid = m < rows && k0 + kk < kK;
+        const bool valid = m < rows && k0 + kk < d.k;
         a_tile[kk][m] =
-            valid ? ToFloat(a[static_cast<long long>(m) * kK + k0 + kk]) : 0.f;
+            valid ? ToFloat(a[static_cast<long long>(m) * d.k + k0 + kk]) : 0.f;
       }
       for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
         const int n = e / kBK, kk = e % kBK;
-        const int w_row = WRow(n_tile, n);
-        const bool valid = w_row >= 0 && k0 + kk < kK;
+        const int w_row = WRow(d, n_tile, n);
+        const bool valid = w_row >= 0 && k0 + kk < d.k;
         w_tile[kk][n] =
-            valid ? ToFloat(w[static_cast<long long>(w_row) * kK + k0 + kk])
+            valid ? ToFloat(w[static_cast<long long>(w_row) * d.k + k0 + kk])
                   : 0.f;
       }
       __syncthreads();
@@ -389,12 +436,12 @@ struct MoeGroupedGemmSimt {
     for (int i = 0; i < kRowsPerThread; ++i) {
       const int row = ty + 16 * i;
       if (row >= rows) continue;
-      T* c_row = c + (static_cast<long long>(item.row_begin) + row) * kOutN;
+      T* c_row = c + (static_cast<long long>(item.row_begin) + row) * d.out_n;
       if constexpr (kGated) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int out = n_tile * kOutPerCta + tx + 16 * j;
-          if (out < kOutN) {
+          if (out < d.out_n) {
             c_row[out] = FromFloat<T>(Silu(acc[i][j]) * acc[i][j + 2]);
           }
         }
@@ -402,7 +449,7 @@ struct MoeGroupedGemmSimt {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int out = n_tile * kBN + tx + 16 * j;
-          if (out < kOutN) c_row[out] = FromFloat<T>(acc[i][j]);
+          if (out < d.out_n) c_row[out] = FromFloat<T>(acc[i][j]);
         }
       }
     }
@@ -411,17 +458,19 @@ struct MoeGroupedGemmSimt {
   static void Run(const Params& p) {
     __shared__ float a_tile[kBK][kBM];
     __shared__ float w_tile[kBK][kBN];
+    const MoeGemmDims d =
+        MoeGemmDimsOf<kN, kK, kTileRows, false, kGated, kBK>(p);
     const int num_work = p.header->num_work;
-    const int tiles = num_work * kNTiles;
+    const int tiles = num_work * d.n_tiles;
 #pragma unroll 1
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord coord = TileOf(t, num_work, kNTiles);
+      const TileCoord coord = TileOf(t, num_work, d.n_tiles);
       const MoeWorkItem item = p.work[coord.item];
-      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+      const int rows = item.tail_class == 0 ? d.tile_rows : item.rows;
       for (int first = 0; first < rows; first += kBM) {  // parts of kBM rows
         MoeWorkItem part = item;
         part.row_begin += first;
-        Tile(p, part, Min(kBM, rows - first), coord.n_tile, a_tile, w_tile);
+        Tile(p, d, part, Min(kBM, rows - first), coord.n_tile, a_tile, w_tile);
       }
     }
   }

@@ -31,6 +31,13 @@ struct MoeWorkItem {
   int tail_class;  // 0: core
 };
 
+// A template dimension of 0 (kMoeRuntimeDim) is read from the params at run
+// time: the generic kernels of background JIT (src/backends/cuda/
+// generic_kernels.h), built once per dtype and arch, serve every shape with
+// the code of the specialized ones. The fields they read are marked
+// "(generic)"; the host fills them for every launch.
+inline constexpr int kMoeRuntimeDim = 0;
+
 // Largest core tile (moe::kMaxTileRows).
 inline constexpr int kMoeMaxTileRows = 128;
 // Assignments per block of the count and scatter kernels: one histogram
@@ -99,6 +106,7 @@ struct MoePackParams {
   int rows;
   int tokens;
   int topk;
+  int hidden_dim;  // H (generic)
 };
 
 // Grouped GEMM over the device work list: one launch, core and tails.
@@ -108,6 +116,9 @@ struct MoeGroupedGemmParams {
   void* c;                       // [R, N] or [R, N / 2]
   const MoeWorkItem* work;       // [max_work]
   const MoeRouteHeader* header;  // num_work
+  int n;                         // N (generic)
+  int k;                         // K (generic)
+  int tile_rows;                 // rows of a core tile (generic)
 };
 
 // The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
@@ -140,11 +151,13 @@ struct MoeGroupedGemmSm90Params {
 // [0, rows).
 struct MoeCombineParams {
   const void* c;         // [rows, H]
-  const float* weights;  // [tokens, kTopk]
-  const int* inverse;    // [tokens, kTopk]
+  const float* weights;  // [tokens, topk]
+  const int* inverse;    // [tokens, topk]
   void* out;             // [tokens, H]
   int rows;
   int tokens;
+  int hidden_dim;  // H (generic)
+  int topk;        // (generic)
 };
 
 // Epilogues of the grouped GEMM (SpecKey::variant of moe.grouped_gemm).

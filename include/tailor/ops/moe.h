@@ -143,7 +143,9 @@ struct RoutingPolicy {
 // family does not have are 0.
 struct GemmChoice {
   std::string kernel;      // "cpu", "cuda.sm90_tma_wgmma", "cuda.sm80_mma",
-                           // "cuda.simt", "hip.mfma", "hip.simt"
+                           // "cuda.simt", "hip.mfma", "hip.simt"; while a
+                           // background compile is pending on CUDA,
+                           // "cuda.generic_mma" or "cuda.generic_simt"
   int64_t n = 0;           // W rows per expert
   int64_t k = 0;           // reduction dim
   int32_t cta_rows = 0;    // A rows of one CTA (work-group) tile

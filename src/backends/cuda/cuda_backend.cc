@@ -132,7 +132,7 @@ absl::Status DeviceContext::MakeCurrent() const {
 
 // ---- CudaKernel -------------------------------------------------------------
 
-CudaKernel::~CudaKernel() {
+CudaModule::~CudaModule() {
   // Unloading needs the module's context current; errors cannot be reported
   // from a destructor and leave at most a leaked module.
   if (context_->MakeCurrent().ok()) context_->api().cuModuleUnload(module_);
@@ -173,8 +173,8 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
           {"runtime/cuda/", "templates/cuda/"})),
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
-      moe_kernels_(*this, multiprocessors, arch_ == "sm_90a",
-                   descriptor_pool_) {}
+      moe_kernels_(*this, multiprocessors, arch_ == "sm_90a", descriptor_pool_,
+                   generic_kernels_) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -209,8 +209,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                       "multiprocessor count"));
   // Line tables let compute-sanitizer and ncu name source lines.
   const char* line_info = std::getenv("TAILOR_CUDA_LINEINFO");
-  absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create(
-      {.line_info = line_info != nullptr && std::string_view(line_info) == "1"});
+  absl::StatusOr<NvrtcCompiler> compiler =
+      NvrtcCompiler::Create({.line_info = line_info != nullptr &&
+                                          std::string_view(line_info) == "1"});
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),
@@ -293,8 +294,8 @@ absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes,
       "cuStreamSynchronize");
 }
 
-absl::Status CudaBackend::CopyToDevice(void* dst, const void* src,
-                                       size_t bytes, void* stream) {
+absl::Status CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes,
+                                       void* stream) {
   TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
   const DriverApi& api = context_->api();
   if (bytes > 0) {

@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/driver_api.h"
+#include "backends/cuda/generic_kernels.h"
 #include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/tma/descriptor_pool.h"
@@ -76,13 +77,36 @@ class DeviceContext {
   CUcontext context_;
 };
 
-// A loaded CUDA kernel: owns its module.
+// A loaded module; unloaded (with its context current) when the last kernel
+// of it goes.
+class CudaModule {
+ public:
+  CudaModule(std::shared_ptr<const DeviceContext> context, CUmodule module)
+      : context_(std::move(context)), module_(module) {}
+  ~CudaModule();
+  CudaModule(const CudaModule&) = delete;
+  CudaModule& operator=(const CudaModule&) = delete;
+
+  CUmodule get() const { return module_; }
+
+ private:
+  std::shared_ptr<const DeviceContext> context_;
+  CUmodule module_;
+};
+
+// A loaded CUDA kernel: one function of a module it shares (JIT kernels:
+// the module is the kernel's alone; generic kernels share the image's).
 class CudaKernel final : public tailor::internal::Kernel {
  public:
   CudaKernel(std::shared_ptr<const DeviceContext> context, CUmodule module,
              CUfunction function)
-      : context_(std::move(context)), module_(module), function_(function) {}
-  ~CudaKernel() override;
+      : CudaKernel(context, std::make_shared<CudaModule>(context, module),
+                   function) {}
+  CudaKernel(std::shared_ptr<const DeviceContext> context,
+             std::shared_ptr<const CudaModule> module, CUfunction function)
+      : context_(std::move(context)),
+        module_(std::move(module)),
+        function_(function) {}
 
   CUfunction function() const { return function_; }
 
@@ -92,7 +116,7 @@ class CudaKernel final : public tailor::internal::Kernel {
 
  private:
   std::shared_ptr<const DeviceContext> context_;
-  CUmodule module_;
+  std::shared_ptr<const CudaModule> module_;
   CUfunction function_;
   mutable std::atomic<uint32_t> dynamic_shared_limit_{48 *
                                                       1024};  // driver default
@@ -131,6 +155,10 @@ class CudaBackend final : public tailor::internal::Backend {
   tailor::internal::DecodeKernels* decode_kernels() override {
     return &decode_kernels_;
   }
+  // Loads the built-in generic kernels (or queues their compiles).
+  void PrepareBackgroundJit(tailor::internal::Engine& engine) override {
+    generic_kernels_.Prepare(engine);
+  }
 
   // Device memory: cuMemAlloc (freed with the context current), async
   // memset and copy-back on the caller's stream.
@@ -142,13 +170,16 @@ class CudaBackend final : public tailor::internal::Backend {
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes,
                             void* stream) override;
 
-  tailor::internal::MoeKernels* moe_kernels() override {
-    return &moe_kernels_;
-  }
+  tailor::internal::MoeKernels* moe_kernels() override { return &moe_kernels_; }
 
   // TMA descriptors of this device, encoded once per spec (checked first).
   DescriptorPool& descriptor_pool() { return descriptor_pool_; }
   const DeviceContext& device_context() const { return *context_; }
+  std::shared_ptr<const DeviceContext> shared_device_context() const {
+    return context_;
+  }
+  // The generic kernels of background JIT (generic_kernels.h).
+  CudaGenericKernels& generic_kernels() { return generic_kernels_; }
   const NvrtcCompiler& compiler() const { return compiler_; }
   int compute_capability() const { return compute_capability_; }  // 90 for 9.0
 
@@ -165,6 +196,7 @@ class CudaBackend final : public tailor::internal::Backend {
   std::string compiler_identity_;
   tailor::internal::Hash128 headers_hash_;
   DescriptorPool descriptor_pool_;
+  CudaGenericKernels generic_kernels_{*this};
   CudaMoeKernels moe_kernels_;
   CudaDecodeKernels decode_kernels_{*this};
 };

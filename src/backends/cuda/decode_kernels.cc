@@ -159,7 +159,17 @@ DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
   p.partial_lse = l.work.partial_lse;
   p.counters = static_cast<int*>(l.work.scratch);
   p.errors = ErrorWords(l.work.scratch, max_partials);
+  p.group = static_cast<int>(l.shape.group);
+  p.page_size = static_cast<int>(l.shape.page_size);
   return p;
+}
+
+// The generic kernel of `shape`'s dtype and head dim (64, 128 or 256).
+GenericKernelId GenericDecodeId(const DecodeShape& shape) {
+  const int by_dim = shape.head_dim == 64 ? 0 : shape.head_dim == 128 ? 1 : 2;
+  const int by_dtype = shape.dtype == DType::kBF16 ? 0 : 3;
+  return static_cast<GenericKernelId>(
+      static_cast<int>(GenericKernelId::kDecodeBf16D64) + by_dtype + by_dim);
 }
 
 }  // namespace
@@ -445,15 +455,26 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
   // ---------------------------------------------
   const SpecKey key = CudaDecodeKey(
       engine, shape, tma ? kDecodeVariantTma : kDecodeVariantCpAsync, stages);
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GenerateCudaDecode));
+  tailor::internal::KernelGeneratorFn generate = test_generator_.load();
+  if (generate == nullptr) generate = &GenerateCudaDecode;
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          backend_.generic_kernels().Select(
+                              engine, key, generate, GenericDecodeId(shape)));
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.work.num_workers);
+  config.stream = launch.stream;
+  if (selected.generic) {  // cp.async, kGenericDecodeStages deep
+    config.block.x = kDecodeConsumerWarps * 32;
+    config.shared_bytes =
+        DecodeSharedBytes(static_cast<int>(shape.head_dim),
+                          static_cast<int>(shape.group), kGenericDecodeStages);
+    return engine.LaunchFallback(key.op, *selected.kernel, config, &params,
+                                 sizeof(params));
+  }
   config.block.x = (kDecodeConsumerWarps + (tma ? 1 : 0)) * 32;
   config.shared_bytes = DecodeSharedBytes(
       static_cast<int>(shape.head_dim), static_cast<int>(shape.group), stages);
-  config.stream = launch.stream;
-  return engine.Launch(key.op, *kernel, config, params);
+  return engine.Launch(key.op, *selected.kernel, config, params);
 }
 
 }  // namespace tailor::cuda

@@ -170,14 +170,27 @@ absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
                             key.dims[0], ", ", key.dims[1], ">"));
 }
 
-// Launches one kernel of `key` (generated on a miss).
-absl::Status LaunchKernel(
-    Engine& engine, const SpecKey& key,
-    absl::StatusOr<KernelSource> (*generate)(const SpecKey&),
-    const LaunchConfig& config, const void* params, size_t params_size) {
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, generate));
-  return engine.Launch(key.op, *kernel, config, params, params_size);
+// ---- the generic kernels of each launch (background JIT) -----------------
+
+GenericKernelId Shifted(GenericKernelId first, int by) {
+  return static_cast<GenericKernelId>(static_cast<int>(first) + by);
+}
+
+GenericKernelId GenericRouteId(unsigned variant, int warps) {
+  if (variant == kMoeRouteCountPlan) return GenericKernelId::kRouteCountPlan;
+  if (variant == kMoeRouteFused) return GenericKernelId::kRouteFused;
+  const int log2_warps = warps >= 8 ? 3 : warps >= 4 ? 2 : warps >= 2 ? 1 : 0;
+  return Shifted(GenericKernelId::kRouteScatter1, log2_warps);
+}
+
+GenericKernelId GenericGemmId(DType dtype, int64_t k, moe::Epilogue epilogue) {
+  const int gated = epilogue == moe::Epilogue::kSiluAndMul ? 1 : 0;
+  if (MoeGemmUsesMma(dtype == DType::kBF16, k)) {
+    return Shifted(GenericKernelId::kGemmMmaNone, gated);
+  }
+  return Shifted(dtype == DType::kBF16 ? GenericKernelId::kGemmSimtBf16None
+                                       : GenericKernelId::kGemmSimtF32None,
+                 gated);
 }
 
 LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
@@ -383,17 +396,19 @@ absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
   if (segments == 1 && warps == kMoeRouteCountThreads / 32) {
     // One block counts, plans and scatters: one launch.
     return LaunchKernel(engine, RouteKey(target, kMoeRouteFused, warps),
-                        GenerateRoute,
+                        GenerateRoute, GenericRouteId(kMoeRouteFused, warps),
                         Config(1, 1, kMoeRouteCountThreads,
                                (1 + warps) * expert_bytes, l.stream),
                         &p, sizeof(p));
   }
   TAILOR_RETURN_IF_ERROR(LaunchKernel(
       engine, RouteKey(target, kMoeRouteCountPlan, warps), GenerateRoute,
+      GenericRouteId(kMoeRouteCountPlan, warps),
       Config(segments, 1, kMoeRouteCountThreads, expert_bytes, l.stream), &p,
       sizeof(p)));
   return LaunchKernel(
       engine, RouteKey(target, kMoeRouteScatter, warps), GenerateRoute,
+      GenericRouteId(kMoeRouteScatter, warps),
       Config(segments, 1, 32 * warps,
              static_cast<uint32_t>((1 + warps) * expert_bytes), l.stream),
       &p, sizeof(p));
@@ -426,10 +441,13 @@ absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
                      .a = l.a,
                      .rows = static_cast<int>(l.rows),
                      .tokens = static_cast<int>(l.tokens),
-                     .topk = static_cast<int>(l.topk)};
+                     .topk = static_cast<int>(l.topk),
+                     .hidden_dim = static_cast<int>(l.hidden_dim)};
   const uint32_t blocks_per_row =
       CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
   return LaunchKernel(engine, key, GeneratePack,
+                      l.dtype == DType::kBF16 ? GenericKernelId::kPackBf16
+                                              : GenericKernelId::kPackF32,
                       Config(static_cast<uint32_t>(l.rows), blocks_per_row,
                              kMoePackThreads, 0, l.stream),
                       &p, sizeof(p));
@@ -437,7 +455,8 @@ absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
 
 CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
                                int multiprocessors, bool hopper,
-                               DescriptorPool& descriptors)
+                               DescriptorPool& descriptors,
+                               CudaGenericKernels& generics)
     : backend_(backend),
       multiprocessors_(multiprocessors),
       hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
@@ -445,7 +464,50 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
       dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
       split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
-      descriptors_(descriptors) {}
+      descriptors_(descriptors),
+      generics_(generics) {}
+
+namespace {
+
+int TestSlot(OpKind op) {
+  switch (op) {
+    case OpKind::kMoeRoute:
+      return 0;
+    case OpKind::kMoePack:
+      return 1;
+    case OpKind::kMoeGroupedGemm:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+}  // namespace
+
+void CudaMoeKernels::SetGeneratorForTesting(
+    OpKind op, tailor::internal::KernelGeneratorFn generate) {
+  test_generators_[TestSlot(op)].store(generate);
+}
+
+absl::StatusOr<SelectedKernel> CudaMoeKernels::Select(
+    Engine& engine, const SpecKey& key,
+    tailor::internal::KernelGeneratorFn generate, GenericKernelId id) {
+  if (auto test = test_generators_[TestSlot(key.op)].load()) generate = test;
+  return generics_.Select(engine, key, generate, id);
+}
+
+absl::Status CudaMoeKernels::LaunchKernel(
+    Engine& engine, const SpecKey& key,
+    tailor::internal::KernelGeneratorFn generate, GenericKernelId id,
+    const LaunchConfig& config, const void* params, size_t params_size) {
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          Select(engine, key, generate, id));
+  if (selected.generic) {
+    return engine.LaunchFallback(key.op, *selected.kernel, config, params,
+                                 params_size);
+  }
+  return engine.Launch(key.op, *selected.kernel, config, params, params_size);
+}
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
                                                const GroupedGemmLaunch& l) {
@@ -477,6 +539,12 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kHopperGemm, pipeline_checks_, tma_store);
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          Select(engine, key, GenerateGroupedGemm,
+                                 GenericGemmId(l.dtype, l.k, l.epilogue)));
+  if (selected.generic) {
+    return PortableGroupedGemm(engine, l, *selected.kernel, /*generic=*/true);
+  }
   const uint32_t ctas = static_cast<uint32_t>(
       MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
   if (l.config != nullptr) {
@@ -491,10 +559,11 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
                  .tma_store = tma_store,
                  .split_k = split_k_};
   }
-  return LaunchKernel(engine, key, GenerateGroupedGemm,
-                      Config(ctas, 1, kMoeSm90Threads,
-                             MoeSm90SharedBytes(cta_rows, tma_store), l.stream),
-                      &p, sizeof(p));
+  return engine.Launch(
+      key.op, *selected.kernel,
+      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows, tma_store),
+             l.stream),
+      p);
 }
 
 absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
@@ -507,36 +576,61 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
   if (kernel == kHopperGemm) return HopperGroupedGemm(engine, l);
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   const bool mma = kernel == kMmaGemm;
-  const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
-  if (max_tiles == 0) return absl::OkStatus();
+  if (l.plan.max_work * MoeGemmNTiles(mma, gated, l.n) == 0) {
+    return absl::OkStatus();
+  }
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kernel, /*pipeline_checks=*/false, /*tma_store=*/false);
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          Select(engine, key, GenerateGroupedGemm,
+                                 GenericGemmId(l.dtype, l.k, l.epilogue)));
+  return PortableGroupedGemm(engine, l, *selected.kernel, selected.generic);
+}
+
+absl::Status CudaMoeKernels::PortableGroupedGemm(Engine& engine,
+                                                 const GroupedGemmLaunch& l,
+                                                 const Kernel& kernel,
+                                                 bool generic) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const bool mma = MoeGemmUsesMma(l.dtype == DType::kBF16, l.k);
+  const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
   MoeGroupedGemmParams p = {
       .a = l.a,
       .w = l.w,
       .c = l.c,
       .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
-      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch)};
+      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch),
+      .n = static_cast<int>(l.n),
+      .k = static_cast<int>(l.k),
+      .tile_rows = static_cast<int>(l.tile_rows)};
   const int64_t resident =
       int64_t{multiprocessors_} * (mma ? kMmaCtasPerSm : kSimtCtasPerSm);
   const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
+  // The generic kernel's CTA is 64 rows whatever the plan tile.
+  const int cta_tile =
+      generic ? kMoePortableMaxRows : static_cast<int>(l.tile_rows);
   if (l.config != nullptr) {
-    *l.config = {.kernel = mma ? "cuda.sm80_mma" : "cuda.simt",
+    const char* name = mma ? (generic ? "cuda.generic_mma" : "cuda.sm80_mma")
+                           : (generic ? "cuda.generic_simt" : "cuda.simt");
+    *l.config = {.kernel = name,
                  .n = l.n,
                  .k = l.k,
-                 .cta_rows = MoeGemmCtaRows(static_cast<int>(l.tile_rows)),
+                 .cta_rows = MoeGemmCtaRows(cta_tile),
                  .cta_cols = mma ? kMoeMmaWRows : kMoeSimtWRows,
                  .k_tile = mma ? kMoeMmaKTile : 0,
                  .stages = mma ? kMoeMmaStages : 0,
                  .ctas = static_cast<int32_t>(ctas)};
   }
-  return LaunchKernel(
-      engine, key, GenerateGroupedGemm,
+  const LaunchConfig config =
       Config(ctas, 1, mma ? kMoeMmaThreads : kMoeSimtThreads,
-             mma ? MoeMmaSharedBytes(static_cast<int>(l.tile_rows)) : 0,
-             l.stream),
-      &p, sizeof(p));
+             mma ? MoeMmaSharedBytes(cta_tile) : 0, l.stream);
+  if (generic) {
+    return engine.LaunchFallback(OpKind::kMoeGroupedGemm, kernel, config, &p,
+                                 sizeof(p));
+  }
+  return engine.Launch(OpKind::kMoeGroupedGemm, kernel, config, p);
 }
 
 absl::Status CudaMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
@@ -548,10 +642,14 @@ absl::Status CudaMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
                         .inverse = l.inverse,
                         .out = l.out,
                         .rows = static_cast<int>(l.rows),
-                        .tokens = static_cast<int>(l.tokens)};
+                        .tokens = static_cast<int>(l.tokens),
+                        .hidden_dim = static_cast<int>(l.hidden_dim),
+                        .topk = static_cast<int>(l.topk)};
   const uint32_t blocks_per_token =
       CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
   return LaunchKernel(engine, key, GenerateCombine,
+                      l.dtype == DType::kBF16 ? GenericKernelId::kCombineBf16
+                                              : GenericKernelId::kCombineF32,
                       Config(static_cast<uint32_t>(l.tokens), blocks_per_token,
                              kMoeCombineThreads, 0, l.stream),
                       &p, sizeof(p));

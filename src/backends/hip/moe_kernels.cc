@@ -280,7 +280,8 @@ absl::Status HipMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
                      .a = l.a,
                      .rows = static_cast<int>(l.rows),
                      .tokens = static_cast<int>(l.tokens),
-                     .topk = static_cast<int>(l.topk)};
+                     .topk = static_cast<int>(l.topk),
+                     .hidden_dim = static_cast<int>(l.hidden_dim)};
   const uint32_t blocks_per_row =
       CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
   return LaunchKernel(engine, key, GeneratePack,
@@ -312,7 +313,10 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
       .w = l.w,
       .c = l.c,
       .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
-      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch)};
+      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch),
+      .n = static_cast<int>(l.n),
+      .k = static_cast<int>(l.k),
+      .tile_rows = static_cast<int>(l.tile_rows)};
   return LaunchKernel(engine, plan.key, GenerateGroupedGemm, plan.config, &p,
                       sizeof(p));
 }
@@ -327,7 +331,9 @@ absl::Status HipMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
                         .inverse = l.inverse,
                         .out = l.out,
                         .rows = static_cast<int>(l.rows),
-                        .tokens = static_cast<int>(l.tokens)};
+                        .tokens = static_cast<int>(l.tokens),
+                        .hidden_dim = static_cast<int>(l.hidden_dim),
+                        .topk = static_cast<int>(l.topk)};
   const uint32_t blocks_per_token =
       CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
   return LaunchKernel(engine, key, GenerateCombine,

@@ -33,9 +33,12 @@ class CudaTestRuntime {
   // Unavailable (the caller skips) when this machine has no CUDA driver or
   // device; any other error is a failure.
   static absl::StatusOr<std::unique_ptr<CudaTestRuntime>> Create() {
-    Runtime::Options options;
+    return Create(DefaultOptions());
+  }
+  // The same with `options` (backend kCuda is forced).
+  static absl::StatusOr<std::unique_ptr<CudaTestRuntime>> Create(
+      Runtime::Options options) {
     options.backend = BackendKind::kCuda;
-    options.disable_disk_cache = true;
     absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
     if (!runtime.ok()) return runtime.status();
     auto* backend = dynamic_cast<CudaBackend*>(&(*runtime)->engine().backend());
@@ -44,6 +47,14 @@ class CudaTestRuntime {
     }
     return std::unique_ptr<CudaTestRuntime>(
         new CudaTestRuntime(*std::move(runtime), backend));
+  }
+
+  // kCuda, memory cache only.
+  static Runtime::Options DefaultOptions() {
+    Runtime::Options options;
+    options.backend = BackendKind::kCuda;
+    options.disable_disk_cache = true;
+    return options;
   }
 
   Runtime& runtime() { return *runtime_; }

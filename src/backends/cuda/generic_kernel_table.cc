@@ -1,0 +1,86 @@
+#include "backends/cuda/generic_kernel_table.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace tailor::cuda {
+namespace {
+
+// Indexed by GenericKernelId. The instantiations name every runtime dim as
+// 0 (kMoeRuntimeDim, kDecodeRuntimeDim) and the decode depth as
+// kGenericDecodeStages (2).
+constexpr GenericKernelInfo kTable[kNumGenericKernels] = {
+    {"tailor_generic_moe_route_count_plan", "moe_route.cuh",
+     "MoeRouteCountPlan"},
+    {"tailor_generic_moe_route_fused", "moe_route.cuh", "MoeRouteFused"},
+    {"tailor_generic_moe_route_scatter1", "moe_route.cuh",
+     "MoeRouteScatter<1>"},
+    {"tailor_generic_moe_route_scatter2", "moe_route.cuh",
+     "MoeRouteScatter<2>"},
+    {"tailor_generic_moe_route_scatter4", "moe_route.cuh",
+     "MoeRouteScatter<4>"},
+    {"tailor_generic_moe_route_scatter8", "moe_route.cuh",
+     "MoeRouteScatter<8>"},
+    {"tailor_generic_moe_pack_bf16", "moe_pack.cuh",
+     "MoePack<tailor::cuda::bf16, 0>"},
+    {"tailor_generic_moe_pack_f32", "moe_pack.cuh", "MoePack<float, 0>"},
+    {"tailor_generic_moe_combine_bf16", "moe_combine.cuh",
+     "MoeCombine<tailor::cuda::bf16, 0, 0>"},
+    {"tailor_generic_moe_combine_f32", "moe_combine.cuh",
+     "MoeCombine<float, 0, 0>"},
+    {"tailor_generic_moe_gemm_mma", "moe_grouped_gemm.cuh",
+     "MoeGroupedGemmMma<0, 0, 0, 0>"},
+    {"tailor_generic_moe_gemm_mma_silu", "moe_grouped_gemm.cuh",
+     "MoeGroupedGemmMma<0, 0, 0, 1>"},
+    {"tailor_generic_moe_gemm_simt_bf16", "moe_grouped_gemm.cuh",
+     "MoeGroupedGemmSimt<tailor::cuda::bf16, 0, 0, 0, 0>"},
+    {"tailor_generic_moe_gemm_simt_bf16_silu", "moe_grouped_gemm.cuh",
+     "MoeGroupedGemmSimt<tailor::cuda::bf16, 0, 0, 0, 1>"},
+    {"tailor_generic_moe_gemm_simt_f32", "moe_grouped_gemm.cuh",
+     "MoeGroupedGemmSimt<float, 0, 0, 0, 0>"},
+    {"tailor_generic_moe_gemm_simt_f32_silu", "moe_grouped_gemm.cuh",
+     "MoeGroupedGemmSimt<float, 0, 0, 0, 1>"},
+    {"tailor_generic_decode_bf16_d64", "decode_sm80.cuh",
+     "DecodeSm80Kernel<tailor::cuda::Half16::kBf16, 64, 0, 0, 2>"},
+    {"tailor_generic_decode_bf16_d128", "decode_sm80.cuh",
+     "DecodeSm80Kernel<tailor::cuda::Half16::kBf16, 128, 0, 0, 2>"},
+    {"tailor_generic_decode_bf16_d256", "decode_sm80.cuh",
+     "DecodeSm80Kernel<tailor::cuda::Half16::kBf16, 256, 0, 0, 2>"},
+    {"tailor_generic_decode_f16_d64", "decode_sm80.cuh",
+     "DecodeSm80Kernel<tailor::cuda::Half16::kF16, 64, 0, 0, 2>"},
+    {"tailor_generic_decode_f16_d128", "decode_sm80.cuh",
+     "DecodeSm80Kernel<tailor::cuda::Half16::kF16, 128, 0, 0, 2>"},
+    {"tailor_generic_decode_f16_d256", "decode_sm80.cuh",
+     "DecodeSm80Kernel<tailor::cuda::Half16::kF16, 256, 0, 0, 2>"},
+};
+
+std::string EntryLine(const GenericKernelInfo& info) {
+  return absl::StrCat("TAILOR_CUDA_ENTRY(", info.entry,
+                      ", (tailor::cuda::", info.kernel, "))\n");
+}
+
+}  // namespace
+
+const GenericKernelInfo& GenericKernelInfoOf(GenericKernelId id) {
+  return kTable[static_cast<int>(id)];
+}
+
+std::string GenericKernelsSource() {
+  std::string includes, entries;
+  for (const GenericKernelInfo& info : kTable) {
+    const std::string include =
+        absl::StrCat("#include \"templates/cuda/", info.header, "\"\n");
+    if (includes.find(include) == std::string::npos) includes += include;
+    entries += EntryLine(info);
+  }
+  return includes + entries;
+}
+
+std::string GenericKernelSource(GenericKernelId id) {
+  const GenericKernelInfo& info = GenericKernelInfoOf(id);
+  return absl::StrCat("#include \"templates/cuda/", info.header, "\"\n",
+                      EntryLine(info));
+}
+
+}  // namespace tailor::cuda
