@@ -283,17 +283,16 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 
 // Merges every partial slot of `item`'s pair into out / lse (the CTA that
 // finished last; all consumer threads). Partials are read through L2 (other
-// CTAs wrote them). The merge is on the critical path of every split pair,
-// so it is a few rounds of independent loads, not a chain of one L2 round
-// trip per piece:
-//   1. a warp per query row: max and sum of 2^lse over the pieces, lanes
-//      striding over the pieces;
-//   2. the normalized weights 2^(lse - max) / sum of every (row, piece) go
-//      to shared memory (merge_out, free by now: it holds
-//      kDecodeMaxPieces per row, and a pair has at most one piece per
-//      worker);
-//   3. each thread adds up its output pairs over the pieces, kBlock pairs
-//      at a time with kUnroll pieces' loads in flight.
+// CTAs wrote them). The merge is the tail of every split pair: while it
+// runs, the other SMs are done. So it is two rounds of independent loads,
+// not a chain of one L2 round trip per piece:
+//   1. a warp per query row loads the lse of up to 32 pieces at once (one
+//      per lane; more pieces loop), takes their max and the sum of
+//      2^(lse - max) by shuffles and writes the normalized weights to shared
+//      memory (merge_out, free by now: it holds kDecodeMaxPieces per row,
+//      and a pair has at most one piece per worker);
+//   2. each thread adds up its output quads (4 floats) over the pieces,
+//      kBlock quads at a time with 16 float4 loads in flight.
 template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      const DecodeWorkItem& item,
@@ -301,64 +300,65 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      const DecodeSmemLayout layout, int warp,
                                      int lane) {
   constexpr int kThreads = 32 * kDecodeConsumerWarps;
-  constexpr int kPairs = kHeadDim / 2;
+  constexpr int kQuads = kHeadDim / 4;
   // A run-time group (the generic kernel) is at most 16.
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
-  constexpr int kPerThread = (kMaxGroup * kPairs + kThreads - 1) / kThreads;
+  constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  constexpr int kUnroll = 8 / kBlock;
+  constexpr int kUnroll = 16 / kBlock;
   static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
                 "a weight per (row, piece) fits the merge buffer");
-  // Every (block, k) names an output pair: no bounds check in the loop
-  // (a check there, even one that never fails, keeps the loads of the
-  // unrolled pieces from being issued together).
+  // Every (block, k) names an output quad: no bounds check in the loop (a
+  // check there, even one that never fails, keeps the loads of the unrolled
+  // pieces from being issued together).
   constexpr bool kExact = kGroup != kDecodeRuntimeDim &&
-                          kGroup * kPairs % kThreads == 0 &&
+                          kGroup * kQuads % kThreads == 0 &&
                           kPerThread % kBlock == 0;
   const int group = DecodeGroupOf<kGroup>(p);
   float* weights = reinterpret_cast<float*>(smem + layout.merge_out);
-  float* row_top = reinterpret_cast<float*>(smem + layout.merge_max);
-  float* row_total = reinterpret_cast<float*>(smem + layout.merge_sum);
+  float* row_lse = reinterpret_cast<float*>(smem + layout.merge_max);
   const int thread = warp * 32 + lane, pieces = item.pieces;
   const float* lse = p.partial_lse + item.first_partial * group;
-  // ---- 1. max and sum per row
+  // ---- 1. per row: max, sum and the pieces' weights
   for (int row = warp; row < group; row += kDecodeConsumerWarps) {
-    float top = NegativeInfinity();
-    for (int i = lane; i < pieces; i += 32) {
+    const float first =
+        lane < pieces ? __ldcg(lse + lane * group + row) : NegativeInfinity();
+    float top = first;
+    for (int i = lane + 32; i < pieces; i += 32) {
       top = fmaxf(top, __ldcg(lse + i * group + row));
     }
 #pragma unroll
     for (int s = 16; s >= 1; s /= 2) {
       top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, s));
     }
-    float total = 0;
-    if (top != NegativeInfinity()) {
-      for (int i = lane; i < pieces; i += 32) {
-        total += Exp2(__ldcg(lse + i * group + row) - top);
-      }
+    // All pieces empty (top = -inf): every weight 0, lse -inf.
+    const float base = top == NegativeInfinity() ? 0.0f : top;
+    float total = Exp2(first - base);
+    for (int i = lane + 32; i < pieces; i += 32) {
+      total += Exp2(__ldcg(lse + i * group + row) - base);
     }
 #pragma unroll
     for (int s = 16; s >= 1; s /= 2) {
       total += __shfl_xor_sync(0xffffffffu, total, s);
     }
+    const float scale = total > 0 ? 1.0f / total : 0.0f;
+    float* row_weights = weights + row * kDecodeMaxPieces;
+    if (lane < pieces) row_weights[lane] = Exp2(first - base) * scale;
+    for (int i = lane + 32; i < pieces; i += 32) {
+      row_weights[i] = Exp2(__ldcg(lse + i * group + row) - base) * scale;
+    }
     if (lane == 0) {
-      row_top[row] = top;
-      row_total[row] = total;
+      row_lse[row] =
+          total > 0 ? (top + log2f(total)) * kDecodeLn2 : NegativeInfinity();
     }
   }
   DecodeConsumerSync<kNamedSync>();
-  // ---- 2. weights
-  for (int e = thread; e < group * pieces; e += kThreads) {
-    const int row = e / pieces, i = e % pieces;
-    const float top = row_top[row], total = row_total[row];
-    weights[row * kDecodeMaxPieces + i] =
-        total > 0 ? Exp2(__ldcg(lse + i * group + row) - top) / total : 0.0f;
-  }
-  DecodeConsumerSync<kNamedSync>();
-  // ---- 3. weighted sums; out and lse
+  // ---- 2. weighted sums; out and lse
 #pragma unroll 1
   for (int b = 0; b < kPerThread; b += kBlock) {
-    float x[kBlock] = {}, y[kBlock] = {};
+    float4 acc[kBlock];
+#pragma unroll
+    for (int k = 0; k < kBlock; ++k) acc[k] = make_float4(0, 0, 0, 0);
 #pragma unroll kUnroll
     for (int i = 0; i < pieces; ++i) {
       const long long slot0 =
@@ -366,30 +366,31 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
 #pragma unroll
       for (int k = 0; k < kBlock; ++k) {
         const int e = thread + (b + k) * kThreads;
-        if (kExact || e < group * kPairs) {
-          const int row = e / kPairs, d = (e % kPairs) * 2;
+        if (kExact || e < group * kQuads) {
+          const int row = e / kQuads, d = (e % kQuads) * 4;
           const float w = weights[row * kDecodeMaxPieces + i];
-          const float2 o = __ldcg(reinterpret_cast<const float2*>(
+          const float4 o = __ldcg(reinterpret_cast<const float4*>(
               p.partial_out + (slot0 + row) * kHeadDim + d));
-          x[k] += w * o.x;
-          y[k] += w * o.y;
+          acc[k].x += w * o.x;
+          acc[k].y += w * o.y;
+          acc[k].z += w * o.z;
+          acc[k].w += w * o.w;
         }
       }
     }
 #pragma unroll
     for (int k = 0; k < kBlock; ++k) {
       const int e = thread + (b + k) * kThreads;
-      if (!kExact && e >= group * kPairs) break;
-      const int row = e / kPairs, d = (e % kPairs) * 2;
+      if (!kExact && e >= group * kQuads) break;
+      const int row = e / kQuads, d = (e % kQuads) * 4;
       const long long head = static_cast<long long>(item.kv_head) * group + row;
-      DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
-                              item.seq * p.out_stride_b +
-                              head * p.out_stride_h + d,
-                          x[k], y[k]);
+      unsigned short* out = static_cast<unsigned short*>(p.out) +
+                            item.seq * p.out_stride_b + head * p.out_stride_h +
+                            d;
+      DecodeStore2<kType>(out, acc[k].x, acc[k].y);
+      DecodeStore2<kType>(out + 2, acc[k].z, acc[k].w);
       if (d == 0 && p.lse != nullptr) {
-        const float top = row_top[row], total = row_total[row];
-        p.lse[item.seq * p.lse_stride_b + head] =
-            total > 0 ? (top + log2f(total)) * kDecodeLn2 : NegativeInfinity();
+        p.lse[item.seq * p.lse_stride_b + head] = row_lse[row];
       }
     }
   }
