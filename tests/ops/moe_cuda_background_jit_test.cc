@@ -66,6 +66,7 @@ struct Step {
        int64_t k, Spread spread, uint64_t seed, bool with_map = false)
       : rng(seed),
         dtype(dtype),
+        experts(experts),
         tokens(tokens),
         k(k),
         with_map(with_map),
@@ -106,7 +107,7 @@ struct Step {
   }
   std::mt19937_64 rng;
   DType dtype;
-  int64_t tokens, k;
+  int64_t experts, tokens, k;
   bool with_map;
   HostTensor hidden, w13, w2, weights, ids, map, out;
   std::vector<std::unique_ptr<DeviceTensor>> device;
@@ -134,9 +135,21 @@ class MoeCudaBackgroundJitTest : public ::testing::Test {
   Runtime& runtime() { return env_->runtime(); }
   const cuda::DriverApi& api() { return env_->api(); }
 
-  // Runs `step` on `rt` (poisoned output) and syncs; its error.
+  // Runs `step` on `rt` (poisoned output) and syncs; its error. Reserves
+  // `ws` for the step first (device workspaces are sized up front; not
+  // timed). Any thread: makes the device's context current.
   absl::StatusOr<double> Run(Runtime& rt, Step& step, Workspace& ws,
                              RoutingPolicy policy = {}, double* ms = nullptr) {
+    TAILOR_RETURN_IF_ERROR(env_->backend().device_context().MakeCurrent());
+    TAILOR_RETURN_IF_ERROR(ReserveWorkspace(rt,
+                                            {.max_tokens = step.tokens,
+                                             .topk = step.k,
+                                             .num_experts = step.experts,
+                                             .hidden = kHidden,
+                                             .intermediate = kIntermediate,
+                                             .dtype = step.dtype,
+                                             .policy = policy},
+                                            ws));
     step.device[6]->Upload(step.out);  // the poison
     absl::Status ran;
     const double took =
@@ -294,6 +307,13 @@ TEST_F(MoeCudaGenericOnlyTest, GraphReplaysOnTheGenericKernels) {
   ASSERT_TRUE(stream.ok());
   Step step(api(), DType::kBF16, 8, 64, 2, Spread::kUniform, TestSeed());
   Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(),
+                                    {.max_tokens = 64,
+                                     .topk = 2,
+                                     .num_experts = 8,
+                                     .hidden = kHidden,
+                                     .intermediate = kIntermediate},
+                                    ws));
   const ExpertsArgs args = step.Args({}, stream.get());
   TAILOR_ASSERT_OK(Experts(runtime(), args, ws));  // outside the capture
   TAILOR_ASSERT_OK(stream.Synchronize());
