@@ -7,7 +7,10 @@
 // cache nothing between compiles; NVRTC gets a unique source each time). For
 // each variant it prints the minimum and median wall time and the CPU time
 // of the compiling thread, which is what to compare on a machine shared with
-// other work. Targets (issue 11): <= 100 ms CPU, <= 200 ms NVRTC per variant.
+// other work; for the CPU backend also how the fastest compile's CPU time
+// splits into the compiler's phases (clang frontend, -O3 IR pipeline,
+// codegen; backends/cpu/clang_compiler.h). Targets (issue 11): <= 100 ms
+// CPU, <= 200 ms NVRTC per variant.
 //
 // Usage: compile_time_bench [--profile FILE.json] [--repetitions N]
 //                           [--filter SUBSTRING] [--nvrtc-only | --cpu-only]
@@ -25,6 +28,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/clang_compiler.h"
 #include "core/backend.h"
 #include "core/engine.h"
 #include "tailor/runtime.h"
@@ -42,6 +46,7 @@ using tailor::internal::SpecKey;
 struct Sample {
   double wall_ms;
   double cpu_ms;
+  tailor::internal::cpu::CompilePhaseTimes phases;  // CPU backend only
 };
 
 double ThreadCpuMs() {
@@ -51,25 +56,28 @@ double ThreadCpuMs() {
 }
 
 // Times `compile` (returns the binary's size, or -1 on failure).
+// `compile(r, phases)` returns the binary's size and may fill `phases`.
 template <typename Compile>
 std::vector<Sample> Measure(int repetitions, Compile compile, long* bytes) {
   std::vector<Sample> samples;
   for (int r = 0; r < repetitions; ++r) {
+    tailor::internal::cpu::CompilePhaseTimes phases;
     auto start = std::chrono::steady_clock::now();
     double cpu_start = ThreadCpuMs();
-    *bytes = compile(r);
+    *bytes = compile(r, &phases);
     samples.push_back({std::chrono::duration<double, std::milli>(
                            std::chrono::steady_clock::now() - start)
                            .count(),
-                       ThreadCpuMs() - cpu_start});
+                       ThreadCpuMs() - cpu_start, phases});
     if (*bytes < 0) break;
   }
   return samples;
 }
 
-// Prints one row; returns the minimum CPU ms.
-double Report(const std::string& name, std::vector<Sample> samples,
-              long bytes) {
+// Prints one row (with the phases of the fastest sample when `phases`);
+// returns the minimum CPU ms.
+double Report(const std::string& name, std::vector<Sample> samples, long bytes,
+              bool phases) {
   if (bytes < 0) {
     std::printf("%-90s FAILED\n", name.c_str());
     return 0;
@@ -80,18 +88,27 @@ double Report(const std::string& name, std::vector<Sample> samples,
   std::sort(samples.begin(), samples.end(), by_cpu);
   double min_cpu = samples.front().cpu_ms,
          med_cpu = samples[samples.size() / 2].cpu_ms;
+  const tailor::internal::cpu::CompilePhaseTimes fastest =
+      samples.front().phases;
   std::sort(
       samples.begin(), samples.end(),
       [](const Sample& a, const Sample& b) { return a.wall_ms < b.wall_ms; });
-  std::printf("%8.1f %8.1f %8.1f %8.1f %8ld  %s\n", min_cpu, med_cpu,
+  std::printf("%8.1f %8.1f %8.1f %8.1f %8ld", min_cpu, med_cpu,
               samples.front().wall_ms, samples[samples.size() / 2].wall_ms,
-              bytes, name.c_str());
+              bytes);
+  if (phases) {
+    std::printf(" %6.1f %6.1f %6.1f", fastest.frontend_ms, fastest.optimize_ms,
+                fastest.codegen_ms);
+  }
+  std::printf("  %s\n", name.c_str());
   return min_cpu;
 }
 
-void Header(const char* what) {
-  std::printf("\n%s\n%8s %8s %8s %8s %8s  %s\n", what, "cpu min", "cpu med",
-              "wall min", "wall med", "bytes", "variant (ms)");
+void Header(const char* what, bool phases) {
+  std::printf("\n%s\n%8s %8s %8s %8s %8s", what, "cpu min", "cpu med",
+              "wall min", "wall med", "bytes");
+  if (phases) std::printf(" %6s %6s %6s", "fe", "opt", "cg");
+  std::printf("  %s\n", "variant (ms)");
 }
 
 int BenchCpu(const std::string& profile_path, int repetitions,
@@ -119,8 +136,10 @@ int BenchCpu(const std::string& profile_path, int repetitions,
   auto kernels = tailor::internal::KernelsForProfile(engine.target(), *profile);
   if (!kernels.ok()) return 1;
   Header(absl::StrCat("CPU backend (", (*runtime)->arch(), "), profile ",
-                      profile->name, ", ", repetitions, " cold compiles each")
-             .c_str());
+                      profile->name, ", ", repetitions,
+                      " cold compiles each; fe/opt/cg: phases of the fastest")
+             .c_str(),
+         /*phases=*/true);
   double total = 0, worst = 0;
   int over = 0, count = 0;
   for (const tailor::internal::KernelJob& job : kernels->jobs) {
@@ -128,14 +147,17 @@ int BenchCpu(const std::string& profile_path, int repetitions,
     if (!filter.empty() && !absl::StrContains(name, filter)) continue;
     absl::StatusOr<KernelSource> source = job.generate(job.key);
     long bytes = -1;
+    // The backend's compiler itself, for its phase times (what
+    // Backend::Compile runs).
     std::vector<Sample> samples = Measure(
         repetitions,
-        [&](int) -> long {
-          auto binary = engine.backend().Compile(job.key, *source);
+        [&](int, tailor::internal::cpu::CompilePhaseTimes* phases) -> long {
+          auto binary = tailor::internal::cpu::CompileToObject(
+              source->code, tailor::internal::cpu::GetHostTarget(), phases);
           return binary.ok() ? static_cast<long>(binary->size()) : -1;
         },
         &bytes);
-    double cpu = Report(name, samples, bytes);
+    double cpu = Report(name, samples, bytes, /*phases=*/true);
     total += cpu;
     worst = std::max(worst, cpu);
     over += cpu > 100;
@@ -173,7 +195,8 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
   Header(absl::StrCat("NVRTC for ", arch, " (offline), profile ", profile->name,
                       ", ", repetitions,
                       " cold compiles each; unique source per compile")
-             .c_str());
+             .c_str(),
+         /*phases=*/false);
   int nonce = 0;
   double worst = 0, total = 0;
   int over = 0, count = 0;
@@ -186,7 +209,7 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
                   std::string(source.status().message()).c_str());
       continue;
     }
-    auto compile = [&](int) -> long {
+    auto compile = [&](int, tailor::internal::cpu::CompilePhaseTimes*) -> long {
       KernelSource unique = *source;
       unique.code = absl::StrCat(source->code, "constexpr int tailor_nonce_",
                                  nonce++, " = 0;\n");
@@ -197,10 +220,10 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
       }
       return static_cast<long>(out->cubin.size());
     };
-    if (count == 0) compile(0);  // the first NVRTC call pays a setup
+    if (count == 0) compile(0, nullptr);  // the first NVRTC call pays a setup
     long bytes = -1;
     std::vector<Sample> samples = Measure(repetitions, compile, &bytes);
-    const double cpu = Report(name, samples, bytes);
+    const double cpu = Report(name, samples, bytes, /*phases=*/false);
     worst = std::max(worst, cpu);
     total += cpu;
     over += cpu > 200;

@@ -1,7 +1,7 @@
 """Bundles libtailor_c.so into the package when one is found at build time.
 
 `pip install ./python` after building tailor (make, or cmake --build)
-copies $TAILOR_LIBRARY, else ../build/src/capi/libtailor_c.so.1, into
+copies $TAILOR_LIBRARY, else ../build/src/capi/libtailor_c.so.2, into
 tailor/_lib/, so the installed package needs nothing else from the build
 tree. Without either, the package loads libtailor_c.so at run time from
 $TAILOR_LIBRARY or the loader's path (tailor/_capi.py). It also builds the
@@ -17,13 +17,15 @@ from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The C ABI's soname: TAILOR_C_API_VERSION of include/tailor/c_api.h.
+SONAME = "libtailor_c.so.2"
 
 
 def _library():
     env = os.environ.get("TAILOR_LIBRARY")
     if env:
         return pathlib.Path(env).resolve()
-    built = HERE.parent / "build" / "src" / "capi" / "libtailor_c.so.1"
+    built = HERE.parent / "build" / "src" / "capi" / SONAME
     return built.resolve() if built.exists() else None
 
 
@@ -37,7 +39,11 @@ class BuildPyWithLibrary(build_py):
             return
         target = pathlib.Path(self.build_lib) / "tailor" / "_lib"
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(library, target / "libtailor_c.so.1")
+        # A build directory reused across ABI versions keeps the old
+        # library; bundle exactly one.
+        for old in target.glob("libtailor_c.so*"):
+            old.unlink()
+        shutil.copy2(library, target / SONAME)
         print(f"tailor: bundled {library}")
 
 

@@ -20,6 +20,8 @@ run cpu_dispatch "$build/bench/cpu_dispatch_bench" --benchmark_repetitions=5 \
   --benchmark_report_aggregates_only=true
 run plan "$build/bench/plan_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 run moe_cpu "$build/bench/moe_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+run decode_cpu "$build/bench/decode_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+run compile_time_cpu "$build/bench/compile_time_bench" --cpu-only --repetitions 5
 cache=$(mktemp -d)
 TAILOR_CACHE_DIR="$cache" "$build/examples/serve_demo" > /dev/null  # first run: compiles
 run serve_demo env TAILOR_CACHE_DIR="$cache" "$build/examples/serve_demo"

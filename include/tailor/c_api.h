@@ -76,7 +76,7 @@ extern "C" {
 
 /* Incremented whenever a struct layout, an enum value or a signature here
  * changes incompatibly. */
-#define TAILOR_C_API_VERSION 1
+#define TAILOR_C_API_VERSION 2
 
 /* ---- status ------------------------------------------------------------ */
 
@@ -169,6 +169,19 @@ typedef enum tailor_backend {
   TAILOR_BACKEND_HIP = 3,
 } tailor_backend;
 
+/* Values of tailor::Runtime::JitMode: how a call meets a kernel that is not
+ * compiled yet. */
+typedef enum tailor_jit_mode {
+  /* $TAILOR_JIT_MODE ("blocking" | "background"), else blocking. */
+  TAILOR_JIT_MODE_DEFAULT = 0,
+  /* The call compiles the kernel (or waits for the thread compiling it). */
+  TAILOR_JIT_MODE_BLOCKING = 1,
+  /* The call runs at once on its op family's generic kernel while the
+   * specialized one compiles on the compile threads (CPU MoE and CPU paged
+   * decode; other families block). */
+  TAILOR_JIT_MODE_BACKGROUND = 2,
+} tailor_jit_mode;
+
 /* tailor::Runtime::Options; zero = default for every field. */
 typedef struct tailor_runtime_options {
   int32_t backend;      /* tailor_backend; 0: cuda, then hip, then cpu */
@@ -188,11 +201,15 @@ typedef struct tailor_runtime_options {
    * "": $TAILOR_STATS_ADDR, else none. Port 0: a free port (see
    * tailor_runtime_info.stats_address). */
   const char* stats_addr;
+  /* tailor_jit_mode; 0: $TAILOR_JIT_MODE, else blocking. Another value is
+   * InvalidArgument. */
+  int32_t jit_mode;
 } tailor_runtime_options;
 
 /* tailor::Runtime::Create. On success *out is a new runtime (destroy it
  * with tailor_runtime_destroy); on error *out is NULL. InvalidArgument for
- * a null `out`, bad options (an unknown backend, a negative count);
+ * a null `out`, bad options (an unknown backend or jit mode, a negative
+ * count);
  * Unavailable when an explicitly requested backend cannot run here.
  * `options` may be NULL (all defaults). */
 TAILOR_C_EXPORT tailor_status tailor_runtime_create(
@@ -209,6 +226,7 @@ typedef struct tailor_runtime_info {
   const char* arch;          /* "x86_64-znver3", "sm_90a", ... */
   const char* cache_dir;     /* "" when the disk cache is off */
   const char* stats_address; /* "127.0.0.1:9464"; "" without an endpoint */
+  int32_t jit_mode;          /* tailor_jit_mode resolved: never DEFAULT */
 } tailor_runtime_info;
 
 TAILOR_C_EXPORT tailor_status tailor_runtime_get_info(

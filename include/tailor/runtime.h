@@ -55,8 +55,9 @@ class Runtime {
     // A failed background compile is logged and counted once
     // (StatsSnapshot::background_compile_failures) and the generic kernel
     // keeps serving that key. Families without a generic kernel block as in
-    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) has
-    // one; paged decode and the CUDA kernels do not yet.
+    // kBlocking: today the CPU MoE family (pack, grouped GEMM, combine) and
+    // CPU paged decode (attention, merge) have one; the CUDA and HIP
+    // kernels do not yet.
     kBackground = 2,
   };
 
@@ -125,6 +126,9 @@ class Runtime {
   const std::string& arch() const;
   // The disk cache directory in use; empty when the disk cache is off.
   const std::string& cache_dir() const;
+  // Options::jit_mode resolved ($TAILOR_JIT_MODE for kDefault): kBlocking
+  // or kBackground, never kDefault.
+  JitMode jit_mode() const;
 
   // A consistent snapshot of the counters and histograms.
   StatsSnapshot stats() const;

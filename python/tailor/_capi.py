@@ -5,7 +5,7 @@ The library is looked up, in order:
   2. tailor/_lib/ inside this package (pip install bundles the library it
      finds at build time: $TAILOR_LIBRARY, else ../build/src/capi/)
   3. the dynamic loader's search path (e.g. after `cmake --install` and
-     ldconfig): libtailor_c.so.1
+     ldconfig): libtailor_c.so.2
 Every struct here mirrors c_api.h field by field; TAILOR_C_API_VERSION is
 checked at load, so a library with another layout is refused.
 """
@@ -14,7 +14,7 @@ import ctypes
 import os
 import pathlib
 
-C_API_VERSION = 1
+C_API_VERSION = 2
 MAX_RANK = 6
 
 # tailor_dtype
@@ -25,6 +25,9 @@ DEVICE_CPU, DEVICE_CUDA, DEVICE_HIP = 0, 1, 2
 # tailor_backend
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "hip": 3}
 BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
+# tailor_jit_mode (None: TAILOR_JIT_MODE_DEFAULT, 0)
+JIT_MODES = {"blocking": 1, "background": 2}
+JIT_MODE_NAMES = {v: k for k, v in JIT_MODES.items()}
 # tailor_stats_format
 STATS_JSON, STATS_PROMETHEUS = 0, 1
 # tailor_moe_tail_policy
@@ -48,13 +51,13 @@ class RuntimeOptions(ctypes.Structure):
                 ("disable_disk_cache", _i32), ("disable_jit", _i32),
                 ("memory_cache_capacity", _i64), ("compile_threads", _i32),
                 ("cpu_threads", _i32), ("log_level", _cp),
-                ("stats_addr", _cp)]
+                ("stats_addr", _cp), ("jit_mode", _i32)]
 
 
 class RuntimeInfo(ctypes.Structure):
     _fields_ = [("backend", _i32), ("device_type", _i32),
                 ("device_index", _i32), ("arch", _cp), ("cache_dir", _cp),
-                ("stats_address", _cp)]
+                ("stats_address", _cp), ("jit_mode", _i32)]
 
 
 class RoutingPolicy(ctypes.Structure):
@@ -187,8 +190,12 @@ def _candidates():
     if env:
         return [env]
     here = pathlib.Path(__file__).resolve().parent
-    bundled = sorted((here / "_lib").glob("libtailor_c.so*"))
-    return [str(p) for p in bundled] + ["libtailor_c.so.1", "libtailor_c.so"]
+    # The library of this package's ABI first (another one is refused with
+    # its version in the error).
+    soname = f"libtailor_c.so.{C_API_VERSION}"
+    bundled = sorted((here / "_lib").glob("libtailor_c.so*"),
+                     key=lambda p: (p.name != soname, p.name))
+    return [str(p) for p in bundled] + [soname, "libtailor_c.so"]
 
 
 def load_library():

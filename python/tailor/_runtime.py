@@ -7,7 +7,21 @@ import threading
 
 from tailor import _capi
 from tailor._capi import lib
-from tailor._errors import check
+from tailor._errors import InvalidArgumentError, check
+
+_STATUS_INVALID_ARGUMENT = 3
+
+
+def _jit_mode_value(jit_mode):
+    """tailor_jit_mode of a Runtime(jit_mode=...) argument."""
+    if jit_mode is None:
+        return 0  # TAILOR_JIT_MODE_DEFAULT: $TAILOR_JIT_MODE, else blocking
+    if isinstance(jit_mode, str) and jit_mode in _capi.JIT_MODES:
+        return _capi.JIT_MODES[jit_mode]
+    raise InvalidArgumentError(
+        _STATUS_INVALID_ARGUMENT,
+        f"jit_mode: must be 'blocking', 'background' or None "
+        f"($TAILOR_JIT_MODE, else blocking), got {jit_mode!r}")
 
 
 class Runtime:
@@ -20,14 +34,18 @@ class Runtime:
     compile); memory_cache_capacity (0: default); compile_threads and
     cpu_threads (0: hardware threads); log_level (None: $TAILOR_LOG_LEVEL);
     stats_addr ("host:port": serve /metrics, /stats, /healthz there; None:
-    $TAILOR_STATS_ADDR, else no endpoint; see .stats_address).
+    $TAILOR_STATS_ADDR, else no endpoint; see .stats_address); jit_mode
+    ("blocking": a call waits for the kernel it needs to compile;
+    "background": it runs at once on its op family's generic kernel while
+    the specialized one compiles (CPU MoE and paged decode); None:
+    $TAILOR_JIT_MODE, else blocking; see .jit_mode for the mode in use).
     Raises tailor.InvalidArgumentError / UnavailableError.
     """
 
     def __init__(self, backend="auto", device_index=0, cache_dir=None,
                  disable_disk_cache=False, disable_jit=False,
                  memory_cache_capacity=0, compile_threads=0, cpu_threads=0,
-                 log_level=None, stats_addr=None):
+                 log_level=None, stats_addr=None, jit_mode=None):
         if backend not in _capi.BACKENDS:
             raise ValueError(f"backend: must be one of "
                              f"{sorted(_capi.BACKENDS)}, got {backend!r}")
@@ -39,7 +57,8 @@ class Runtime:
             memory_cache_capacity=memory_cache_capacity,
             compile_threads=compile_threads, cpu_threads=cpu_threads,
             log_level=log_level.encode() if log_level else None,
-            stats_addr=stats_addr.encode() if stats_addr else None)
+            stats_addr=stats_addr.encode() if stats_addr else None,
+            jit_mode=_jit_mode_value(jit_mode))
         handle = ctypes.c_void_p()
         check(lib.tailor_runtime_create(ctypes.byref(options),
                                         ctypes.byref(handle)))
@@ -54,6 +73,8 @@ class Runtime:
         self.cache_dir = info.cache_dir.decode()
         # Where the stats endpoint listens ("127.0.0.1:9464"); "" for none.
         self.stats_address = info.stats_address.decode()
+        # "blocking" or "background": the option, else $TAILOR_JIT_MODE.
+        self.jit_mode = _capi.JIT_MODE_NAMES[info.jit_mode]
 
     @property
     def device(self):

@@ -26,6 +26,41 @@ def test_bad_backend_is_value_error():
         tailor.Runtime(backend="tpu")
 
 
+def test_jit_mode_option(rng):
+    x, w13, w2, tw, ids = moe_inputs(rng)
+    ref = moe_reference(x, w13, w2, tw, ids)
+    for mode in ("background", "blocking"):
+        rt = tailor.Runtime(backend="cpu", disable_disk_cache=True,
+                            log_level="error", jit_mode=mode)
+        assert rt.jit_mode == mode
+        out = np.full_like(x, np.nan)
+        tailor.moe.experts(rt, x, w13, w2, tw, ids, out,
+                           tailor.moe.Workspace())
+        assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-5
+        # Background: the cold call ran on the generic kernels.
+        assert (rt.stats()["fallback_launches"] > 0) == (mode == "background")
+        rt.close()
+
+
+def test_jit_mode_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TAILOR_JIT_MODE", "background")
+    rt = tailor.Runtime(backend="cpu", disable_disk_cache=True)
+    assert rt.jit_mode == "background"
+    assert tailor.Runtime(backend="cpu", disable_disk_cache=True,
+                          jit_mode="blocking").jit_mode == "blocking"
+
+
+@pytest.mark.parametrize("bad", ["eager", "BACKGROUND", "", 2, True])
+def test_bad_jit_mode_is_invalid_argument(bad):
+    with pytest.raises(tailor.InvalidArgumentError,
+                       match=r"INVALID_ARGUMENT: jit_mode: must be "
+                             r"'blocking', 'background' or None "
+                             r"\(\$TAILOR_JIT_MODE, else blocking\), got ") as e:
+        tailor.Runtime(backend="cpu", jit_mode=bad)
+    assert e.value.code == 3
+    assert isinstance(e.value, ValueError)
+
+
 def test_experts_matches_reference(runtime, rng):
     x, w13, w2, tw, ids = moe_inputs(rng)
     out = np.full_like(x, np.nan)

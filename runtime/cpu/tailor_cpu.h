@@ -54,6 +54,26 @@ inline T Max(T a, T b) {
   return a < b ? b : a;
 }
 
+}  // namespace tailor::kernels
+
+// ---- loop unrolling --------------------------------------------------------
+// Clang fully unrolls every loop with a compile-time trip count it deems
+// small, and the JIT pays for that code in every later pass: the
+// compile time of a kernel grows with its code after unrolling. Templates
+// leave unrolling to the compiler where it pays (register-blocked inner
+// loops whose accumulators must stay in registers, the staging copies of
+// the GEMM) and mark the loops where it does not: loops run once per work
+// item or block, loops whose body is already hundreds of instructions.
+// Each marked loop was measured (bench/decode_bench, bench/moe_bench) to
+// cost no run time; some unrolled ones were measured to need it.
+//   TAILOR_NO_UNROLL     keep the next loop a loop
+//   TAILOR_UNROLL_BY(n)  unroll the next loop n times, not fully
+#define TAILOR_PRAGMA(x) _Pragma(#x)
+#define TAILOR_NO_UNROLL TAILOR_PRAGMA(clang loop unroll(disable))
+#define TAILOR_UNROLL_BY(n) TAILOR_PRAGMA(clang loop unroll_count(n))
+
+namespace tailor::kernels {
+
 // Unwraps a parenthesized type: ParenType<void(T)>::type is T. Lets macros
 // take template types whose arguments contain commas.
 template <typename T>

@@ -1,7 +1,7 @@
 // runtime/cpu/vector.h — 8-lane float vectors for CPU kernel templates.
 //
-// Clang compiles CPU kernels at -O3 without fast-math, so it never reorders
-// a float reduction and a plain `sum += a[i] * b[i]` loop stays scalar.
+// Clang compiles CPU kernels without fast-math, so it never reorders a
+// float reduction and a plain `sum += a[i] * b[i]` loop stays scalar.
 // Kernels that reduce therefore accumulate in explicit 8-lane vectors
 // (Clang's ext_vector_type, one AVX register) and reduce the lanes once at
 // the end. This header supplies that vector type plus unaligned loads and

@@ -59,6 +59,25 @@ TAILOR_DEVICE void NamedBarrierSync(int id) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
 }
 
+// NamedBarrierSync that also returns whether any participating thread passed
+// `value` true (bar.red.or): a broadcast without shared memory.
+template <int kThreads>
+TAILOR_DEVICE bool NamedBarrierOr(int id, bool value) {
+  static_assert(kThreads % 32 == 0, "named barriers count whole warps");
+  int result;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p, q;\n"
+      "  setp.ne.s32 p, %1, 0;\n"
+      "  bar.red.or.pred q, %2, %3, p;\n"
+      "  selp.s32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(result)
+      : "r"(static_cast<int>(value)), "r"(id), "n"(kThreads)
+      : "memory");
+  return result != 0;
+}
+
 }  // namespace tailor::cuda
 
 #endif  // TAILOR_RUNTIME_CUDA_ARCH_CUH_

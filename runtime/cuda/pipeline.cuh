@@ -17,6 +17,14 @@
 // Both sides walk the ring with a PipelineCursor (stage, phase, round),
 // advanced after each stage.
 //
+// Messages: a producer that decides the work at run time (a dynamic tile
+// scheduler) tells the consumers what a fill holds: ArmFull(s, bytes, m)
+// stores m in message[s] before its arrival (release), so a consumer reads it
+// after WaitFull(s) (acquire). Close(s) ends the stream: a fill of no bytes
+// whose message is kPipelineClosed; consumers stop there without releasing.
+// Every thread of a group must have read the message before the group's
+// Release (a group barrier between them): the next fill rewrites it.
+//
 // Protocol checks (compile with TAILOR_PIPELINE_CHECKS=1, as the tests do):
 // the ring counts fills armed and releases per stage in shared memory, and
 //   - ArmFull traps unless `bytes` is the ring's stage byte count;
@@ -48,11 +56,14 @@
 
 namespace tailor::cuda {
 
+inline constexpr int kPipelineClosed = -1;
+
 template <int kStages>
 struct PipelineRing {
   static_assert(kStages >= 2, "a ring needs two stages to overlap");
   Mbarrier full[kStages];   // producer -> consumers: the fill landed
   Mbarrier empty[kStages];  // consumers -> producer: the stage is free
+  int message[kStages];     // producer -> consumers, with the fill
 #if TAILOR_PIPELINE_CHECKS
   unsigned armed[kStages];     // fills armed so far
   unsigned released[kStages];  // consumer-group releases so far
@@ -115,7 +126,7 @@ TAILOR_DEVICE void WaitEmpty(PipelineRing<kStages>& ring,
 
 template <int kStages>
 TAILOR_DEVICE void ArmFull(PipelineRing<kStages>& ring, const PipelineCursor& c,
-                           unsigned bytes) {
+                           unsigned bytes, int message = 0) {
 #if TAILOR_PIPELINE_CHECKS
   if (bytes != ring.stage_bytes) {
     printf("tailor pipeline: stage %d (round %u) armed with %u bytes, the "
@@ -125,7 +136,27 @@ TAILOR_DEVICE void ArmFull(PipelineRing<kStages>& ring, const PipelineCursor& c,
   }
   atomicAdd(&ring.armed[c.stage], 1u);
 #endif
+  ring.message[c.stage] = message;
   ring.full[c.stage].ArriveExpectTx(bytes);
+}
+
+// The producer's last fill: waits for the stage like any fill, carries no
+// bytes and the message kPipelineClosed.
+template <int kStages>
+TAILOR_DEVICE void Close(PipelineRing<kStages>& ring, const PipelineCursor& c) {
+  WaitEmpty(ring, c);
+#if TAILOR_PIPELINE_CHECKS
+  atomicAdd(&ring.armed[c.stage], 1u);
+#endif
+  ring.message[c.stage] = kPipelineClosed;
+  ring.full[c.stage].Arrive();
+}
+
+// The message of the fill a consumer waited for (WaitFull first).
+template <int kStages>
+TAILOR_DEVICE int Message(const PipelineRing<kStages>& ring,
+                          const PipelineCursor& c) {
+  return *static_cast<const volatile int*>(&ring.message[c.stage]);
 }
 
 template <int kStages>

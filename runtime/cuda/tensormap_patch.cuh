@@ -131,7 +131,10 @@ TAILOR_DEVICE void ReplaceGlobalStride(TensorMap* smem_staging,
 // Copies the staged map into `global_slot` (128-byte aligned, global memory)
 // with the release proxy fence (see step 3 above). Warp-collective: all 32
 // lanes call it, converged, with the same arguments. The staging buffer may
-// be reused when it returns.
+// be reused when it returns. compute-sanitizer's initcheck counts the copy as
+// a read of the 128 destination bytes (4 per lane): initialize slot memory
+// once (e.g. zero it when allocated), or every first publish of a slot is
+// reported as an uninitialized read.
 TAILOR_DEVICE void PublishTensorMap(TensorMap* global_slot,
                                     const TensorMap* smem_staging) {
   __syncwarp();  // the lane that ran Replace* -> every lane of the copy

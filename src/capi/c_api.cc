@@ -26,10 +26,20 @@ absl::Status CheckEnumRange(absl::string_view name, int32_t value,
   return absl::OkStatus();
 }
 
+static_assert(TAILOR_JIT_MODE_DEFAULT ==
+              static_cast<int>(Runtime::JitMode::kDefault));
+static_assert(TAILOR_JIT_MODE_BLOCKING ==
+              static_cast<int>(Runtime::JitMode::kBlocking));
+static_assert(TAILOR_JIT_MODE_BACKGROUND ==
+              static_cast<int>(Runtime::JitMode::kBackground));
+
 absl::StatusOr<Runtime::Options> ToOptions(const tailor_runtime_options& in) {
   TAILOR_RETURN_IF_ERROR(CheckEnumRange("options.backend", in.backend,
                                         TAILOR_BACKEND_AUTO, TAILOR_BACKEND_HIP,
                                         "tailor_backend"));
+  TAILOR_RETURN_IF_ERROR(
+      CheckEnumRange("options.jit_mode", in.jit_mode, TAILOR_JIT_MODE_DEFAULT,
+                     TAILOR_JIT_MODE_BACKGROUND, "tailor_jit_mode"));
   if (in.memory_cache_capacity < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("options.memory_cache_capacity: must be >= 0 (0: the "
@@ -49,6 +59,7 @@ absl::StatusOr<Runtime::Options> ToOptions(const tailor_runtime_options& in) {
   out.cpu_threads = in.cpu_threads;
   if (in.log_level != nullptr) out.log_level = in.log_level;
   if (in.stats_addr != nullptr) out.stats_addr = in.stats_addr;
+  out.jit_mode = static_cast<Runtime::JitMode>(in.jit_mode);
   return out;
 }
 
@@ -225,6 +236,7 @@ tailor_status tailor_runtime_get_info(const tailor_runtime* runtime,
     out->arch = rt->arch().c_str();
     out->cache_dir = rt->cache_dir().c_str();
     out->stats_address = runtime->stats_address.c_str();
+    out->jit_mode = static_cast<int32_t>(rt->jit_mode());
     return absl::OkStatus();
   });
 }

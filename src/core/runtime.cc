@@ -69,6 +69,9 @@ BackendKind Runtime::backend() const { return engine_->backend().kind(); }
 Device Runtime::device() const { return engine_->backend().device(); }
 const std::string& Runtime::arch() const { return engine_->backend().arch(); }
 const std::string& Runtime::cache_dir() const { return engine_->cache_dir(); }
+Runtime::JitMode Runtime::jit_mode() const {
+  return engine_->background_jit() ? JitMode::kBackground : JitMode::kBlocking;
+}
 std::string Runtime::SpecializationHistoryJson() const {
   return internal::HistoryToJson({.tailor_version = TAILOR_VERSION_STRING,
                                   .backend = backend(),

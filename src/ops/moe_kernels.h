@@ -43,9 +43,10 @@ struct MoePlanRef {
   // Host-memory backends: the op front's plan.
   const plan::PiecewisePlan* host = nullptr;
   // Device-memory backends: the work list the device Route wrote
-  // ([max_work], its real length in the route scratch) and that scratch.
+  // ([max_work], its real length in the route scratch) and that scratch
+  // (writable: a GEMM may keep its tile scheduler's counters there).
   const plan::WorkItem* device_work = nullptr;
-  const void* route_scratch = nullptr;
+  void* route_scratch = nullptr;
   int64_t max_work = 0;
 };
 

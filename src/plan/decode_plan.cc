@@ -25,6 +25,56 @@ int64_t Boundary(int64_t total, int64_t w, int64_t workers) {
   return total / workers * w + total % workers * w / workers;
 }
 
+// Pieces of a pair of `len` tokens cut into pieces of at most `piece_tiles`
+// tiles (one piece for an empty or one-tile pair).
+int64_t PiecesFor(int64_t len, int64_t piece_tiles, int64_t tile) {
+  const int64_t tiles = (len + tile - 1) / tile;
+  return tiles <= 1 ? 1 : (tiles + piece_tiles - 1) / piece_tiles;
+}
+
+// The whole-workers cut (see BuildDecodePlan): the fewest tiles per piece
+// such that every pair's pieces get a worker each, or -1 when there are
+// more pairs than workers.
+int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
+                               const DecodePlanParams& params) {
+  const int64_t heads = params.num_kv_heads, tile = params.tile_tokens;
+  if (static_cast<int64_t>(seq_lens.size()) * heads > params.num_workers) {
+    return -1;
+  }
+  int64_t lo = 1, hi = 1;  // hi: one piece per pair, always fits
+  for (int32_t len : seq_lens)
+    hi = std::max<int64_t>(hi, (len + tile - 1) / tile);
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    int64_t workers = 0;
+    for (int32_t len : seq_lens) workers += heads * PiecesFor(len, mid, tile);
+    if (workers <= params.num_workers) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// The busiest worker's cost (item cost + tokens rounded to pages) under the
+// whole-workers cut with `piece_tiles`: pairs split evenly over their tiles.
+int64_t WholeWorkersMaxCost(absl::Span<const int32_t> seq_lens,
+                            const DecodePlanParams& params,
+                            int64_t piece_tiles) {
+  const int64_t tile = params.tile_tokens;
+  int64_t max_cost = 0;
+  for (int32_t len : seq_lens) {
+    const int64_t tiles = (len + tile - 1) / tile;
+    const int64_t pieces = PiecesFor(len, piece_tiles, tile);
+    const int64_t largest =
+        std::min<int64_t>(len, (tiles + pieces - 1) / pieces * tile);
+    max_cost = std::max(
+        max_cost, params.item_cost_tokens + RoundUp(largest, params.page_size));
+  }
+  return max_cost;
+}
+
 }  // namespace
 
 absl::Status ValidateDecodePlanParams(const DecodePlanParams& p) {
@@ -163,39 +213,31 @@ std::string DecodePlan::ToString() const {
       params_.num_workers, s.max_worker_cost, s.mean_worker_cost);
 }
 
-// ---- BuildDecodePlan
-// ----------------------------------------------------------
+// ---- cuts
+// ---------------------------------------------------------------------
 
-absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
-                             const DecodePlanParams& params, DecodePlan* plan) {
-  plan->Clear();
-  TAILOR_RETURN_IF_ERROR(ValidateDecodePlanParams(params));
-  if (static_cast<int64_t>(seq_lens.size()) > kMaxDecodeBatch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("seq_lens: at most ", kMaxDecodeBatch, " sequences, got ",
-                     seq_lens.size()));
-  }
-  const int64_t page = params.page_size, tile = params.tile_tokens;
-  const int64_t item_cost = params.item_cost_tokens;
-  int64_t total = 0;
-  for (size_t b = 0; b < seq_lens.size(); ++b) {
-    if (seq_lens[b] < 0 || seq_lens[b] > kMaxDecodeSeqLen) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("seq_lens[", b, "]: must be in [0, ", kMaxDecodeSeqLen,
-                       "], got ", seq_lens[b]));
-    }
-    total += params.num_kv_heads * (item_cost + RoundUp(seq_lens[b], page));
-  }
-  plan->params_ = params;
-  plan->seq_lens_.assign(seq_lens.begin(), seq_lens.end());
-  plan->worker_cost_.assign(params.num_workers, 0);
-  const int64_t workers = params.num_workers;
+// Forgets the items of a cut (the lengths and parameters stay).
+void DecodePlan::ResetItems() {
+  worker_begin_.clear();
+  first_items_.clear();
+  num_items_ = 0;
+  num_merge_groups_ = 0;
+  num_partials_ = 0;
+  last_worker_ = 0;
+}
+
+// The stream cut (file comment): pairs end to end, num_workers ranges of
+// equal cost; `total` is the stream's cost.
+void DecodePlan::CutStream(int64_t total) {
+  const int64_t page = params_.page_size, tile = params_.tile_tokens;
+  const int64_t item_cost = params_.item_cost_tokens;
+  worker_cost_.assign(params_.num_workers, 0);
+  const int64_t workers = params_.num_workers;
   int64_t w = 0;      // the worker being filled
   int64_t start = 0;  // cost position of the current pair
-  for (size_t b = 0; b < seq_lens.size(); ++b) {
-    const int32_t len = seq_lens[b];
-    plan->max_seq_len_ = std::max(plan->max_seq_len_, len);
-    for (int32_t h = 0; h < params.num_kv_heads; ++h) {
+  for (size_t b = 0; b < seq_lens_.size(); ++b) {
+    const int32_t len = seq_lens_[b];
+    for (int32_t h = 0; h < params_.num_kv_heads; ++h) {
       DecodeWorkItem item = {.seq = static_cast<int32_t>(b),
                              .kv_head = h,
                              .kv_begin = 0,
@@ -204,7 +246,7 @@ absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
                              .partial = -1,
                              .first_partial = -1,
                              .pieces = 1};
-      const size_t first_item = plan->num_items_;
+      const size_t first_item = num_items_;
       int64_t begin = 0;
       do {
         // Skip workers whose range ends at or before this position.
@@ -227,23 +269,100 @@ absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
         }
         item.kv_begin = static_cast<int32_t>(begin);
         item.kv_end = static_cast<int32_t>(std::max(end, begin));
-        plan->Emit(item, static_cast<int32_t>(w));
+        Emit(item, static_cast<int32_t>(w));
         begin = item.kv_end;
         if (begin < len) ++w;
       } while (begin < len);
-      plan->NumberPieces(first_item);
+      NumberPieces(first_item);
       start += item_cost + RoundUp(len, page);
     }
   }
-  while (static_cast<int64_t>(plan->worker_begin_.size()) <= workers) {
-    plan->worker_begin_.push_back(static_cast<int32_t>(plan->num_items_));
+}
+
+// The whole-workers cut: pair after pair, each split evenly over its tiles
+// into PiecesFor(len, piece_tiles) pieces, one worker per piece.
+void DecodePlan::CutWholeWorkers(int64_t piece_tiles) {
+  worker_cost_.assign(params_.num_workers, 0);
+  const int64_t tile = params_.tile_tokens;
+  int32_t w = 0;
+  for (size_t b = 0; b < seq_lens_.size(); ++b) {
+    const int32_t len = seq_lens_[b];
+    const int64_t tiles = (len + tile - 1) / tile;
+    const int64_t pieces = PiecesFor(len, piece_tiles, tile);
+    for (int32_t h = 0; h < params_.num_kv_heads; ++h) {
+      const size_t first_item = num_items_;
+      for (int64_t j = 0; j < pieces; ++j) {
+        const int64_t begin = j * tiles / pieces * tile;
+        const int64_t end =
+            std::min<int64_t>((j + 1) * tiles / pieces * tile, len);
+        Emit({.seq = static_cast<int32_t>(b),
+              .kv_head = h,
+              .kv_begin = static_cast<int32_t>(begin),
+              .kv_end = static_cast<int32_t>(end),
+              .seq_len = len,
+              .partial = -1,
+              .first_partial = -1,
+              .pieces = 1},
+             w++);
+      }
+      NumberPieces(first_item);
+    }
+  }
+}
+
+// Opens the idle workers at the end and copies each worker's first item.
+void DecodePlan::FinishWorkers() {
+  const int64_t workers = params_.num_workers;
+  while (static_cast<int64_t>(worker_begin_.size()) <= workers) {
+    worker_begin_.push_back(static_cast<int32_t>(num_items_));
   }
   for (int64_t w = 0; w < workers; ++w) {
-    const int32_t first = plan->worker_begin_[w];
-    plan->first_items_.push_back(first < plan->worker_begin_[w + 1]
-                                     ? plan->items_[first]
-                                     : DecodeWorkItem{});
+    const int32_t first = worker_begin_[w];
+    first_items_.push_back(first < worker_begin_[w + 1] ? items_[first]
+                                                        : DecodeWorkItem{});
   }
+}
+
+// ---- BuildDecodePlan
+// ----------------------------------------------------------
+
+absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
+                             const DecodePlanParams& params, DecodePlan* plan) {
+  plan->Clear();
+  TAILOR_RETURN_IF_ERROR(ValidateDecodePlanParams(params));
+  if (static_cast<int64_t>(seq_lens.size()) > kMaxDecodeBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seq_lens: at most ", kMaxDecodeBatch, " sequences, got ",
+                     seq_lens.size()));
+  }
+  const int64_t page = params.page_size;
+  const int64_t item_cost = params.item_cost_tokens;
+  int64_t total = 0;
+  for (size_t b = 0; b < seq_lens.size(); ++b) {
+    if (seq_lens[b] < 0 || seq_lens[b] > kMaxDecodeSeqLen) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("seq_lens[", b, "]: must be in [0, ", kMaxDecodeSeqLen,
+                       "], got ", seq_lens[b]));
+    }
+    total += params.num_kv_heads * (item_cost + RoundUp(seq_lens[b], page));
+  }
+  plan->params_ = params;
+  plan->seq_lens_.assign(seq_lens.begin(), seq_lens.end());
+  for (int32_t len : seq_lens) {
+    plan->max_seq_len_ = std::max(plan->max_seq_len_, len);
+  }
+  plan->CutStream(total);
+  // With no more pairs than workers, a pair may instead get whole workers:
+  // one piece each, so no worker pays two items' fixed costs (a worker that
+  // a stream cut gives the end of one pair and the start of the next runs
+  // both). Taken only when its busiest worker costs less.
+  const int64_t piece_tiles = WholeWorkersPieceTiles(seq_lens, params);
+  if (piece_tiles > 0 && WholeWorkersMaxCost(seq_lens, params, piece_tiles) <
+                             plan->stats().max_worker_cost) {
+    plan->ResetItems();
+    plan->CutWholeWorkers(piece_tiles);
+  }
+  plan->FinishWorkers();
   return absl::OkStatus();
 }
 

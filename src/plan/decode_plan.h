@@ -20,6 +20,12 @@
 // whatever the lengths are, and only O(num_workers) pieces need a merge:
 //   items     <= batch * num_kv_heads + num_workers - 1
 //   partials  <= 2 * (num_workers - 1)   (MaxDecodePartials)
+// A worker that a cut gives the end of one pair and the start of the next
+// runs two items and pays two items' fixed costs. So when there are no more
+// pairs than workers, the planner also prices a *whole-workers* cut (each
+// pair split evenly over its tiles into pieces of at most P tiles, one
+// worker per piece, the smallest P that fits) and takes it when its busiest
+// worker costs less (B = 1: 8 heads x 16 workers instead of 132 ranges).
 // A worker's items are contiguous in items(): [worker_begin()[w],
 // worker_begin()[w + 1]). Sequences of length 0 get one item of no tokens
 // (their output is zeros, their log-sum-exp -inf).
@@ -163,6 +169,10 @@ class DecodePlan {
                                       const DecodePlanParams& params,
                                       DecodePlan* plan);
   void Clear();
+  void ResetItems();
+  void CutStream(int64_t total);
+  void CutWholeWorkers(int64_t piece_tiles);
+  void FinishWorkers();
   void Emit(const DecodeWorkItem& item, int32_t worker);
   void NumberPieces(size_t first_item);
 

@@ -30,6 +30,7 @@ struct DecodeMergeKernel {
 
   static void Run(const Params& p, int64_t index) {
     const DecodeMergeGroup group = p.groups[index];
+    TAILOR_NO_UNROLL
     for (int g = 0; g < kGroup; ++g) {
       float max_lse = -__builtin_inff();
       for (int i = 0; i < group.pieces; ++i) {
@@ -37,6 +38,7 @@ struct DecodeMergeKernel {
         max_lse = Max(max_lse, p.partial_lse[slot]);
       }
       float8 acc[kChunks];
+      TAILOR_NO_UNROLL
       for (int c = 0; c < kChunks; ++c) acc[c] = 0;
       float lse = -__builtin_inff();
       if (max_lse != -__builtin_inff()) {
@@ -49,6 +51,7 @@ struct DecodeMergeKernel {
           const int64_t slot = (int64_t{group.first_partial} + i) * kGroup + g;
           const float w = Exp(p.partial_lse[slot] - max_lse) / sum;
           const float* row = p.partial_out + slot * kHeadDim;
+          TAILOR_NO_UNROLL
           for (int c = 0; c < kChunks; ++c)
             acc[c] += w * Load8(row + c * kLanes);
         }
@@ -57,6 +60,7 @@ struct DecodeMergeKernel {
       const int64_t head = int64_t{group.kv_head} * kGroup + g;
       T* out = static_cast<T*>(p.out) + group.seq * p.out_stride_b +
                head * p.out_stride_h;
+      TAILOR_NO_UNROLL
       for (int c = 0; c < kChunks; ++c) Store8(out + c * kLanes, acc[c]);
       if (p.lse != nullptr) p.lse[group.seq * p.lse_stride_b + head] = lse;
     }

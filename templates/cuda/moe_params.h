@@ -51,6 +51,11 @@ struct MoeRouteHeader {
   int num_work;     // work items of the last plan
   int num_rows;     // R
   int blocks_done;  // count blocks finished (the last one plans); 0 between
+  // The Hopper grouped GEMM's dynamic tile scheduler: tiles handed out so far
+  // past the first wave, and CTAs finished; the last CTA resets both to 0, so
+  // they are 0 between launches (the route scratch starts zeroed).
+  int gemm_next_tile;
+  int gemm_ctas_done;
   int reserved;
 };
 
@@ -115,9 +120,19 @@ struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
   TensorMap w_map;
   TensorMap c_map;
-  void* c;                       // [R, N] or [R, N / 2]
-  const MoeWorkItem* work;       // [max_work]
-  const MoeRouteHeader* header;  // num_work
+  void* c;                  // [R, N] or [R, N / 2]
+  const MoeWorkItem* work;  // [max_work]
+  MoeRouteHeader* header;   // num_work; the dynamic scheduler's counters
+  int dynamic_schedule;     // 1: CTAs take tiles in order from a counter
+  // Split-K (k_splits > 1, few tiles): split s of tile i computes K blocks
+  // [s KB / S, (s + 1) KB / S), writes its f32 partial to slot i S + s of
+  // `partials` and arrives on split_arrivals[2 i + consumer]; the last split
+  // to arrive adds the others' partials and stores the tile. Both live in
+  // the route scratch (MoeSm90SplitScratchBytes); arrivals are 0 between
+  // launches.
+  int k_splits;
+  float* partials;      // [tiles * S][2][kMoeSm90SplitSlotFloats / 2]
+  int* split_arrivals;  // [2 * tiles]
 };
 
 // out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
@@ -195,6 +210,7 @@ constexpr int MoeGemmNTiles(bool mma, bool gated, long long n) {
   const int per_cta = MoeGemmOutPerCta(mma, gated);
   return static_cast<int>((out + per_cta - 1) / per_cta);
 }
+
 constexpr int MoeMmaSharedBytes(int tile_rows) {
   return kMoeMmaStages * (MoeGemmCtaRows(tile_rows) + kMoeMmaWRows) *
          kMoeMmaKTile * 2;
@@ -240,6 +256,35 @@ constexpr int MoeSm90NTiles(bool gated, long long n) {
   const long long out = gated ? n / 2 : n;
   const int per_cta = kMoeSm90WRows / (gated ? 2 : 1);
   return static_cast<int>((out + per_cta - 1) / per_cta);
+}
+
+// Split-K, for launches whose tiles fill at most half of the SMs (decode
+// steps: each active expert's W streams once, and one CTA per tile cannot
+// pull it at the copy rate). S splits of at least kMoeSm90MinSplitKBlocks K
+// blocks each, at most kMoeSm90MaxSplits, with tiles x S <= SMs: the route
+// scratch holds one partial slot per SM.
+inline constexpr int kMoeSm90MaxSplits = 8;
+inline constexpr int kMoeSm90MinSplitKBlocks = 8;
+// One (tile, split)'s f32 partial: 2 consumers x 128 threads x at most 128
+// accumulators.
+inline constexpr long long kMoeSm90SplitSlotFloats = 2 * 128 * 128;
+constexpr int MoeSm90Splits(long long max_tiles, long long k, int sms) {
+  if (max_tiles <= 0 || 2 * max_tiles > sms) return 1;
+  const long long k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
+  long long splits = sms / max_tiles;
+  splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
+  const long long by_k = k_blocks / kMoeSm90MinSplitKBlocks;
+  splits = splits < by_k ? splits : by_k;
+  return splits > 1 ? static_cast<int>(splits) : 1;
+}
+// Split-K area of the route scratch (after its header): arrivals [2 slots]
+// (zeroed with the header), padded to 256 bytes, then the partial slots.
+constexpr long long MoeSm90SplitArrivalBytes(int slots) {
+  return (2LL * slots * 4 + 255) / 256 * 256;
+}
+constexpr long long MoeSm90SplitScratchBytes(int slots) {
+  return MoeSm90SplitArrivalBytes(slots) +
+         slots * kMoeSm90SplitSlotFloats * 4;
 }
 
 }  // namespace tailor::cuda

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -17,6 +19,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr int64_t kT = 7, kH = 64, kI = 32, kE = 4, kK = 2;
@@ -164,6 +167,19 @@ TEST(CApi, RuntimeCreateRejectsBadArguments) {
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(LastError(), StartsWith("options.memory_cache_capacity: must be "
                                       ">= 0"));
+
+  options = {};
+  options.jit_mode = 7;
+  EXPECT_EQ(tailor_runtime_create(&options, &runtime),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "options.jit_mode: not a tailor_jit_mode value (0..2), got 7");
+  options.jit_mode = -1;
+  EXPECT_EQ(tailor_runtime_create(&options, &runtime),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "options.jit_mode: not a tailor_jit_mode value (0..2), got -1");
+  EXPECT_EQ(runtime, nullptr);
 }
 
 TEST(CApi, NullHandlesAreInvalidArgumentNotCrashes) {
@@ -415,6 +431,55 @@ TEST(CApi, StatsEndpointAddress) {
   EXPECT_EQ(LastError(),
             "stats_addr: expected host:port with a port in [0, 65535], got "
             "\"nowhere\"");
+}
+
+// options.jit_mode reaches the runtime: BACKGROUND serves a cold Experts
+// call on the generic kernels (counted as fallback launches) with the
+// blocking runtime's result; info reports the mode in use.
+TEST_F(CApiTest, JitModeOption) {
+  tailor_runtime_options options = {};
+  options.backend = TAILOR_BACKEND_CPU;
+  options.log_level = "error";
+  options.disable_disk_cache = 1;  // every kernel is cold
+  options.jit_mode = TAILOR_JIT_MODE_BLOCKING;
+  tailor_runtime* runtime = nullptr;
+  ASSERT_EQ(tailor_runtime_create(&options, &runtime), TAILOR_STATUS_OK)
+      << LastError();
+  tailor_runtime_info info;
+  ASSERT_EQ(tailor_runtime_get_info(runtime, &info), TAILOR_STATUS_OK);
+  EXPECT_EQ(info.jit_mode, TAILOR_JIT_MODE_BLOCKING);
+  tailor_runtime_destroy(runtime);
+
+  options.jit_mode = TAILOR_JIT_MODE_BACKGROUND;
+  ASSERT_EQ(tailor_runtime_create(&options, &runtime), TAILOR_STATUS_OK)
+      << LastError();
+  ASSERT_EQ(tailor_runtime_get_info(runtime, &info), TAILOR_STATUS_OK);
+  EXPECT_EQ(info.jit_mode, TAILOR_JIT_MODE_BACKGROUND);
+
+  FillInputs();
+  tailor_moe_experts_args args = ExpertsArgs();
+  ASSERT_EQ(tailor_moe_experts(runtime_, &args, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  const std::vector<float> blocking = out_;
+  std::fill(out_.begin(), out_.end(), NAN);
+  tailor_moe_workspace* ws = nullptr;
+  ASSERT_EQ(tailor_moe_workspace_create(&ws), TAILOR_STATUS_OK);
+  ASSERT_EQ(tailor_moe_experts(runtime, &args, ws), TAILOR_STATUS_OK)
+      << LastError();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < out_.size(); ++i) {
+    diff += (out_[i] - blocking[i]) * (out_[i] - blocking[i]);
+    norm += blocking[i] * blocking[i];
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-5);
+  char* text = nullptr;
+  ASSERT_EQ(tailor_runtime_stats(runtime, TAILOR_STATS_JSON, &text),
+            TAILOR_STATUS_OK);
+  EXPECT_THAT(text, HasSubstr("\"fallback_launches\": "));
+  EXPECT_THAT(text, Not(HasSubstr("\"fallback_launches\": 0,")));
+  tailor_string_free(text);
+  tailor_moe_workspace_destroy(ws);
+  tailor_runtime_destroy(runtime);
 }
 
 TEST_F(CApiTest, LastErrorIsPerThread) {

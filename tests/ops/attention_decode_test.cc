@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ops/decode_test_util.h"
+#include "ops/decode_host_test_util.h"
 #include "tailor/ops/attention.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
@@ -46,44 +46,6 @@ Runtime& SharedRuntime() {
   return *runtime;
 }
 
-// Output buffers of one run, poisoned so that untouched rows show.
-struct Outputs {
-  std::vector<uint16_t> out;
-  std::vector<float> lse;
-};
-
-Outputs PoisonedOutputs(const PagedBatch& p) {
-  const PagedCase& c = p.c;
-  return Outputs{
-      .out =
-          std::vector<uint16_t>(c.rows() * c.num_qo_heads * c.head_dim, 0x7fc3),
-      .lse = std::vector<float>(c.rows() * c.num_qo_heads, 12345.0f)};
-}
-
-PlanDecodeArgs PlanArgsOf(const PagedBatch& p) {
-  const PagedCase& c = p.c;
-  return PlanDecodeArgs{.seq_lens = TensorRef::Contiguous(
-                            p.seq_lens.data(), DType::kI32, {c.batch()}),
-                        .page_size = c.page_size,
-                        .num_qo_heads = c.num_qo_heads,
-                        .num_kv_heads = c.num_kv_heads,
-                        .head_dim = c.head_dim,
-                        .dtype = c.dtype};
-}
-
-RunDecodeArgs RunArgsOf(PagedBatch& p, Outputs& o) {
-  RunDecodeArgs args;
-  args.q = p.QRef(p.q.data());
-  args.k_cache = p.CacheRef(p.k.data());
-  args.v_cache = p.CacheRef(p.v.data());
-  args.block_table = p.TableRef(p.block_table.data());
-  args.seq_lens = p.LensRef(p.seq_lens.data());
-  args.out = p.OutRef(o.out.data());
-  args.lse = p.LseRef(o.lse.data());
-  args.logits_soft_cap = p.c.soft_cap;
-  return args;
-}
-
 // Plans, runs and compares one case; returns the errors for the caller's
 // own bounds too.
 void ExpectMatchesReference(const PagedCase& c) {
@@ -93,13 +55,10 @@ void ExpectMatchesReference(const PagedCase& c) {
   TAILOR_ASSERT_OK(PlanDecode(SharedRuntime(), PlanArgsOf(p), ws));
   Outputs o = PoisonedOutputs(p);
   TAILOR_ASSERT_OK(RunDecode(SharedRuntime(), RunArgsOf(p, o), ws));
-  const Expected e = Reference(p, 1.0 / std::sqrt(double(c.head_dim)));
-  const Errors err = Compare(p, e, o.out, &o.lse);
-  // bf16 output rounding is 2^-9 relative; f16 2^-12. Accumulation is f32.
-  const double bound = c.dtype == DType::kBF16 ? 8e-3 : 2e-3;
-  EXPECT_LE(err.out_rel, bound)
+  const Errors err = ErrorsOf(p, o);
+  EXPECT_LE(err.out_rel, OutBound(c.dtype))
       << "worst row " << err.worst << "; plan " << ws.plan().ToString();
-  EXPECT_LE(err.lse_abs, 1e-4);
+  EXPECT_LE(err.lse_abs, kLseBound);
   // Padding rows past B are untouched.
   const int64_t row = c.num_qo_heads * c.head_dim;
   for (int64_t i = c.batch() * row; i < c.rows() * row; ++i) {

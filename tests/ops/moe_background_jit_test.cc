@@ -246,6 +246,8 @@ TEST(MoeBackgroundJitTest, ModeFromOptionsAndEnvironment) {
   ASSERT_TRUE(from_env.ok() && blocking.ok());
   EXPECT_TRUE((*from_env)->engine().background_jit());
   EXPECT_FALSE((*blocking)->engine().background_jit());
+  EXPECT_EQ((*from_env)->jit_mode(), Runtime::JitMode::kBackground);
+  EXPECT_EQ((*blocking)->jit_mode(), Runtime::JitMode::kBlocking);
 }
 
 // TAILOR_DISABLE_JIT still means "never compile": background mode then

@@ -416,6 +416,62 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
   }
 }
 
+// Decode-sized steps: few tiles and a long K, so on an H100 (132 SMs) the
+// Hopper kernel splits K (MoeSm90Splits: tiles x 2 <= SMs, >= 8 K blocks per
+// split), with K blocks that do not divide evenly (K = 4160: 65 blocks).
+// Each shape runs twice: a launch must find the arrival counters that the
+// previous one reset.
+TEST_F(MoeCudaTest, GroupedGemmSplitsKOnFewTiles) {
+  std::mt19937_64 rng(TestSeed());
+  const int64_t experts = 8, topk = 2;
+  struct Case {
+    int64_t tokens, n, k;
+    Epilogue epilogue;
+  };
+  for (const Case& g : std::vector<Case>{{1, 256, 1024, Epilogue::kNone},
+                                         {1, 512, 4160, Epilogue::kSiluAndMul},
+                                         {3, 768, 2048, Epilogue::kNone},
+                                         {17, 256, 7168, Epilogue::kSiluAndMul},
+                                         {2, 4096, 14336, Epilogue::kNone}}) {
+    SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+    const bool gated = g.epilogue == Epilogue::kSiluAndMul;
+    HostTensor ids =
+        RandomTopkIds(rng, g.tokens, topk, experts, Spread::kUniform);
+    DeviceTensor d_ids = ToDevice(ids);
+    Workspace ws;
+    TAILOR_ASSERT_OK(ReserveWorkspace(
+        runtime(),
+        {.max_tokens = g.tokens, .topk = topk, .num_experts = experts}, ws));
+    TAILOR_ASSERT_OK(
+        Route(runtime(), {.topk_ids = d_ids.ref(), .num_experts = experts},
+              ws));
+    const int64_t rows = ws.num_rows();
+    HostTensor a(DType::kBF16, {rows, g.k});
+    HostTensor w(DType::kBF16, {experts, g.n, g.k});
+    a.FillRandom(rng);
+    w.FillRandom(rng, 0.5);
+    DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
+    ReferenceRouting ref =
+        ReferenceRoute(ids, nullptr, experts, g.tokens, topk);
+    const std::vector<double> expected =
+        ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
+    for (int launch = 0; launch < 2; ++launch) {
+      HostTensor c(DType::kBF16, {rows, gated ? g.n / 2 : g.n});
+      c.Poison();
+      DeviceTensor d_c = ToDevice(c);
+      TAILOR_ASSERT_OK(GroupedGemm(runtime(),
+                                   {.a = d_a.ref(),
+                                    .w = d_w.ref(),
+                                    .c = d_c.ref(),
+                                    .epilogue = g.epilogue},
+                                   ws));
+      EXPECT_LT(RelativeError(d_c.Download(), expected),
+                Tolerance(DType::kBF16))
+          << "launch " << launch;
+    }
+  }
+}
+
 TEST_F(MoeCudaTest, PackAndCombineOnTheirOwn) {
   std::mt19937_64 rng(TestSeed());
   const int64_t experts = 8, tokens = 577, topk = 2;

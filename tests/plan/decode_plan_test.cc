@@ -172,11 +172,33 @@ TEST(DecodePlanTest, BalancesTheAnchorShapes) {
 
 TEST(DecodePlanTest, OneLongSequenceUsesEveryWorker) {
   DecodePlan plan;
-  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, Params(8, 132, 64, 16, 16), &plan));
+  TAILOR_ASSERT_OK(BuildDecodePlan({32768}, Params(8, 132, 64, 16, 16), &plan));
   const DecodePlanStats s = plan.stats();
   EXPECT_EQ(s.busy_workers, 132);
   EXPECT_EQ(s.split_pairs, 8);
-  EXPECT_EQ(s.tokens, 8 * 4096);
+  EXPECT_EQ(s.tokens, 8 * 32768);
+}
+
+// B = 1, L = 4096, 8 KV heads on 132 workers: a stream cut gives 4 workers
+// the end of one head and the start of the next (136 items), and those run
+// two items' fixed costs. Whole workers: 16 per head, 4 tiles each, one item
+// per worker, a lower busiest-worker cost; 4 workers idle.
+TEST(DecodePlanTest, FewPairsGetWholeWorkersWhenThatIsCheaper) {
+  DecodePlan plan;
+  const DecodePlanParams params = Params(8, 132, 64, 16, 16);
+  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, params, &plan));
+  ExpectValidPlan(plan, {4096}, params);
+  const DecodePlanStats s = plan.stats();
+  EXPECT_EQ(s.items, 128);
+  EXPECT_EQ(s.busy_workers, 128);
+  EXPECT_EQ(s.max_worker_cost, 16 + 256);
+  for (size_t w = 0; w + 1 < plan.worker_begin().size(); ++w) {
+    EXPECT_LE(plan.worker_begin()[w + 1] - plan.worker_begin()[w], 1);
+  }
+  // More pairs than workers: always the stream cut.
+  TAILOR_ASSERT_OK(BuildDecodePlan(std::vector<int32_t>(20, 4096),
+                                   Params(8, 132, 64, 16, 16), &plan));
+  EXPECT_EQ(plan.stats().busy_workers, 132);
 }
 
 TEST(DecodePlanTest, ShortSequencesStayWhole) {

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
+#include "core/logging.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
@@ -59,7 +60,14 @@ absl::Status CpuBackend::Supports(const SpecKey& key) const {
 
 absl::StatusOr<std::string> CpuBackend::Compile(const SpecKey& key,
                                                 const KernelSource& source) {
-  absl::StatusOr<std::string> object = CompileToObject(source.code, target_);
+  CompilePhaseTimes times;
+  absl::StatusOr<std::string> object =
+      CompileToObject(source.code, target_, &times);
+  Logger().debug(
+      "compiled {}: {:.1f} ms CPU (frontend {:.1f}, optimize {:.1f}, codegen "
+      "{:.1f})",
+      key.ToString(), times.total_ms(), times.frontend_ms, times.optimize_ms,
+      times.codegen_ms);
   if (!object.ok()) {
     return absl::Status(
         object.status().code(),

@@ -1,6 +1,7 @@
 // backends/cpu/cpu_backend.h — the embedded default backend: no GPU needed.
 //
-// Compile: Clang libraries -> LLVM IR (-O3, host CPU) -> object file.
+// Compile: Clang libraries -> LLVM IR -> -O2 pipeline (host CPU) -> object
+//          file (clang_compiler.h).
 // Load:    ORC LLJIT, one JITDylib per kernel.
 // Launch:  the kernel's entry runs the grid's work items on a thread pool and
 //          returns when they are done (the CPU "stream" is synchronous).

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/decode_generic.h"
 #include "tailor/status.h"
 #include "templates/cpu/decode_params.h"
 
@@ -150,6 +151,23 @@ absl::StatusOr<DecodePlanConfig> CpuDecodeKernels::PlanConfig(
       .item_cost_tokens = kItemCostTokens};
 }
 
+void CpuDecodeKernels::SetGeneratorForTesting(OpKind op,
+                                              KernelGeneratorFn generate) {
+  test_generators_[op == OpKind::kAttentionDecode ? 0 : 1].store(generate);
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> CpuDecodeKernels::KernelFor(
+    Engine& engine, const SpecKey& key, const DecodeShape& shape) {
+  KernelGeneratorFn generate =
+      test_generators_[key.op == OpKind::kAttentionDecode ? 0 : 1].load();
+  if (generate == nullptr) generate = &GenerateDecodeKernel;
+  if (engine.background_jit() &&
+      GenericDecodeServes(shape.head_dim, shape.group)) {
+    return engine.TryGetKernel(key, generate);
+  }
+  return engine.GetKernel(key, generate);
+}
+
 absl::Status CpuDecodeKernels::Decode(Engine& engine,
                                       const DecodeLaunch& launch) {
   const plan::DecodePlan* plan = launch.work.host_plan;
@@ -158,22 +176,40 @@ absl::Status CpuDecodeKernels::Decode(Engine& engine,
         "attention.decode: the cpu backend needs a host plan");
   }
   if (plan->items().empty()) return absl::OkStatus();
-  const SpecKey key = DecodeAttentionKey(engine.target(), launch.shape);
+  const DecodeShape& shape = launch.shape;
+  const SpecKey key = DecodeAttentionKey(engine.target(), shape);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GenerateAttention));
+                          KernelFor(engine, key, shape));
   const DecodeParams params = ParamsOf(launch);
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(plan->params().num_workers);
   config.block.x = 1;  // the plan balanced the workers: one per chunk
-  TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
+  if (kernel != nullptr) {
+    TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
+  } else {  // background JIT, not compiled yet: the generic kernel
+    const GenericDecodeParams generic = {
+        .base = params,
+        .dtype = shape.dtype,
+        .head_dim = static_cast<int32_t>(shape.head_dim),
+        .group = static_cast<int32_t>(shape.group),
+        .page_size = static_cast<int32_t>(shape.page_size)};
+    TAILOR_RETURN_IF_ERROR(
+        engine.LaunchFallback(key.op, GenericDecodeAttentionKernel(), config,
+                              &generic, sizeof(generic)));
+  }
   if (plan->merge_groups().empty()) return absl::OkStatus();
+  return Merge(engine, launch);
+}
 
-  const SpecKey merge_key = DecodeMergeKey(engine.target(), launch.shape);
+absl::Status CpuDecodeKernels::Merge(Engine& engine,
+                                     const DecodeLaunch& launch) {
+  const plan::DecodePlan& plan = *launch.work.host_plan;
+  const SpecKey key = DecodeMergeKey(engine.target(), launch.shape);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> merge,
-                          engine.GetKernel(merge_key, GenerateMerge));
-  const DecodeMergeParams merge_params = {
+                          KernelFor(engine, key, launch.shape));
+  const DecodeMergeParams params = {
       .groups = reinterpret_cast<const kernels::DecodeMergeGroup*>(
-          plan->merge_groups().data()),
+          plan.merge_groups().data()),
       .partial_out = launch.work.partial_out,
       .partial_lse = launch.work.partial_lse,
       .out = launch.out,
@@ -181,10 +217,17 @@ absl::Status CpuDecodeKernels::Decode(Engine& engine,
       .out_stride_h = launch.out_stride_h,
       .lse = launch.lse,
       .lse_stride_b = launch.lse_stride_b};
-  LaunchConfig merge_config;
-  merge_config.grid.x = static_cast<uint32_t>(plan->merge_groups().size());
-  merge_config.block.x = 4;
-  return engine.Launch(merge_key.op, *merge, merge_config, merge_params);
+  LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(plan.merge_groups().size());
+  config.block.x = 4;
+  if (merge != nullptr) return engine.Launch(key.op, *merge, config, params);
+  const GenericDecodeMergeParams generic = {
+      .base = params,
+      .dtype = launch.shape.dtype,
+      .head_dim = static_cast<int32_t>(launch.shape.head_dim),
+      .group = static_cast<int32_t>(launch.shape.group)};
+  return engine.LaunchFallback(key.op, GenericDecodeMergeKernel(), config,
+                               &generic, sizeof(generic));
 }
 
 }  // namespace tailor::internal::cpu

@@ -9,9 +9,16 @@
 //   attention.decode_merge  dtypes {x}  dims {D, group}
 // Decode launches one work item per plan worker (the plan balances them),
 // then, when the plan split pairs, one merge item per split pair.
+//
+// Background JIT (Engine::background_jit): a kernel not ready yet is
+// replaced, launch by launch, by its generic kernel (decode_generic.h),
+// while the specialized one compiles on the cache's compile workers.
 #ifndef TAILOR_BACKENDS_CPU_DECODE_KERNELS_H_
 #define TAILOR_BACKENDS_CPU_DECODE_KERNELS_H_
 
+#include <array>
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "core/engine.h"
@@ -30,8 +37,23 @@ class CpuDecodeKernels final : public DecodeKernels {
       const DecodeShape& shape) override;
   absl::Status Decode(Engine& engine, const DecodeLaunch& launch) override;
 
+  // Tests: generate `op`'s (attention.decode, attention.decode_merge)
+  // specialized kernels with `generate` instead of the library's templates
+  // (null: the library's again), e.g. a source that does not compile.
+  void SetGeneratorForTesting(OpKind op, KernelGeneratorFn generate);
+
  private:
+  // The kernel for `key`: blocking, or in background mode (for shapes the
+  // generic kernels serve) the ready kernel or null (serve the generic one).
+  absl::StatusOr<std::shared_ptr<Kernel>> KernelFor(Engine& engine,
+                                                    const SpecKey& key,
+                                                    const DecodeShape& shape);
+  // The merge of split pairs (the plan has merge groups).
+  absl::Status Merge(Engine& engine, const DecodeLaunch& launch);
+
   int num_threads_;
+  // Test overrides by op: attention, merge.
+  std::array<std::atomic<KernelGeneratorFn>, 2> test_generators_{};
 };
 
 // The keys of the two kernels (Decode builds its keys with these), for tests

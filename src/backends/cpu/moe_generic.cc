@@ -1,38 +1,16 @@
 #include "backends/cpu/moe_generic.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/host_elements.h"
 
 namespace tailor::internal::cpu {
 namespace {
 
 constexpr int64_t kTileN = kernels::kMoeGroupedGemmTileN;
-
-// bf16 as runtime/cpu/tailor_cpu.h spells it: the high 16 bits of a float,
-// rounded to nearest even, NaN kept quiet.
-float LoadElement(const void* base, int64_t i, DType dtype) {
-  if (dtype == DType::kF32) return static_cast<const float*>(base)[i];
-  const uint32_t bits = uint32_t{static_cast<const uint16_t*>(base)[i]} << 16;
-  return std::bit_cast<float>(bits);
-}
-
-void StoreElement(void* base, int64_t i, DType dtype, float value) {
-  if (dtype == DType::kF32) {
-    static_cast<float*>(base)[i] = value;
-    return;
-  }
-  uint32_t u = std::bit_cast<uint32_t>(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>((u >> 16) | 0x40);
-    return;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(u >> 16);
-}
 
 void PackRows(const void* params, int64_t begin, int64_t end) {
   const auto& p = *static_cast<const GenericPackParams*>(params);
@@ -49,8 +27,8 @@ void PackRows(const void* params, int64_t begin, int64_t end) {
 float Dot(const GenericGemmParams& p, int64_t row, int64_t w_row) {
   float sum = 0;
   for (int64_t i = 0; i < p.k; ++i) {
-    sum += LoadElement(p.base.a, row * p.k + i, p.dtype) *
-           LoadElement(p.base.w, w_row * p.k + i, p.dtype);
+    sum += LoadAsFloat(p.base.a, row * p.k + i, p.dtype) *
+           LoadAsFloat(p.base.w, w_row * p.k + i, p.dtype);
   }
   return sum;
 }
@@ -75,7 +53,7 @@ void GemmItems(const void* params, int64_t begin, int64_t end) {
         } else {
           value = Dot(p, r, w0 + o);
         }
-        StoreElement(p.base.c, r * out_cols + o, p.dtype, value);
+        StoreFromFloat(p.base.c, r * out_cols + o, p.dtype, value);
       }
     }
   }
@@ -90,9 +68,9 @@ void CombineTokens(const void* params, int64_t begin, int64_t end) {
         const int32_t row = p.base.inverse[token * p.topk + j];
         if (row < 0) continue;
         acc += p.base.weights[token * p.topk + j] *
-               LoadElement(p.base.c, int64_t{row} * p.hidden + h, p.dtype);
+               LoadAsFloat(p.base.c, int64_t{row} * p.hidden + h, p.dtype);
       }
-      StoreElement(p.base.out, token * p.hidden + h, p.dtype, acc);
+      StoreFromFloat(p.base.out, token * p.hidden + h, p.dtype, acc);
     }
   }
 }

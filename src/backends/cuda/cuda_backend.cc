@@ -1,7 +1,9 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -205,7 +207,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
       int multiprocessors,
       DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device,
                       "multiprocessor count"));
-  absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create({});
+  // Line tables let compute-sanitizer and ncu name source lines.
+  const char* line_info = std::getenv("TAILOR_CUDA_LINEINFO");
+  absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create(
+      {.line_info = line_info != nullptr && std::string_view(line_info) == "1"});
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),

@@ -321,8 +321,14 @@ int64_t CudaMoeKernels::RouteScratchBytes(int64_t max_assignments,
                                           int64_t num_experts) const {
   const int64_t segments =
       (max_assignments + kMoeRouteSegment - 1) / kMoeRouteSegment;
-  return kMoeRouteHeaderBytes +
+  return kMoeRouteHeaderBytes + SplitScratchBytes() +
          4 * num_experts * std::max<int64_t>(1, segments);
+}
+
+// The Hopper GEMM's split-K area, between the route header and the
+// histogram: one partial slot per SM (moe_params.h, MoeSm90Splits).
+int64_t CudaMoeKernels::SplitScratchBytes() const {
+  return hopper_ ? MoeSm90SplitScratchBytes(multiprocessors_) : 0;
 }
 
 int64_t CudaMoeKernels::MaxDeviceRouteExperts() const {
@@ -334,9 +340,13 @@ absl::Status CudaMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
   auto* header = static_cast<MoeRouteHeader*>(route_scratch);
   TAILOR_RETURN_IF_ERROR(
       backend_.FillDevice(header, 0xff, 2 * sizeof(uint64_t), stream));
-  return backend_.FillDevice(&header->num_work, 0,
-                             sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
-                             stream);
+  TAILOR_RETURN_IF_ERROR(backend_.FillDevice(
+      &header->num_work, 0, sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
+      stream));
+  if (SplitScratchBytes() == 0) return absl::OkStatus();
+  return backend_.FillDevice(
+      static_cast<char*>(route_scratch) + kMoeRouteHeaderBytes, 0,
+      MoeSm90SplitArrivalBytes(multiprocessors_), stream);
 }
 
 absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
@@ -363,7 +373,8 @@ absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
   p.work = reinterpret_cast<MoeWorkItem*>(l.work);
   p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
   p.histogram = reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
-                                       kMoeRouteHeaderBytes);
+                                       kMoeRouteHeaderBytes +
+                                       SplitScratchBytes());
   std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
 
   const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
@@ -432,6 +443,8 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
       pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
       tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
+      dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
+      split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
       descriptors_(descriptors) {}
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
@@ -453,12 +466,19 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       HopperStoresByTma(descriptors_, tma_store_, l, cta_rows, p.c_map);
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
-  p.header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch);
+  p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
+  p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
+  p.k_splits = split_k_ ? MoeSm90Splits(max_tiles, l.k, multiprocessors_) : 1;
+  char* split_area =
+      static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
+  p.split_arrivals = reinterpret_cast<int*>(split_area);
+  p.partials = reinterpret_cast<float*>(
+      split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kHopperGemm, pipeline_checks_, tma_store);
-  const uint32_t ctas =
-      static_cast<uint32_t>(std::min<int64_t>(max_tiles, multiprocessors_));
+  const uint32_t ctas = static_cast<uint32_t>(
+      std::min<int64_t>(max_tiles * p.k_splits, multiprocessors_));
   return LaunchKernel(engine, key, GenerateGroupedGemm,
                       Config(ctas, 1, kMoeSm90Threads,
                              MoeSm90SharedBytes(cta_rows, tma_store), l.stream),

@@ -103,6 +103,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
                        const tailor::internal::CombineLaunch& launch) override;
 
  private:
+  int64_t SplitScratchBytes() const;
   absl::Status HopperGroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
@@ -112,6 +113,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool hopper_;
   bool pipeline_checks_;
   bool tma_store_;  // full Hopper tiles may leave by TMA stores
+  bool dynamic_schedule_;  // Hopper tiles from a counter, not blockIdx strides
+  bool split_k_;           // Hopper launches of few tiles split K
   DescriptorPool& descriptors_;
 };
 

@@ -309,6 +309,7 @@ class TmaRaggedCopyTest : public ::testing::TestWithParam<Shape> {
       items += (n + GetParam().tile_rows - 1) / GetParam().tile_rows;
     DeviceBuffer slots(env_->api(), SlotBytes(items));
     ASSERT_TRUE(slots.ok());
+    TAILOR_ASSERT_OK(slots.Fill(0));  // initcheck: see PublishTensorMap
     Run run;
     ASSERT_NO_FATAL_FAILURE(Prepare(rows, rng, run));
     ASSERT_NO_FATAL_FAILURE(Launch(run, slots, stream.get()));
@@ -358,6 +359,7 @@ TEST_P(TmaRaggedCopyTest, ReusesSlotsAcrossLaunches) {
   }
   DeviceBuffer slots(env_->api(), SlotBytes(max_items));
   ASSERT_TRUE(slots.ok());
+  TAILOR_ASSERT_OK(slots.Fill(0));  // initcheck: see PublishTensorMap
   std::vector<Run> runs(launches.size());
   for (size_t i = 0; i < launches.size(); ++i) {
     ASSERT_NO_FATAL_FAILURE(Prepare(launches[i], rng, runs[i]));
