@@ -3,7 +3,7 @@
 # and builds with CMake (Release, Ninja when present), then runs.
 # The reliability targets (README.md, "Tests and benchmarks"): `make asan`
 # and `make tsan` (the CPU suite under sanitizers, each in its own build
-# directory), `make asan-ci` (the subset of the ASan suite that CI runs),
+# directory), `make asan-ci` (the CI-sized subset of the ASan suite),
 # `make fuzz` (every fuzz target for FUZZ_SECONDS under libFuzzer +
 # ASan/UBSan) and `make soak` (the long mixed-launch soak).
 BUILD_DIR ?= build

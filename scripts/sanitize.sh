@@ -10,13 +10,13 @@
 #         linked against libFuzzer here, so their ctest smoke runs are real
 #         libFuzzer runs (make fuzz runs them longer).
 #   tsan  ThreadSanitizer over the same suite, concurrency tests included.
-#   asan-ci  what CI runs (.ci/run -> make asan-ci): ASan + UBSan as asan,
-#         but only the tests labelled sanitize-ci (tests/CMakeLists.txt: core,
-#         kernel cache over the CPU JIT, reliability, C ABI, fuzz smoke runs)
-#         and only the targets they need (sanitize_ci); without libFuzzer, so
-#         the fuzz smoke tests replay their corpus through fuzz_driver.cc as
-#         in make test and no extra package is needed. Default BUILD_DIR
-#         build-asan-ci.
+#   asan-ci  the CI-sized subset (.ci/run runs it with TAILOR_CI_ASAN=1):
+#         ASan + UBSan as asan, but only the tests labelled sanitize-ci
+#         (tests/CMakeLists.txt: core, kernel cache over the CPU JIT,
+#         reliability, C ABI, fuzz smoke runs) and only the targets they
+#         need (sanitize_ci); without libFuzzer, so the fuzz smoke tests
+#         replay their corpus through fuzz_driver.cc as in make test and no
+#         extra package is needed. Default BUILD_DIR build-asan-ci.
 # With TARGET, only that target is built and nothing runs (run-fuzzers.sh).
 # Third-party reports that are not tailor's are suppressed in
 # tests/sanitizers/*.supp, each with its reason.
