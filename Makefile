@@ -3,18 +3,20 @@
 # and builds with CMake (Release, Ninja when present), then runs.
 # The reliability targets (README.md, "Tests and benchmarks"): `make asan`
 # and `make tsan` (the CPU suite under sanitizers, each in its own build
-# directory), `make fuzz` (every fuzz target for FUZZ_SECONDS under
-# libFuzzer + ASan/UBSan) and `make soak` (the long mixed-launch soak).
+# directory), `make asan-ci` (the CI-sized subset of the ASan suite),
+# `make fuzz` (every fuzz target for FUZZ_SECONDS under libFuzzer +
+# ASan/UBSan) and `make soak` (the long mixed-launch soak).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_FLAGS ?=
 ASAN_DIR ?= build-asan
+ASAN_CI_DIR ?= build-asan-ci
 TSAN_DIR ?= build-tsan
 FUZZ_SECONDS ?= 60
 SOAK_ITERATIONS ?= 100000
 
-.PHONY: deps deps-fuzz configure build demo test bench clean asan tsan fuzz soak
+.PHONY: deps deps-fuzz configure build demo test bench clean asan asan-ci tsan fuzz soak
 
 deps:
 	@bash scripts/install-deps.sh
@@ -39,6 +41,9 @@ test: build
 asan: deps-fuzz
 	CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/sanitize.sh asan $(ASAN_DIR)
 
+asan-ci: deps
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/sanitize.sh asan-ci $(ASAN_CI_DIR)
+
 tsan: deps
 	CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/sanitize.sh tsan $(TSAN_DIR)
 
@@ -52,4 +57,4 @@ bench: build
 	bash scripts/run-benches.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(ASAN_CI_DIR) $(TSAN_DIR)

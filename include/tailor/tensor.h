@@ -81,7 +81,8 @@ struct TensorRef {
 };
 
 // Checks the invariants of a view named `name`: rank in [0, kMaxRank], dims
-// and strides non-negative, and data non-null unless the view is empty.
+// and strides non-negative, and data non-null and aligned to the element
+// size (4 bytes for i32, ...) unless the view is empty.
 // Returns InvalidArgument naming `name` and the broken rule.
 absl::Status ValidateTensor(absl::string_view name, const TensorRef& t);
 

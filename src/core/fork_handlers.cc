@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <vector>
 
 namespace tailor::internal {
@@ -65,6 +66,11 @@ void UnregisterForkParticipant(ForkParticipant* participant) {
 
 uint64_t ForkGeneration() {
   return fork_generation.load(std::memory_order_relaxed);
+}
+
+void ResetMutexInChild(absl::Mutex& mu) {
+  mu.~Mutex();
+  new (&mu) absl::Mutex();
 }
 
 }  // namespace tailor::internal

@@ -29,6 +29,8 @@
 
 #include <cstdint>
 
+#include "absl/synchronization/mutex.h"
+
 namespace tailor::internal {
 
 class ForkParticipant {
@@ -42,6 +44,14 @@ class ForkParticipant {
 // Thread-safe. A participant must unregister before it is destroyed.
 void RegisterForkParticipant(ForkParticipant* participant);
 void UnregisterForkParticipant(ForkParticipant* participant);
+
+// For AfterInChild(): turns `mu`, which the caller has held since
+// Prepare(), into a new unlocked mutex. Unlocking it would not do: an
+// absl::Mutex keeps its waiters in the mutex itself, so a parent thread
+// queued on it (blocked in Lock, or in Await on a condition) would be handed
+// the lock in the child, where that thread does not exist, and the mutex
+// would never be free again. Only in the child, single-threaded.
+void ResetMutexInChild(absl::Mutex& mu);
 
 // How many fork()s separate this process from the one that loaded tailor:
 // 0 there, incremented in every child.

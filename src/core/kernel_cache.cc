@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/disk_eviction.h"
+#include "core/fork_handlers.h"
 #include "core/logging.h"
 #include "tailor/status.h"
 
@@ -437,15 +438,31 @@ void KernelCache::PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       +[](KernelCache* c)
            ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->resolving_ == 0; },
       this));
+  // Nothing is queued now (a queued key counts as resolving), but a
+  // background worker may be between two jobs holding background_mu_. Lock
+  // order mu_ -> background_mu_: nothing takes mu_ under background_mu_.
+  background_mu_.Lock();
 }
 
 void KernelCache::AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  background_mu_.Unlock();
   mu_.Unlock();
 }
 
 void KernelCache::AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Nothing was resolving: no entry is pending and no compile slot taken.
-  mu_.Unlock();
+  // The background workers were the parent's and do not exist here: with
+  // their handles kept, Enqueue would start none (the pool looks full) and
+  // every key queued in the child would stay pending forever, and the
+  // destructor would join threads that are not there. The handles can be
+  // neither joined nor detached here; they are leaked on purpose (as the
+  // thread pool does), and the child starts workers of its own on demand.
+  new std::vector<std::thread>(std::move(background_workers_));
+  background_workers_.clear();
+  // Parent threads may be queued on either mutex (a worker waiting for
+  // jobs, a lookup blocked by PrepareFork): see ResetMutexInChild.
+  ResetMutexInChild(background_mu_);
+  ResetMutexInChild(mu_);
 }
 
 void KernelCache::ClearMemory() {

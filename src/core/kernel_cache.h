@@ -110,7 +110,8 @@ class KernelCache {
   // Around fork() (core/fork_handlers.h, called by the Engine): PrepareFork
   // waits until no lookup is resolving (no disk read, compile or load in
   // flight, so no entry is pending and LLVM holds no lock) and keeps new
-  // ones out until the After* call, in both processes.
+  // ones out until the After* call, in both processes. The child starts its
+  // own background compile workers on demand.
   void PrepareFork();
   void AfterForkInParent();
   void AfterForkInChild();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "core/fork_handlers.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::internal {
@@ -78,7 +79,8 @@ void Stats::AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void Stats::AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  specializations_mu_.Unlock();
+  // Not Unlock: a parent thread may be queued on it (ResetMutexInChild).
+  ResetMutexInChild(specializations_mu_);
 }
 
 StatsSnapshot Stats::Snapshot() const {

@@ -1,5 +1,6 @@
 #include "tailor/tensor.h"
 
+#include <cstdint>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -144,6 +145,13 @@ absl::Status ValidateTensor(absl::string_view name, const TensorRef& t) {
   if (t.data == nullptr && !t.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": data is null but the tensor has ", t.numel(), " elements"));
+  }
+  const size_t element = DTypeSize(t.dtype);
+  if (reinterpret_cast<uintptr_t>(t.data) % element != 0 && !t.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": data must be aligned to its element size (", element,
+        " bytes for ", DTypeName(t.dtype), "), got address ",
+        absl::Hex(reinterpret_cast<uintptr_t>(t.data), absl::kZeroPad16)));
   }
   return absl::OkStatus();
 }

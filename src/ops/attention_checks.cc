@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
@@ -36,6 +37,27 @@ absl::Status ExpectView(absl::string_view name, const TensorRef& t, int rank,
     if (__builtin_mul_overflow(elements, t.dims[i], &elements)) {
       return Invalid(name, absl::StrCat("element count of ", t.ShapeString(),
                                         " overflows int64"));
+    }
+  }
+  // Where the view reaches, sum((dims[i] - 1) * strides[i]) elements, in
+  // bytes: it fits int64, so the overlap checks below and the kernels'
+  // address arithmetic cannot overflow (no real buffer is that large).
+  if (elements > 0) {
+    int64_t last = 0, step = 0, bytes = 0;
+    bool overflows = false;
+    for (int i = 0; i < t.rank && !overflows; ++i) {
+      overflows = __builtin_mul_overflow(t.dims[i] - 1, t.strides[i], &step) ||
+                  __builtin_add_overflow(last, step, &last);
+    }
+    overflows = overflows || __builtin_add_overflow(last, 1, &last) ||
+                __builtin_mul_overflow(
+                    last, static_cast<int64_t>(DTypeSize(t.dtype)), &bytes);
+    if (overflows) {
+      return Invalid(
+          name, absl::StrCat("its strides reach past 2^63 bytes (",
+                             t.ShapeString(), ", strides ",
+                             absl::StrJoin(t.strides, t.strides + t.rank, ", "),
+                             ")"));
     }
   }
   if (!(t.device == device)) {

@@ -16,6 +16,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr int64_t kBatch = 3, kQoHeads = 4, kKvHeads = 2, kDim = 64, kPage = 4,
                   kPages = 8, kMaxPages = 3;
@@ -208,6 +209,20 @@ TEST_F(CApiDecodeTest, FailedPlanLeavesTheWorkspaceNotPlanned) {
             TAILOR_STATUS_FAILED_PRECONDITION);
   EXPECT_STREQ(tailor_last_error(),
                "ws: not planned; call attention::PlanDecode first");
+}
+
+// Regression: misaligned host seq_lens were read as int32_t by PlanDecode
+// (UBSan: load of misaligned address); now InvalidArgument.
+TEST_F(CApiDecodeTest, MisalignedSeqLensAreRejected) {
+  alignas(8) unsigned char bytes[4 * kBatch + 8] = {};
+  tailor_plan_decode_args plan = PlanArgs();
+  const int64_t dims[1] = {kBatch};
+  plan.seq_lens =
+      tailor_tensor_contiguous(bytes + 2, TAILOR_DTYPE_I32, 1, dims);
+  EXPECT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(tailor_last_error(),
+              StartsWith("seq_lens: data must be aligned to its element size"));
 }
 
 TEST_F(CApiDecodeTest, Errors) {

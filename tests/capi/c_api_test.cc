@@ -133,6 +133,20 @@ TEST(CApi, TensorContiguousSaturatesStridesPastInt64) {
   tailor_runtime_destroy(runtime);
 }
 
+// Regression: misaligned topk_ids were read as int32_t by moe::Route (UBSan:
+// load of misaligned address); now InvalidArgument before anything reads.
+TEST_F(CApiTest, MisalignedIndexTensorsAreRejected) {
+  alignas(8) unsigned char bytes[4 * kT * kK + 8] = {};
+  tailor_moe_route_args route = {};
+  route.topk_ids =
+      tailor_tensor_contiguous(bytes + 1, TAILOR_DTYPE_I32, 2, topk_dims_);
+  route.num_experts = kE;
+  EXPECT_EQ(tailor_moe_route(runtime_, &route, ws_),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), StartsWith("topk_ids: data must be aligned to its "
+                                      "element size (4 bytes for i32)"));
+}
+
 TEST(CApi, RuntimeCreateRejectsBadArguments) {
   EXPECT_EQ(tailor_runtime_create(nullptr, nullptr),
             TAILOR_STATUS_INVALID_ARGUMENT);

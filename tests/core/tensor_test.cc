@@ -51,6 +51,29 @@ TEST(TensorTest, ShapesPastInt64SaturateInsteadOfOverflowing) {
   EXPECT_TRUE(t.is_contiguous());
 }
 
+// Regression: a misaligned view was accepted, and host code then read it as
+// int32_t (moe::Route's topk_ids, PlanDecode's seq_lens): undefined
+// behavior, reported by UBSan through the C ABI. Views must be aligned to
+// their element size now (empty ones excepted: nothing reads them).
+TEST(TensorTest, DataMustBeAlignedToTheElementSize) {
+  alignas(8) unsigned char bytes[64] = {};
+  EXPECT_THAT(
+      ValidateTensor("ids", TensorRef::Contiguous(bytes + 2, DType::kI32, {4})),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("ids: data must be aligned to its element size (4 "
+                         "bytes for i32), got address ")));
+  EXPECT_THAT(
+      ValidateTensor("x", TensorRef::Contiguous(bytes + 1, DType::kBF16, {4})),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("(2 bytes for bf16)")));
+  TAILOR_EXPECT_OK(
+      ValidateTensor("x", TensorRef::Contiguous(bytes + 2, DType::kBF16, {4})));
+  TAILOR_EXPECT_OK(
+      ValidateTensor("x", TensorRef::Contiguous(bytes + 1, DType::kU8, {4})));
+  TAILOR_EXPECT_OK(
+      ValidateTensor("x", TensorRef::Contiguous(bytes + 1, DType::kF32, {0})));
+}
+
 TEST(TensorTest, NullDataIsAllowedOnlyWhenEmpty) {
   TAILOR_EXPECT_OK(
       ValidateTensor("x", TensorRef::Contiguous(nullptr, DType::kF32, {0, 8})));

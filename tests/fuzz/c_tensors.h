@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,7 +71,7 @@ inline int64_t SpanElements(const tailor_tensor& t) {
       return -1;
     }
   }
-  return last + 1;
+  return last == std::numeric_limits<int64_t>::max() ? -1 : last + 1;
 }
 
 // Bytes of memory a view can touch; ~0 when that is more than 2^50 bytes or
@@ -157,11 +158,16 @@ class CTensors {
   // from a wider tensor, e.g. q from a fused qkv).
   void SetStrides(tailor_tensor& t) {
     const bool padded = in_.OneIn(6);
-    int64_t stride = 1;
+    int64_t stride = 1, extent = 0;
     for (int d = t.rank - 1; d >= 0; --d) {
       t.strides[d] = stride;
       const int64_t pad = padded && d > 0 ? in_.InRange(0, 2) * 8 : 0;
-      stride *= t.dims[d] + pad;
+      // Dims may come from an earlier broken view: saturate, as
+      // tailor_tensor_contiguous does.
+      if (__builtin_add_overflow(t.dims[d], pad, &extent) ||
+          __builtin_mul_overflow(stride, extent, &stride)) {
+        stride = std::numeric_limits<int64_t>::max();
+      }
     }
   }
 
@@ -181,7 +187,13 @@ class CTensors {
         t.dims[dim] = in_.EdgeValue();
         break;
       case 3:
-        t.dims[dim] += in_.Bool() ? 1 : -1;
+        // +-1, where that does not overflow (an earlier break may have set
+        // an edge value).
+        if (in_.Bool()) {
+          if (t.dims[dim] < std::numeric_limits<int64_t>::max()) ++t.dims[dim];
+        } else if (t.dims[dim] > std::numeric_limits<int64_t>::min()) {
+          --t.dims[dim];
+        }
         break;
       case 4:
         t.strides[dim] = in_.OneIn(4) ? in_.EdgeValue() : in_.InRange(0, 3);

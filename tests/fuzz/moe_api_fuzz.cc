@@ -219,8 +219,12 @@ class Call {
 
   void Fill(const TensorRef& t, size_t bytes, const IndexValue* value) {
     if (value != nullptr) {
-      auto* p = static_cast<int32_t*>(t.data);
-      for (size_t i = 0; i < bytes / 4; ++i) p[i] = (*value)(in_, i);
+      // memcpy: a broken dtype (u8, ...) leaves the buffer unaligned for i32.
+      auto* p = static_cast<unsigned char*>(t.data);
+      for (size_t i = 0; i < bytes / 4; ++i) {
+        const int32_t v = (*value)(in_, static_cast<int64_t>(i));
+        std::memcpy(p + 4 * i, &v, 4);
+      }
       return;
     }
     auto* p = static_cast<unsigned char*>(t.data);

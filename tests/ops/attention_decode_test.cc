@@ -6,6 +6,7 @@
 // page) compiles two kernels), soft cap, strided q, padding rows; plus the
 // workspace contract (plan reuse, allocation-free steps).
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -386,6 +387,30 @@ TEST_F(AttentionDecodeErrorsTest, RunRejectsBadQueriesAndOutputs) {
   EXPECT_THAT(Run(a), StatusIs(absl::StatusCode::kInvalidArgument,
                                "logits_soft_cap: must be finite and >= 0 (0: "
                                "no cap), got nan"));
+}
+
+// Regression (c_api_fuzz under UBSan): a view whose strides reach past
+// int64 (each alone representable) made the overlap check's byte range
+// overflow (undefined behavior) before anything rejected it.
+TEST_F(AttentionDecodeErrorsTest, RunRejectsStridesThatReachPastInt64) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  RunDecodeArgs a = Args();
+  a.q.strides[0] = kMax;  // 2 steps of it: past int64
+  EXPECT_THAT(Run(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("q: its strides reach past 2^63 "
+                                         "bytes ([3, 8, 128] bf16 cpu, "
+                                         "strides 9223372036854775807, 128, "
+                                         "1)")));
+  a = Args();
+  a.k_cache.strides[0] = int64_t{1} << 62;  // elements; x2 bytes: past
+  a.k_cache.dims[0] = 2;
+  a.v_cache.dims[0] = 2;
+  EXPECT_THAT(Run(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("k_cache: its strides reach past")));
+  a = Args();
+  a.lse->strides[0] = kMax / 2;
+  EXPECT_THAT(Run(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("lse: its strides reach past")));
 }
 
 TEST_F(AttentionDecodeErrorsTest, RunRejectsBadCaches) {
