@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <regex>
@@ -114,6 +115,12 @@ TEST_F(DecodeNvrtcTest, EveryVariantCompilesWithoutSpills) {
     ASSERT_GE(key.tile.stages, 2);
     absl::StatusOr<KernelSource> source = GenerateCudaDecode(key);
     TAILOR_ASSERT_OK(source.status());
+    // NVRTC may serve a source it compiled before (another run on this
+    // machine) from its cache, without the ptxas -v report: a unique
+    // trailing declaration makes every compile a real one.
+    source->code += absl::StrCat(
+        "constexpr long long tailor_test_nonce = ",
+        std::chrono::system_clock::now().time_since_epoch().count(), ";\n");
     absl::StatusOr<NvrtcCompiler::Output> out =
         compiler_->Compile(*source, v.arch, /*want_ptx=*/true);
     TAILOR_ASSERT_OK(out.status());
