@@ -20,6 +20,7 @@
 #include "backends/cpu/decode_kernels.h"
 #include "core/engine.h"
 #include "core/logging.h"
+#include "jit_test_util.h"
 #include "ops/decode_host_test_util.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "tailor/runtime.h"
@@ -27,6 +28,8 @@
 
 namespace tailor::attention::testing {
 namespace {
+
+using ::tailor::testing::WaitForCompiles;
 
 using internal::KernelSource;
 using internal::OpKind;
@@ -100,13 +103,6 @@ PagedCase LlamaCase(DType dtype, uint64_t seed) {
 }
 
 // Waits (up to 60 s) until no background compile is queued or running.
-void WaitForCompiles(Runtime& runtime) {
-  for (int i = 0; i < 6000 && runtime.stats().pending_compiles > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(runtime.stats().pending_compiles, 0u);
-}
-
 double SecondsOf(const std::function<void()>& body) {
   const auto start = std::chrono::steady_clock::now();
   body();

@@ -16,11 +16,14 @@
 #include "backends/cpu/moe_kernels.h"
 #include "core/engine.h"
 #include "core/logging.h"
+#include "jit_test_util.h"
 #include "moe_test_util.h"
 #include "spdlog/sinks/ostream_sink.h"
 
 namespace tailor::moe::testing {
 namespace {
+
+using ::tailor::testing::WaitForCompiles;
 
 using internal::KernelSource;
 using internal::OpKind;
@@ -82,13 +85,6 @@ struct Step {
 };
 
 // Waits (up to 60 s) until no background compile is queued or running.
-void WaitForCompiles(Runtime& runtime) {
-  for (int i = 0; i < 6000 && runtime.stats().pending_compiles > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(runtime.stats().pending_compiles, 0u);
-}
-
 double SecondsOf(const std::function<void()>& body) {
   const auto start = std::chrono::steady_clock::now();
   body();

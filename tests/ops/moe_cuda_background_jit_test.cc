@@ -24,6 +24,7 @@
 #include "backends/cuda/generic_image.h"
 #include "backends/cuda/moe_kernels.h"
 #include "core/logging.h"
+#include "jit_test_util.h"
 #include "moe_cuda_test_util.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "tailor/status.h"
@@ -31,24 +32,12 @@
 namespace tailor::moe::testing {
 namespace {
 
+using ::tailor::testing::MillisecondsOf;
+using ::tailor::testing::WaitForCompiles;
+
 using internal::KernelSource;
 using internal::OpKind;
 using internal::SpecKey;
-
-void WaitForCompiles(Runtime& runtime) {
-  for (int i = 0; i < 12000 && runtime.stats().pending_compiles > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(runtime.stats().pending_compiles, 0u);
-}
-
-double MillisecondsOf(const std::function<void()>& body) {
-  const auto start = std::chrono::steady_clock::now();
-  body();
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 Runtime::Options Options(Runtime::JitMode mode, bool disable_jit = false) {
   Runtime::Options options = CudaTestRuntime::DefaultOptions();

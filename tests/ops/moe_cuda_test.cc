@@ -416,42 +416,36 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
   }
 }
 
-// Decode-sized steps: few tiles and a long K, so on an H100 (132 SMs) the
-// Hopper kernel splits K (MoeSm90ScheduleOf: tiles x 2 <= SMs, >= 8 K blocks
-// per split), with K blocks that do not divide evenly (K = 4160: 65 blocks).
-// Each shape runs twice: a launch must find the arrival counters that the
-// previous one reset.
-TEST_F(MoeCudaTest, GroupedGemmSplitsKOnFewTiles) {
-  std::mt19937_64 rng(TestSeed());
-  const int64_t experts = 8, topk = 2;
+// One grouped GEMM of bf16 random data over a fresh routing (8 experts,
+// k = 2), launched twice on the same plan so that the second launch must find
+// the split-K arrival counters the first one reset; both against fp64.
+class MoeCudaSplitTest : public MoeCudaTest {
+ protected:
   struct Case {
     int64_t tokens, n, k;
     Epilogue epilogue;
   };
-  for (const Case& g : std::vector<Case>{{1, 256, 1024, Epilogue::kNone},
-                                         {1, 512, 4160, Epilogue::kSiluAndMul},
-                                         {3, 768, 2048, Epilogue::kNone},
-                                         {17, 256, 7168, Epilogue::kSiluAndMul},
-                                         {2, 4096, 14336, Epilogue::kNone}}) {
-    SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+  static constexpr int64_t kExperts = 8, kTopk = 2;
+
+  // Routes into `ws` and checks two launches of `g`.
+  void CheckTwoLaunches(const Case& g, Spread spread, std::mt19937_64& rng,
+                        Workspace& ws) {
     const bool gated = g.epilogue == Epilogue::kSiluAndMul;
-    HostTensor ids =
-        RandomTopkIds(rng, g.tokens, topk, experts, Spread::kUniform);
+    HostTensor ids = RandomTopkIds(rng, g.tokens, kTopk, kExperts, spread);
     DeviceTensor d_ids = ToDevice(ids);
-    Workspace ws;
     TAILOR_ASSERT_OK(ReserveWorkspace(
         runtime(),
-        {.max_tokens = g.tokens, .topk = topk, .num_experts = experts}, ws));
+        {.max_tokens = g.tokens, .topk = kTopk, .num_experts = kExperts}, ws));
     TAILOR_ASSERT_OK(Route(
-        runtime(), {.topk_ids = d_ids.ref(), .num_experts = experts}, ws));
+        runtime(), {.topk_ids = d_ids.ref(), .num_experts = kExperts}, ws));
     const int64_t rows = ws.num_rows();
     HostTensor a(DType::kBF16, {rows, g.k});
-    HostTensor w(DType::kBF16, {experts, g.n, g.k});
+    HostTensor w(DType::kBF16, {kExperts, g.n, g.k});
     a.FillRandom(rng);
     w.FillRandom(rng, 0.5);
     DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
     ReferenceRouting ref =
-        ReferenceRoute(ids, nullptr, experts, g.tokens, topk);
+        ReferenceRoute(ids, nullptr, kExperts, g.tokens, kTopk);
     const std::vector<double> expected =
         ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
     for (int launch = 0; launch < 2; ++launch) {
@@ -469,6 +463,22 @@ TEST_F(MoeCudaTest, GroupedGemmSplitsKOnFewTiles) {
           << "launch " << launch;
     }
   }
+};
+
+// Decode-sized steps: few tiles and a long K, so on an H100 (132 SMs) the
+// Hopper kernel splits K (MoeSm90ScheduleOf: tiles x 2 <= SMs, >= 8 K blocks
+// per split), with K blocks that do not divide evenly (K = 4160: 65 blocks).
+TEST_F(MoeCudaSplitTest, GroupedGemmSplitsKOnFewTiles) {
+  std::mt19937_64 rng(TestSeed());
+  for (const Case& g : std::vector<Case>{{1, 256, 1024, Epilogue::kNone},
+                                         {1, 512, 4160, Epilogue::kSiluAndMul},
+                                         {3, 768, 2048, Epilogue::kNone},
+                                         {17, 256, 7168, Epilogue::kSiluAndMul},
+                                         {2, 4096, 14336, Epilogue::kNone}}) {
+    SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+    Workspace ws;
+    CheckTwoLaunches(g, Spread::kUniform, rng, ws);
+  }
 }
 
 // Launches of more tiles than SMs whose last wave is partial: the Hopper
@@ -477,53 +487,16 @@ TEST_F(MoeCudaTest, GroupedGemmSplitsKOnFewTiles) {
 // 128-320 tiles: on an H100 (132 SMs) several land on a last wave of at most
 // 66 tiles. K = 1088 (17 K blocks) splits in 2 uneven halves, K = 2112 in up
 // to 4.
-TEST_F(MoeCudaTest, GroupedGemmSplitsThePartialLastWave) {
+TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
   std::mt19937_64 rng(TestSeed());
-  const int64_t experts = 8, topk = 2;
-  struct Case {
-    int64_t tokens, n, k;
-    Epilogue epilogue;
-  };
   for (const Case& g :
        std::vector<Case>{{300, 2048, 1088, Epilogue::kNone},
                          {577, 2048, 2112, Epilogue::kNone},
                          {1000, 2048, 1088, Epilogue::kNone},
                          {577, 4096, 1024, Epilogue::kSiluAndMul}}) {
     SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
-    const bool gated = g.epilogue == Epilogue::kSiluAndMul;
-    HostTensor ids =
-        RandomTopkIds(rng, g.tokens, topk, experts, Spread::kOneExpert);
-    DeviceTensor d_ids = ToDevice(ids);
     Workspace ws;
-    TAILOR_ASSERT_OK(ReserveWorkspace(
-        runtime(),
-        {.max_tokens = g.tokens, .topk = topk, .num_experts = experts}, ws));
-    TAILOR_ASSERT_OK(Route(
-        runtime(), {.topk_ids = d_ids.ref(), .num_experts = experts}, ws));
-    const int64_t rows = ws.num_rows();
-    HostTensor a(DType::kBF16, {rows, g.k});
-    HostTensor w(DType::kBF16, {experts, g.n, g.k});
-    a.FillRandom(rng);
-    w.FillRandom(rng, 0.5);
-    DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
-    ReferenceRouting ref =
-        ReferenceRoute(ids, nullptr, experts, g.tokens, topk);
-    const std::vector<double> expected =
-        ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
-    for (int launch = 0; launch < 2; ++launch) {
-      HostTensor c(DType::kBF16, {rows, gated ? g.n / 2 : g.n});
-      c.Poison();
-      DeviceTensor d_c = ToDevice(c);
-      TAILOR_ASSERT_OK(GroupedGemm(runtime(),
-                                   {.a = d_a.ref(),
-                                    .w = d_w.ref(),
-                                    .c = d_c.ref(),
-                                    .epilogue = g.epilogue},
-                                   ws));
-      EXPECT_LT(RelativeError(d_c.Download(), expected),
-                Tolerance(DType::kBF16))
-          << "launch " << launch;
-    }
+    CheckTwoLaunches(g, Spread::kOneExpert, rng, ws);
     // The plan summary records the kernel and its configuration.
     const PlanSummary plan = ws.plan();
     ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();

@@ -25,30 +25,19 @@
 #include "backends/cuda/decode_gpu_test_util.h"
 #include "backends/cuda/generic_image.h"
 #include "core/logging.h"
+#include "jit_test_util.h"
 #include "spdlog/sinks/ostream_sink.h"
 
 namespace tailor::attention::testing {
 namespace {
 
+using ::tailor::testing::MillisecondsOf;
+using ::tailor::testing::WaitForCompiles;
+
 using internal::KernelSource;
 using internal::SpecKey;
 
 // Waits (up to 120 s) until no background compile is queued or running.
-void WaitForCompiles(Runtime& runtime) {
-  for (int i = 0; i < 12000 && runtime.stats().pending_compiles > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(runtime.stats().pending_compiles, 0u);
-}
-
-double MillisecondsOf(const std::function<void()>& body) {
-  const auto start = std::chrono::steady_clock::now();
-  body();
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 Runtime::Options BackgroundOptions(bool disable_jit) {
   Runtime::Options options = CudaTestRuntime::DefaultOptions();
   options.jit_mode = Runtime::JitMode::kBackground;
