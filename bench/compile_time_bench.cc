@@ -14,7 +14,13 @@
 //
 // Usage: compile_time_bench [--profile FILE.json] [--repetitions N]
 //                           [--filter SUBSTRING] [--nvrtc-only | --cpu-only]
-//                           [--arch sm_XY]
+//                           [--arch sm_XY] [--nvrtc-flag FLAG]...
+//                           [--dump-dir DIR]
+//
+// --dump-dir DIR writes each CUDA variant's generated source and PTX to
+// DIR/<n>.cu and DIR/<n>.ptx (ptxas -v DIR/<n>.ptx times the PTX step alone).
+// --nvrtc-flag appends FLAG to NVRTC's flags (repeatable), e.g.
+// --nvrtc-flag -time=/tmp/phases.csv for NVRTC's per-phase times.
 #include <time.h>
 
 #include <algorithm>
@@ -173,8 +179,15 @@ int BenchCpu(const std::string& profile_path, int repetitions,
 #ifdef TAILOR_BENCH_NVRTC
 // Every CUDA kernel the profile needs on `arch`, as warm-up lists them
 // (keys only: no device), compiled offline with NVRTC.
+struct NvrtcBenchOptions {
+  std::string filter;
+  std::vector<std::string> flags;
+  std::string dump_dir;  // empty: no dump
+};
+
 int BenchNvrtc(const std::string& profile_path, const std::string& arch,
-               int repetitions, const std::string& filter) {
+               int repetitions, const NvrtcBenchOptions& options) {
+  const std::string& filter = options.filter;
   std::ifstream in(profile_path);
   std::stringstream text;
   text << in.rdbuf();
@@ -186,7 +199,8 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
     std::fprintf(stderr, "%s\n", kernels.status().ToString().c_str());
     return 1;
   }
-  auto compiler = tailor::cuda::NvrtcCompiler::Create({});
+  auto compiler =
+      tailor::cuda::NvrtcCompiler::Create({.extra_flags = options.flags});
   if (!compiler.ok()) {
     std::printf("\nNVRTC: skipped (%s)\n",
                 std::string(compiler.status().message()).c_str());
@@ -208,6 +222,16 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
       std::printf("%s: %s\n", name.c_str(),
                   std::string(source.status().message()).c_str());
       continue;
+    }
+    if (!options.dump_dir.empty()) {
+      std::ofstream(absl::StrCat(options.dump_dir, "/", count, ".cu"))
+          << "// " << name << "\n"
+          << source->code;
+      auto out = compiler->Compile(*source, arch, /*want_ptx=*/true);
+      if (out.ok()) {
+        std::ofstream(absl::StrCat(options.dump_dir, "/", count, ".ptx"))
+            << out->ptx;
+      }
     }
     auto compile = [&](int, tailor::internal::cpu::CompilePhaseTimes*) -> long {
       KernelSource unique = *source;
@@ -246,6 +270,9 @@ int main(int argc, char** argv) {
   int repetitions = 5;
   bool cpu = true, nvrtc = true;
   std::vector<std::string> archs = {"sm_90a", "sm_80"};
+#ifdef TAILOR_BENCH_NVRTC
+  NvrtcBenchOptions nvrtc_options;
+#endif
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--profile" && i + 1 < argc)
@@ -254,6 +281,12 @@ int main(int argc, char** argv) {
       repetitions = std::max(1, std::atoi(argv[++i]));
     else if (arg == "--filter" && i + 1 < argc)
       filter = argv[++i];
+#ifdef TAILOR_BENCH_NVRTC
+    else if (arg == "--nvrtc-flag" && i + 1 < argc)
+      nvrtc_options.flags.push_back(argv[++i]);
+    else if (arg == "--dump-dir" && i + 1 < argc)
+      nvrtc_options.dump_dir = argv[++i];
+#endif
     else if (arg == "--cpu-only")
       nvrtc = false;
     else if (arg == "--nvrtc-only")
@@ -264,14 +297,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: compile_time_bench [--profile FILE] [--repetitions "
                    "N] [--filter S] [--cpu-only | --nvrtc-only] [--arch "
-                   "sm_XY]\n");
+                   "sm_XY] [--nvrtc-flag FLAG]... [--dump-dir DIR]\n");
       return 2;
     }
   }
   if (cpu && BenchCpu(profile, repetitions, filter) != 0) return 1;
 #ifdef TAILOR_BENCH_NVRTC
   for (const std::string& arch : archs) {
-    if (nvrtc && BenchNvrtc(profile, arch, repetitions, filter) != 0) return 1;
+    nvrtc_options.filter = filter;
+    if (nvrtc && BenchNvrtc(profile, arch, repetitions, nvrtc_options) != 0) {
+      return 1;
+    }
   }
 #else
   if (nvrtc) std::printf("\nNVRTC: not built (no CUDA toolkit headers)\n");
