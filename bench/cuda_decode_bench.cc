@@ -13,6 +13,9 @@
 //   tailor      RunDecode, the path it picks (TMA on sm_90a), mean us
 //   graph       the same RunDecode captured in a CUDA graph, replayed
 //   cp.async    RunDecode forced onto the cp.async kernel
+//   clean-L2    RunDecode after a flush that leaves L2 clean (L2Flush): the
+//               other columns, like the anchors' do_bench, start with L2
+//               full of dirty lines whose write-back the timed run pays for
 //   plan        host us of PlanDecode (plan + async copy of the work list)
 //   items/split the plan: work items, split (sequence, KV head) pairs
 // The last block repeats Llama with pages of 64 tokens (one TMA box per
@@ -25,7 +28,11 @@
 // the timed runs).
 //
 // Needs an NVIDIA GPU; prints "skipped" and exits 0 without one.
-// Usage: cuda_decode_bench [--reps=N] (default 50)
+// Usage: cuda_decode_bench [--reps=N] (default 50) [--model=NAME]
+//                          [--case=NAME] (one model / case, e.g. for ncu:
+//                          --model=llama3-8b "--case=B=1 L=4096")
+//                          [--pages=ordered] (each sequence's pages
+//                          consecutive, as a fresh allocator leaves them)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,6 +46,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/decode_kernels.h"
@@ -78,6 +86,12 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
+struct BenchOptions {
+  int reps = 50;
+  bool ordered_pages = false;    // --pages=ordered
+  std::string model, case_name;  // --model= / --case=; empty: all
+};
+
 std::vector<Case> Grid() {
   std::vector<Case> cases;
   for (auto [b, l] : std::vector<std::pair<int, int>>{{1, 4096},
@@ -104,16 +118,87 @@ std::vector<Case> Grid() {
   return cases;
 }
 
-// Events around `reps` runs of `run`, each after an L2 flush (a 256 MiB
-// fill), as triton.testing.do_bench does. Returns mean and median us.
+// A streaming-read kernel over device memory (no writes but one word when a
+// checksum is impossible): the read-bandwidth probe and the clean L2 flush.
+class ReadKernel {
+ public:
+  explicit ReadKernel(CudaTestRuntime& env) : env_(env) {
+    internal::SpecKey key = env.engine().MakeKey(internal::OpKind::kTestEmpty);
+    const internal::KernelSource source = {.code = R"(
+struct ReadParams { const uint4* data; long long n; unsigned* sink; };
+extern "C" __global__ void __launch_bounds__(256)
+bench_read(const __grid_constant__ ReadParams p) {
+  unsigned x = 0;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < p.n;
+       i += 256ll * gridDim.x) {
+    const uint4 v = __ldcs(p.data + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9e3779b9u) *p.sink = x;
+}
+)",
+                                           .entry = "bench_read"};
+    absl::StatusOr<std::string> cubin = env.backend().Compile(key, source);
+    if (!cubin.ok()) Die(cubin.status(), "compile read kernel");
+    absl::StatusOr<std::shared_ptr<internal::Kernel>> kernel =
+        env.backend().Load(key, source, *cubin);
+    if (!kernel.ok()) Die(kernel.status(), "load read kernel");
+    kernel_ = *std::move(kernel);
+    Check(env.api().cuDeviceGetAttribute(
+              &sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+              env.backend().device_context().device()),
+          "cuDeviceGetAttribute");
+  }
+  void Launch(const DeviceBuffer& data, CUstream stream) const {
+    struct ReadParams {
+      const void* data;
+      long long n;
+      void* sink;
+    } params = {data.data(), static_cast<long long>(data.bytes() / 16),
+                sink_.data()};
+    internal::LaunchConfig config;
+    config.grid.x = static_cast<uint32_t>(sms_ * 8);
+    config.block.x = 256;
+    config.stream = stream;
+    if (absl::Status s =
+            env_.backend().Launch(*kernel_, config, &params, sizeof(params));
+        !s.ok()) {
+      Die(s, "read kernel");
+    }
+  }
+
+ private:
+  CudaTestRuntime& env_;
+  std::shared_ptr<internal::Kernel> kernel_;
+  int sms_ = 0;
+  DeviceBuffer sink_{env_.api(), 8};
+};
+
+// How each rep starts. kDirty: a 256 MiB fill, as triton.testing.do_bench
+// does (the anchors' protocol): L2 is then full of dirty lines, so the timed
+// run also pays for writing back as many bytes as it brings into L2 (up to
+// the L2's size, 50 MiB on an H100). kClean: the same fill, then a 256 MiB
+// streaming read: the data still comes from DRAM, but L2 holds clean lines
+// and the timed run pays for its own traffic only.
+enum class L2Flush { kDirty, kClean };
+
+// Events around `reps` runs of `run`, each after an L2 flush. Returns mean
+// and median us.
 struct Timing {
   double mean_us = 0, median_us = 0;
 };
 
 class Timer {
  public:
-  Timer(const DriverApi& api, CUstream stream, int reps)
-      : api_(api), stream_(stream), reps_(reps), flush_(api, 256 << 20) {
+  // `reader` is needed for L2Flush::kClean only.
+  Timer(const DriverApi& api, CUstream stream, int reps,
+        const ReadKernel* reader = nullptr)
+      : api_(api),
+        stream_(stream),
+        reps_(reps),
+        reader_(reader),
+        flush_(api, 256 << 20),
+        clean_(api, reader != nullptr ? 256 << 20 : 16) {
     events_.resize(2 * reps);
     for (CUevent& e : events_)
       Check(api_.cuEventCreate(&e, 0), "cuEventCreate");
@@ -122,12 +207,16 @@ class Timer {
     for (CUevent e : events_) api_.cuEventDestroy(e);
   }
   template <typename Run>
-  Timing Time(Run run) {
+  Timing Time(Run run, L2Flush flush = L2Flush::kDirty) {
+    if (flush == L2Flush::kClean && reader_ == nullptr) {
+      Die(absl::InternalError("a clean flush needs a ReadKernel"), "Timer");
+    }
     for (int i = 0; i < 3; ++i) run();  // warm-up
     for (int r = 0; r < reps_; ++r) {
       Check(
           api_.cuMemsetD8Async(flush_.ptr(), r & 0xff, flush_.bytes(), stream_),
           "flush L2");
+      if (flush == L2Flush::kClean) reader_->Launch(clean_, stream_);
       Check(api_.cuEventRecord(events_[2 * r], stream_), "cuEventRecord");
       run();
       Check(api_.cuEventRecord(events_[2 * r + 1], stream_), "cuEventRecord");
@@ -151,7 +240,8 @@ class Timer {
   const DriverApi& api_;
   CUstream stream_;
   int reps_;
-  DeviceBuffer flush_;
+  const ReadKernel* reader_;
+  DeviceBuffer flush_, clean_;
   std::vector<CUevent> events_;
 };
 
@@ -161,7 +251,7 @@ double MeasureBandwidth(CudaTestRuntime& env, Timer& timer, CUstream stream,
                         double* copy_out, double* read_out) {
   const DriverApi& api = env.api();
   constexpr size_t kBytes = size_t{1} << 30;
-  DeviceBuffer a(api, kBytes), b(api, kBytes), sink(api, 8);
+  DeviceBuffer a(api, kBytes), b(api, kBytes);
   if (!a.ok() || !b.ok()) Die(absl::ResourceExhaustedError("2 GiB"), "alloc");
   Check(api.cuMemsetD8(a.ptr(), 1, kBytes), "fill");
   const Timing copy = timer.Time([&] {
@@ -169,54 +259,16 @@ double MeasureBandwidth(CudaTestRuntime& env, Timer& timer, CUstream stream,
           "cuMemcpyDtoDAsync");
   });
   *copy_out = 2.0 * kBytes / (copy.mean_us * 1e-6);
-  // The read kernel: compiled and loaded directly through the backend.
-  internal::SpecKey key = env.engine().MakeKey(internal::OpKind::kTestEmpty);
-  const internal::KernelSource source = {.code = R"(
-struct ReadParams { const uint4* data; long long n; unsigned* sink; };
-extern "C" __global__ void __launch_bounds__(256)
-bench_read(const __grid_constant__ ReadParams p) {
-  unsigned x = 0;
-  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < p.n;
-       i += 256ll * gridDim.x) {
-    const uint4 v = __ldcs(p.data + i);
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) *p.sink = x;
-}
-)",
-                                         .entry = "bench_read"};
-  absl::StatusOr<std::string> cubin = env.backend().Compile(key, source);
-  if (!cubin.ok()) Die(cubin.status(), "compile read kernel");
-  absl::StatusOr<std::shared_ptr<internal::Kernel>> kernel =
-      env.backend().Load(key, source, *cubin);
-  if (!kernel.ok()) Die(kernel.status(), "load read kernel");
-  struct ReadParams {
-    const void* data;
-    long long n;
-    void* sink;
-  } params = {a.data(), static_cast<long long>(kBytes / 16), sink.data()};
-  int sms = 0;
-  Check(api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                                 env.backend().device_context().device()),
-        "cuDeviceGetAttribute");
-  internal::LaunchConfig config;
-  config.grid.x = static_cast<uint32_t>(sms * 8);
-  config.block.x = 256;
-  config.stream = stream;
-  const Timing read = timer.Time([&] {
-    if (absl::Status s =
-            env.backend().Launch(**kernel, config, &params, sizeof(params));
-        !s.ok()) {
-      Die(s, "read kernel");
-    }
-  });
+  const ReadKernel reader(env);
+  const Timing read = timer.Time([&] { reader.Launch(a, stream); });
   *read_out = kBytes / (read.mean_us * 1e-6);
   return std::max(*copy_out, *read_out);
 }
 
 // One case's device buffers (NHD bf16 caches, one page list per sequence).
 struct CaseData {
-  CaseData(const DriverApi& api, const Model& m, const Case& c, int64_t rows)
+  CaseData(const DriverApi& api, const Model& m, const Case& c, int64_t rows,
+           bool ordered_pages)
       : pages(0) {
     std::vector<int64_t> per_seq(c.lens.size());
     for (size_t b = 0; b < c.lens.size(); ++b) {
@@ -236,10 +288,13 @@ struct CaseData {
     Check(api.cuMemsetD8(k->ptr(), kFillByte, k->bytes()), "fill k");
     Check(api.cuMemsetD8(v->ptr(), kFillByte, v->bytes()), "fill v");
     Check(api.cuMemsetD8(q->ptr(), kFillByte, q->bytes()), "fill q");
-    // Pages at random places (as a long-running allocator leaves them).
+    // Pages at random places (as a long-running allocator leaves them), or
+    // in order (a fresh one).
     std::vector<int32_t> order(pages);
     std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937(11));
+    if (!ordered_pages) {
+      std::shuffle(order.begin(), order.end(), std::mt19937(11));
+    }
     table.assign(rows * max_pages, 0);
     int64_t next = 0;
     for (size_t b = 0; b < c.lens.size(); ++b) {
@@ -293,6 +348,7 @@ struct Row {
   int64_t batch = 0, sum_len = 0;
   double floor_us = 0;
   Timing tailor, graph, cp_async;
+  Timing tailor_clean;  // RunDecode after a clean flush (L2Flush::kClean)
   std::string path;
   double plan_us = 0;
   DecodePlanSummary plan;
@@ -361,13 +417,14 @@ double TimePlan(Runtime& runtime, const PlanDecodeArgs& args,
 }
 
 // RunDecode eagerly and from a CUDA graph captured once (auto path).
-void TimeAuto(CudaTestRuntime& env, const Model& m, const Case& c, int reps,
-              DecodeWorkspace& ws, Row& row) {
+void TimeAuto(CudaTestRuntime& env, const ReadKernel& reader, const Model& m,
+              const Case& c, const BenchOptions& opt, DecodeWorkspace& ws,
+              Row& row) {
   const DriverApi& api = env.api();
   TestStream stream(api);
-  Timer timer(api, stream.get(), reps);
+  Timer timer(api, stream.get(), opt.reps, &reader);
   const int64_t batch = static_cast<int64_t>(c.lens.size());
-  CaseData d(api, m, c, batch);
+  CaseData d(api, m, c, batch, opt.ordered_pages);
   const PlanDecodeArgs plan = PlanArgs(m, d, batch, stream.get());
   row.plan_us = TimePlan(env.runtime(), plan, ws, stream);
   row.plan = ws.plan();
@@ -379,6 +436,7 @@ void TimeAuto(CudaTestRuntime& env, const Model& m, const Case& c, int reps,
     }
   };
   row.tailor = timer.Time(run);
+  row.tailor_clean = timer.Time(run, L2Flush::kClean);
   auto* kernels = dynamic_cast<CudaDecodeKernels*>(
       env.runtime().engine().backend().decode_kernels());
   row.path = kernels->last_path() == CudaDecodeKernels::Path::kTma ? "tma"
@@ -400,12 +458,12 @@ void TimeAuto(CudaTestRuntime& env, const Model& m, const Case& c, int reps,
   api.cuGraphDestroy(graph);
 }
 
-void TimeCpAsync(CudaTestRuntime& env, const Model& m, const Case& c, int reps,
-                 DecodeWorkspace& ws, Row& row) {
+void TimeCpAsync(CudaTestRuntime& env, const Model& m, const Case& c,
+                 const BenchOptions& opt, DecodeWorkspace& ws, Row& row) {
   TestStream stream(env.api());
-  Timer timer(env.api(), stream.get(), reps);
+  Timer timer(env.api(), stream.get(), opt.reps);
   const int64_t batch = static_cast<int64_t>(c.lens.size());
-  CaseData d(env.api(), m, c, batch);
+  CaseData d(env.api(), m, c, batch, opt.ordered_pages);
   if (absl::Status s =
           PlanDecode(env.runtime(), PlanArgs(m, d, batch, stream.get()), ws);
       !s.ok()) {
@@ -433,6 +491,7 @@ std::string Json(const Row& r) {
       ", \"tailor_ms\": ", r.tailor.mean_us / 1e3, ", \"tailor_path\": \"",
       r.path, "\", \"tailor_graph_ms\": ", r.graph.mean_us / 1e3,
       ", \"tailor_cp_async_ms\": ", r.cp_async.mean_us / 1e3,
+      ", \"tailor_clean_l2_ms\": ", r.tailor_clean.mean_us / 1e3,
       ", \"plan_us\": ", r.plan_us, ", \"items\": ", r.plan.items,
       ", \"split_pairs\": ", r.plan.split_pairs,
       ", \"ok\": ", r.ok ? "true" : "false", "}");
@@ -442,18 +501,24 @@ void PrintRow(const Row& r) {
   auto frac = [&](const Timing& t) { return r.floor_us / t.mean_us; };
   std::printf(
       "%-10s %-28s %8lld %8.1f | %8.1f %4.0f%% %-8s | %8.1f %4.0f%% | %8.1f "
-      "%4.0f%% | %7.1f %6d %5d %s\n",
+      "%4.0f%% | %8.1f %4.0f%% | %7.1f %6d %5d %s\n",
       r.model.c_str(), r.name.c_str(), static_cast<long long>(r.sum_len),
       r.floor_us, r.tailor.mean_us, 100 * frac(r.tailor), r.path.c_str(),
       r.graph.mean_us, 100 * frac(r.graph), r.cp_async.mean_us,
-      100 * frac(r.cp_async), r.plan_us, r.plan.items, r.plan.split_pairs,
+      100 * frac(r.cp_async), r.tailor_clean.mean_us,
+      100 * frac(r.tailor_clean), r.plan_us, r.plan.items, r.plan.split_pairs,
       r.ok ? "ok" : "WRONG OUTPUT");
 }
 
 int Main(int argc, char** argv) {
-  int reps = 50;
+  BenchOptions opt;
   for (int i = 1; i < argc; ++i) {
-    if (absl::StartsWith(argv[i], "--reps=")) reps = std::atoi(argv[i] + 7);
+    absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--reps="))
+      opt.reps = std::atoi(std::string(arg).c_str());
+    if (absl::ConsumePrefix(&arg, "--model=")) opt.model = std::string(arg);
+    if (absl::ConsumePrefix(&arg, "--case=")) opt.case_name = std::string(arg);
+    if (arg == "--pages=ordered") opt.ordered_pages = true;
   }
   absl::StatusOr<std::unique_ptr<CudaTestRuntime>> probe =
       CudaTestRuntime::Create();
@@ -476,8 +541,10 @@ int Main(int argc, char** argv) {
   std::printf(
       "device %s (%s); copy %.2f TB/s (read+write), read %.2f TB/s; "
       "floor uses %.2f; %d reps, L2 flushed per rep; mean us\n",
-      device_name, "bf16, head_dim 128, NHD, pages at random places",
-      copy / 1e12, read / 1e12, bandwidth / 1e12, reps);
+      device_name,
+      opt.ordered_pages ? "bf16, head_dim 128, NHD, pages in order"
+                        : "bf16, head_dim 128, NHD, pages at random places",
+      copy / 1e12, read / 1e12, bandwidth / 1e12, opt.reps);
   // The anchors' two models at page 16, then Llama at page 64: what whole
   // 64-token boxes (one TMA load per tile instead of four) would buy, the
   // upper bound of merging physically contiguous pages into larger loads.
@@ -486,7 +553,12 @@ int Main(int argc, char** argv) {
                           {"llama3-8b/page64", 32, 8, 64}};
   std::vector<Row> rows;
   std::vector<std::string> variant_lines;
+  std::vector<Case> cases;
+  for (const Case& c : Grid()) {
+    if (opt.case_name.empty() || c.name == opt.case_name) cases.push_back(c);
+  }
   for (const Model& m : models) {
+    if (!opt.model.empty() && m.name != opt.model) continue;
     // A fresh runtime per model: its stats count the model's variants.
     absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
         CudaTestRuntime::Create();
@@ -494,8 +566,9 @@ int Main(int argc, char** argv) {
     DecodeWorkspace ws;
     TestStream setup((*env)->api());
     std::unique_ptr<DeviceBuffer> bound = Reserve(**env, m, ws, setup.get());
+    const ReadKernel reader(**env);
     const size_t first = rows.size();
-    for (const Case& c : Grid()) {
+    for (const Case& c : cases) {
       Row row;
       row.model = m.name;
       row.name = c.name;
@@ -503,7 +576,7 @@ int Main(int argc, char** argv) {
       for (int32_t n : c.lens) row.sum_len += n;
       row.floor_us =
           2.0 * row.sum_len * m.kv_heads * kHeadDim * 2 / bandwidth * 1e6;
-      TimeAuto(**env, m, c, reps, ws, row);
+      TimeAuto(**env, reader, m, c, opt, ws, row);
       rows.push_back(row);
     }
     const StatsSnapshot stats = (*env)->runtime().stats();
@@ -512,14 +585,15 @@ int Main(int argc, char** argv) {
         m.name, ": ", it == stats.specializations_per_op.end() ? 0 : it->second,
         " decode kernel variant(s) for the whole grid (auto path)"));
     for (size_t i = first; i < rows.size(); ++i) {
-      TimeCpAsync(**env, m, Grid()[i - first], reps, ws, rows[i]);
+      TimeCpAsync(**env, m, cases[i - first], opt, ws, rows[i]);
     }
   }
   std::printf(
-      "%-10s %-28s %8s %8s | %8s %5s %-8s | %8s %5s | %8s %5s | %7s "
-      "%6s %5s\n",
+      "%-10s %-28s %8s %8s | %8s %5s %-8s | %8s %5s | %8s %5s | %8s %5s | "
+      "%7s %6s %5s\n",
       "model", "case", "sum_L", "floor_us", "tailor", "floor", "path", "graph",
-      "floor", "cp.async", "floor", "plan_us", "items", "split");
+      "floor", "cp.async", "floor", "clean-L2", "floor", "plan_us", "items",
+      "split");
   for (const Row& r : rows) PrintRow(r);
   for (const std::string& line : variant_lines)
     std::printf("%s\n", line.c_str());

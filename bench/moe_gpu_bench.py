@@ -24,7 +24,8 @@ repeats after warm-ups. Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
-Prints tables; writes $OUT/moe_gpu_bench.json.
+Prints tables; writes $OUT/moe_gpu_bench.json (moe_gpu_bench_clean_l2.json
+with --l2 clean).
 """
 import argparse
 import json
@@ -45,6 +46,7 @@ dev = torch.device("cuda")
 
 
 _flush = None
+_clean = None  # set by --l2 clean: a 256 MiB buffer read after each fill
 
 
 def bench(fn, warm=5, iters=30):
@@ -52,7 +54,10 @@ def bench(fn, warm=5, iters=30):
     first (as triton.testing.do_bench and cuda_decode_bench do), so L2 holds
     none of the previous rep's weights and the ~80 us the write takes on the
     GPU hides the host's launch overhead: the events time the kernels alone,
-    the way a server replaying CUDA graphs sees them."""
+    the way a server replaying CUDA graphs sees them. The fill leaves L2 full
+    of dirty lines, whose write-back the timed kernels pay for (up to 50 MiB
+    on an H100); with --l2 clean a 256 MiB read follows the fill, so L2 holds
+    clean lines and every method pays for its own traffic only."""
     global _flush
     if _flush is None:
         _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -64,6 +69,8 @@ def bench(fn, warm=5, iters=30):
         s = torch.cuda.Event(enable_timing=True)
         e = torch.cuda.Event(enable_timing=True)
         _flush.zero_()
+        if _clean is not None:
+            _clean.sum()
         s.record()
         fn()
         e.record()
@@ -267,7 +274,14 @@ def main():
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--tokens", nargs="*", type=int, default=TOKENS)
     ap.add_argument("--skip-memory-ops", action="store_true")
+    ap.add_argument("--l2", choices=["dirty", "clean"], default="dirty",
+                    help="dirty: do_bench's flush (the anchors' protocol); "
+                         "clean: the fill then a 256 MiB read (see bench())")
     args = ap.parse_args()
+    if args.l2 == "clean":
+        global _clean
+        _clean = torch.ones(64 << 20, dtype=torch.float32, device=dev)
+    print(f"L2 before each rep: {args.l2}", flush=True)
     sys.path.insert(0, args.anchors)
     try:
         import triton_pad_to_block as tpb
@@ -286,8 +300,11 @@ def main():
     if not args.skip_memory_ops:
         res["memory_ops"] = memory_ops(rt, args.tokens)
     summarize(res["moe"])
+    res["l2"] = args.l2
     json.dump(res, open(os.path.join(os.environ.get("OUT", "."),
-                                     "moe_gpu_bench.json"), "w"), indent=1)
+                                     "moe_gpu_bench.json" if args.l2 == "dirty"
+                                     else "moe_gpu_bench_clean_l2.json"), "w"),
+              indent=1)
 
 
 def geomean(xs):

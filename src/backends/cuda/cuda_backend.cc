@@ -5,8 +5,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backends/cuda/tma/tensor_map_driver_encoder.h"
 #include "core/embedded_files.h"
 #include "tailor/status.h"
@@ -82,6 +84,16 @@ absl::Status ValidateLaunchConfig(const LaunchConfig& config) {
         c.x, ", ", c.y, ", ", c.z, "}"));
   }
   return absl::OkStatus();
+}
+
+// TAILOR_NVRTC_FLAGS: extra NVRTC flags, separated by blanks (a developer
+// knob, e.g. "-DNAME" for an experiment or "-Xptxas -v"). They join the
+// compiler identity, so kernels built with and without them never share a
+// disk-cache entry.
+std::vector<std::string> ExtraNvrtcFlagsFromEnv() {
+  const char* env = std::getenv("TAILOR_NVRTC_FLAGS");
+  if (env == nullptr) return {};
+  return absl::StrSplit(env, absl::ByAnyChar(" \t"), absl::SkipEmpty());
 }
 
 }  // namespace
@@ -209,9 +221,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                       "multiprocessor count"));
   // Line tables let compute-sanitizer and ncu name source lines.
   const char* line_info = std::getenv("TAILOR_CUDA_LINEINFO");
-  absl::StatusOr<NvrtcCompiler> compiler =
-      NvrtcCompiler::Create({.line_info = line_info != nullptr &&
-                                          std::string_view(line_info) == "1"});
+  absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create(
+      {.line_info = line_info != nullptr && std::string_view(line_info) == "1",
+       .extra_flags = ExtraNvrtcFlagsFromEnv()});
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),
