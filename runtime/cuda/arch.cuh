@@ -14,8 +14,9 @@
 // Hopper template for the wrong -arch fails with a sentence, not a ptxas
 // message about an unknown instruction.
 //
-// PTX used here: bar.sync with a thread count (named barriers); otherwise
-// only the cvta builtins, which lower to cvta.to.*.
+// PTX used here: bar.sync with a thread count (named barriers),
+// atom.add.acq_rel.gpu (arrival counters); otherwise only the cvta builtins,
+// which lower to cvta.to.*.
 #ifndef TAILOR_RUNTIME_CUDA_ARCH_CUH_
 #define TAILOR_RUNTIME_CUDA_ARCH_CUH_
 
@@ -76,6 +77,29 @@ TAILOR_DEVICE bool NamedBarrierOr(int id, bool value) {
       : "r"(static_cast<int>(value)), "r"(id), "n"(kThreads)
       : "memory");
   return result != 0;
+}
+
+// Adds 1 to a GPU-scope arrival counter in global memory and returns the
+// count before it, with release semantics for the writes ordered before the
+// call and acquire semantics for the reads after it. The "last one out"
+// pattern across CTAs (split-K, split-KV merges, a last block that plans):
+//   every participant:  its global writes
+//   a barrier over the participants (__syncthreads / NamedBarrierSync)
+//   one participant:    last = ArriveAcqRel(counter) == arrivals - 1
+//   a barrier that broadcasts `last` (shared memory or NamedBarrierOr)
+//   if last, the participants read everyone's writes, then reset the counter
+// Correct by the PTX memory model, as CUTLASS's split-K semaphore: the
+// barrier orders every participant's writes before the releasing atomic
+// (release is cumulative), and the acquiring atomic before every
+// participant's later reads. No fence.sc per thread (__threadfence), which
+// costs each thread a GPU-wide round trip.
+TAILOR_DEVICE int ArriveAcqRel(int* counter) {
+  int previous;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;"
+               : "=r"(previous)
+               : "l"(GlobalAddress(counter))
+               : "memory");
+  return previous;
 }
 
 }  // namespace tailor::cuda

@@ -305,7 +305,7 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
   constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  constexpr int kUnroll = 16 / kBlock;
+  constexpr int kUnroll = 32 / kBlock;  // float4 loads in flight per thread
   static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
                 "a weight per (row, piece) fits the merge buffer");
   // Every (block, k) names an output quad: no bounds check in the loop (a
@@ -500,18 +500,12 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
   // ---- 4. the last piece of a split pair merges it
   // ---------------------------
   if (item.partial >= 0) {
-    __threadfence();  // this thread's partial writes, before the count
-    DecodeConsumerSync<kNamedSync>();
+    DecodeConsumerSync<kNamedSync>();  // the partial, before the arrival
     if (thread == 0) {
-      // Cumulative: orders every write the barrier showed this thread.
-      __threadfence();
-      const int done = atomicAdd(p.counters + item.first_partial, 1);
-      __threadfence();
-      *flag = done == item.pieces - 1;
+      *flag = ArriveAcqRel(p.counters + item.first_partial) == item.pieces - 1;
     }
     DecodeConsumerSync<kNamedSync>();
     if (*flag) {
-      __threadfence();
       DecodeMergePieces<kType, kHeadDim, kGroup, kNamedSync>(
           p, item, smem, layout, warp, lane);
       if (thread == 0) p.counters[item.first_partial] = 0;  // for the next run

@@ -162,8 +162,8 @@ struct MoeGroupedGemmSm90 {
   // launch (every CTA took its last tile before it counts itself done).
   static void ResetSchedule(const Params& p) {
     if (!p.dynamic_schedule) return;
-    __threadfence();
-    if (atomicAdd(&p.header->gemm_ctas_done, 1) == gridDim.x - 1) {
+    // This thread took the CTA's tiles: its counter reads precede the release.
+    if (ArriveAcqRel(&p.header->gemm_ctas_done) == gridDim.x - 1) {
       p.header->gemm_next_tile = 0;
       p.header->gemm_ctas_done = 0;
     }
@@ -333,13 +333,12 @@ struct MoeGroupedGemmSm90 {
       __stcg(&mine[q * 128], make_float4(acc[4 * q], acc[4 * q + 1],
                                          acc[4 * q + 2], acc[4 * q + 3]));
     }
-    __threadfence();  // the partial is visible before the arrival
     int* arrivals = &p.split_arrivals[2 * u.split_tile + consumer];
     const bool leader = i == 0;
+    NamedBarrierSync<128>(1 + consumer);  // the partial, before the arrival
     const bool last = NamedBarrierOr<128>(
-        1 + consumer, leader && atomicAdd(arrivals, 1) == splits - 1);
+        1 + consumer, leader && ArriveAcqRel(arrivals) == splits - 1);
     if (!last) return false;
-    __threadfence();
 #pragma unroll 1
     for (int s = 0; s < splits; ++s) {
       if (s == split) continue;

@@ -266,12 +266,10 @@ struct MoeRouteCountPlan {
     __shared__ int warp_sums[33];
     __shared__ int ticket;
     CountSegment(p, blockIdx.x, ValidAssignments(p), count_smem);
-    __threadfence();  // this block's histogram column, before its ticket
-    __syncthreads();
-    if (threadIdx.x == 0) ticket = atomicAdd(&p.header->blocks_done, 1);
-    __syncthreads();
+    __syncthreads();  // this block's histogram column, before its ticket
+    if (threadIdx.x == 0) ticket = ArriveAcqRel(&p.header->blocks_done);
+    __syncthreads();  // the last block reads every column after this
     if (ticket != static_cast<int>(gridDim.x) - 1) return;
-    __threadfence();  // every column is visible to the last block
     MoeRoutePlanner::Run(p, warp_sums);
     if (threadIdx.x == 0) p.header->blocks_done = 0;  // for the next route
   }
