@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -10,11 +11,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
+#include "core/logging.h"
 #include "tailor/status.h"
 #include "templates/cuda/decode_params.h"
 
@@ -312,10 +315,48 @@ absl::Status CudaDecodeKernels::QueryDevice() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
+                                               const char* stages) {
+  auto parse = [](const char* name, const char* text, int lo, int hi,
+                  int& out) -> absl::Status {
+    if (text == nullptr) return absl::OkStatus();
+    int value = 0;
+    if (!absl::SimpleAtoi(text, &value) || value < lo || value > hi) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be an integer in [", lo, ", ", hi,
+                       "], got \"", text, "\""));
+    }
+    out = value;
+    return absl::OkStatus();
+  };
+  DecodeTuning tuning;
+  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_WORKERS_PER_SM", workers_per_sm,
+                               1, 4, tuning.workers_per_sm));
+  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_STAGES", stages, 2,
+                               kDecodeMaxStages, tuning.stages));
+  return tuning;
+}
+
+namespace {
+DecodeTuning TuningFromEnv() {
+  absl::StatusOr<DecodeTuning> tuning =
+      ParseDecodeTuning(std::getenv("TAILOR_DECODE_WORKERS_PER_SM"),
+                        std::getenv("TAILOR_DECODE_STAGES"));
+  if (tuning.ok()) return *tuning;
+  tailor::internal::Logger().warn("{}; using the defaults",
+                                  tuning.status().message());
+  return {};
+}
+}  // namespace
+
+CudaDecodeKernels::CudaDecodeKernels(CudaBackend& backend)
+    : backend_(backend), tuning_(TuningFromEnv()) {}
+
 absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape) {
   TAILOR_RETURN_IF_ERROR(QueryDevice());
-  const int stages =
+  int stages =
       DecodeStagesFor(shape.head_dim, shape.group, shared_limit_.load());
+  if (tuning_.stages != 0) stages = std::min(stages, tuning_.stages);
   if (stages == 0) {
     return absl::UnimplementedError(
         absl::StrCat("attention.decode: head_dim ", shape.head_dim,
@@ -331,10 +372,11 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape) {
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
     const DecodeShape& shape) {
   TAILOR_RETURN_IF_ERROR(StagesFor(shape).status());
-  // One worker per SM, at most kDecodeMaxPieces (the merge's bound on the
-  // pieces of a pair; no GPU has that many SMs today).
+  // One worker per SM (tuning_), at most kDecodeMaxPieces (the merge's bound
+  // on the pieces of a pair; no GPU has that many SMs today).
   return DecodePlanConfig{
-      .num_workers = std::min(multiprocessors_.load(), kDecodeMaxPieces),
+      .num_workers = std::min(multiprocessors_.load() * tuning_.workers_per_sm,
+                              kDecodeMaxPieces),
       .tile_tokens = kDecodeTileTokens,
       .item_cost_tokens = kItemCostTokens};
 }

@@ -48,14 +48,34 @@ namespace tailor::cuda {
 
 class CudaBackend;
 
+// Developer knobs for A/B runs of the plan's shape (README, environment):
+//   TAILOR_DECODE_WORKERS_PER_SM  1..4 CTAs of work per SM (default 1). More
+//     than one SM's worth launches extra waves that the hardware hands to the
+//     SMs that finish first: dynamic balance for the price of more pieces.
+//   TAILOR_DECODE_STAGES  2..kDecodeMaxStages pipeline stages, at most what
+//     fits (default: the deepest that fits). Two stages of head_dim 128 fit
+//     two CTAs per SM on Hopper.
+struct DecodeTuning {
+  int workers_per_sm = 1;
+  int stages = 0;  // 0: the deepest pipeline that fits
+};
+
+// Parses the two variables' values (null: unset). InvalidArgument naming the
+// variable and its range for anything else.
+absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
+                                               const char* stages);
+
 class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  public:
   enum class Path { kAuto = 0, kCpAsync = 1, kTma = 2 };
 
-  explicit CudaDecodeKernels(CudaBackend& backend) : backend_(backend) {}
+  // Reads DecodeTuning from the environment once; a bad value is logged and
+  // the default kept.
+  explicit CudaDecodeKernels(CudaBackend& backend);
 
-  // Workers: one per SM; tiles of 64 tokens. Unimplemented when even two
-  // pipeline stages of `shape` do not fit the device's shared memory.
+  // Workers: one per SM (DecodeTuning); tiles of 64 tokens. Unimplemented
+  // when even two pipeline stages of `shape` do not fit the device's shared
+  // memory.
   absl::StatusOr<tailor::internal::DecodePlanConfig> PlanConfig(
       const tailor::internal::DecodeShape& shape) override;
   int64_t ScratchBytes(int64_t max_partials) const override;
@@ -85,6 +105,7 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   absl::StatusOr<int> StagesFor(const tailor::internal::DecodeShape& shape);
 
   CudaBackend& backend_;
+  const DecodeTuning tuning_;
   std::atomic<int> multiprocessors_{0};
   std::atomic<int> shared_limit_{0};
   std::atomic<Path> forced_{Path::kAuto};

@@ -152,6 +152,25 @@ TEST_F(DecodeNvrtcTest, TmaVariantNeedsHopper) {
       StatusIs(absl::StatusCode::kInternal, HasSubstr("needs sm_90 or newer")));
 }
 
+TEST(DecodeTuningTest, DefaultsAndRanges) {
+  absl::StatusOr<DecodeTuning> unset = ParseDecodeTuning(nullptr, nullptr);
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->workers_per_sm, 1);
+  EXPECT_EQ(unset->stages, 0);
+  absl::StatusOr<DecodeTuning> set = ParseDecodeTuning("2", "3");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->workers_per_sm, 2);
+  EXPECT_EQ(set->stages, 3);
+  EXPECT_THAT(ParseDecodeTuning("0", nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TAILOR_DECODE_WORKERS_PER_SM: must be an integer in "
+                       "[1, 4], got \"0\""));
+  EXPECT_THAT(ParseDecodeTuning(nullptr, "deep"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TAILOR_DECODE_STAGES: must be an integer in [2, 4], "
+                       "got \"deep\""));
+}
+
 TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
   // H100: 4 stages for the anchor models; 2 for the largest shape.
   EXPECT_EQ(DecodeStagesFor(128, 4, kSharedSm90), 4);
