@@ -12,6 +12,9 @@
 // codegen; backends/cpu/clang_compiler.h). Targets (issue 11): <= 100 ms
 // CPU, <= 200 ms NVRTC per variant.
 //
+// For NVRTC also the registers and spill bytes of each variant (ptxas -v on
+// one more, untimed compile): zero spills is part of the target.
+//
 // Usage: compile_time_bench [--profile FILE.json] [--repetitions N]
 //                           [--filter SUBSTRING] [--nvrtc-only | --cpu-only]
 //                           [--arch sm_XY] [--nvrtc-flag FLAG]...
@@ -28,12 +31,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "backends/cpu/clang_compiler.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -80,10 +85,11 @@ std::vector<Sample> Measure(int repetitions, Compile compile, long* bytes) {
   return samples;
 }
 
-// Prints one row (with the phases of the fastest sample when `phases`);
-// returns the minimum CPU ms.
+// Prints one row (with the phases of the fastest sample when `phases`, and
+// `extra`, preformatted columns, before the name); returns the minimum CPU
+// ms.
 double Report(const std::string& name, std::vector<Sample> samples, long bytes,
-              bool phases) {
+              bool phases, const std::string& extra = "") {
   if (bytes < 0) {
     std::printf("%-90s FAILED\n", name.c_str());
     return 0;
@@ -106,16 +112,33 @@ double Report(const std::string& name, std::vector<Sample> samples, long bytes,
     std::printf(" %6.1f %6.1f %6.1f", fastest.frontend_ms, fastest.optimize_ms,
                 fastest.codegen_ms);
   }
-  std::printf("  %s\n", name.c_str());
+  std::printf("%s  %s\n", extra.c_str(), name.c_str());
   return min_cpu;
 }
 
-void Header(const char* what, bool phases) {
+void Header(const char* what, bool phases, const char* extra = "") {
   std::printf("\n%s\n%8s %8s %8s %8s %8s", what, "cpu min", "cpu med",
               "wall min", "wall med", "bytes");
   if (phases) std::printf(" %6s %6s %6s", "fe", "opt", "cg");
-  std::printf("  %s\n", "variant (ms)");
+  std::printf("%s  %s\n", extra, "variant (ms)");
 }
+
+#ifdef TAILOR_BENCH_NVRTC
+// " regs  spill" columns from ptxas -v's report in an NVRTC log ("Used 168
+// registers", "N bytes spill stores", "N bytes spill loads"); "?" where the
+// log lacks them.
+std::string PtxasColumns(const std::string& log) {
+  auto number = [&](const char* pattern) -> std::string {
+    std::smatch match;
+    if (!std::regex_search(log, match, std::regex(pattern))) return "?";
+    return match[1].str();
+  };
+  return absl::StrFormat(
+      " %5s %9s", number(R"(Used (\d+) registers)"),
+      absl::StrCat(number(R"((\d+) bytes spill stores)"), "/",
+                   number(R"((\d+) bytes spill loads)")));
+}
+#endif
 
 int BenchCpu(const std::string& profile_path, int repetitions,
              const std::string& filter) {
@@ -201,16 +224,23 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
   }
   auto compiler =
       tailor::cuda::NvrtcCompiler::Create({.extra_flags = options.flags});
-  if (!compiler.ok()) {
-    std::printf("\nNVRTC: skipped (%s)\n",
-                std::string(compiler.status().message()).c_str());
+  std::vector<std::string> verbose_flags = options.flags;
+  verbose_flags.push_back("--ptxas-options=-v");
+  auto verbose =  // one untimed compile per variant, for ptxas -v's report
+      tailor::cuda::NvrtcCompiler::Create({.extra_flags = verbose_flags});
+  if (!compiler.ok() || !verbose.ok()) {
+    std::printf(
+        "\nNVRTC: skipped (%s)\n",
+        std::string((compiler.ok() ? verbose : compiler).status().message())
+            .c_str());
     return 0;
   }
   Header(absl::StrCat("NVRTC for ", arch, " (offline), profile ", profile->name,
                       ", ", repetitions,
-                      " cold compiles each; unique source per compile")
+                      " cold compiles each; unique source per compile; "
+                      "regs and spill bytes (stores/loads) from ptxas -v")
              .c_str(),
-         /*phases=*/false);
+         /*phases=*/false, "  regs     spill");
   int nonce = 0;
   double worst = 0, total = 0;
   int over = 0, count = 0;
@@ -247,7 +277,14 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
     if (count == 0) compile(0, nullptr);  // the first NVRTC call pays a setup
     long bytes = -1;
     std::vector<Sample> samples = Measure(repetitions, compile, &bytes);
-    const double cpu = Report(name, samples, bytes, /*phases=*/false);
+    KernelSource unique = *source;  // unique: NVRTC may cache a repeat
+    unique.code = absl::StrCat(source->code, "constexpr int tailor_nonce_",
+                               nonce++, " = 0;\n");
+    absl::StatusOr<tailor::cuda::NvrtcCompiler::Output> report =
+        verbose->Compile(unique, arch);
+    const double cpu =
+        Report(name, samples, bytes, /*phases=*/false,
+               PtxasColumns(report.ok() ? report->log : std::string()));
     worst = std::max(worst, cpu);
     total += cpu;
     over += cpu > 200;
