@@ -126,6 +126,11 @@ absl::StatusOr<NvrtcCompiler> NvrtcCompiler::Create(
   NvrtcCompiler compiler;
   TAILOR_ASSIGN_OR_RETURN(compiler.api_, LoadNvrtcApi());
   compiler.flags_ = {"-std=c++20", "-default-device"};
+  const NvrtcApi& api = *compiler.api_;
+  if (options.minimal && (api.version_major > 12 || (api.version_major == 12 &&
+                                                     api.version_minor >= 4))) {
+    compiler.flags_.push_back("-minimal");
+  }
   if (options.line_info) compiler.flags_.push_back("-lineinfo");
   if (options.fast_math) compiler.flags_.push_back("--use_fast_math");
   if (options.precompiled_headers) compiler.flags_.push_back("-pch");

@@ -412,6 +412,18 @@ TEST_F(NvrtcCompilerTest, IdentityNamesVersionAndFlags) {
   EXPECT_NE(fast->identity(), id);
 }
 
+TEST_F(NvrtcCompilerTest, MinimalFrontendOnNvrtc124AndNewer) {
+  const NvrtcApi& api = compiler_->api();
+  const bool supported = api.version_major > 12 ||
+                         (api.version_major == 12 && api.version_minor >= 4);
+  EXPECT_EQ(absl::StrContains(compiler_->identity(), " -minimal"), supported)
+      << compiler_->identity();
+  absl::StatusOr<NvrtcCompiler> full =
+      NvrtcCompiler::Create({.minimal = false});
+  TAILOR_ASSERT_OK(full.status());
+  EXPECT_THAT(full->identity(), Not(HasSubstr("-minimal")));
+}
+
 TEST_F(NvrtcCompilerTest, ToolkitHeadersAreReachableWhenFound) {
   if (compiler_->toolkit_include_dir().empty()) {
     GTEST_SKIP() << "no CUDA toolkit headers here";
