@@ -70,18 +70,25 @@ struct DecodeAttentionKernel {
     }
   }
 
-  static float Dot(const float8 (&q)[kChunks], const T* k) {
-    float8 acc = 0;
-    for (int c = 0; c < kChunks; ++c) acc += q[c] * Load8(k + c * kLanes);
-    return SumLanes(acc);
+  // The largest divisor of kChunks up to 8: chunks of o a value pass holds.
+  static constexpr int ValueChunks() {
+    int chunks = 8;
+    while (kChunks % chunks != 0) --chunks;
+    return chunks;
   }
 
-  // Tokens [t0, t0 + n) of the item's pair, n <= kBlock.
-  static void Block(const Params& p, const DecodeWorkItem& item, int32_t t0,
-                    int n, State& s) {
+  // The block's K and V rows in f32, converted once for all kGroup heads
+  // (converting per head cost a widen and a shift per FMA).
+  struct Rows {
+    float8 k[kBlock][kChunks];
+    float8 v[kBlock][kChunks];
+  };
+
+  // Looks up the pages of tokens [t0, t0 + n) and converts their K and V
+  // rows into `rows`; returns how many tokens have a valid page.
+  static int Gather(const Params& p, const DecodeWorkItem& item, int32_t t0,
+                    int n, Rows& rows) {
     const int32_t* table = p.block_table + item.seq * p.block_table_stride;
-    const T* k_rows[kBlock];
-    const T* v_rows[kBlock];
     int count = 0;
     TAILOR_NO_UNROLL
     for (int j = 0; j < n; ++j) {
@@ -89,52 +96,80 @@ struct DecodeAttentionKernel {
       const int32_t page = table[t / kPageSize];
       if (page < 0 || page >= p.num_pages) continue;  // dropped
       const int64_t slot = t % kPageSize;
-      k_rows[count] = static_cast<const T*>(p.k_cache) +
-                      page * p.k_stride_page + slot * p.k_stride_token +
-                      item.kv_head * p.k_stride_head;  // [kHeadDim]
-      v_rows[count] = static_cast<const T*>(p.v_cache) +
-                      page * p.v_stride_page + slot * p.v_stride_token +
-                      item.kv_head * p.v_stride_head;  // [kHeadDim]
+      const T* k = static_cast<const T*>(p.k_cache) + page * p.k_stride_page +
+                   slot * p.k_stride_token + item.kv_head * p.k_stride_head;
+      const T* v = static_cast<const T*>(p.v_cache) + page * p.v_stride_page +
+                   slot * p.v_stride_token + item.kv_head * p.v_stride_head;
+      for (int c = 0; c < kChunks; ++c) {
+        rows.k[count][c] = Load8(k + c * kLanes);
+        rows.v[count][c] = Load8(v + c * kLanes);
+      }
       ++count;
     }
+    return count;
+  }
+
+  // Tokens [t0, t0 + n) of the item's pair, n <= kBlock. Head g's loops run
+  // over the block's tokens with its q (scores) or its o (values) held in
+  // registers; per (g, lane) the sums keep the token order.
+  static void Block(const Params& p, const DecodeWorkItem& item, int32_t t0,
+                    int n, State& s) {
+    Rows rows;
+    const int count = Gather(p, item, t0, n, rows);
     if (count == 0) return;
     float weight[kGroup][kBlock];  // scores, then e^(s - m')
     TAILOR_NO_UNROLL
-    for (int j = 0; j < count; ++j) {
-      for (int g = 0; g < kGroup; ++g) {
-        float score = Dot(s.q[g], k_rows[j]);
-        if (p.soft_cap > 0)
-          score = p.soft_cap * __builtin_tanhf(score / p.soft_cap);
-        weight[g][j] = score;
+    for (int g = 0; g < kGroup; ++g) {
+      TAILOR_NO_UNROLL
+      for (int j = 0; j < count; ++j) {
+        float8 acc = 0;
+        for (int c = 0; c < kChunks; ++c) acc += s.q[g][c] * rows.k[j][c];
+        weight[g][j] = SumLanes(acc);
       }
     }
+    if (p.soft_cap > 0) {
+      TAILOR_NO_UNROLL
+      for (int g = 0; g < kGroup; ++g) {
+        TAILOR_NO_UNROLL
+        for (int j = 0; j < count; ++j) {
+          weight[g][j] = p.soft_cap * __builtin_tanhf(weight[g][j] / p.soft_cap);
+        }
+      }
+    }
+    float alpha[kGroup];  // o's rescale to the new running max
     TAILOR_NO_UNROLL
     for (int g = 0; g < kGroup; ++g) {
       float block_max = kNegativeInfinity;
       for (int j = 0; j < count; ++j) block_max = Max(block_max, weight[g][j]);
       const float m_new = Max(s.m[g], block_max);
+      alpha[g] = 1.0f;
       if (m_new == kNegativeInfinity) {  // only -inf scores so far: no weight
         for (int j = 0; j < count; ++j) weight[g][j] = 0;
         continue;
       }
-      const float alpha =
-          s.m[g] == kNegativeInfinity ? 0.0f : Exp(s.m[g] - m_new);
+      alpha[g] = s.m[g] == kNegativeInfinity ? 0.0f : Exp(s.m[g] - m_new);
       float sum = 0;
       for (int j = 0; j < count; ++j) {
         weight[g][j] = Exp(weight[g][j] - m_new);
         sum += weight[g][j];
       }
-      s.l[g] = s.l[g] * alpha + sum;
-      for (int c = 0; c < kChunks; ++c) s.o[g][c] *= alpha;
+      s.l[g] = s.l[g] * alpha[g] + sum;
       s.m[g] = m_new;
     }
+    // o[g] in kValueChunks registers at a time (AVX2 has 16).
+    constexpr int kValueChunks = ValueChunks();
     TAILOR_NO_UNROLL
-    for (int j = 0; j < count; ++j) {
-      // Unrolled (the compiler's choice): a rolled c loop made decode up
-      // to 70% slower at group 4.
-      for (int c = 0; c < kChunks; ++c) {
-        const float8 v = Load8(v_rows[j] + c * kLanes);
-        for (int g = 0; g < kGroup; ++g) s.o[g][c] += weight[g][j] * v;
+    for (int g = 0; g < kGroup; ++g) {
+      TAILOR_NO_UNROLL
+      for (int c0 = 0; c0 < kChunks; c0 += kValueChunks) {
+        float8 o[kValueChunks];
+        for (int c = 0; c < kValueChunks; ++c) o[c] = s.o[g][c0 + c] * alpha[g];
+        TAILOR_NO_UNROLL
+        for (int j = 0; j < count; ++j) {
+          const float w = weight[g][j];
+          for (int c = 0; c < kValueChunks; ++c) o[c] += w * rows.v[j][c0 + c];
+        }
+        for (int c = 0; c < kValueChunks; ++c) s.o[g][c0 + c] = o[c];
       }
     }
   }
