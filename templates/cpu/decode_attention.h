@@ -11,7 +11,9 @@
 //     m' = max(m, max_t s);  l = l * e^(m - m') + sum_t e^(s - m');
 //     o = o * e^(m - m') + sum_t e^(s - m') v[t]
 //
-// Each K row is read once for all kGroup heads, each V row once. A whole
+// Each K and V row is read once for all kGroup heads: widened to f32 into
+// a stack buffer per block (Rows: 2 x 16 tokens x D x 4 bytes, 16 KiB at
+// D = 128, 64 KiB at 512) that every head's loops then read. A whole
 // pair writes out = o / l and lse = m + log l (zeros and -inf when it has
 // no tokens); a piece of a split pair writes the same to its partial slot
 // and decode_merge.h combines the slots. Block-table entries outside
@@ -132,7 +134,8 @@ struct DecodeAttentionKernel {
       for (int g = 0; g < kGroup; ++g) {
         TAILOR_NO_UNROLL
         for (int j = 0; j < count; ++j) {
-          weight[g][j] = p.soft_cap * __builtin_tanhf(weight[g][j] / p.soft_cap);
+          const float capped = __builtin_tanhf(weight[g][j] / p.soft_cap);
+          weight[g][j] = p.soft_cap * capped;
         }
       }
     }
