@@ -293,6 +293,10 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 //      and a pair has at most one piece per worker);
 //   2. each thread adds up its output quads (4 floats) over the pieces,
 //      kBlock quads at a time with 16 float4 loads in flight.
+#ifndef TAILOR_DECODE_MERGE_LOADS
+#define TAILOR_DECODE_MERGE_LOADS 32
+#endif
+
 template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      const DecodeWorkItem& item,
@@ -305,7 +309,11 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
   constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  constexpr int kUnroll = 32 / kBlock;  // float4 loads in flight per thread
+  // float4 loads in flight per thread. 32 hold 128 registers and set the
+  // kernel's count (D=128 group 4: 239 cp.async / 220 TMA; 16 loads: 160 /
+  // 144, which leaves room for two CTAs an SM, TAILOR_DECODE_STAGES=2).
+  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=16 compares.
+  constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
   static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
                 "a weight per (row, piece) fits the merge buffer");
   // Every (block, k) names an output quad: no bounds check in the loop (a
@@ -359,22 +367,31 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
     float4 acc[kBlock];
 #pragma unroll
     for (int k = 0; k < kBlock; ++k) acc[k] = make_float4(0, 0, 0, 0);
-#pragma unroll kUnroll
-    for (int i = 0; i < pieces; ++i) {
-      const long long slot0 =
-          static_cast<long long>(item.first_partial + i) * group;
+    // Chunks of kUnroll pieces whose loads all issue at once: past the last
+    // piece a chunk reloads the last one with weight 0 instead of branching
+    // (a loop of `pieces` trips would leave a short pair, e.g. 17 pieces
+    // under an unroll of 32, to a remainder loop of one load per trip).
+#pragma unroll 1
+    for (int i0 = 0; i0 < pieces; i0 += kUnroll) {
 #pragma unroll
-      for (int k = 0; k < kBlock; ++k) {
-        const int e = thread + (b + k) * kThreads;
-        if (kExact || e < group * kQuads) {
-          const int row = e / kQuads, d = (e % kQuads) * 4;
-          const float w = weights[row * kDecodeMaxPieces + i];
-          const float4 o = __ldcg(reinterpret_cast<const float4*>(
-              p.partial_out + (slot0 + row) * kHeadDim + d));
-          acc[k].x += w * o.x;
-          acc[k].y += w * o.y;
-          acc[k].z += w * o.z;
-          acc[k].w += w * o.w;
+      for (int j = 0; j < kUnroll; ++j) {
+        const int i = min(i0 + j, pieces - 1);
+        const long long slot0 =
+            static_cast<long long>(item.first_partial + i) * group;
+#pragma unroll
+        for (int k = 0; k < kBlock; ++k) {
+          const int e = thread + (b + k) * kThreads;
+          if (kExact || e < group * kQuads) {
+            const int row = e / kQuads, d = (e % kQuads) * 4;
+            const float w =
+                i0 + j < pieces ? weights[row * kDecodeMaxPieces + i] : 0.0f;
+            const float4 o = __ldcg(reinterpret_cast<const float4*>(
+                p.partial_out + (slot0 + row) * kHeadDim + d));
+            acc[k].x += w * o.x;
+            acc[k].y += w * o.y;
+            acc[k].z += w * o.z;
+            acc[k].w += w * o.w;
+          }
         }
       }
     }
