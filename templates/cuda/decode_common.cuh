@@ -292,9 +292,10 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 //      memory (merge_out, free by now: it holds kDecodeMaxPieces per row,
 //      and a pair has at most one piece per worker);
 //   2. each thread adds up its output quads (4 floats) over the pieces,
-//      kBlock quads at a time with 16 float4 loads in flight.
+//      kBlock quads at a time, TAILOR_DECODE_MERGE_LOADS float4 loads in
+//      flight.
 #ifndef TAILOR_DECODE_MERGE_LOADS
-#define TAILOR_DECODE_MERGE_LOADS 32
+#define TAILOR_DECODE_MERGE_LOADS 16
 #endif
 
 template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
@@ -309,10 +310,12 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
   constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  // float4 loads in flight per thread. 32 hold 128 registers and set the
-  // kernel's count (D=128 group 4: 239 cp.async / 220 TMA; 16 loads: 160 /
-  // 144, which leaves room for two CTAs an SM, TAILOR_DECODE_STAGES=2).
-  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=16 compares.
+  // float4 loads in flight per thread. 16 and 32 ran within noise of each
+  // other on the H100 (Llama B=1 L=4096: 18.5 / 18.7 us, bench/results/
+  // decode_h100.txt), but 32 hold 128 registers and set the kernel's count
+  // (D=128 group 4: 239 cp.async / 220 TMA; 16 loads: 160 / 144, which
+  // leaves room for two CTAs an SM, TAILOR_DECODE_STAGES=2).
+  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32 compares.
   constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
   static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
                 "a weight per (row, piece) fits the merge buffer");
