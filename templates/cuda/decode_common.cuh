@@ -286,12 +286,12 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 // CTAs wrote them). The merge is the tail of every split pair: while it
 // runs, the other SMs are done. So it is two rounds of independent loads,
 // not a chain of one L2 round trip per piece:
-//   1. a warp per query row loads the lse of up to 32 pieces at once (one
-//      per lane; more pieces loop), takes their max and the sum of
-//      2^(lse - max) by shuffles and writes the normalized weights to shared
-//      memory (merge_out, free by now: it holds kDecodeMaxPieces per row,
-//      and a pair has at most one piece per worker);
-//   2. each thread adds up its output quads (4 floats) over the pieces,
+//   1. the consumer threads copy every piece's lse to shared memory
+//      (merge_out, free by now: it holds kDecodeMaxPieces per row, and a
+//      pair has at most one piece per worker);
+//   2. a warp per query row takes their max and the sum of 2^(lse - max)
+//      by shuffles and turns them into normalized weights in place;
+//   3. each thread adds up its output quads (4 floats) over the pieces,
 //      kBlock quads at a time, TAILOR_DECODE_MERGE_LOADS float4 loads in
 //      flight.
 #ifndef TAILOR_DECODE_MERGE_LOADS
@@ -330,33 +330,55 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   float* row_lse = reinterpret_cast<float*>(smem + layout.merge_max);
   const int thread = warp * 32 + lane, pieces = item.pieces;
   const float* lse = p.partial_lse + item.first_partial * group;
-  // ---- 1. per row: max, sum and the pieces' weights
-  for (int row = warp; row < group; row += kDecodeConsumerWarps) {
-    const float first =
-        lane < pieces ? __ldcg(lse + lane * group + row) : NegativeInfinity();
-    float top = first;
-    for (int i = lane + 32; i < pieces; i += 32) {
-      top = fmaxf(top, __ldcg(lse + i * group + row));
+  // ---- 1. every piece's lse into shared memory, row-major (the weights'
+  // layout), with all of a thread's loads in flight at once: one L2 round
+  // trip, where loops of loads per row were a chain of them (Qwen3 B=1 has
+  // 33 pieces and two rows a warp).
+  constexpr int kStaged = 4;
+  const int values = pieces * group;
+#pragma unroll 1
+  for (int v0 = thread; v0 < values; v0 += kStaged * kThreads) {
+    float x[kStaged];
+#pragma unroll
+    for (int k = 0; k < kStaged; ++k) {
+      const int v = v0 + k * kThreads;
+      x[k] = v < values ? __ldcg(lse + v) : 0.0f;
     }
+#pragma unroll
+    for (int k = 0; k < kStaged; ++k) {
+      const int v = v0 + k * kThreads;
+      if (v < values) weights[(v % group) * kDecodeMaxPieces + v / group] = x[k];
+    }
+  }
+  DecodeConsumerSync<kNamedSync>();
+  // ---- 2. per row (a warp each): max and sum of 2^(lse - max) by shuffles,
+  // the normalized weights in place. (Loops rolled: they run once per row
+  // and read shared memory; unrolled they were ~8 KB of cubin.)
+#pragma unroll 1
+  for (int row = warp; row < group; row += kDecodeConsumerWarps) {
+    float* row_weights = weights + row * kDecodeMaxPieces;
+    float top = NegativeInfinity();
+#pragma unroll 1
+    for (int i = lane; i < pieces; i += 32) top = fmaxf(top, row_weights[i]);
 #pragma unroll
     for (int s = 16; s >= 1; s /= 2) {
       top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, s));
     }
     // All pieces empty (top = -inf): every weight 0, lse -inf.
     const float base = top == NegativeInfinity() ? 0.0f : top;
-    float total = Exp2(first - base);
-    for (int i = lane + 32; i < pieces; i += 32) {
-      total += Exp2(__ldcg(lse + i * group + row) - base);
+    float total = 0.0f;
+#pragma unroll 1
+    for (int i = lane; i < pieces; i += 32) {
+      total += Exp2(row_weights[i] - base);
     }
 #pragma unroll
     for (int s = 16; s >= 1; s /= 2) {
       total += __shfl_xor_sync(0xffffffffu, total, s);
     }
     const float scale = total > 0 ? 1.0f / total : 0.0f;
-    float* row_weights = weights + row * kDecodeMaxPieces;
-    if (lane < pieces) row_weights[lane] = Exp2(first - base) * scale;
-    for (int i = lane + 32; i < pieces; i += 32) {
-      row_weights[i] = Exp2(__ldcg(lse + i * group + row) - base) * scale;
+#pragma unroll 1
+    for (int i = lane; i < pieces; i += 32) {
+      row_weights[i] = Exp2(row_weights[i] - base) * scale;
     }
     if (lane == 0) {
       row_lse[row] =
@@ -364,7 +386,7 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
     }
   }
   DecodeConsumerSync<kNamedSync>();
-  // ---- 2. weighted sums; out and lse
+  // ---- 3. weighted sums; out and lse
 #pragma unroll 1
   for (int b = 0; b < kPerThread; b += kBlock) {
     float4 acc[kBlock];
