@@ -101,8 +101,13 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
                                   .page_size = args.page_size,
                                   .dtype = args.dtype},
                                  ""));
-  TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config, kernels->PlanConfig(shape));
   const int64_t batch = args.seq_lens.dims[0];
+  // The config follows the device workspace's batch bucket, not this plan's
+  // B: every plan on the workspace launches the same grid and kernel, so a
+  // captured graph replays any of them.
+  const int64_t bucket = w->device ? w->device->capacity.batch : batch;
+  TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config,
+                          kernels->PlanConfig(shape, bucket, batch));
   const Device device = runtime.device();
   DecodeDeviceBuffers* buffers = nullptr;
   if (device.type != DeviceType::kCpu) {
@@ -114,7 +119,8 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
       .num_workers = config.num_workers,
       .tile_tokens = config.tile_tokens,
       .page_size = static_cast<int32_t>(shape.page_size),
-      .item_cost_tokens = config.item_cost_tokens};
+      .item_cost_tokens = config.item_cost_tokens,
+      .cut_workers = config.cut_workers};
   TAILOR_RETURN_IF_ERROR(plan::BuildDecodePlan(
       absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), params,
       &w->plan));

@@ -59,6 +59,7 @@ struct DecodePlanConfig {
   int32_t num_workers = 0;
   int32_t tile_tokens = 0;
   int32_t item_cost_tokens = 0;
+  int32_t cut_workers = 0;  // 0: num_workers
 };
 
 // Where one RunDecode finds its plan and scratch.
@@ -122,10 +123,17 @@ class DecodeKernels {
  public:
   virtual ~DecodeKernels() = default;
 
-  // How plans for `shape` must be cut. Unimplemented when no kernel of this
-  // backend serves the shape.
-  virtual absl::StatusOr<DecodePlanConfig> PlanConfig(
-      const DecodeShape& shape) = 0;
+  // How a plan of `batch` sequences for `shape` on a workspace of `bucket`
+  // sequences (DecodeLimits::max_batch; batch <= bucket, equal when
+  // reserving) must be cut. num_workers, the launch, may depend on the
+  // bucket only, so that every plan on one workspace launches the same grid
+  // and a captured graph replays any of them; it must not shrink as the
+  // bucket grows (a reservation holds every smaller bucket's plans).
+  // cut_workers may narrow a small batch. Unimplemented when no kernel of
+  // this backend serves the shape.
+  virtual absl::StatusOr<DecodePlanConfig> PlanConfig(const DecodeShape& shape,
+                                                      int64_t bucket,
+                                                      int64_t batch) = 0;
 
   // ---- device memory (optional: device-memory backends) -------------------
   // Bytes of opaque scratch (merge counters, error words) for up to

@@ -47,7 +47,8 @@ absl::StatusOr<DecodeWorkspaceImpl*> ImplOf(attention::DecodeWorkspace& ws) {
 DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
                                  const DecodePlanConfig& config,
                                  int64_t scratch_bytes) {
-  return DecodeCapacity{.items = plan::MaxDecodeItems(batch, shape.num_kv_heads,
+  return DecodeCapacity{.batch = batch,
+                        .items = plan::MaxDecodeItems(batch, shape.num_kv_heads,
                                                       config.num_workers),
                         .workers = config.num_workers,
                         .partials = plan::MaxDecodePartials(config.num_workers),
@@ -210,7 +211,8 @@ absl::StatusOr<DecodeCapacity> DeviceCapacity(DecodeKernels& kernels,
                                               const DecodeLimits& limits) {
   TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
   TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
-                          kernels.PlanConfig(shape));
+                          kernels.PlanConfig(shape, limits.max_batch,
+                                             limits.max_batch));
   return internal::DecodeCapacityFor(
       shape, limits.max_batch, config,
       kernels.ScratchBytes(plan::MaxDecodePartials(config.num_workers)));
@@ -220,13 +222,15 @@ absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
                          DecodeWorkspaceImpl& w) {
   TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
   TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
-                          kernels.PlanConfig(shape));
+                          kernels.PlanConfig(shape, limits.max_batch,
+                                             limits.max_batch));
   const plan::DecodePlanParams params = {
       .num_kv_heads = static_cast<int32_t>(shape.num_kv_heads),
       .num_workers = config.num_workers,
       .tile_tokens = config.tile_tokens,
       .page_size = static_cast<int32_t>(shape.page_size),
-      .item_cost_tokens = config.item_cost_tokens};
+      .item_cost_tokens = config.item_cost_tokens,
+      .cut_workers = config.cut_workers};
   TAILOR_RETURN_IF_ERROR(w.plan.Reserve(limits.max_batch, params));
   const size_t partials = plan::MaxDecodePartials(config.num_workers);
   const size_t row = shape.group * shape.head_dim;

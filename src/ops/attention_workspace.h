@@ -34,6 +34,7 @@ namespace tailor::internal {
 
 // What a plan needs, or what a device workspace was reserved for.
 struct DecodeCapacity {
+  int64_t batch = 0;          // sequences (the batch bucket): picks the config
   int64_t items = 0;          // plan::MaxDecodeItems
   int64_t workers = 0;        // grid of the decode launch
   int64_t partials = 0;       // plan::MaxDecodePartials(workers)

@@ -38,7 +38,8 @@ int64_t PiecesFor(int64_t len, int64_t piece_tiles, int64_t tile) {
 int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
                                const DecodePlanParams& params) {
   const int64_t heads = params.num_kv_heads, tile = params.tile_tokens;
-  if (static_cast<int64_t>(seq_lens.size()) * heads > params.num_workers) {
+  const int64_t cut_workers = DecodeCutWorkers(params);
+  if (static_cast<int64_t>(seq_lens.size()) * heads > cut_workers) {
     return -1;
   }
   int64_t lo = 1, hi = 1;  // hi: one piece per pair, always fits
@@ -48,7 +49,7 @@ int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
     const int64_t mid = lo + (hi - lo) / 2;
     int64_t workers = 0;
     for (int32_t len : seq_lens) workers += heads * PiecesFor(len, mid, tile);
-    if (workers <= params.num_workers) {
+    if (workers <= cut_workers) {
       hi = mid;
     } else {
       lo = mid + 1;
@@ -83,6 +84,9 @@ absl::Status ValidateDecodePlanParams(const DecodePlanParams& p) {
   }
   if (p.num_workers < 1 || p.num_workers > kMaxDecodeWorkers) {
     return OutOfRange("num_workers", 1, kMaxDecodeWorkers, p.num_workers);
+  }
+  if (p.cut_workers < 0 || p.cut_workers > p.num_workers) {
+    return OutOfRange("cut_workers", 0, p.num_workers, p.cut_workers);
   }
   if (p.tile_tokens < 1 || p.tile_tokens > 4096) {
     return OutOfRange("tile_tokens", 1, 4096, p.tile_tokens);
@@ -199,7 +203,8 @@ DecodePlanStats DecodePlan::stats() const {
     total += worker_cost_[w];
   }
   if (params_.num_workers > 0) {
-    s.mean_worker_cost = static_cast<double>(total) / params_.num_workers;
+    s.mean_worker_cost =
+        static_cast<double>(total) / DecodeCutWorkers(params_);
   }
   return s;
 }
@@ -232,7 +237,7 @@ void DecodePlan::CutStream(int64_t total) {
   const int64_t page = params_.page_size, tile = params_.tile_tokens;
   const int64_t item_cost = params_.item_cost_tokens;
   worker_cost_.assign(params_.num_workers, 0);
-  const int64_t workers = params_.num_workers;
+  const int64_t workers = DecodeCutWorkers(params_);
   int64_t w = 0;      // the worker being filled
   int64_t start = 0;  // cost position of the current pair
   for (size_t b = 0; b < seq_lens_.size(); ++b) {

@@ -61,7 +61,11 @@ inline constexpr int64_t kMaxDecodeWorkers = int64_t{1} << 16;
 
 // How to cut. An aggregate; rules (ValidateDecodePlanParams):
 //   num_kv_heads      in [1, kMaxDecodeKvHeads]
-//   num_workers       in [1, kMaxDecodeWorkers]
+//   num_workers       in [1, kMaxDecodeWorkers]: the launch's workers
+//   cut_workers       in [0, num_workers]: the workers the cut spreads the
+//                     work over (0: all); the rest get no items. A backend
+//                     whose launch is fixed per workspace (a captured graph)
+//                     narrows small batches this way.
 //   tile_tokens       in [1, 4096]: pieces begin at multiples of it
 //   page_size         in [1, 4096]: a pair costs its length rounded up to
 //                     pages (what is read)
@@ -72,9 +76,15 @@ struct DecodePlanParams {
   int32_t tile_tokens = 0;
   int32_t page_size = 0;
   int32_t item_cost_tokens = 0;
+  int32_t cut_workers = 0;
   friend bool operator==(const DecodePlanParams&,
                          const DecodePlanParams&) = default;
 };
+
+// The workers a cut with `params` fills: cut_workers, or all of them.
+inline int64_t DecodeCutWorkers(const DecodePlanParams& params) {
+  return params.cut_workers > 0 ? params.cut_workers : params.num_workers;
+}
 
 absl::Status ValidateDecodePlanParams(const DecodePlanParams& params);
 
@@ -119,7 +129,7 @@ struct DecodePlanStats {
   int32_t partials = 0;         // slots used
   int32_t busy_workers = 0;     // workers with at least one item
   int64_t max_worker_cost = 0;  // tokens (pages rounded) + item costs
-  double mean_worker_cost = 0;  // over all num_workers
+  double mean_worker_cost = 0;  // over the cut's workers
 };
 
 // Items a plan of `batch` sequences can have; the device buffer size.

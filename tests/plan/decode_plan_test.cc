@@ -17,6 +17,7 @@ namespace {
 using ::tailor::testing::StatusIs;
 using ::tailor::testing::TestSeed;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 
 DecodePlanParams Params(int32_t heads, int32_t workers, int32_t tile,
                         int32_t page, int32_t item_cost) {
@@ -199,6 +200,35 @@ TEST(DecodePlanTest, FewPairsGetWholeWorkersWhenThatIsCheaper) {
   TAILOR_ASSERT_OK(BuildDecodePlan(std::vector<int32_t>(20, 4096),
                                    Params(8, 132, 64, 16, 16), &plan));
   EXPECT_EQ(plan.stats().busy_workers, 132);
+}
+
+// A launch of 264 workers (two CTAs an SM) that cuts a small batch over the
+// first 132: the rest get no items, and the cut is the one 132 workers get.
+TEST(DecodePlanTest, CutWorkersLeaveTheRestIdle) {
+  DecodePlanParams narrow = Params(4, 264, 64, 16, 16);
+  narrow.cut_workers = 132;
+  const DecodePlanParams full = Params(4, 132, 64, 16, 16);
+  for (const std::vector<int32_t>& lens :
+       {std::vector<int32_t>{32768}, std::vector<int32_t>{4096},
+        std::vector<int32_t>(32, 1024), std::vector<int32_t>{577, 0, 1, 17}}) {
+    SCOPED_TRACE(absl::StrCat("B=", lens.size(), " L0=", lens[0]));
+    DecodePlan plan, reference;
+    TAILOR_ASSERT_OK(BuildDecodePlan(lens, narrow, &plan));
+    ExpectValidPlan(plan, lens, narrow);
+    TAILOR_ASSERT_OK(BuildDecodePlan(lens, full, &reference));
+    EXPECT_THAT(plan.items(), ElementsAreArray(reference.items()));
+    for (int32_t w = 132; w <= 264; ++w) {
+      EXPECT_EQ(plan.worker_begin()[w], static_cast<int32_t>(plan.items().size()));
+    }
+    EXPECT_EQ(plan.stats().max_worker_cost, reference.stats().max_worker_cost);
+    EXPECT_EQ(plan.stats().mean_worker_cost,
+              reference.stats().mean_worker_cost);
+  }
+  narrow.cut_workers = 265;
+  DecodePlan plan;
+  EXPECT_THAT(BuildDecodePlan({1}, narrow, &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.cut_workers: must be in [0, 264], got 265"));
 }
 
 TEST(DecodePlanTest, ShortSequencesStayWhole) {

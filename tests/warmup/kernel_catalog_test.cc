@@ -146,7 +146,8 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   // Route (fused for steps of one segment, else count+plan then scatter),
   // pack, the Hopper GEMMs (tile.n = 2; variant: epilogue | 512, full tiles
   // leave by TMA stores) at the cost model's 64 and 128 rows, combine, and
-  // the two decode variants (cp.async, TMA).
+  // the decode variants (cp.async, TMA) for one CTA an SM (4 stages) and
+  // two (2 stages).
   EXPECT_THAT(
       KeyStrings(*hopper),
       ElementsAre(
@@ -162,7 +163,11 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
           "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
           "m64n0k0s4w4",
           "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
-          "m64n0k0s4w4/v1"));
+          "m64n0k0s4w4/v1",
+          "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
+          "m64n0k0s2w4",
+          "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
+          "m64n0k0s2w4/v1"));
   for (const KernelJob& job : hopper->jobs) {
     absl::StatusOr<KernelSource> source = job.generate(job.key);
     EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();

@@ -144,7 +144,7 @@ absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
 }
 
 absl::StatusOr<DecodePlanConfig> CpuDecodeKernels::PlanConfig(
-    const DecodeShape& shape) {
+    const DecodeShape& shape, int64_t /*bucket*/, int64_t /*batch*/) {
   return DecodePlanConfig{
       .num_workers = std::max(1, num_threads_ * kWorkersPerThread),
       .tile_tokens = kTileTokens,

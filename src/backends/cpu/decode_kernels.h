@@ -32,9 +32,11 @@ class CpuDecodeKernels final : public DecodeKernels {
   // `num_threads`: the backend's threads (pool workers plus the caller).
   explicit CpuDecodeKernels(int num_threads) : num_threads_(num_threads) {}
 
-  // Workers: 2 per thread, tiles of 16 tokens (the template's block).
-  absl::StatusOr<DecodePlanConfig> PlanConfig(
-      const DecodeShape& shape) override;
+  // Workers: 2 per thread, tiles of 16 tokens (the template's block),
+  // whatever the batch.
+  absl::StatusOr<DecodePlanConfig> PlanConfig(const DecodeShape& shape,
+                                              int64_t bucket,
+                                              int64_t batch) override;
   absl::Status Decode(Engine& engine, const DecodeLaunch& launch) override;
 
   // Tests: generate `op`'s (attention.decode, attention.decode_merge)

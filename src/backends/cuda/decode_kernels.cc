@@ -208,14 +208,28 @@ bool DecodeTmaPageSize(int64_t page_size) {
           page_size % kDecodeTileTokens == 0);
 }
 
-int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit) {
+int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
+                    int ctas_per_sm) {
+  constexpr int64_t kReserved = 1024;  // per resident CTA
+  const int64_t per_cta =
+      ctas_per_sm <= 1 ? shared_limit
+                       : (shared_limit + kReserved) / ctas_per_sm - kReserved;
   for (int stages = kDecodeMaxStages; stages >= 2; --stages) {
     if (DecodeSharedBytes(static_cast<int>(head_dim), static_cast<int>(group),
-                          stages) <= shared_limit) {
+                          stages) <= per_cta) {
       return stages;
     }
   }
   return 0;
+}
+
+int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
+                    int multiprocessors, int64_t shared_limit) {
+  const bool pairs_fill_the_sms =
+      batch * shape.num_kv_heads >= multiprocessors;
+  const bool two_fit =
+      DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2) >= 2;
+  return pairs_fill_the_sms && two_fit ? 2 : 1;
 }
 
 SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
@@ -262,12 +276,19 @@ absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
         "head_dim ", shape.head_dim, " x group ", shape.group,
         ": two pipeline stages do not fit ", target.arch, "'s shared memory"));
   }
-  std::vector<KernelJob> jobs = {
-      {CudaDecodeKey(target, shape, kDecodeVariantCpAsync, stages),
-       &GenerateCudaDecode}};
-  if (target.arch == "sm_90a" && DecodeTmaPageSize(shape.page_size)) {
-    jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantTma, stages),
+  // One CTA an SM, and two where two fit (which batch buckets use two
+  // depends on the device's SM count, unknown here).
+  std::vector<int> depths = {stages};
+  const int two = DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2);
+  if (two >= 2 && two != stages) depths.push_back(two);
+  std::vector<KernelJob> jobs;
+  for (int depth : depths) {
+    jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantCpAsync, depth),
                     &GenerateCudaDecode});
+    if (target.arch == "sm_90a" && DecodeTmaPageSize(shape.page_size)) {
+      jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantTma, depth),
+                      &GenerateCudaDecode});
+    }
   }
   for (const KernelJob& job : jobs) {
     TAILOR_RETURN_IF_ERROR(ValidateKey(job.key));
@@ -352,10 +373,15 @@ DecodeTuning TuningFromEnv() {
 CudaDecodeKernels::CudaDecodeKernels(CudaBackend& backend)
     : backend_(backend), tuning_(TuningFromEnv()) {}
 
-absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape) {
+absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
+                                                 int64_t workers) {
   TAILOR_RETURN_IF_ERROR(QueryDevice());
-  int stages =
-      DecodeStagesFor(shape.head_dim, shape.group, shared_limit_.load());
+  const int64_t shared = shared_limit_.load();
+  int stages = DecodeStagesFor(shape.head_dim, shape.group, shared);
+  if (workers > multiprocessors_.load()) {
+    const int two = DecodeStagesFor(shape.head_dim, shape.group, shared, 2);
+    if (two >= 2) stages = two;
+  }
   if (tuning_.stages != 0) stages = std::min(stages, tuning_.stages);
   if (stages == 0) {
     return absl::UnimplementedError(
@@ -370,15 +396,27 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape) {
 }
 
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
-    const DecodeShape& shape) {
-  TAILOR_RETURN_IF_ERROR(StagesFor(shape).status());
-  // One worker per SM (tuning_), at most kDecodeMaxPieces (the merge's bound
-  // on the pieces of a pair; no GPU has that many SMs today).
+    const DecodeShape& shape, int64_t bucket, int64_t batch) {
+  TAILOR_RETURN_IF_ERROR(StagesFor(shape, 0).status());
+  const int sms = multiprocessors_.load();
+  const int64_t shared = shared_limit_.load();
+  // At most kDecodeMaxPieces workers (the merge's bound on the pieces of a
+  // pair; 2 per SM reach it at 144 SMs).
+  auto workers = [sms](int per_sm) {
+    return std::min(sms * per_sm, kDecodeMaxPieces);
+  };
+  if (tuning_.workers_per_sm != 0) {
+    return DecodePlanConfig{.num_workers = workers(tuning_.workers_per_sm),
+                            .tile_tokens = kDecodeTileTokens,
+                            .item_cost_tokens = kItemCostTokens};
+  }
+  const int grid = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
+  const int cut = workers(DecodeCtasPerSm(shape, batch, sms, shared));
   return DecodePlanConfig{
-      .num_workers = std::min(multiprocessors_.load() * tuning_.workers_per_sm,
-                              kDecodeMaxPieces),
+      .num_workers = grid,
       .tile_tokens = kDecodeTileTokens,
-      .item_cost_tokens = kItemCostTokens};
+      .item_cost_tokens = kItemCostTokens,
+      .cut_workers = std::min(cut, grid)};
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {
@@ -454,7 +492,8 @@ absl::StatusOr<DecodeErrors> CudaDecodeKernels::TakeErrors(Engine& engine,
 absl::Status CudaDecodeKernels::Decode(Engine& engine,
                                        const DecodeLaunch& launch) {
   const DecodeShape& shape = launch.shape;
-  TAILOR_ASSIGN_OR_RETURN(int stages, StagesFor(shape));
+  TAILOR_ASSIGN_OR_RETURN(int stages,
+                          StagesFor(shape, launch.work.num_workers));
   DecodeKernelParams params = ParamsOf(launch, launch.work.max_partials);
   // ---- the path: TMA where legal, cp.async otherwise -----------------------
   const Path forced = forced_.load();

@@ -5,8 +5,9 @@
 // any page size, sm_80+) and decode_sm90.cuh (TMA producer warp, sm_90a);
 // params and shared-memory layout: templates/cuda/decode_params.h.
 //
-// One launch per RunDecode: grid = the plan's workers (one CTA per SM),
-// whatever B is, so a captured graph replays any plan of its bucket. The
+// One launch per RunDecode: grid = the plan's workers (DecodeCtasPerSm
+// CTAs per SM, from the workspace's batch bucket), whatever B is, so a
+// captured graph replays any plan of its bucket. The
 // plan (work items, worker ranges) lives in the device workspace; split
 // pairs are merged in the same launch by the CTA that finishes last (merge
 // counters in the scratch, reset by that CTA).
@@ -20,9 +21,10 @@
 // Key (static quantities only; B and lengths never appear):
 //   attention.decode  dtypes {x}  dims {D, group, page}  tile.m = 64 tokens,
 //                     tile.warps = 4, tile.stages = pipeline depth (from the
-//                     device's shared memory), variant = kDecodeVariant*
-// so a model needs one kernel (two if some layer's cache is not
-// TMA-legal).
+//                     device's shared memory and the CTAs per SM),
+//                     variant = kDecodeVariant*
+// so a model needs two kernels (one CTA an SM and two), four if some
+// layer's cache is not TMA-legal.
 //
 // Background JIT (generic_kernels.h): while the key compiles, the launch
 // runs the generic cp.async kernel of its dtype and head dim (runtime group
@@ -49,15 +51,15 @@ namespace tailor::cuda {
 class CudaBackend;
 
 // Developer knobs for A/B runs of the plan's shape (README, environment):
-//   TAILOR_DECODE_WORKERS_PER_SM  1..4 CTAs of work per SM (default 1). More
-//     than one SM's worth launches extra waves that the hardware hands to the
-//     SMs that finish first: dynamic balance for the price of more pieces.
+//   TAILOR_DECODE_WORKERS_PER_SM  1..4 CTAs of work per SM (default: 1 or
+//     2, DecodeCtasPerSm). Two run as two co-resident CTAs at the depth two
+//     fit; more launch extra waves that the hardware hands to the SMs that
+//     finish first.
 //   TAILOR_DECODE_STAGES  2..kDecodeMaxStages pipeline stages, at most what
-//     fits (default: the deepest that fits). Two stages of head_dim 128 fit
-//     two CTAs per SM on Hopper.
+//     fits (default: the deepest that fits).
 struct DecodeTuning {
-  int workers_per_sm = 1;
-  int stages = 0;  // 0: the deepest pipeline that fits
+  int workers_per_sm = 0;  // 0: DecodeCtasPerSm
+  int stages = 0;          // 0: the deepest pipeline that fits
 };
 
 // Parses the two variables' values (null: unset). InvalidArgument naming the
@@ -73,11 +75,14 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   // the default kept.
   explicit CudaDecodeKernels(CudaBackend& backend);
 
-  // Workers: one per SM (DecodeTuning); tiles of 64 tokens. Unimplemented
-  // when even two pipeline stages of `shape` do not fit the device's shared
-  // memory.
+  // Workers: DecodeCtasPerSm(shape, bucket) per SM (or DecodeTuning's);
+  // the cut fills DecodeCtasPerSm(shape, batch) per SM of them (a B = 1 plan
+  // on a workspace for 256 runs on one CTA an SM, the others idle); tiles
+  // of 64 tokens. Unimplemented when even two pipeline stages of `shape` do
+  // not fit the device's shared memory.
   absl::StatusOr<tailor::internal::DecodePlanConfig> PlanConfig(
-      const tailor::internal::DecodeShape& shape) override;
+      const tailor::internal::DecodeShape& shape, int64_t bucket,
+      int64_t batch) override;
   int64_t ScratchBytes(int64_t max_partials) const override;
   absl::Status InitScratch(tailor::internal::Engine& engine, void* scratch,
                            int64_t max_partials, void* stream) override;
@@ -102,7 +107,10 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  private:
   // SM count and opt-in shared memory per block, queried once.
   absl::Status QueryDevice();
-  absl::StatusOr<int> StagesFor(const tailor::internal::DecodeShape& shape);
+  // The depth of a launch of `workers` CTAs: what two co-resident CTAs fit
+  // when there are more workers than SMs (and two fit), else what one fits.
+  absl::StatusOr<int> StagesFor(const tailor::internal::DecodeShape& shape,
+                                int64_t workers);
 
   CudaBackend& backend_;
   const DecodeTuning tuning_;
@@ -113,9 +121,23 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   std::atomic<tailor::internal::KernelGeneratorFn> test_generator_{nullptr};
 };
 
-// The deepest pipeline (2..kDecodeMaxStages) whose shared memory fits
-// `shared_limit` bytes; 0 when none does.
-int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit);
+// The deepest pipeline (2..kDecodeMaxStages) for which `ctas_per_sm` CTAs
+// fit an SM whose opt-in shared memory per block is `shared_limit` bytes
+// (the SM has 1 KiB more, and every resident CTA reserves 1 KiB); 0 when
+// none does.
+int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
+                    int ctas_per_sm = 1);
+
+// CTAs of decode work per SM for plans on a workspace of `batch` sequences:
+// two co-resident CTAs (each at the depth two fit) when the batch has at
+// least an SM's worth of (sequence, KV head) pairs and two fit, else one.
+// Two CTAs hide one's item starts and merges behind the other's streaming
+// (H100, bench/results/decode_h100.txt: 3-7 % on Llama B=32 L=1024, ragged
+// and one-long-plus-short batches); with fewer pairs than SMs the long pairs
+// are split, and twice the workers make twice the pieces to merge (Qwen3
+// B=1 L=4096: 16.0 -> 19.2 us).
+int DecodeCtasPerSm(const tailor::internal::DecodeShape& shape, int64_t batch,
+                    int multiprocessors, int64_t shared_limit);
 
 // Whether the TMA kernel can serve `page_size` (the template's rule).
 bool DecodeTmaPageSize(int64_t page_size);
@@ -145,8 +167,8 @@ int64_t SharedLimitOfArch(absl::string_view arch);
 // The decode kernels a RunDecode of `shape` can launch on a device of
 // `target.arch`, without the device (warm-up): the cp.async variant, and on
 // sm_90a the TMA variant when the page size allows it (a cache whose strides
-// are not TMA-legal falls back to cp.async), at the depth that arch's shared
-// memory gives. Unimplemented for an unknown arch or a shape no depth fits;
+// are not TMA-legal falls back to cp.async), at the depths that arch's shared
+// memory gives one CTA and two CTAs an SM. Unimplemented for an unknown arch or a shape no depth fits;
 // InvalidArgument naming the key field the templates cannot build. Without
 // the CUDA headers (cuda_backend_unavailable.cc): Unavailable.
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> DecodeLayerKernels(

@@ -113,7 +113,7 @@ absl::StatusOr<KernelSource> GenerateHipDecode(const SpecKey& key) {
 }
 
 absl::StatusOr<DecodePlanConfig> HipDecodeKernels::PlanConfig(
-    const DecodeShape& shape) {
+    const DecodeShape& shape, int64_t /*bucket*/, int64_t /*batch*/) {
   TAILOR_RETURN_IF_ERROR(HipDecodeKey(SpecKey{}, shape).status());
   return DecodePlanConfig{.num_workers = workers_,
                           .tile_tokens = kDecodeTileTokens,

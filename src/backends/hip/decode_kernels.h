@@ -39,7 +39,8 @@ class HipDecodeKernels final : public tailor::internal::DecodeKernels {
       : backend_(backend), workers_(compute_units > 0 ? compute_units : 1) {}
 
   absl::StatusOr<tailor::internal::DecodePlanConfig> PlanConfig(
-      const tailor::internal::DecodeShape& shape) override;
+      const tailor::internal::DecodeShape& shape, int64_t bucket,
+      int64_t batch) override;
   int64_t ScratchBytes(int64_t max_partials) const override;
   absl::Status InitScratch(tailor::internal::Engine& engine, void* scratch,
                            int64_t max_partials, void* stream) override;

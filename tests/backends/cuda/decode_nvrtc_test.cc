@@ -155,7 +155,7 @@ TEST_F(DecodeNvrtcTest, TmaVariantNeedsHopper) {
 TEST(DecodeTuningTest, DefaultsAndRanges) {
   absl::StatusOr<DecodeTuning> unset = ParseDecodeTuning(nullptr, nullptr);
   ASSERT_TRUE(unset.ok()) << unset.status();
-  EXPECT_EQ(unset->workers_per_sm, 1);
+  EXPECT_EQ(unset->workers_per_sm, 0);  // DecodeCtasPerSm
   EXPECT_EQ(unset->stages, 0);
   absl::StatusOr<DecodeTuning> set = ParseDecodeTuning("2", "3");
   ASSERT_TRUE(set.ok()) << set.status();
@@ -182,10 +182,38 @@ TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
   EXPECT_EQ(DecodeStagesFor(256, 2, kSharedSm80), 2);
   EXPECT_EQ(DecodeStagesFor(128, 16, kSharedSm80), 3);
   EXPECT_EQ(DecodeStagesFor(128, 8, 101376), 2);  // sm_86 / sm_89
+  // Two CTAs an SM: 2 stages of the anchor models; D=256 group 16 does not
+  // fit two.
+  EXPECT_EQ(DecodeStagesFor(128, 4, kSharedSm90, 2), 2);
+  EXPECT_EQ(DecodeStagesFor(128, 8, kSharedSm90, 2), 2);
+  EXPECT_EQ(DecodeStagesFor(256, 16, kSharedSm90, 2), 0);
   EXPECT_TRUE(DecodeTmaPageSize(16));
   EXPECT_TRUE(DecodeTmaPageSize(192));
   EXPECT_FALSE(DecodeTmaPageSize(24));
   EXPECT_FALSE(DecodeTmaPageSize(1));
+}
+
+// Two CTAs an SM from an SM's worth of (sequence, KV head) pairs, where two
+// fit.
+TEST(DecodeKernelKeysTest, TwoCtasAnSmFromAnSmsWorthOfPairs) {
+  const tailor::internal::DecodeShape qwen3 = {.dtype = DType::kBF16,
+                                               .head_dim = 128,
+                                               .group = 8,
+                                               .page_size = 16,
+                                               .num_kv_heads = 4};
+  EXPECT_EQ(DecodeCtasPerSm(qwen3, 1, 132, kSharedSm90), 1);
+  EXPECT_EQ(DecodeCtasPerSm(qwen3, 32, 132, kSharedSm90), 1);  // 128 pairs
+  EXPECT_EQ(DecodeCtasPerSm(qwen3, 33, 132, kSharedSm90), 2);
+  EXPECT_EQ(DecodeCtasPerSm(qwen3, 256, 132, kSharedSm90), 2);
+  tailor::internal::DecodeShape llama = qwen3;
+  llama.group = 4;
+  llama.num_kv_heads = 8;
+  EXPECT_EQ(DecodeCtasPerSm(llama, 16, 132, kSharedSm90), 1);  // 128 pairs
+  EXPECT_EQ(DecodeCtasPerSm(llama, 17, 132, kSharedSm90), 2);
+  tailor::internal::DecodeShape wide = qwen3;
+  wide.head_dim = 256;
+  wide.group = 16;
+  EXPECT_EQ(DecodeCtasPerSm(wide, 256, 132, kSharedSm90), 1);  // two do not fit
 }
 
 // The checker (and so the descriptor pool) accepts the cache maps of every

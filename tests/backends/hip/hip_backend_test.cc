@@ -287,7 +287,8 @@ TEST(HipDecodeKernelsTest, PlansOneWorkerPerCuInWholeTiles) {
                           .head_dim = 128,
                           .group = 4,
                           .page_size = 16,
-                          .num_kv_heads = 8});
+                          .num_kv_heads = 8},
+                         /*bucket=*/32, /*batch=*/32);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->num_workers, 104);
   EXPECT_EQ(config->tile_tokens, 64);
