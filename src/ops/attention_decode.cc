@@ -107,7 +107,10 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
   // captured graph replays any of them.
   const int64_t bucket = w->device ? w->device->capacity.batch : batch;
   TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config,
-                          kernels->PlanConfig(shape, bucket, batch));
+                          kernels->PlanConfig(
+                              shape, bucket,
+                              absl::MakeConstSpan(args.seq_lens.as<int32_t>(),
+                                                  batch)));
   const Device device = runtime.device();
   DecodeDeviceBuffers* buffers = nullptr;
   if (device.type != DeviceType::kCpu) {

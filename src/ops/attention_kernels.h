@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
 #include "core/engine.h"
 #include "plan/decode_plan.h"
@@ -123,17 +124,17 @@ class DecodeKernels {
  public:
   virtual ~DecodeKernels() = default;
 
-  // How a plan of `batch` sequences for `shape` on a workspace of `bucket`
-  // sequences (DecodeLimits::max_batch; batch <= bucket, equal when
-  // reserving) must be cut. num_workers, the launch, may depend on the
-  // bucket only, so that every plan on one workspace launches the same grid
-  // and a captured graph replays any of them; it must not shrink as the
-  // bucket grows (a reservation holds every smaller bucket's plans).
-  // cut_workers may narrow a small batch. Unimplemented when no kernel of
-  // this backend serves the shape.
-  virtual absl::StatusOr<DecodePlanConfig> PlanConfig(const DecodeShape& shape,
-                                                      int64_t bucket,
-                                                      int64_t batch) = 0;
+  // How a plan of `seq_lens` (host; empty when reserving) for `shape` on a
+  // workspace of `bucket` sequences (DecodeLimits::max_batch) must be cut.
+  // num_workers, the launch, may depend on the bucket only, so that every
+  // plan on one workspace launches the same grid and a captured graph
+  // replays any of them; it must not shrink as the bucket grows (a
+  // reservation holds every smaller bucket's plans). cut_workers may narrow
+  // a plan by its lengths. Unimplemented when no kernel of this backend
+  // serves the shape.
+  virtual absl::StatusOr<DecodePlanConfig> PlanConfig(
+      const DecodeShape& shape, int64_t bucket,
+      absl::Span<const int32_t> seq_lens) = 0;
 
   // ---- device memory (optional: device-memory backends) -------------------
   // Bytes of opaque scratch (merge counters, error words) for up to

@@ -211,8 +211,7 @@ absl::StatusOr<DecodeCapacity> DeviceCapacity(DecodeKernels& kernels,
                                               const DecodeLimits& limits) {
   TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
   TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
-                          kernels.PlanConfig(shape, limits.max_batch,
-                                             limits.max_batch));
+                          kernels.PlanConfig(shape, limits.max_batch, {}));
   return internal::DecodeCapacityFor(
       shape, limits.max_batch, config,
       kernels.ScratchBytes(plan::MaxDecodePartials(config.num_workers)));
@@ -222,8 +221,7 @@ absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
                          DecodeWorkspaceImpl& w) {
   TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
   TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
-                          kernels.PlanConfig(shape, limits.max_batch,
-                                             limits.max_batch));
+                          kernels.PlanConfig(shape, limits.max_batch, {}));
   const plan::DecodePlanParams params = {
       .num_kv_heads = static_cast<int32_t>(shape.num_kv_heads),
       .num_workers = config.num_workers,

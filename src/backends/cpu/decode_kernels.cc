@@ -144,7 +144,8 @@ absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
 }
 
 absl::StatusOr<DecodePlanConfig> CpuDecodeKernels::PlanConfig(
-    const DecodeShape& shape, int64_t /*bucket*/, int64_t /*batch*/) {
+    const DecodeShape& shape, int64_t /*bucket*/,
+    absl::Span<const int32_t> /*seq_lens*/) {
   return DecodePlanConfig{
       .num_workers = std::max(1, num_threads_ * kWorkersPerThread),
       .tile_tokens = kTileTokens,

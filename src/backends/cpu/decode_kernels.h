@@ -34,9 +34,9 @@ class CpuDecodeKernels final : public DecodeKernels {
 
   // Workers: 2 per thread, tiles of 16 tokens (the template's block),
   // whatever the batch.
-  absl::StatusOr<DecodePlanConfig> PlanConfig(const DecodeShape& shape,
-                                              int64_t bucket,
-                                              int64_t batch) override;
+  absl::StatusOr<DecodePlanConfig> PlanConfig(
+      const DecodeShape& shape, int64_t bucket,
+      absl::Span<const int32_t> seq_lens) override;
   absl::Status Decode(Engine& engine, const DecodeLaunch& launch) override;
 
   // Tests: generate `op`'s (attention.decode, attention.decode_merge)

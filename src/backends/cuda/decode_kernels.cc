@@ -395,8 +395,23 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
   return stages;
 }
 
+int DecodeCutWorkers(const DecodeShape& shape,
+                     absl::Span<const int32_t> seq_lens, int workers,
+                     int multiprocessors) {
+  if (workers <= multiprocessors) return workers;
+  const int64_t pairs =
+      static_cast<int64_t>(seq_lens.size()) * shape.num_kv_heads;
+  int64_t tokens = 0;
+  for (int32_t len : seq_lens) tokens += std::max(len, 0);
+  tokens *= shape.num_kv_heads;
+  const bool short_work =
+      tokens < int64_t{workers} * kDecodeTileTokens * kDecodeNarrowTilesPerWorker;
+  return pairs < multiprocessors && short_work ? multiprocessors : workers;
+}
+
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
-    const DecodeShape& shape, int64_t bucket, int64_t batch) {
+    const DecodeShape& shape, int64_t bucket,
+    absl::Span<const int32_t> seq_lens) {
   TAILOR_RETURN_IF_ERROR(StagesFor(shape, 0).status());
   const int sms = multiprocessors_.load();
   const int64_t shared = shared_limit_.load();
@@ -411,12 +426,11 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
                             .item_cost_tokens = kItemCostTokens};
   }
   const int grid = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
-  const int cut = workers(DecodeCtasPerSm(shape, batch, sms, shared));
   return DecodePlanConfig{
       .num_workers = grid,
       .tile_tokens = kDecodeTileTokens,
       .item_cost_tokens = kItemCostTokens,
-      .cut_workers = std::min(cut, grid)};
+      .cut_workers = DecodeCutWorkers(shape, seq_lens, grid, sms)};
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -76,13 +77,11 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   explicit CudaDecodeKernels(CudaBackend& backend);
 
   // Workers: DecodeCtasPerSm(shape, bucket) per SM (or DecodeTuning's);
-  // the cut fills DecodeCtasPerSm(shape, batch) per SM of them (a B = 1 plan
-  // on a workspace for 256 runs on one CTA an SM, the others idle); tiles
-  // of 64 tokens. Unimplemented when even two pipeline stages of `shape` do
-  // not fit the device's shared memory.
+  // tiles of 64 tokens. The cut: DecodeCutWorkers. Unimplemented when even
+  // two pipeline stages of `shape` do not fit the device's shared memory.
   absl::StatusOr<tailor::internal::DecodePlanConfig> PlanConfig(
       const tailor::internal::DecodeShape& shape, int64_t bucket,
-      int64_t batch) override;
+      absl::Span<const int32_t> seq_lens) override;
   int64_t ScratchBytes(int64_t max_partials) const override;
   absl::Status InitScratch(tailor::internal::Engine& engine, void* scratch,
                            int64_t max_partials, void* stream) override;
@@ -138,6 +137,17 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
 // B=1 L=4096: 16.0 -> 19.2 us).
 int DecodeCtasPerSm(const tailor::internal::DecodeShape& shape, int64_t batch,
                     int multiprocessors, int64_t shared_limit);
+
+// The workers a plan of `seq_lens` on a launch of `workers` CTAs fills: all,
+// or one an SM when the launch has two an SM, the plan fewer pairs than
+// SMs and less than kDecodeNarrowTilesPerWorker tiles a worker. (H100, a
+// workspace for 256 with two CTAs an SM: B=1 and Qwen3 B=32 L=1024 run as
+// fast as on one CTA an SM only narrowed; B=8 L=32768 runs 4-5 % slower
+// narrowed, as one CTA an SM of two stages streams less than two.)
+inline constexpr int64_t kDecodeNarrowTilesPerWorker = 16;
+int DecodeCutWorkers(const tailor::internal::DecodeShape& shape,
+                     absl::Span<const int32_t> seq_lens, int workers,
+                     int multiprocessors);
 
 // Whether the TMA kernel can serve `page_size` (the template's rule).
 bool DecodeTmaPageSize(int64_t page_size);

@@ -113,7 +113,8 @@ absl::StatusOr<KernelSource> GenerateHipDecode(const SpecKey& key) {
 }
 
 absl::StatusOr<DecodePlanConfig> HipDecodeKernels::PlanConfig(
-    const DecodeShape& shape, int64_t /*bucket*/, int64_t /*batch*/) {
+    const DecodeShape& shape, int64_t /*bucket*/,
+    absl::Span<const int32_t> /*seq_lens*/) {
   TAILOR_RETURN_IF_ERROR(HipDecodeKey(SpecKey{}, shape).status());
   return DecodePlanConfig{.num_workers = workers_,
                           .tile_tokens = kDecodeTileTokens,

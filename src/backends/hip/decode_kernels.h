@@ -40,7 +40,7 @@ class HipDecodeKernels final : public tailor::internal::DecodeKernels {
 
   absl::StatusOr<tailor::internal::DecodePlanConfig> PlanConfig(
       const tailor::internal::DecodeShape& shape, int64_t bucket,
-      int64_t batch) override;
+      absl::Span<const int32_t> seq_lens) override;
   int64_t ScratchBytes(int64_t max_partials) const override;
   absl::Status InitScratch(tailor::internal::Engine& engine, void* scratch,
                            int64_t max_partials, void* stream) override;

@@ -216,6 +216,24 @@ TEST(DecodeKernelKeysTest, TwoCtasAnSmFromAnSmsWorthOfPairs) {
   EXPECT_EQ(DecodeCtasPerSm(wide, 256, 132, kSharedSm90), 1);  // two do not fit
 }
 
+// On a launch of two CTAs an SM, a plan with fewer pairs than SMs and short
+// work fills one an SM; long streams or many pairs fill all.
+TEST(DecodeKernelKeysTest, SmallShortPlansNarrowTheirCut) {
+  const tailor::internal::DecodeShape qwen3 = {.dtype = DType::kBF16,
+                                               .head_dim = 128,
+                                               .group = 8,
+                                               .page_size = 16,
+                                               .num_kv_heads = 4};
+  const std::vector<int32_t> b1(1, 4096), b32(32, 1024), b8(8, 32768),
+      b33(33, 16);
+  EXPECT_EQ(DecodeCutWorkers(qwen3, b1, 264, 132), 132);
+  EXPECT_EQ(DecodeCutWorkers(qwen3, b32, 264, 132), 132);
+  EXPECT_EQ(DecodeCutWorkers(qwen3, b8, 264, 132), 264);   // long streams
+  EXPECT_EQ(DecodeCutWorkers(qwen3, b33, 264, 132), 264);  // 132 pairs
+  EXPECT_EQ(DecodeCutWorkers(qwen3, {}, 264, 132), 132);
+  EXPECT_EQ(DecodeCutWorkers(qwen3, b1, 132, 132), 132);   // one an SM
+}
+
 // The checker (and so the descriptor pool) accepts the cache maps of every
 // layout and TMA page size on sm_90; nothing else would take the TMA path.
 TEST(DecodeKernelKeysTest, CacheMapsAreLegalOnHopper) {

@@ -288,7 +288,7 @@ TEST(HipDecodeKernelsTest, PlansOneWorkerPerCuInWholeTiles) {
                           .group = 4,
                           .page_size = 16,
                           .num_kv_heads = 8},
-                         /*bucket=*/32, /*batch=*/32);
+                         /*bucket=*/32, /*seq_lens=*/{});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->num_workers, 104);
   EXPECT_EQ(config->tile_tokens, 64);
