@@ -193,14 +193,19 @@ TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
   EXPECT_FALSE(DecodeTmaPageSize(1));
 }
 
+// Qwen3-30B-A3B's decode: 32 query heads over 4 KV heads of 128, pages of 16.
+tailor::internal::DecodeShape Qwen3DecodeShape() {
+  return {.dtype = DType::kBF16,
+          .head_dim = 128,
+          .group = 8,
+          .page_size = 16,
+          .num_kv_heads = 4};
+}
+
 // Two CTAs an SM from an SM's worth of (sequence, KV head) pairs, where two
 // fit.
 TEST(DecodeKernelKeysTest, TwoCtasAnSmFromAnSmsWorthOfPairs) {
-  const tailor::internal::DecodeShape qwen3 = {.dtype = DType::kBF16,
-                                               .head_dim = 128,
-                                               .group = 8,
-                                               .page_size = 16,
-                                               .num_kv_heads = 4};
+  const tailor::internal::DecodeShape qwen3 = Qwen3DecodeShape();
   EXPECT_EQ(DecodeCtasPerSm(qwen3, 1, 132, kSharedSm90), 1);
   EXPECT_EQ(DecodeCtasPerSm(qwen3, 32, 132, kSharedSm90), 1);  // 128 pairs
   EXPECT_EQ(DecodeCtasPerSm(qwen3, 33, 132, kSharedSm90), 2);
@@ -219,11 +224,7 @@ TEST(DecodeKernelKeysTest, TwoCtasAnSmFromAnSmsWorthOfPairs) {
 // On a launch of two CTAs an SM, a plan with fewer pairs than SMs and short
 // work fills one an SM; long streams or many pairs fill all.
 TEST(DecodeKernelKeysTest, SmallShortPlansNarrowTheirCut) {
-  const tailor::internal::DecodeShape qwen3 = {.dtype = DType::kBF16,
-                                               .head_dim = 128,
-                                               .group = 8,
-                                               .page_size = 16,
-                                               .num_kv_heads = 4};
+  const tailor::internal::DecodeShape qwen3 = Qwen3DecodeShape();
   const std::vector<int32_t> b1(1, 4096), b32(32, 1024), b8(8, 32768),
       b33(33, 16);
   EXPECT_EQ(DecodeCutWorkers(qwen3, b1, 264, 132), 132);
