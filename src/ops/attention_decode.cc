@@ -106,24 +106,19 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
   // B: every plan on the workspace launches the same grid and kernel, so a
   // captured graph replays any of them.
   const int64_t bucket = w->device ? w->device->capacity.batch : batch;
-  TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config,
-                          kernels->PlanConfig(
-                              shape, bucket,
-                              absl::MakeConstSpan(args.seq_lens.as<int32_t>(),
-                                                  batch)));
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodePlanConfig config,
+      kernels->PlanConfig(
+          shape, bucket,
+          absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch)));
   const Device device = runtime.device();
   DecodeDeviceBuffers* buffers = nullptr;
   if (device.type != DeviceType::kCpu) {
     TAILOR_ASSIGN_OR_RETURN(
         buffers, DeviceBuffersFor(*w, device, *kernels, shape, config, batch));
   }
-  const plan::DecodePlanParams params = {
-      .num_kv_heads = static_cast<int32_t>(shape.num_kv_heads),
-      .num_workers = config.num_workers,
-      .tile_tokens = config.tile_tokens,
-      .page_size = static_cast<int32_t>(shape.page_size),
-      .item_cost_tokens = config.item_cost_tokens,
-      .cut_workers = config.cut_workers};
+  const plan::DecodePlanParams params =
+      internal::DecodePlanParamsFor(shape, config);
   TAILOR_RETURN_IF_ERROR(plan::BuildDecodePlan(
       absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), params,
       &w->plan));

@@ -34,8 +34,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/engine.h"
 #include "plan/decode_plan.h"
 #include "tailor/runtime.h"

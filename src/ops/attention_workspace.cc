@@ -44,6 +44,16 @@ absl::StatusOr<DecodeWorkspaceImpl*> ImplOf(attention::DecodeWorkspace& ws) {
   return ws.impl();
 }
 
+plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
+                                           const DecodePlanConfig& config) {
+  return {.num_kv_heads = static_cast<int32_t>(shape.num_kv_heads),
+          .num_workers = config.num_workers,
+          .tile_tokens = config.tile_tokens,
+          .page_size = static_cast<int32_t>(shape.page_size),
+          .item_cost_tokens = config.item_cost_tokens,
+          .cut_workers = config.cut_workers};
+}
+
 DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
                                  const DecodePlanConfig& config,
                                  int64_t scratch_bytes) {
@@ -222,13 +232,8 @@ absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
   TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
   TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
                           kernels.PlanConfig(shape, limits.max_batch, {}));
-  const plan::DecodePlanParams params = {
-      .num_kv_heads = static_cast<int32_t>(shape.num_kv_heads),
-      .num_workers = config.num_workers,
-      .tile_tokens = config.tile_tokens,
-      .page_size = static_cast<int32_t>(shape.page_size),
-      .item_cost_tokens = config.item_cost_tokens,
-      .cut_workers = config.cut_workers};
+  const plan::DecodePlanParams params =
+      internal::DecodePlanParamsFor(shape, config);
   TAILOR_RETURN_IF_ERROR(w.plan.Reserve(limits.max_batch, params));
   const size_t partials = plan::MaxDecodePartials(config.num_workers);
   const size_t row = shape.group * shape.head_dim;

@@ -67,6 +67,10 @@ DecodeDeviceBuffers DecodeLayoutFor(const DecodeCapacity& capacity);
 absl::Status CheckDecodeFits(const DecodeDeviceBuffers& buffers,
                              const DecodeCapacity& need);
 
+// The planner's parameters for `shape` cut as `config` says.
+plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
+                                           const DecodePlanConfig& config);
+
 // The capacity plans of `batch` sequences for `shape` need with `config`.
 DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
                                  const DecodePlanConfig& config,

@@ -203,8 +203,7 @@ DecodePlanStats DecodePlan::stats() const {
     total += worker_cost_[w];
   }
   if (params_.num_workers > 0) {
-    s.mean_worker_cost =
-        static_cast<double>(total) / DecodeCutWorkers(params_);
+    s.mean_worker_cost = static_cast<double>(total) / DecodeCutWorkers(params_);
   }
   return s;
 }

@@ -218,7 +218,8 @@ TEST(DecodePlanTest, CutWorkersLeaveTheRestIdle) {
     TAILOR_ASSERT_OK(BuildDecodePlan(lens, full, &reference));
     EXPECT_THAT(plan.items(), ElementsAreArray(reference.items()));
     for (int32_t w = 132; w <= 264; ++w) {
-      EXPECT_EQ(plan.worker_begin()[w], static_cast<int32_t>(plan.items().size()));
+      EXPECT_EQ(plan.worker_begin()[w],
+                static_cast<int32_t>(plan.items().size()));
     }
     EXPECT_EQ(plan.stats().max_worker_cost, reference.stats().max_worker_cost);
     EXPECT_EQ(plan.stats().mean_worker_cost,

@@ -225,8 +225,7 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
 
 int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
                     int multiprocessors, int64_t shared_limit) {
-  const bool pairs_fill_the_sms =
-      batch * shape.num_kv_heads >= multiprocessors;
+  const bool pairs_fill_the_sms = batch * shape.num_kv_heads >= multiprocessors;
   const bool two_fit =
       DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2) >= 2;
   return pairs_fill_the_sms && two_fit ? 2 : 1;
@@ -404,8 +403,8 @@ int DecodeCutWorkers(const DecodeShape& shape,
   int64_t tokens = 0;
   for (int32_t len : seq_lens) tokens += std::max(len, 0);
   tokens *= shape.num_kv_heads;
-  const bool short_work =
-      tokens < int64_t{workers} * kDecodeTileTokens * kDecodeNarrowTilesPerWorker;
+  const bool short_work = tokens < int64_t{workers} * kDecodeTileTokens *
+                                       kDecodeNarrowTilesPerWorker;
   return pairs < multiprocessors && short_work ? multiprocessors : workers;
 }
 

@@ -178,9 +178,10 @@ int64_t SharedLimitOfArch(absl::string_view arch);
 // `target.arch`, without the device (warm-up): the cp.async variant, and on
 // sm_90a the TMA variant when the page size allows it (a cache whose strides
 // are not TMA-legal falls back to cp.async), at the depths that arch's shared
-// memory gives one CTA and two CTAs an SM. Unimplemented for an unknown arch or a shape no depth fits;
-// InvalidArgument naming the key field the templates cannot build. Without
-// the CUDA headers (cuda_backend_unavailable.cc): Unavailable.
+// memory gives one CTA and two CTAs an SM. Unimplemented for an unknown arch or
+// a shape no depth fits; InvalidArgument naming the key field the templates
+// cannot build. Without the CUDA headers (cuda_backend_unavailable.cc):
+// Unavailable.
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> DecodeLayerKernels(
     const tailor::internal::KeyTarget& target,
     const tailor::internal::DecodeShape& shape);

@@ -232,7 +232,7 @@ TEST(DecodeKernelKeysTest, SmallShortPlansNarrowTheirCut) {
   EXPECT_EQ(DecodeCutWorkers(qwen3, b8, 264, 132), 264);   // long streams
   EXPECT_EQ(DecodeCutWorkers(qwen3, b33, 264, 132), 264);  // 132 pairs
   EXPECT_EQ(DecodeCutWorkers(qwen3, {}, 264, 132), 132);
-  EXPECT_EQ(DecodeCutWorkers(qwen3, b1, 132, 132), 132);   // one an SM
+  EXPECT_EQ(DecodeCutWorkers(qwen3, b1, 132, 132), 132);  // one an SM
 }
 
 // The checker (and so the descriptor pool) accepts the cache maps of every
