@@ -34,6 +34,13 @@
 //     producer never armed;
 // each trap prints "tailor pipeline: ..." naming the stage and round.
 //
+// Across a cluster (TMA multicast: a stage of each CTA is filled partly by
+// the peers' producers): every CTA's ring counts the consumer groups of all
+// CTAs the stage's copies write to, and each group releases the stage to its
+// own ring (Release) and to each peer's (ReleasePeer), so no producer
+// refills a stage any CTA still reads. The checks count across the cluster
+// the same way.
+//
 // Example (one producer thread, two consumer warpgroups):
 //   __shared__ PipelineRing<4> ring;
 //   if (threadIdx.x == 0) { ring.Init(/*consumer_groups=*/2, kStageBytes);
@@ -48,6 +55,7 @@
 #define TAILOR_RUNTIME_CUDA_PIPELINE_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/cluster.cuh"
 #include "runtime/cuda/mbarrier.cuh"
 
 #ifndef TAILOR_PIPELINE_CHECKS
@@ -184,6 +192,17 @@ TAILOR_DEVICE void Release(PipelineRing<kStages>& ring,
   atomicAdd(&ring.released[c.stage], 1u);
 #endif
   ring.empty[c.stage].Arrive();
+}
+
+// Release to the same ring of CTA `rank` of the cluster (whose producer
+// multicast into this CTA's stage).
+template <int kStages>
+TAILOR_DEVICE void ReleasePeer(PipelineRing<kStages>& ring,
+                               const PipelineCursor& c, unsigned rank) {
+#if TAILOR_PIPELINE_CHECKS
+  PeerAdd(&ring.released[c.stage], rank, 1u);
+#endif
+  PeerArrive(&ring.empty[c.stage], rank);
 }
 
 }  // namespace tailor::cuda

@@ -70,6 +70,7 @@ struct GemmConfig {
   int64_t n = 0, k = 0;
   int32_t cta_rows = 0, cta_cols = 0, k_tile = 0, stages = 0, ctas = 0;
   bool tma_store = false, split_k = false;
+  int32_t cluster = 1;
 };
 
 struct GroupedGemmLaunch {

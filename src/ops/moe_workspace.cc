@@ -102,7 +102,8 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
                    .stages = c.stages,
                    .ctas = c.ctas,
                    .tma_store = c.tma_store,
-                   .split_k = c.split_k});
+                   .split_k = c.split_k,
+                   .cluster = c.cluster});
   }
   return out;
 }
@@ -150,6 +151,7 @@ std::string GemmChoice::ToString() const {
   if (ctas > 0) absl::StrAppend(&s, " ctas=", ctas);
   if (tma_store) absl::StrAppend(&s, " tma_store");
   if (split_k) absl::StrAppend(&s, " split_k");
+  if (cluster > 1) absl::StrAppend(&s, " cluster=", cluster);
   return s;
 }
 

@@ -51,11 +51,27 @@
 // sit in one thread's accumulators: 128 rows, the 128 gate rows then the
 // 128 up rows; 64 rows, per consumer its 64 gate rows then their 64 up rows.
 //
+// Clusters (kCluster = 2, 128-row tiles, no split-K): the CTAs of a cluster
+// take plan tiles 2 v and 2 v + 1 of cluster unit v: consecutive items of one
+// raster group with the same N tile, so almost always one expert's W tile.
+// Each CTA's producer loads its own A box and, when the two tiles share W,
+// half of the W boxes (rank r: boxes 2 r, 2 r + 1) multicast into both CTAs;
+// otherwise all four of its own. L2 then serves each shared W box once per
+// cluster instead of once per CTA: a third less L2 traffic for the
+// compute-bound large-T launches, whose L2 was 85-91 % busy (ncu,
+// DeepSeek-V3 T=16384, Mixtral T=1024). Every stage is written by both
+// producers, so each CTA's empty barriers count the consumer groups of both
+// CTAs (each group releases to both). Rank 0's producer takes the units
+// from the same counter as CTA tiles, one per cluster, and mails each to
+// rank 1's producer (PeerMailbox). A unit past the last tile (odd tile
+// count) gives rank 1 rank 0's tile again, computed and not stored.
+//
 // Params: MoeGroupedGemmSm90Params (templates/cuda/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
 #define TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/cluster.cuh"
 #include "runtime/cuda/entry.cuh"
 #include "runtime/cuda/mbarrier.cuh"
 #include "runtime/cuda/numeric.cuh"
@@ -67,7 +83,8 @@
 
 namespace tailor::cuda {
 
-template <int kN, int kK, int kTileRows, int kEpilogue, int kTmaStore>
+template <int kN, int kK, int kTileRows, int kEpilogue, int kTmaStore,
+          int kCluster = 1>
 struct MoeGroupedGemmSm90 {
   static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
   static_assert(kK % 8 == 0, "TMA rows must be 16-byte multiples: K % 8 == 0");
@@ -79,6 +96,9 @@ struct MoeGroupedGemmSm90 {
   static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
                 "silu_and_mul needs an even N (gate | up)");
   static_assert(kTmaStore == 0 || kTmaStore == 1, "kTmaStore is 0 or 1");
+  static_assert(kCluster == 1 || (kCluster == 2 && kTileRows > 64),
+                "clusters of 2 share W tiles of the 128-row kernel");
+  static constexpr bool kPaired = kCluster == 2;
 
   using Params = MoeGroupedGemmSm90Params;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
@@ -103,7 +123,8 @@ struct MoeGroupedGemmSm90 {
   static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
                 "A box + 4 W boxes per stage");
   static_assert(kStages * kStageBytes + MoeSm90StoreBytes(kTmaStore) +
-                        sizeof(PipelineRing<kStages>) + 1024 <=
+                        sizeof(PipelineRing<kStages>) + sizeof(PeerMailbox) +
+                        1024 <=
                     MoeSm90SharedBytes(kCtaRows, kTmaStore),
                 "shared memory layout");
   // TMA-store epilogue: a full tile's rows fill the CTA (the plan tile is the
@@ -150,12 +171,21 @@ struct MoeGroupedGemmSm90 {
             (split + 1) * kKBlocks / s.splits};
   }
 
+  // Cluster units over `tiles` plan tiles, and rank 1's tile of unit v.
+  static int PairUnits(int tiles) { return (tiles + 1) / 2; }
+  static int PeerTile(int v, int tiles) {
+    return 2 * v + 1 < tiles ? 2 * v + 1 : 2 * v;
+  }
+
   // The tile after `t`: static, t + gridDim.x; dynamic, the next of a
   // counter shared by the CTAs (past the first wave), so the tiles in flight
   // are always about one wave of consecutive tiles, however the CTAs drift.
+  // With clusters the same, over cluster units.
+  static int Workers() { return kPaired ? ClusterCountX() : gridDim.x; }
+  static int FirstTile() { return kPaired ? ClusterIdX() : blockIdx.x; }
   static int NextTile(const Params& p, int t) {
-    if (!p.dynamic_schedule) return t + gridDim.x;
-    return gridDim.x + atomicAdd(&p.header->gemm_next_tile, 1);
+    if (!p.dynamic_schedule) return t + Workers();
+    return Workers() + atomicAdd(&p.header->gemm_next_tile, 1);
   }
 
   // Dynamic schedule: the last CTA out resets the counters for the next
@@ -163,7 +193,7 @@ struct MoeGroupedGemmSm90 {
   static void ResetSchedule(const Params& p) {
     if (!p.dynamic_schedule) return;
     // This thread took the CTA's tiles: its counter reads precede the release.
-    if (ArriveAcqRel(&p.header->gemm_ctas_done) == gridDim.x - 1) {
+    if (ArriveAcqRel(&p.header->gemm_ctas_done) == Workers() - 1) {
       p.header->gemm_next_tile = 0;
       p.header->gemm_ctas_done = 0;
     }
@@ -177,7 +207,7 @@ struct MoeGroupedGemmSm90 {
     PrefetchTensorMap(&p.a_map);
     PrefetchTensorMap(&p.w_map);
     PipelineCursor c;
-    int t = blockIdx.x;
+    int t = FirstTile();
     while (t < schedule.units) {
       const Unit u = UnitOf(schedule, t);
       const TileCoord coord = TileOf(u.plan_tile, num_work, kNTiles);
@@ -202,6 +232,58 @@ struct MoeGroupedGemmSm90 {
     }
     Close(ring, c);
     ResetSchedule(p);
+  }
+
+  // A cluster CTA's producer: cluster unit v is plan tiles 2 v (rank 0)
+  // and 2 v + 1 (rank 1; 2 v again past the end). Rank 0 schedules and mails
+  // each next unit to rank 1.
+  static void ProducePair(const Params& p, unsigned char* stages,
+                          PipelineRing<kStages>& ring, PeerMailbox& mailbox,
+                          int num_work, int tiles) {
+    PrefetchTensorMap(&p.a_map);
+    PrefetchTensorMap(&p.w_map);
+    const unsigned rank = ClusterCtaRank();
+    PipelineCursor c;
+    unsigned mail = 0;  // units mailed (rank 0) or received (rank 1)
+    int v = FirstTile();
+    while (v < PairUnits(tiles)) {
+      const TileCoord first = TileOf(2 * v, num_work, kNTiles);
+      const TileCoord second = TileOf(PeerTile(v, tiles), num_work, kNTiles);
+      const MoeWorkItem item0 = p.work[first.item];
+      const MoeWorkItem item1 = p.work[second.item];
+      const bool share_w =
+          item0.group == item1.group && first.n_tile == second.n_tile;
+      const MoeWorkItem& mine = rank == 0 ? item0 : item1;
+      const int n_tile = rank == 0 ? first.n_tile : second.n_tile;
+      int next = 0;
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        if (rank == 0 && kb == kKBlocks - 1) {
+          next = NextTile(p, v);
+          mailbox.Send(mail++, /*to=*/1, next);
+        }
+        WaitEmpty(ring, c);
+        ArmFull(ring, c, kStageBytes, v);
+        unsigned char* stage = stages + c.stage * kStageBytes;
+        Mbarrier* full = &ring.full[c.stage];
+        const int k = kb * kBK;
+        TmaLoad<2>(stage, &p.a_map, {k, mine.row_begin}, full);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          unsigned char* box = stage + kABytes + q * kBoxBytes;
+          const int row = WBoxRow(mine.group, n_tile, q);
+          if (!share_w) {
+            TmaLoad<2>(box, &p.w_map, {k, row}, full);
+          } else if (q / 2 == static_cast<int>(rank)) {
+            TmaLoadMulticast2d(box, &p.w_map, k, row, full, 0b11);
+          }
+        }
+        c.Advance(kStages);
+      }
+      if (rank == 1) next = mailbox.Receive(mail++, /*from=*/0);
+      v = next;
+    }
+    Close(ring, c);
+    if (rank == 0) ResetSchedule(p);
   }
 
   // ---- consumers
@@ -378,10 +460,22 @@ struct MoeGroupedGemmSm90 {
     WgmmaCommit();
   }
 
+  // A consumer group's release of a stage (any thread of the group, after
+  // its MMAs on the stage are done): thread 0 to its own ring, and with
+  // clusters thread 1 to the peer's, whose producer multicast into it.
+  static void ReleaseStage(PipelineRing<kStages>& ring, const PipelineCursor& c,
+                           unsigned rank) {
+    const int i = threadIdx.x % 128;
+    if (i == 0) Release(ring, c);
+    if (kPaired && i == 1) ReleasePeer(ring, c, rank ^ 1u);
+  }
+
   static void Consume(const Params& p, unsigned char* stages,
                       unsigned char* store_boxes, PipelineRing<kStages>& ring,
                       int num_work, const MoeSm90Schedule& schedule,
                       int consumer) {
+    const unsigned rank = kPaired ? ClusterCtaRank() : 0;
+    const int tiles = num_work * kNTiles;
     const bool leader = threadIdx.x % 128 == 0;
     unsigned char* boxes = store_boxes + consumer * 2 * kMoeSm90StoreBoxBytes;
     unsigned boxes_done = 0;
@@ -396,7 +490,10 @@ struct MoeGroupedGemmSm90 {
       // stage to the producer, who writes the next one there.
       NamedBarrierSync<128>(1 + consumer);
       if (t == kPipelineClosed) break;
-      const Unit u = UnitOf(schedule, t);
+      // With clusters t is the cluster unit; a repeated tile is not stored.
+      const int plan_t = !kPaired ? t : rank == 0 ? 2 * t : PeerTile(t, tiles);
+      const bool store = !kPaired || rank == 0 || plan_t != 2 * t;
+      const Unit u = UnitOf(schedule, plan_t);
       const TileCoord coord = TileOf(u.plan_tile, num_work, kNTiles);
       const MoeWorkItem item = p.work[coord.item];
       PipelineCursor previous;
@@ -405,12 +502,13 @@ struct MoeGroupedGemmSm90 {
         if (!first) WaitFull(ring, c);
         Mma(stages + c.stage * kStageBytes, consumer, !first, acc);
         WgmmaWait<1>();  // the previous K block's MMAs are done
-        if (!first && leader) Release(ring, previous);
+        if (!first) ReleaseStage(ring, previous, rank);
         previous = c;
         c.Advance(kStages);
       }
       WgmmaWait<0>();
-      if (leader) Release(ring, previous);
+      ReleaseStage(ring, previous, rank);
+      if (!store) continue;
       // Split-K: only the tile's last split to finish stores it.
       if (u.split_tile >= 0 && !ReduceSplits(p, u, consumer, acc)) continue;
       if (kTmaStore && item.tail_class == 0) {
@@ -433,22 +531,38 @@ struct MoeGroupedGemmSm90 {
     unsigned char* store_boxes = stages + kStages * kStageBytes;
     auto* ring = reinterpret_cast<PipelineRing<kStages>*>(
         store_boxes + MoeSm90StoreBytes(kTmaStore));
+    auto* mailbox = reinterpret_cast<PeerMailbox*>(ring + 1);
     if (threadIdx.x == 0) {
-      ring->Init(/*groups=*/2, kStageBytes);
+      // With clusters rank 0's empty barriers count both CTAs' consumers.
+      ring->Init(/*groups=*/2 * kCluster, kStageBytes);
+      if constexpr (kPaired) mailbox->Init();
       FenceMbarrierInit();
     }
-    __syncthreads();
+    if constexpr (kPaired) {
+      ClusterSync();  // the peer's barriers exist before anyone arrives
+    } else {
+      __syncthreads();
+    }
     const int num_work = p.header->num_work;
+    // Clusters: whole tiles only (no split-K), units are tile pairs.
     const MoeSm90Schedule schedule = MoeSm90ScheduleOf(
-        num_work * kNTiles, gridDim.x, kKBlocks, p.split_k != 0);
+        num_work * kNTiles, gridDim.x, kKBlocks, !kPaired && p.split_k != 0);
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
       SetMaxRegistersDecrease<kProducerRegisters>();
-      if (threadIdx.x == 0) Produce(p, stages, *ring, num_work, schedule);
+      if (threadIdx.x == 0) {
+        if constexpr (!kPaired) {
+          Produce(p, stages, *ring, num_work, schedule);
+        } else {
+          ProducePair(p, stages, *ring, *mailbox, num_work, num_work * kNTiles);
+        }
+      }
     } else {
       SetMaxRegistersIncrease<kConsumerRegisters>();
       Consume(p, stages, store_boxes, *ring, num_work, schedule, warpgroup - 1);
     }
+    // A CTA's shared memory must outlive its peer's arrivals and copies.
+    if constexpr (kPaired) ClusterSync();
   }
 };
 

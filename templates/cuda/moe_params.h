@@ -318,6 +318,14 @@ constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,
   const long long ctas = max_tiles * splits;
   return static_cast<int>(ctas < sms ? ctas : sms);
 }
+// CTAs of a launch with clusters of 2 (no split-K): a cluster per tile pair,
+// at most one CTA per SM. Hopper's SMs come in pairs (TPCs) within a GPC, so
+// sms / 2 clusters of 2 are resident at once.
+constexpr int MoeSm90ClusterCtas(long long max_tiles, int sms) {
+  const long long pairs = (max_tiles + 1) / 2;
+  const long long clusters = pairs < sms / 2 ? pairs : sms / 2;
+  return static_cast<int>(2 * clusters);
+}
 // Split-K area of the route scratch (after its header): arrivals [2 slots]
 // (zeroed with the header), padded to 256 bytes, then the partial slots.
 constexpr long long MoeSm90SplitArrivalBytes(int slots) {

@@ -5,6 +5,8 @@
 // and reported, device workspaces (reserved, bound, too small), valid
 // tokens, and a CUDA graph replayed with 50 routings and token counts.
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -508,9 +510,54 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
       EXPECT_EQ(gemm.cta_rows, 128);
       EXPECT_EQ(gemm.cta_cols, 256);
       EXPECT_GE(gemm.stages, 3);
-      EXPECT_TRUE(gemm.split_k);
+      // (A run with TAILOR_MOE_GEMM_CLUSTER=2 pairs CTAs instead.)
+      if (gemm.cluster == 1) EXPECT_TRUE(gemm.split_k);
     } else {
       EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
+    }
+  }
+}
+
+// The Hopper kernel with clusters of two CTAs that share each W tile by TMA
+// multicast, forced (TAILOR_MOE_GEMM_CLUSTER=2, read when a runtime is
+// created) on a runtime of its own: the cost model picks clusters only for
+// launches too large for an fp64 reference here (>= 16 waves, K >= 2048).
+class MoeCudaClusterTest : public MoeCudaSplitTest {
+ protected:
+  void SetUp() override {
+    MoeCudaSplitTest::SetUp();
+    if (IsSkipped()) return;
+    setenv("TAILOR_MOE_GEMM_CLUSTER", "2", 1);
+    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> paired =
+        CudaTestRuntime::Create();
+    unsetenv("TAILOR_MOE_GEMM_CLUSTER");
+    ASSERT_TRUE(paired.ok()) << paired.status();
+    paired_ = *std::move(paired);
+    env_ = paired_.get();
+  }
+  std::unique_ptr<CudaTestRuntime> paired_;
+};
+
+// 5 N tiles (gated, 640 outputs) per item make odd tile counts likely (the
+// last cluster's rank 1 then repeats rank 0's tile without storing it); 8
+// experts put some tile pairs across an expert boundary (no W shared); K =
+// 200 ends on a partial K block; T = 3 has fewer tiles than CTAs.
+TEST_F(MoeCudaClusterTest, GroupedGemmPairsCtas) {
+  std::mt19937_64 rng(TestSeed());
+  for (const Case& g :
+       std::vector<Case>{{3, 1280, 256, Epilogue::kSiluAndMul},
+                         {577, 1280, 200, Epilogue::kSiluAndMul},
+                         {2001, 2048, 264, Epilogue::kNone},
+                         {4500, 1280, 128, Epilogue::kSiluAndMul}}) {
+    SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+    Workspace ws;
+    CheckTwoLaunches(g, Spread::kUniform, rng, ws);
+    const PlanSummary plan = ws.plan();
+    ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+    if (env_->backend().arch() == "sm_90a" && plan.tile_rows == 128) {
+      EXPECT_EQ(plan.gemms.back().cluster, 2) << plan.ToString();
+      EXPECT_FALSE(plan.gemms.back().split_k) << plan.ToString();
+      EXPECT_EQ(plan.gemms.back().ctas % 2, 0) << plan.ToString();
     }
   }
 }

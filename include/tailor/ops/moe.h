@@ -157,6 +157,9 @@ struct GemmChoice {
   // K split for launches of few tiles and for a partial last wave
   // (templates/cuda/moe_params.h, MoeSm90ScheduleOf).
   bool split_k = false;
+  // CTAs per thread-block cluster: 2 when a pair of CTAs shares each W tile
+  // by TMA multicast (templates/cuda/moe_grouped_gemm_sm90.cuh), else 1.
+  int32_t cluster = 1;
   std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."
 };
 

@@ -147,9 +147,10 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
                                          key.tile.m, ", ", epilogue);
   if (key.tile.n == kHopperGemm) {
     const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
-    KernelSource source =
-        Entry("moe_grouped_gemm_sm90.cuh",
-              absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ">"));
+    const int cluster = key.tile.cluster > 1 ? key.tile.cluster : 1;
+    KernelSource source = Entry("moe_grouped_gemm_sm90.cuh",
+                                absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
+                                             tma_store, ", ", cluster, ">"));
     if (key.variant & kGemmPipelineChecks) {
       source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
     }
@@ -228,6 +229,28 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
   return key;
 }
 
+// Clusters of the Hopper kernel (templates/cuda/moe_grouped_gemm_sm90.cuh):
+// `mode` 1 or 2 forces (TAILOR_MOE_GEMM_CLUSTER), 0 chooses. Pairs of CTAs
+// share W tiles by multicast on the 128-row kernel when a launch may have
+// kClusterWaves waves of tiles of at least kClusterKBlocks K blocks: long,
+// compute-bound launches whose L2 is the busiest unit (ncu: 85-91 %).
+// Measured on the H100 (bench/results/moe_gpu_h100.txt, session 9): DeepSeek-V3
+// T=16384 4 % faster (both GEMMs), Mixtral T=16384 2 % / 10 %; Mixtral T=4096
+// gate_up 3-4 % slower, the other T=1024-4096 launches within 1 %; Qwen3's
+// down projection (K = 768: 12 K blocks, where the pair's lockstep at every
+// tile boundary costs more than the L2 it saves) 2-4 % slower, hence K.
+// Fewer tiles keep single CTAs, whose partial last wave split-K can fill.
+constexpr int64_t kClusterWaves = 16;
+constexpr int64_t kClusterKBlocks = 32;
+int HopperClusterFor(int mode, int cta_rows, int64_t max_tiles, int64_t k,
+                     int sms) {
+  if (cta_rows != kMoeSm90MaxRows) return 1;
+  if (mode != 0) return mode;
+  const int64_t k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
+  return max_tiles >= kClusterWaves * sms && k_blocks >= kClusterKBlocks ? 2
+                                                                         : 1;
+}
+
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
 // with (`hopper`) or without the Hopper kernel enabled.
 int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
@@ -240,7 +263,7 @@ int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
 
 SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
                 int64_t tile_rows, moe::Epilogue epilogue, int32_t kernel,
-                bool pipeline_checks, bool tma_store) {
+                bool pipeline_checks, bool tma_store, int cluster = 1) {
   SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
   key.dtypes = {dtype, dtype, DType::kF32};
   key.dims = {n, k};
@@ -250,6 +273,7 @@ SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
   if (kernel == kHopperGemm) {
     key.variant |= (pipeline_checks ? kGemmPipelineChecks : 0u) |
                    (tma_store ? kGemmTmaStore : 0u);
+    if (cluster > 1) key.tile.cluster = cluster;
   }
   return key;
 }
@@ -303,9 +327,18 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
                      moe::Epilogue::kSiluAndMul},
           std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
       const int32_t kernel = GemmKernelFor(hopper, layer.dtype, k, tile_rows);
-      add(GemmKey(
-          target, layer.dtype, n, k, tile_rows, epilogue, kernel, checks,
-          HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n)));
+      const bool tma_store =
+          HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
+      add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
+                  checks, tma_store));
+      // Large batches of the 128-row kernel with a long K launch clusters.
+      if (kernel == kHopperGemm &&
+          MoeSm90CtaRows(static_cast<int>(tile_rows)) == kMoeSm90MaxRows &&
+          (k + kMoeSm90KTile - 1) / kMoeSm90KTile >= kClusterKBlocks &&
+          !EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")) {
+        add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
+                    checks, tma_store, /*cluster=*/2));
+      }
     }
   }
   add(CombineKey(target, layer.dtype, layer.hidden, layer.topk));
@@ -464,6 +497,9 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
       dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
       split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
+      cluster_(EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")   ? 1
+               : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2") ? 2
+                                                       : 0),
       descriptors_(descriptors),
       generics_(generics) {}
 
@@ -536,9 +572,11 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   p.split_arrivals = reinterpret_cast<int*>(split_area);
   p.partials = reinterpret_cast<float*>(
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
+  const int cluster =
+      HopperClusterFor(cluster_, cta_rows, max_tiles, l.k, multiprocessors_);
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
-              kHopperGemm, pipeline_checks_, tma_store);
+              kHopperGemm, pipeline_checks_, tma_store, cluster);
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,
                                  GenericGemmId(l.dtype, l.k, l.epilogue)));
@@ -546,7 +584,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
     return PortableGroupedGemm(engine, l, *selected.kernel, /*generic=*/true);
   }
   const uint32_t ctas = static_cast<uint32_t>(
-      MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
+      cluster > 1 ? MoeSm90ClusterCtas(max_tiles, multiprocessors_)
+                  : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
   if (l.config != nullptr) {
     *l.config = {.kernel = "cuda.sm90_tma_wgmma",
                  .n = l.n,
@@ -557,13 +596,14 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
                  .stages = MoeSm90Stages(cta_rows, tma_store),
                  .ctas = static_cast<int32_t>(ctas),
                  .tma_store = tma_store,
-                 .split_k = split_k_};
+                 .split_k = split_k_ && cluster == 1,
+                 .cluster = cluster};
   }
-  return engine.Launch(
-      key.op, *selected.kernel,
+  LaunchConfig config =
       Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows, tma_store),
-             l.stream),
-      p);
+             l.stream);
+  config.cluster = {.x = static_cast<uint32_t>(cluster)};
+  return engine.Launch(key.op, *selected.kernel, config, p);
 }
 
 absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,

@@ -148,6 +148,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool tma_store_;         // full Hopper tiles may leave by TMA stores
   bool dynamic_schedule_;  // Hopper tiles from a counter, not blockIdx strides
   bool split_k_;           // Hopper launches of few tiles split K
+  int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 0 auto, 1 or 2
   DescriptorPool& descriptors_;
   CudaGenericKernels& generics_;
   // SetGeneratorForTesting: route, pack, grouped GEMM, combine.

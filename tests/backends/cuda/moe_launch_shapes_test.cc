@@ -113,5 +113,15 @@ TEST(MoeSm90LaunchShapes, SplitAreaHoldsArrivalsThenAlignedSlots) {
             1280 + kH100Sms * 2LL * 128 * 128 * 4);
 }
 
+// Clusters of 2: a cluster per tile pair, never more CTAs than SMs (an even
+// count: Hopper's SMs pair up in TPCs).
+TEST(MoeSm90LaunchShapes, ClusterCtasPairTilesUpToTheSms) {
+  EXPECT_EQ(MoeSm90ClusterCtas(1, 132), 2);
+  EXPECT_EQ(MoeSm90ClusterCtas(3, 132), 4);
+  EXPECT_EQ(MoeSm90ClusterCtas(131, 132), 132);
+  EXPECT_EQ(MoeSm90ClusterCtas(100000, 132), 132);
+  EXPECT_EQ(MoeSm90ClusterCtas(100000, 133), 132);
+}
+
 }  // namespace
 }  // namespace tailor::cuda
