@@ -511,7 +511,9 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
       EXPECT_EQ(gemm.cta_cols, 256);
       EXPECT_GE(gemm.stages, 3);
       // (A run with TAILOR_MOE_GEMM_CLUSTER=2 pairs CTAs instead.)
-      if (gemm.cluster == 1) EXPECT_TRUE(gemm.split_k);
+      if (gemm.cluster == 1) {
+        EXPECT_TRUE(gemm.split_k);
+      }
     } else {
       EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
     }
