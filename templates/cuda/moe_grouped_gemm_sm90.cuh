@@ -533,7 +533,7 @@ struct MoeGroupedGemmSm90 {
         store_boxes + MoeSm90StoreBytes(kTmaStore));
     auto* mailbox = reinterpret_cast<PeerMailbox*>(ring + 1);
     if (threadIdx.x == 0) {
-      // With clusters rank 0's empty barriers count both CTAs' consumers.
+      // With clusters each CTA's empty barriers count both CTAs' consumers.
       ring->Init(/*groups=*/2 * kCluster, kStageBytes);
       if constexpr (kPaired) mailbox->Init();
       FenceMbarrierInit();

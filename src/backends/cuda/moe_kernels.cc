@@ -242,13 +242,14 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
 // Fewer tiles keep single CTAs, whose partial last wave split-K can fill.
 constexpr int64_t kClusterWaves = 16;
 constexpr int64_t kClusterKBlocks = 32;
+bool ClusterKIsLong(int64_t k) {
+  return (k + kMoeSm90KTile - 1) / kMoeSm90KTile >= kClusterKBlocks;
+}
 int HopperClusterFor(int mode, int cta_rows, int64_t max_tiles, int64_t k,
                      int sms) {
   if (cta_rows != kMoeSm90MaxRows) return 1;
   if (mode != 0) return mode;
-  const int64_t k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
-  return max_tiles >= kClusterWaves * sms && k_blocks >= kClusterKBlocks ? 2
-                                                                         : 1;
+  return max_tiles >= kClusterWaves * sms && ClusterKIsLong(k) ? 2 : 1;
 }
 
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
@@ -334,8 +335,7 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
       // Large batches of the 128-row kernel with a long K launch clusters.
       if (kernel == kHopperGemm &&
           MoeSm90CtaRows(static_cast<int>(tile_rows)) == kMoeSm90MaxRows &&
-          (k + kMoeSm90KTile - 1) / kMoeSm90KTile >= kClusterKBlocks &&
-          !EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")) {
+          ClusterKIsLong(k) && !EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")) {
         add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
                     checks, tma_store, /*cluster=*/2));
       }
