@@ -51,6 +51,20 @@ TAILOR_DEVICE unsigned PackBf16x2(float lo, float hi) {
 #endif
 }
 
+// x rounded to bf16 (nearest even), as its bits: one cvt on sm_80+. Use it,
+// not FromFloat<bf16>, on wgmma accumulators: FromFloat's integer arithmetic
+// lets the compiler carry them across the K loop as integers, i.e. copy them
+// out while an asynchronous wgmma still writes them.
+TAILOR_DEVICE unsigned short Bf16Bits(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short bits;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(x));
+  return bits;
+#else
+  return FromFloat<bf16>(x).bits;
+#endif
+}
+
 // silu(x) = x * sigmoid(x), in f32 like vLLM's silu_and_mul (fast exp and
 // division: a few ulp, far inside bf16 and the f32 tests' 1e-5).
 TAILOR_DEVICE float Silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }

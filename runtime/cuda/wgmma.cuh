@@ -21,7 +21,7 @@
 //   d[4j + 2..3] = D[16w + g + 8][8j + 2t .. +1]
 //
 // PTX used (PTX ISA 8.0+, sm_90a): wgmma.fence, wgmma.mma_async
-// (m64n128k16 and m64n256k16 .f32.bf16.bf16), wgmma.commit_group,
+// (m64nNk16, N in {8, 16, 32, 128, 256}, .f32.bf16.bf16), wgmma.commit_group,
 // wgmma.wait_group, setmaxnreg.
 #ifndef TAILOR_RUNTIME_CUDA_WGMMA_CUH_
 #define TAILOR_RUNTIME_CUDA_WGMMA_CUH_
@@ -57,6 +57,55 @@ TAILOR_DEVICE void WgmmaCommit() {
 template <int kPending>
 TAILOR_DEVICE void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// d (64 x N, f32) = a (64 x 16, smem) * b (N x 16, smem)^T + (accumulate ?
+// d : 0), for the whole warpgroup, N = 8, 16, 32: the swap-AB kernel's few
+// token columns (WgmmaM64NSmallK16 picks one by N).
+TAILOR_DEVICE void WgmmaM64N8K16(float (&d)[4], unsigned long long a,
+                                  unsigned long long b, bool accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "setp.ne.b32 p, %6, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
+TAILOR_DEVICE void WgmmaM64N16K16(float (&d)[8], unsigned long long a,
+                                  unsigned long long b, bool accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "setp.ne.b32 p, %10, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
+TAILOR_DEVICE void WgmmaM64N32K16(float (&d)[16], unsigned long long a,
+                                  unsigned long long b, bool accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "setp.ne.b32 p, %18, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
+template <int kN>
+TAILOR_DEVICE void WgmmaM64NSmallK16(float (&d)[kN / 2], unsigned long long a,
+                                     unsigned long long b, bool accumulate) {
+  static_assert(kN == 8 || kN == 16 || kN == 32, "N is 8, 16 or 32");
+  if constexpr (kN == 8) {
+    WgmmaM64N8K16(d, a, b, accumulate);
+  } else if constexpr (kN == 16) {
+    WgmmaM64N16K16(d, a, b, accumulate);
+  } else {
+    WgmmaM64N32K16(d, a, b, accumulate);
+  }
 }
 
 // d (64 x 128, f32) = a (64 x 16, smem) * b (128 x 16, smem)^T + (accumulate

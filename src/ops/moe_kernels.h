@@ -146,12 +146,14 @@ class MoeKernels {
   virtual ~MoeKernels() = default;
 
   // The core tile rows a RoutingPolicy of tile_rows 0 resolves to for a
-  // step of `assignments` (T * k) over `experts` local experts: a backend's
-  // cost model may pick larger tiles for larger steps, never smaller ones
-  // (a reservation sizes the work list with assignments = 0). And the most
-  // this backend's kernels accept (<= moe::kMaxTileRows).
-  virtual int32_t DefaultTileRows(int64_t assignments,
-                                  int64_t experts) const = 0;
+  // step of `assignments` (T * k) over `experts` local experts, of which
+  // none gets more than `max_expert_rows` rows (T when a token's ids are
+  // distinct; a guess: more rows only cost more tiles): a backend's cost
+  // model may pick larger tiles for larger steps, never smaller ones (a
+  // reservation sizes the work list with assignments = max_expert_rows =
+  // 0). And the most this backend's kernels accept (<= moe::kMaxTileRows).
+  virtual int32_t DefaultTileRows(int64_t assignments, int64_t experts,
+                                  int64_t max_expert_rows) const = 0;
   virtual int32_t MaxTileRows() const = 0;
 
   // ---- device routing (optional: device-memory backends) ------------------

@@ -247,7 +247,7 @@ absl::Status RouteUnguarded(Runtime& runtime, const RouteArgs& args,
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
       internal::ResolvePolicy(
-          args.policy, kernels->DefaultTileRows(tokens * k, args.num_experts),
+          args.policy, kernels->DefaultTileRows(tokens * k, args.num_experts, tokens),
           kernels->MaxTileRows()));
   if (runtime.device().type == DeviceType::kCpu) {
     TAILOR_RETURN_IF_ERROR(RouteOnHost(args, params, *w));
@@ -291,13 +291,14 @@ absl::Status PlanRowsUnguarded(Runtime& runtime, const PlanRowsArgs& args,
   TAILOR_RETURN_IF_ERROR(
       internal::ExpectExpertCount("counts: dims[0] (E)", experts));
   const int32_t* counts = args.counts.as<int32_t>();
-  int64_t total = 0;
+  int64_t total = 0, most = 0;
   for (int64_t e = 0; e < experts; ++e) {
     if (counts[e] < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("counts[", e, "]: must be >= 0, got ", counts[e]));
     }
     total += counts[e];
+    most = std::max<int64_t>(most, counts[e]);
   }
   if (total > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
@@ -307,7 +308,7 @@ absl::Status PlanRowsUnguarded(Runtime& runtime, const PlanRowsArgs& args,
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
       internal::ResolvePolicy(args.policy,
-                              kernels->DefaultTileRows(total, experts),
+                              kernels->DefaultTileRows(total, experts, most),
                               kernels->MaxTileRows()));
   GrowTo(w->counts, experts);
   std::copy_n(counts, experts, w->counts.begin());

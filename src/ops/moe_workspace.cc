@@ -230,7 +230,7 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
       internal::ResolvePolicy(limits.policy,
-                              kernels.DefaultTileRows(0, limits.num_experts),
+                              kernels.DefaultTileRows(0, limits.num_experts, 0),
                               kernels.MaxTileRows(), "limits."));
   if (limits.num_experts > kernels.MaxDeviceRouteExperts()) {
     return absl::InvalidArgumentError(
@@ -256,7 +256,7 @@ absl::Status ReserveHost(const WorkspaceLimits& limits,
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
       internal::ResolvePolicy(limits.policy,
-                              kernels.DefaultTileRows(0, limits.num_experts),
+                              kernels.DefaultTileRows(0, limits.num_experts, 0),
                               kernels.MaxTileRows(), "limits."));
   const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
   const size_t element = DTypeSize(limits.dtype);

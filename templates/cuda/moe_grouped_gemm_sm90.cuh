@@ -24,6 +24,16 @@
 // The stage ring (runtime/cuda/pipeline.cuh's protocol) holds 5 x 40 KiB
 // (64 rows; 4 with TMA stores) or 4 x 48 KiB (128 rows).
 //
+// Swap-AB (kSwapAB, plan tiles of at most 32 rows: decode steps): the A box
+// is the tile's tokens rounded up to kARows = 8, 16 or 32 rows, and the W
+// boxes become wgmma's M: consumer c computes its two W boxes 2 c, 2 c + 1
+// (64 W rows each, m64nNk16 with N = kARows) x all the tokens, so a 1-token
+// item costs 8 MMA columns, not 64 rows, and its accumulators (and split-K
+// partials) are kARows floats per thread, not 64. Gated, box 2 c holds the
+// gate and box 2 c + 1 the up rows of the same 64 outputs (the 64-row
+// layout below), so one thread holds both halves of each output. The ring
+// holds 6 stages of at most 36 KiB; C leaves by register stores.
+//
 // Epilogue, per consumer: with kTmaStore (the plan tile is the CTA tile and
 // N % 8 == 0), a full tile's output goes through two swizzled 64 x 64 boxes
 // in shared memory and leaves by TMA stores in whole lines, overlapped with
@@ -84,7 +94,7 @@
 namespace tailor::cuda {
 
 template <int kN, int kK, int kTileRows, int kEpilogue, int kTmaStore,
-          int kCluster = 1>
+          int kCluster = 1, int kSwapAB = 0>
 struct MoeGroupedGemmSm90 {
   static_assert(kN >= 1 && kK >= 1, "N and K must be positive");
   static_assert(kK % 8 == 0, "TMA rows must be 16-byte multiples: K % 8 == 0");
@@ -99,25 +109,33 @@ struct MoeGroupedGemmSm90 {
   static_assert(kCluster == 1 || (kCluster == 2 && kTileRows > 64),
                 "clusters of 2 share W tiles of the 128-row kernel");
   static constexpr bool kPaired = kCluster == 2;
+  static_assert(kSwapAB == 0 ||
+                    (kSwapAB == 1 && kTileRows <= kMoeSm90SwapMaxRows &&
+                     kTmaStore == 0 && kCluster == 1),
+                "swap-AB: plan tiles of at most 32 rows, register stores, "
+                "no clusters");
+  static constexpr bool kSwap = kSwapAB == 1;
 
   using Params = MoeGroupedGemmSm90Params;
   static constexpr bool kGated = kEpilogue == kMoeEpilogueSiluAndMul;
   static constexpr int kOutN = kGated ? kN / 2 : kN;
   static constexpr int kCtaRows = MoeSm90CtaRows(kTileRows);
   static constexpr bool kSplitRows = kCtaRows == 128;  // else split W rows
+  static constexpr int kARows = MoeSm90ARows(kTileRows, kSwap);  // A box
   static constexpr int kThreads = kMoeSm90Threads;
   static constexpr int kMinBlocksPerSm = 1;  // register cap for setmaxnreg
-  static constexpr int kStages = MoeSm90Stages(kCtaRows, kTmaStore);
+  static constexpr int kStages = MoeSm90Stages(kARows, kTmaStore);
   static constexpr int kBK = kMoeSm90KTile;
   static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
   static constexpr int kNTiles = MoeSm90NTiles(kGated, kN);
   static constexpr int kBox = kMoeSm90BoxRows;
   static constexpr unsigned kBoxBytes = kBox * kBK * 2;    // 8 KiB
-  static constexpr unsigned kABytes = kCtaRows * kBK * 2;  // A box
-  static constexpr unsigned kStageBytes = MoeSm90StageBytes(kCtaRows);
-  // Per consumer: rows x W rows of its wgmma tile, and its accumulators.
+  static constexpr unsigned kABytes = kARows * kBK * 2;  // A box
+  static constexpr unsigned kStageBytes = MoeSm90StageBytes(kARows);
+  // Per consumer: rows x W rows of its wgmma tile, and its accumulators
+  // (64 x 256 / 128, 64 x 128 / 128, or swap-AB 2 x 64 x tokens / 128).
   static constexpr int kConsumerWRows = kSplitRows ? 256 : 128;
-  static constexpr int kAccumulators = kConsumerWRows / 2;  // 64 x N / 128
+  static constexpr int kAccumulators = kSwap ? kARows : kConsumerWRows / 2;
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
   static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
@@ -125,7 +143,7 @@ struct MoeGroupedGemmSm90 {
   static_assert(kStages * kStageBytes + MoeSm90StoreBytes(kTmaStore) +
                         sizeof(PipelineRing<kStages>) + sizeof(PeerMailbox) +
                         1024 <=
-                    MoeSm90SharedBytes(kCtaRows, kTmaStore),
+                    MoeSm90SharedBytes(kARows, kTmaStore),
                 "shared memory layout");
   // TMA-store epilogue: a full tile's rows fill the CTA (the plan tile is the
   // CTA tile), C rows are 16-byte multiples; each consumer's output is
@@ -294,8 +312,8 @@ struct MoeGroupedGemmSm90 {
     if constexpr (kOutN % 2 == 0) {
       if (col < kOutN) *reinterpret_cast<unsigned*>(c) = PackBf16x2(v0, v1);
     } else {
-      if (col < kOutN) c[0] = FromFloat<bf16>(v0).bits;
-      if (col + 1 < kOutN) c[1] = FromFloat<bf16>(v1).bits;
+      if (col < kOutN) c[0] = Bf16Bits(v0);
+      if (col + 1 < kOutN) c[1] = Bf16Bits(v1);
     }
   }
 
@@ -347,6 +365,40 @@ struct MoeGroupedGemmSm90 {
         for (int j = 0; j < kGroups; ++j) {
           StorePair(p, c_row, col0 + 8 * j + 2 * t, acc[4 * j + 2 * half],
                     acc[4 * j + 2 * half + 1]);
+        }
+      }
+    }
+  }
+
+  // Swap-AB: registers -> C, the item's tokens only, one bf16 per store
+  // (a decode step's C is a few rows: the weights dominate its bytes).
+  // Accumulator half b is W box 2 consumer + b; its accumulator 4 j + 2 h +
+  // x holds W row 16 warp + g + 8 h of the box, token 8 j + 2 t + x. Gated,
+  // the halves are the gate and up rows of the same 64 output columns.
+  static void StoreSwapped(const Params& p, const MoeWorkItem& item, int rows,
+                           int n_tile, int consumer,
+                           const float (&acc)[kAccumulators]) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+    constexpr int kHalf = kAccumulators / 2;
+    unsigned short* c = static_cast<unsigned short*>(p.c);
+    const int col0 = FirstColumn(n_tile, consumer) + 16 * warp + g;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const int token = 8 * (i / 4) + 2 * t + i % 2;
+      const int col = col0 + 8 * ((i / 2) % 2);
+      if (token >= rows) continue;
+      unsigned short* c_row = c + (item.row_begin + token) * (long long)kOutN;
+      if constexpr (kGated) {
+        if (col < kOutN) {
+          c_row[col] = Bf16Bits(Silu(acc[i]) * acc[kHalf + i]);
+        }
+      } else {
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          if (col + 64 * b < kOutN) {
+            c_row[col + 64 * b] = Bf16Bits(acc[b * kHalf + i]);
+          }
         }
       }
     }
@@ -438,9 +490,30 @@ struct MoeGroupedGemmSm90 {
     return true;
   }
 
-  // One K block's 4 wgmma k16 steps on the stage at `stage`.
-  static void Mma(const unsigned char* stage, int consumer, bool accumulate,
-                  float (&acc)[kAccumulators]) {
+  // Swap-AB: the consumer's two W boxes are wgmma's A (M = 64 W rows each),
+  // the stage's tokens its B (N = kARows).
+  static void MmaSwapped(const unsigned char* stage, int consumer,
+                         bool accumulate, float (&acc)[kAccumulators]) {
+    using Half = float[kAccumulators / 2];
+    Half& lo = reinterpret_cast<Half&>(acc[0]);
+    Half& hi = reinterpret_cast<Half&>(acc[kAccumulators / 2]);
+    const unsigned char* w_tile = stage + kABytes + consumer * 2 * kBoxBytes;
+    const unsigned long long tokens = SwizzledKMajorDescriptor(stage);
+    const unsigned long long w0 = SwizzledKMajorDescriptor(w_tile);
+    const unsigned long long w1 = SwizzledKMajorDescriptor(w_tile + kBoxBytes);
+    WgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      const bool add = accumulate || ks > 0;
+      WgmmaM64NSmallK16<kARows>(lo, w0 + 2 * ks, tokens + 2 * ks, add);
+      WgmmaM64NSmallK16<kARows>(hi, w1 + 2 * ks, tokens + 2 * ks, add);
+    }
+    WgmmaCommit();
+  }
+
+  // The A rows x W rows MMAs of one K block (the kernel without swap-AB).
+  static void MmaRows(const unsigned char* stage, int consumer,
+                      bool accumulate, float (&acc)[kAccumulators]) {
     const unsigned char* a_tile =
         stage + (kSplitRows ? consumer * 64 * kBK * 2 : 0);
     const unsigned char* b_tile =
@@ -458,6 +531,16 @@ struct MoeGroupedGemmSm90 {
       }
     }
     WgmmaCommit();
+  }
+
+  // One K block's 4 wgmma k16 steps on the stage at `stage`.
+  static void Mma(const unsigned char* stage, int consumer, bool accumulate,
+                  float (&acc)[kAccumulators]) {
+    if constexpr (kSwap) {
+      MmaSwapped(stage, consumer, accumulate, acc);
+    } else {
+      MmaRows(stage, consumer, accumulate, acc);
+    }
   }
 
   // A consumer group's release of a stage (any thread of the group, after
@@ -511,10 +594,12 @@ struct MoeGroupedGemmSm90 {
       if (!store) continue;
       // Split-K: only the tile's last split to finish stores it.
       if (u.split_tile >= 0 && !ReduceSplits(p, u, consumer, acc)) continue;
-      if (kTmaStore && item.tail_class == 0) {
+      const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+      if constexpr (kSwap) {
+        StoreSwapped(p, item, rows, coord.n_tile, consumer, acc);
+      } else if (kTmaStore && item.tail_class == 0) {
         StoreByTma(p, item, coord.n_tile, consumer, acc, boxes, boxes_done);
       } else {
-        const int rows = item.tail_class == 0 ? kTileRows : item.rows;
         Store(p, item, rows, coord.n_tile, consumer, acc);
       }
     }

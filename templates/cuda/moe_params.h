@@ -242,8 +242,21 @@ inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
 constexpr int MoeSm90CtaRows(int tile_rows) {
   return tile_rows <= 64 ? 64 : 128;
 }
-constexpr int MoeSm90StageBytes(int cta_rows) {
-  return (cta_rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
+// Swap-AB (plan tiles of at most 32 rows: decode steps): the W tile is
+// wgmma's M and the tile's tokens its N, rounded up to 8, 16 or 32, so a
+// 1-token item computes 8 columns instead of 64 rows. Each consumer computes
+// its 128 W rows (2 x m64nNk16) x all N tokens.
+inline constexpr int kMoeSm90SwapMaxRows = 32;
+constexpr int MoeSm90SwapTokens(int tile_rows) {
+  return tile_rows <= 8 ? 8 : tile_rows <= 16 ? 16 : 32;
+}
+// Rows of the A box (TMA) and of a stage's A tile: the swap kernel's tokens,
+// else the CTA rows.
+constexpr int MoeSm90ARows(int tile_rows, bool swap_ab) {
+  return swap_ab ? MoeSm90SwapTokens(tile_rows) : MoeSm90CtaRows(tile_rows);
+}
+constexpr int MoeSm90StageBytes(int a_rows) {
+  return (a_rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
 }
 // The TMA-store epilogue stages each consumer's output through two 64 x 64
 // bf16 boxes (8 KiB each, 128-byte swizzle): 32 KiB for both consumers.
@@ -251,18 +264,22 @@ inline constexpr int kMoeSm90StoreBoxBytes = 64 * 64 * 2;
 constexpr int MoeSm90StoreBytes(bool tma_store) {
   return tma_store ? 2 * 2 * kMoeSm90StoreBoxBytes : 0;
 }
-// As many stages as fit beside the store boxes: 64 rows, 5 x 40 KiB (4 with
-// the store boxes); 128 rows, 4 x 48 KiB.
-constexpr int MoeSm90Stages(int cta_rows, bool tma_store) {
-  return cta_rows <= 64 ? (tma_store ? 4 : 5) : 4;
+// As many stages as fit beside the store boxes: swap-AB (at most 32 A
+// rows), 6 x at most 36 KiB; 64 rows, 5 x 40 KiB (4 with the store boxes);
+// 128 rows, 4 x 48 KiB.
+constexpr int MoeSm90Stages(int a_rows, bool tma_store) {
+  return a_rows <= kMoeSm90SwapMaxRows ? 6
+         : a_rows <= 64                ? (tma_store ? 4 : 5)
+                                       : 4;
 }
 // Stages, store boxes, 1 KiB for the ring's barriers and counters, 1 KiB of
 // alignment slack (stages must start 1024-byte aligned for the swizzle).
-constexpr int MoeSm90SharedBytes(int cta_rows, bool tma_store) {
-  return MoeSm90Stages(cta_rows, tma_store) * MoeSm90StageBytes(cta_rows) +
+constexpr int MoeSm90SharedBytes(int a_rows, bool tma_store) {
+  return MoeSm90Stages(a_rows, tma_store) * MoeSm90StageBytes(a_rows) +
          MoeSm90StoreBytes(tma_store) + 2048;
 }
-static_assert(MoeSm90SharedBytes(128, true) <= 227 * 1024 &&
+static_assert(MoeSm90SharedBytes(kMoeSm90SwapMaxRows, false) <= 227 * 1024 &&
+                  MoeSm90SharedBytes(128, true) <= 227 * 1024 &&
                   MoeSm90SharedBytes(64, true) <= 227 * 1024 &&
                   MoeSm90SharedBytes(64, false) <= 227 * 1024,
               "a Hopper CTA has at most 227 KiB of dynamic shared memory");

@@ -374,6 +374,9 @@ TEST_F(MoeCudaTest, GroupedGemmAwkwardDims) {
            {DType::kBF16, 520, 136, 100, Epilogue::kNone},
            {DType::kBF16, 200, 72, 17, Epilogue::kNone},  // ragged N and K
            {DType::kBF16, 96, 40, 16, Epilogue::kSiluAndMul},
+           {DType::kBF16, 520, 136, 8, Epilogue::kNone},  // swap-AB tiles
+           {DType::kBF16, 200, 72, 32, Epilogue::kSiluAndMul},
+           {DType::kBF16, 96, 40, 5, Epilogue::kSiluAndMul},
            {DType::kBF16, 30, 17, 64, Epilogue::kSiluAndMul},  // K % 8: SIMT
            {DType::kBF16, 1, 8, 64, Epilogue::kNone},
            {DType::kF32, 200, 72, 17, Epilogue::kNone},
@@ -516,6 +519,38 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
       }
     } else {
       EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
+    }
+  }
+}
+
+// Decode steps: the cost model gives steps of at most 8 tokens 8-row tiles,
+// of at most 32 tokens 32-row tiles, which the Hopper kernel runs swap-AB
+// (W rows as wgmma's M, the tokens as its N), K split when tiles are few.
+// Ragged N (a last W box past N), K ending on a partial block (K = 136,
+// 4160), tails of 1 to 32 rows, everything in one expert.
+TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
+  std::mt19937_64 rng(TestSeed());
+  for (const Spread spread : {Spread::kUniform, Spread::kOneExpert}) {
+    for (const Case& g :
+         std::vector<Case>{{1, 520, 136, Epilogue::kNone},
+                           {1, 1536, 2048, Epilogue::kSiluAndMul},
+                           {8, 2048, 768, Epilogue::kNone},
+                           {9, 1000, 4160, Epilogue::kSiluAndMul},
+                           {17, 200, 72, Epilogue::kNone},
+                           {32, 4096, 1024, Epilogue::kSiluAndMul}}) {
+      SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k,
+                                " spread=", static_cast<int>(spread)));
+      Workspace ws;
+      CheckTwoLaunches(g, spread, rng, ws);
+      const PlanSummary plan = ws.plan();
+      ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+      if (env_->backend().arch() == "sm_90a") {
+        const int32_t tile = g.tokens <= 8 ? 8 : 32;
+        EXPECT_EQ(plan.tile_rows, tile);
+        EXPECT_EQ(plan.gemms.back().kernel, "cuda.sm90_tma_wgmma_swap_ab");
+        EXPECT_EQ(plan.gemms.back().cta_rows, tile);
+        EXPECT_EQ(plan.gemms.back().stages, 6);
+      }
     }
   }
 }
@@ -807,3 +842,4 @@ TEST_F(MoeCudaExpertsTest, GraphReplaysEveryTokenCountOfItsBucket) {
 
 }  // namespace
 }  // namespace tailor::moe::testing
+

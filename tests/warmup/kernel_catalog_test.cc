@@ -146,7 +146,8 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   // Route (fused for steps of one segment, else count+plan then scatter),
   // pack, the Hopper GEMMs (tile.n = 2; variant: epilogue | 512, full tiles
   // leave by TMA stores) at the cost model's 64 and 128 rows (and clusters
-  // of 2 for 128 rows and K >= 2048, the large batches'), combine, and
+  // of 2 for 128 rows and K >= 2048, the large batches'), its swap-AB tiles
+  // of 8 and 32 rows (variant: epilogue | 1024), combine, and
   // the decode variants (cp.async, TMA) for one CTA an SM (4 stages) and
   // two (2 stages).
   EXPECT_THAT(
@@ -161,6 +162,10 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
           g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
           g + "N=1536,K=2048/b0/t0/m128n2k0c2/v513",
           g + "N=2048,K=768/b0/t0/m128n2k0/v512",
+          g + "N=1536,K=2048/b0/t0/m8n2k0/v1025",
+          g + "N=2048,K=768/b0/t0/m8n2k0/v1024",
+          g + "N=1536,K=2048/b0/t0/m32n2k0/v1025",
+          g + "N=2048,K=768/b0/t0/m32n2k0/v1024",
           "moe.combine/cuda/sm_90a/bf16,f32,bf16/H=2048,topk=8/b0/t0/m0n0k0",
           "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
           "m64n0k0s4w4",

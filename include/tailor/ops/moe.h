@@ -142,8 +142,11 @@ struct RoutingPolicy {
 // plan's tile rows, the device): the kernel family and its tiling. Fields a
 // family does not have are 0.
 struct GemmChoice {
-  std::string kernel;      // "cpu", "cuda.sm90_tma_wgmma", "cuda.sm80_mma",
-                           // "cuda.simt", "hip.mfma", "hip.simt"; while a
+  std::string kernel;      // "cpu", "cuda.sm90_tma_wgmma",
+                           // "cuda.sm90_tma_wgmma_swap_ab" (decode steps:
+                           // cta_rows is the tokens, wgmma's N),
+                           // "cuda.sm80_mma", "cuda.simt", "hip.mfma",
+                           // "hip.simt"; while a
                            // background compile is pending on CUDA,
                            // "cuda.generic_mma" or "cuda.generic_simt"
   int64_t n = 0;           // W rows per expert

@@ -174,7 +174,7 @@ absl::StatusOr<std::vector<int32_t>> TailClassesOf(
     const moe::RoutingPolicy& policy) {
   const CpuMoeKernels backend;
   TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params,
-                          ResolvePolicy(policy, backend.DefaultTileRows(0, 0),
+                          ResolvePolicy(policy, backend.DefaultTileRows(0, 0, 0),
                                         backend.MaxTileRows()));
   std::vector<int32_t> classes = {0};
   for (int64_t rows = 1; rows < params.tile_rows; ++rows) {
@@ -194,7 +194,7 @@ absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
   const int32_t tile_rows =
       layer.policy.tile_rows != 0
           ? layer.policy.tile_rows
-          : CpuMoeKernels().DefaultTileRows(0, layer.experts);
+          : CpuMoeKernels().DefaultTileRows(0, layer.experts, 0);
   const GroupedGemmLaunch gate_up = {.dtype = layer.dtype,
                                      .n = 2 * layer.intermediate,
                                      .k = layer.hidden,

@@ -35,7 +35,9 @@ class CpuMoeKernels final : public MoeKernels {
  public:
   // 16 rows: a tile's W stream is reused 16 times from cache; tails are at
   // most 15 rows.
-  int32_t DefaultTileRows(int64_t, int64_t) const override { return 16; }
+  int32_t DefaultTileRows(int64_t, int64_t, int64_t) const override {
+    return 16;
+  }
   // The template keeps a tile's accumulators on the stack: 128 KiB at 64.
   int32_t MaxTileRows() const override { return 64; }
   absl::Status Pack(Engine& engine, const PackLaunch& launch) override;

@@ -52,6 +52,9 @@ constexpr int32_t kMmaGemm = 1;
 constexpr int32_t kHopperGemm = 2;
 constexpr uint32_t kGemmPipelineChecks = 1u << 8;
 constexpr uint32_t kGemmTmaStore = 1u << 9;
+constexpr uint32_t kGemmSwapAB = 1u << 10;
+constexpr uint32_t kGemmVariantFlags =
+    kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
 
 bool EnvIs(const char* name, absl::string_view value) {
   const char* v = std::getenv(name);
@@ -86,8 +89,7 @@ bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
 }
 
 bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
-                       const GroupedGemmLaunch& l, int cta_rows,
-                       TensorMap& c_map) {
+                       const GroupedGemmLaunch& l, TensorMap& c_map) {
   const int64_t out_n =
       l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
   if (!HopperTmaStoreShape(enabled, l.tile_rows, l.epilogue, l.n) ||
@@ -141,16 +143,17 @@ absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
-  const uint32_t epilogue =
-      key.variant & ~(kGemmPipelineChecks | kGemmTmaStore);
+  const uint32_t epilogue = key.variant & ~kGemmVariantFlags;
   const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
                                          key.tile.m, ", ", epilogue);
   if (key.tile.n == kHopperGemm) {
     const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
     const int cluster = key.tile.cluster > 1 ? key.tile.cluster : 1;
-    KernelSource source = Entry("moe_grouped_gemm_sm90.cuh",
-                                absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
-                                             tma_store, ", ", cluster, ">"));
+    const int swap_ab = (key.variant & kGemmSwapAB) != 0 ? 1 : 0;
+    KernelSource source = Entry(
+        "moe_grouped_gemm_sm90.cuh",
+        absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ", ",
+                     cluster, ", ", swap_ab, ">"));
     if (key.variant & kGemmPipelineChecks) {
       source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
     }
@@ -252,6 +255,20 @@ int HopperClusterFor(int mode, int cta_rows, int64_t max_tiles, int64_t k,
   return max_tiles >= kClusterWaves * sms && ClusterKIsLong(k) ? 2 : 1;
 }
 
+// Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
+// $TAILOR_MOE_GEMM_SWAP_AB=off (comparisons).
+bool SwapABEnabled() { return !EnvIs("TAILOR_MOE_GEMM_SWAP_AB", "off"); }
+bool HopperSwapAB(bool enabled, int64_t tile_rows) {
+  return enabled && tile_rows <= kMoeSm90SwapMaxRows;
+}
+// The swap-AB tile for steps whose experts get at most `max_expert_rows`
+// rows: 8 (one wgmma n8 column block) for decode steps of up to 8 tokens,
+// else 32. Two tiles, not 8/16/24/32: the MMA hides under the W stream at
+// any N <= 32, so more tiles would only cost compiles.
+int32_t MoeSwapTileRows(int64_t max_expert_rows) {
+  return max_expert_rows <= 8 ? 8 : 32;
+}
+
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
 // with (`hopper`) or without the Hopper kernel enabled.
 int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
@@ -264,7 +281,8 @@ int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
 
 SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
                 int64_t tile_rows, moe::Epilogue epilogue, int32_t kernel,
-                bool pipeline_checks, bool tma_store, int cluster = 1) {
+                bool pipeline_checks, bool tma_store, int cluster = 1,
+                bool swap_ab = false) {
   SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
   key.dtypes = {dtype, dtype, DType::kF32};
   key.dims = {n, k};
@@ -273,7 +291,8 @@ SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
   key.variant = static_cast<uint32_t>(epilogue);
   if (kernel == kHopperGemm) {
     key.variant |= (pipeline_checks ? kGemmPipelineChecks : 0u) |
-                   (tma_store ? kGemmTmaStore : 0u);
+                   (tma_store ? kGemmTmaStore : 0u) |
+                   (swap_ab ? kGemmSwapAB : 0u);
     if (cluster > 1) key.tile.cluster = cluster;
   }
   return key;
@@ -297,10 +316,15 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const KeyTarget& target, const tailor::internal::MoeLayerShape& layer) {
   const bool hopper = HopperGemmEnabled(target.arch);
   // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
+  const bool swap_ab = SwapABEnabled();
   std::vector<int64_t> tiles = {layer.policy.tile_rows};
   if (layer.policy.tile_rows == 0) {
     tiles = {64};
     if (hopper) tiles.push_back(128);
+    if (hopper && swap_ab) {
+      tiles.push_back(MoeSwapTileRows(1));
+      tiles.push_back(MoeSwapTileRows(kMoeSm90SwapMaxRows));
+    }
   }
   if (tiles[0] < 1 || tiles[0] > CudaMoeKernels::kMaxTileRows) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -328,10 +352,12 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
                      moe::Epilogue::kSiluAndMul},
           std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
       const int32_t kernel = GemmKernelFor(hopper, layer.dtype, k, tile_rows);
+      const bool swap = HopperSwapAB(swap_ab, tile_rows);
       const bool tma_store =
+          !swap &&
           HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
       add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
-                  checks, tma_store));
+                  checks, tma_store, /*cluster=*/1, swap));
       // Large batches of the 128-row kernel with a long K launch clusters.
       if (kernel == kHopperGemm &&
           MoeSm90CtaRows(static_cast<int>(tile_rows)) == kMoeSm90MaxRows &&
@@ -497,11 +523,22 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
       dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
       split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
+      swap_ab_(SwapABEnabled()),
       cluster_(EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")   ? 1
                : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2") ? 2
                                                        : 0),
       descriptors_(descriptors),
       generics_(generics) {}
+
+int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
+                                        int64_t max_expert_rows) const {
+  if (!hopper_) return 64;
+  if (assignments >= kRowsFor128 * experts) return 128;
+  if (swap_ab_ && max_expert_rows <= kMoeSm90SwapMaxRows) {
+    return MoeSwapTileRows(max_expert_rows);
+  }
+  return 64;
+}
 
 namespace {
 
@@ -551,17 +588,19 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
   const int cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
+  const bool swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
+  const int a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), swap_ab);
   MoeGroupedGemmSm90Params p = {};
   TAILOR_ASSIGN_OR_RETURN(
       const TensorMapBytes* a_map,
-      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, cta_rows)));
+      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, a_rows)));
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
                           descriptors_.GetOrEncode(Bf16Rows(
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
   std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
   std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
   const bool tma_store =
-      HopperStoresByTma(descriptors_, tma_store_, l, cta_rows, p.c_map);
+      !swap_ab && HopperStoresByTma(descriptors_, tma_store_, l, p.c_map);
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
@@ -576,7 +615,7 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       HopperClusterFor(cluster_, cta_rows, max_tiles, l.k, multiprocessors_);
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
-              kHopperGemm, pipeline_checks_, tma_store, cluster);
+              kHopperGemm, pipeline_checks_, tma_store, cluster, swap_ab);
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,
                                  GenericGemmId(l.dtype, l.k, l.epilogue)));
@@ -587,20 +626,21 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       cluster > 1 ? MoeSm90ClusterCtas(max_tiles, multiprocessors_)
                   : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
   if (l.config != nullptr) {
-    *l.config = {.kernel = "cuda.sm90_tma_wgmma",
+    *l.config = {.kernel = swap_ab ? "cuda.sm90_tma_wgmma_swap_ab"
+                                   : "cuda.sm90_tma_wgmma",
                  .n = l.n,
                  .k = l.k,
-                 .cta_rows = cta_rows,
+                 .cta_rows = a_rows,
                  .cta_cols = kMoeSm90WRows,
                  .k_tile = kMoeSm90KTile,
-                 .stages = MoeSm90Stages(cta_rows, tma_store),
+                 .stages = MoeSm90Stages(a_rows, tma_store),
                  .ctas = static_cast<int32_t>(ctas),
                  .tma_store = tma_store,
                  .split_k = split_k_ && cluster == 1,
                  .cluster = cluster};
   }
   LaunchConfig config =
-      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(cta_rows, tma_store),
+      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(a_rows, tma_store),
              l.stream);
   config.cluster = {.x = static_cast<uint32_t>(cluster)};
   return engine.Launch(key.op, *selected.kernel, config, p);

@@ -13,15 +13,19 @@
 //                     scatter: dims {warps}
 //   moe.pack          dtypes {x}            dims {H}
 //   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
-//                     variant = epilogue (| pipeline checks | TMA store),
-//                     tile.n = the kernel: 2 Hopper (sm_90a, bf16,
+//                     variant = epilogue (| pipeline checks | TMA store |
+//                     swap-AB), tile.n = the kernel: 2 Hopper (sm_90a, bf16,
 //                     K % 8 == 0: TMA + wgmma, moe_grouped_gemm_sm90.cuh),
-//                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT
+//                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT;
+//                     tile.cluster = 2 for clusters of 2 Hopper CTAs
 // The Hopper kernel stores full tiles by TMA when the plan tile is its CTA
-// tile (64 or 128 rows), N % 8 == 0 and C is 16-byte aligned.
+// tile (64 or 128 rows), N % 8 == 0 and C is 16-byte aligned; it runs
+// swap-AB (W rows as wgmma's M, the tile's tokens as its N) for plan tiles
+// of at most 32 rows.
 // $TAILOR_MOE_GEMM=portable picks the mma.sync kernel on Hopper too,
 // $TAILOR_MOE_GEMM_STORE=registers the Hopper kernel's register stores for
-// every tile (both for comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles
+// every tile, $TAILOR_MOE_GEMM_SWAP_AB=off the 64-row kernel for small tiles
+// (all for comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles
 // the Hopper kernel with the pipeline's protocol checks
 // (runtime/cuda/pipeline.cuh; tests).
 //   moe.combine       dtypes {x, f32, x}    dims {H, topk}
@@ -57,7 +61,8 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateMoeKernel(
 // (sm_XY, sm_90a), under any routing and batch, with the launches' own key
 // builders: the route kernels for E (the fused one when E fits its block),
 // pack, the gate|up and down GEMMs for each tile size the policy resolves
-// to (tile_rows 0: 64, and 128 on sm_90a: the cost model's two choices)
+// to (tile_rows 0: 64, and on sm_90a 128 and the swap-AB tiles 8 and 32:
+// the cost model's choices)
 // with the kernel the device picks (Hopper unless $TAILOR_MOE_GEMM=portable;
 // mma.sync for bf16 with K % 8 == 0; SIMT otherwise), combine. No device is
 // needed (warm-up for another machine). InvalidArgument naming
@@ -88,15 +93,16 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   // The cost model (per step, deterministic): on Hopper, 128-row tiles
   // (two consumer warpgroups share each W tile, halving W reads per row)
   // once the average expert has at least kRowsFor128 rows (T * k / E);
-  // 64-row tiles below that, where every item is a small tail (decode).
-  // Measured on the H100 (bench/results/moe_cuda_h100.txt): 128 wins from
-  // about 32 rows per expert up (DeepSeek-V3 T=4096, 128 rows/expert: 8.9
-  // vs 10.2 ms), 64 wins below 16 (Mixtral T=1: 0.164 vs 0.186 ms), even in
-  // between. Elsewhere 64, the portable kernel's CTA.
+  // below that, where every item is a small tail (decode), the swap-AB
+  // kernel's tiles (8 or 32 rows: MoeSwapTileRows) when no expert gets
+  // more than 32 rows, else 64-row tiles. Measured on the H100
+  // (bench/results/moe_cuda_h100.txt): 128 wins from about 32 rows per
+  // expert up (DeepSeek-V3 T=4096, 128 rows/expert: 8.9 vs 10.2 ms), 64
+  // wins below 16 (Mixtral T=1: 0.164 vs 0.186 ms), even in between.
+  // Elsewhere 64, the portable kernel's CTA.
   static constexpr int64_t kRowsFor128 = 32;
-  int32_t DefaultTileRows(int64_t assignments, int64_t experts) const override {
-    return hopper_ && assignments >= kRowsFor128 * experts ? 128 : 64;
-  }
+  int32_t DefaultTileRows(int64_t assignments, int64_t experts,
+                          int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
@@ -148,6 +154,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool tma_store_;         // full Hopper tiles may leave by TMA stores
   bool dynamic_schedule_;  // Hopper tiles from a counter, not blockIdx strides
   bool split_k_;           // Hopper launches of few tiles split K
+  bool swap_ab_;           // Hopper tiles of <= 32 rows run swap-AB
   int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 0 auto, 1 or 2
   DescriptorPool& descriptors_;
   CudaGenericKernels& generics_;

@@ -78,7 +78,9 @@ class HipMoeKernels final : public tailor::internal::MoeKernels {
 
   // 64-row tiles: one MFMA CTA holds at most 64 A rows (four 16-row
   // blocks, one per wave) next to its 128 W rows in 64 KiB of LDS.
-  int32_t DefaultTileRows(int64_t, int64_t) const override { return 64; }
+  int32_t DefaultTileRows(int64_t, int64_t, int64_t) const override {
+    return 64;
+  }
   int32_t MaxTileRows() const override { return kMaxTileRows; }
 
   int64_t RouteScratchBytes(int64_t max_assignments,
