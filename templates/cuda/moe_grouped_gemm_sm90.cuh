@@ -630,8 +630,9 @@ struct MoeGroupedGemmSm90 {
     }
     const int num_work = p.header->num_work;
     // Clusters: whole tiles only (no split-K), units are tile pairs.
-    const MoeSm90Schedule schedule = MoeSm90ScheduleOf(
-        num_work * kNTiles, gridDim.x, kKBlocks, !kPaired && p.split_k != 0);
+    const MoeSm90Schedule schedule =
+        MoeSm90ScheduleOf(num_work * kNTiles, gridDim.x, kKBlocks,
+                          !kPaired && p.split_k != 0, kSwap);
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
       SetMaxRegistersDecrease<kProducerRegisters>();

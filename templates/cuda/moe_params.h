@@ -303,6 +303,17 @@ constexpr int MoeSm90NTiles(bool gated, long long n) {
 // plan's tile count) compute it with the same function.
 inline constexpr int kMoeSm90MaxSplits = 8;
 inline constexpr int kMoeSm90MinSplitKBlocks = 8;
+// The swap-AB kernel's partials are at most 32 floats a thread, so it splits
+// down to 4 K blocks a unit (Qwen3-30B-A3B T=1 down: 12 K blocks, 2 splits).
+// (Splitting every tile of a decode step, not only a last wave of at most
+// half the grid, into units of 4+ K blocks that fill their last wave best
+// measured slower on the H100: Qwen3 T=1 gate/up 31 -> 39 us, 8 units of 4
+// K blocks a tile; each unit's arrival is an L2 round trip the consumer
+// waits for.)
+inline constexpr int kMoeSm90SwapMinSplitKBlocks = 4;
+constexpr int MoeSm90MinSplitKBlocks(bool swap_ab) {
+  return swap_ab ? kMoeSm90SwapMinSplitKBlocks : kMoeSm90MinSplitKBlocks;
+}
 // One (tile, split)'s f32 partial: 2 consumers x 128 threads x at most 128
 // accumulators.
 inline constexpr long long kMoeSm90SplitSlotFloats = 2 * 128 * 128;
@@ -312,13 +323,14 @@ struct MoeSm90Schedule {
   int units;   // whole + (tiles - whole) * splits
 };
 constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
-                                            bool split_k) {
+                                            bool split_k,
+                                            bool swap_ab = false) {
   const int rest = grid > 0 ? tiles % grid : 0;
   int splits = 1;
   if (split_k && rest > 0 && 2 * rest <= grid) {
     splits = grid / rest;
     splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
-    const int by_k = k_blocks / kMoeSm90MinSplitKBlocks;
+    const int by_k = k_blocks / MoeSm90MinSplitKBlocks(swap_ab);
     splits = splits < by_k ? splits : by_k;
   }
   if (splits <= 1) return {tiles, 1, tiles};
@@ -327,9 +339,10 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
 // CTAs of a launch of at most `max_tiles` plan tiles on `sms` SMs: enough
 // for the most units any tile count up to max_tiles can make.
 constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,
-                          bool split_k) {
+                          bool split_k, bool swap_ab = false) {
   const long long k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
-  long long splits = split_k ? k_blocks / kMoeSm90MinSplitKBlocks : 1;
+  long long splits =
+      split_k ? k_blocks / MoeSm90MinSplitKBlocks(swap_ab) : 1;
   splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
   splits = splits > 1 ? splits : 1;
   const long long ctas = max_tiles * splits;

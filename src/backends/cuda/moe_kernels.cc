@@ -624,7 +624,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   }
   const uint32_t ctas = static_cast<uint32_t>(
       cluster > 1 ? MoeSm90ClusterCtas(max_tiles, multiprocessors_)
-                  : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_));
+                  : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_,
+                                swap_ab));
   if (l.config != nullptr) {
     *l.config = {.kernel = swap_ab ? "cuda.sm90_tma_wgmma_swap_ab"
                                    : "cuda.sm90_tma_wgmma",

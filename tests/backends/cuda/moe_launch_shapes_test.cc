@@ -45,6 +45,30 @@ TEST(MoeSm90LaunchShapes, FewTilesSplitKWhenTheyFillAtMostHalfTheGrid) {
   EXPECT_EQ(s.units, 32);
 }
 
+// The swap-AB kernel (small partials) splits down to 4 K blocks a unit.
+TEST(MoeSm90LaunchShapes, SwapABSplitsDownToFourKBlocks) {
+  auto swap = [](int tiles, int k_blocks) {
+    return MoeSm90ScheduleOf(tiles, kH100Sms, k_blocks, /*split_k=*/true,
+                             /*swap_ab=*/true);
+  };
+  // Qwen3-30B-A3B T=1 down: 64 tiles of 12 K blocks: 2 (1 without swap).
+  EXPECT_EQ(swap(64, 12).splits, 2);
+  EXPECT_EQ(swap(64, 12).units, 128);
+  EXPECT_EQ(swap(8, 16).splits, 4);
+  EXPECT_EQ(swap(8, 7).splits, 1);
+  EXPECT_EQ(swap(67, 112).splits, 1);  // still only a half-grid last wave
+  for (int tiles = 1; tiles <= 3 * kH100Sms; ++tiles) {
+    for (int k_blocks : {1, 4, 7, 12, 32, 224}) {
+      const MoeSm90Schedule s = swap(tiles, k_blocks);
+      if (s.splits == 1) continue;
+      EXPECT_GE(k_blocks / s.splits, kMoeSm90SwapMinSplitKBlocks);
+      EXPECT_LE((tiles - s.whole) * s.splits, kH100Sms);
+    }
+  }
+  EXPECT_EQ(MoeSm90Ctas(64, 768, kH100Sms, true, /*swap_ab=*/true), 132);
+  EXPECT_EQ(MoeSm90Ctas(64, 768, kH100Sms, true), 64);
+}
+
 TEST(MoeSm90LaunchShapes, APartialLastWaveOfAtMostHalfTheGridIsSplit) {
   // Mixtral T=256 down: ~10 items x 16 N tiles = 160 tiles, 224 K blocks:
   // one whole wave, then the 28 tiles left split 4 ways (112 units).
