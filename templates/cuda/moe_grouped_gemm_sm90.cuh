@@ -388,7 +388,8 @@ struct MoeGroupedGemmSm90 {
       const int token = 8 * (i / 4) + 2 * t + i % 2;
       const int col = col0 + 8 * ((i / 2) % 2);
       if (token >= rows) continue;
-      unsigned short* c_row = c + (item.row_begin + token) * (long long)kOutN;
+      unsigned short* c_row =
+          c + static_cast<long long>(item.row_begin + token) * kOutN;
       if constexpr (kGated) {
         if (col < kOutN) {
           c_row[col] = Bf16Bits(Silu(acc[i]) * acc[kHalf + i]);

@@ -261,12 +261,14 @@ bool SwapABEnabled() { return !EnvIs("TAILOR_MOE_GEMM_SWAP_AB", "off"); }
 bool HopperSwapAB(bool enabled, int64_t tile_rows) {
   return enabled && tile_rows <= kMoeSm90SwapMaxRows;
 }
-// The swap-AB tile for steps whose experts get at most `max_expert_rows`
-// rows: 8 (one wgmma n8 column block) for decode steps of up to 8 tokens,
-// else 32. Two tiles, not 8/16/24/32: the MMA hides under the W stream at
-// any N <= 32, so more tiles would only cost compiles.
+// The swap-AB tiles of the cost model: 8 rows (one wgmma n8 column block)
+// for steps whose experts get at most 8 rows, else 32. Two tiles, not
+// 8/16/24/32: the MMA hides under the W stream at any N <= 32, so more
+// tiles would only cost compiles.
+constexpr int32_t kSwapSmallTile = 8;
+constexpr int32_t kSwapLargeTile = kMoeSm90SwapMaxRows;
 int32_t MoeSwapTileRows(int64_t max_expert_rows) {
-  return max_expert_rows <= 8 ? 8 : 32;
+  return max_expert_rows <= kSwapSmallTile ? kSwapSmallTile : kSwapLargeTile;
 }
 
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
@@ -322,8 +324,8 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     tiles = {64};
     if (hopper) tiles.push_back(128);
     if (hopper && swap_ab) {
-      tiles.push_back(MoeSwapTileRows(1));
-      tiles.push_back(MoeSwapTileRows(kMoeSm90SwapMaxRows));
+      tiles.push_back(kSwapSmallTile);
+      tiles.push_back(kSwapLargeTile);
     }
   }
   if (tiles[0] < 1 || tiles[0] > CudaMoeKernels::kMaxTileRows) {
