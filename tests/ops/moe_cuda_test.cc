@@ -435,8 +435,14 @@ class MoeCudaSplitTest : public MoeCudaTest {
   // Routes into `ws` and checks two launches of `g`.
   void CheckTwoLaunches(const Case& g, Spread spread, std::mt19937_64& rng,
                         Workspace& ws) {
+    CheckTwoLaunches(g, RandomTopkIds(rng, g.tokens, kTopk, kExperts, spread),
+                     rng, ws);
+  }
+
+  // The same over the routing `ids` [g.tokens, kTopk].
+  void CheckTwoLaunches(const Case& g, const HostTensor& ids,
+                        std::mt19937_64& rng, Workspace& ws) {
     const bool gated = g.epilogue == Epilogue::kSiluAndMul;
-    HostTensor ids = RandomTopkIds(rng, g.tokens, kTopk, kExperts, spread);
     DeviceTensor d_ids = ToDevice(ids);
     TAILOR_ASSERT_OK(ReserveWorkspace(
         runtime(),
@@ -552,6 +558,41 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
         EXPECT_EQ(plan.gemms.back().stages, 6);
       }
     }
+  }
+}
+
+// Routing ids [T, 2] that give expert e exactly counts[e] rows (each at most
+// T = sum / 2): the sorted assignment list L pairs token t with L[t] and
+// L[t + T], two different experts since none fills T + 1 slots.
+HostTensor IdsWithCounts(const std::vector<int32_t>& counts) {
+  std::vector<int32_t> list;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    list.insert(list.end(), counts[e], static_cast<int32_t>(e));
+  }
+  const int64_t tokens = static_cast<int64_t>(list.size()) / 2;
+  HostTensor ids(DType::kI32, {tokens, 2});
+  for (int64_t t = 0; t < tokens; ++t) {
+    ids.set(2 * t, list[t]);
+    ids.set(2 * t + 1, list[t + tokens]);
+  }
+  return ids;
+}
+
+// 128-row tiles with tails of every kind of size: 1, 32, 63, 64, 65, 96 and
+// 127 rows beside full tiles and an empty expert (a tail's MMAs cover rows
+// of the next expert, which must never reach C); ragged N, K ending on a
+// partial block, gated and plain, split-K over the few tiles.
+TEST_F(MoeCudaSplitTest, GroupedGemmFullTilesWithEveryTailSize) {
+  std::mt19937_64 rng(TestSeed());
+  const HostTensor ids = IdsWithCounts({129, 64, 65, 127, 0, 319, 32, 96});
+  for (const Case& g :
+       std::vector<Case>{{416, 520, 136, Epilogue::kNone},
+                         {416, 1280, 4160, Epilogue::kSiluAndMul},
+                         {416, 8192, 256, Epilogue::kNone}}) {
+    SCOPED_TRACE(absl::StrCat("N=", g.n, " K=", g.k));
+    Workspace ws;
+    CheckTwoLaunches(g, ids, rng, ws);
+    EXPECT_EQ(ws.plan().tile_rows, 128) << ws.plan().ToString();
   }
 }
 
