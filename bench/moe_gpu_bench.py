@@ -20,7 +20,12 @@ H=7168 and E=8 k=2 H=4096: tailor's against the torch a server would write
 (stable argsort permutation, index_select, index_add_), in microseconds.
 
 Timing: CUDA events around one call after an L2 flush (bench()), median of
-repeats after warm-ups. Usage, on the GPU machine from the repository root
+repeats after warm-ups. With --rounds R the GEMM methods (tailor, grouped_mm,
+loop) are each timed R times, round after round, and keep their best median
+(the Triton anchor keeps the best of its config sweep): at large T an H100
+runs at its 700 W power limit and its SM clock drifts by 10-20 % between
+back-to-back runs, so one median per method measures its place in the order
+as much as the method. Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
@@ -46,6 +51,7 @@ dev = torch.device("cuda")
 
 
 _flush = None
+_rounds = 1  # --rounds
 _clean = None  # set by --l2 clean: a 256 MiB buffer read after each fill
 
 
@@ -138,7 +144,11 @@ def rel_err(x, ref):
 
 def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
     methods, c = gemm_methods(rt, ws, a, w, counts, tpb)
-    times = {m: bench(f, 3, 20) for m, f in methods.items()}
+    samples = {m: [] for m in methods}
+    for _ in range(_rounds):
+        for m, f in methods.items():
+            samples[m].append(bench(f, 3, 20))
+    times = {m: min(v) for m, v in samples.items()}
     ref = reference(a, w, counts)
     methods["tailor"]()
     torch.cuda.synchronize()
@@ -277,11 +287,19 @@ def main():
     ap.add_argument("--l2", choices=["dirty", "clean"], default="dirty",
                     help="dirty: do_bench's flush (the anchors' protocol); "
                          "clean: the fill then a 256 MiB read (see bench())")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time each GEMM method this many times, in turn, "
+                         "and keep its best median (see the docstring)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds: must be at least 1")
+    global _rounds
+    _rounds = args.rounds
     if args.l2 == "clean":
         global _clean
         _clean = torch.ones(64 << 20, dtype=torch.float32, device=dev)
-    print(f"L2 before each rep: {args.l2}", flush=True)
+    print(f"L2 before each rep: {args.l2}; rounds per GEMM method: "
+          f"{args.rounds}", flush=True)
     sys.path.insert(0, args.anchors)
     try:
         import triton_pad_to_block as tpb
