@@ -442,6 +442,7 @@ class MoeCudaSplitTest : public MoeCudaTest {
   // The same over the routing `ids` [g.tokens, kTopk].
   void CheckTwoLaunches(const Case& g, const HostTensor& ids,
                         std::mt19937_64& rng, Workspace& ws) {
+    ASSERT_EQ(ids.numel(), g.tokens * kTopk) << "ids must be [tokens, k]";
     const bool gated = g.epilogue == Epilogue::kSiluAndMul;
     DeviceTensor d_ids = ToDevice(ids);
     TAILOR_ASSERT_OK(ReserveWorkspace(
