@@ -145,6 +145,15 @@ struct DecodeSm90Kernel {
     }
   }
 
+  // Lane i's page of box `box` + i of the item, kDecodeNoPage past its end.
+  static TAILOR_DEVICE int WindowPage(const Params& p,
+                                      const DecodeWorkItem& item, int box,
+                                      int lane) {
+    const int token = item.kv_begin + (box + lane) * kBoxTokens;
+    return token < item.kv_end ? DecodeLoadPage<kPageSize>(p, item, token)
+                               : kDecodeNoPage;
+  }
+
   static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh,
                                     int first, int last,
                                     const DecodeWorkItem& head, int lane) {
@@ -155,24 +164,24 @@ struct DecodeSm90Kernel {
     unsigned k = 0;  // tiles issued so far
     for (int i = first; i < last; ++i) {
       const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
-      const int device_len = __ldg(p.seq_lens + item.seq);
       const int tiles = (item.kv_end - item.kv_begin + kDecodeTileTokens - 1) /
                         kDecodeTileTokens;
+      // Block-table entries are fetched 32 boxes at a time, lane i holding
+      // box 32 w + i of window w, so a tile's TMA issue waits for one load
+      // per 32 boxes, not one per tile. The first window is requested before
+      // the device length: both depend on the item only, and every use of
+      // the length (hoisted out of the tile loop by the compiler) waits for
+      // it, so loaded first it cost a second round trip before the first
+      // TMA copy (0.6 us of every CTA's start, measured).
+      int window_page = WindowPage(p, item, 0, lane);
+      const int device_len = __ldg(p.seq_lens + item.seq);
       if (tiles == 0) {  // nothing to load; still check the length
         DecodeAttendedEnd<kPageSize>(p, item, device_len, lane == 0);
       }
-      // Block-table entries are fetched 32 boxes at a time, lane i holding
-      // box 32 w + i of window w, so a tile's TMA issue waits for one load
-      // per 32 boxes, not one per tile (the loads depend on the plan only
-      // and overlap the length load).
-      int window_page = kDecodeNoPage;
       for (int j = 0; j < tiles; ++j, ++k) {
         const int box = j * kBoxes;  // the tile's first box in the item
-        if (box % 32 == 0) {
-          const int token = item.kv_begin + (box + lane) * kBoxTokens;
-          window_page = token < item.kv_end
-                            ? DecodeLoadPage<kPageSize>(p, item, token)
-                            : kDecodeNoPage;
+        if (box % 32 == 0 && j > 0) {
+          window_page = WindowPage(p, item, box, lane);
         }
         const int page =
             __shfl_sync(0xffffffffu, window_page, (box + lane) % 32);
