@@ -284,41 +284,36 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 // Merges every partial slot of `item`'s pair into out / lse (the CTA that
 // finished last; all consumer threads). Partials are read through L2 (other
 // CTAs wrote them). The merge is the tail of every split pair: while it
-// runs, the other SMs are done. So it is two rounds of independent loads,
-// not a chain of one L2 round trip per piece:
-//   1. the consumer threads copy every piece's lse to shared memory
-//      (merge_out, free by now: it holds kDecodeMaxPieces per row, and a
-//      pair has at most one piece per worker);
-//   2. a warp per query row takes their max and the sum of 2^(lse - max)
-//      by shuffles and turns them into normalized weights in place;
-//   3. each thread adds up its output quads (4 floats) over the pieces,
-//      kBlock quads at a time, TAILOR_DECODE_MERGE_LOADS float4 loads in
-//      flight.
+// runs, the other SMs are done, so it is made of as few L2 round trips as
+// possible. Each thread owns output quads (4 floats of one query row) and
+// reads, for kUnroll pieces at once, each piece's lse (log2) of its row and
+// its quad: one round trip per kUnroll pieces, no shared memory and no
+// barrier (staging the lse in shared memory first took three round trips
+// and two barriers: 2.4 us of a 15 us Llama B=1 L=4096 launch). The pieces
+// fold into a running max M, sum S and weighted sum A as in the online
+// softmax:
+//   M' = max(M, lse_i),  S' = S 2^(M - M') + sum_i 2^(lse_i - M'),
+//   A' = A 2^(M - M') + sum_i 2^(lse_i - M') O_i
+//   out = A' / S',  lse = (M' + log2 S') ln 2   (S' = 0: out 0, lse -inf)
 #ifndef TAILOR_DECODE_MERGE_LOADS
 #define TAILOR_DECODE_MERGE_LOADS 16
 #endif
 
-template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
+template <Half16 kType, int kHeadDim, int kGroup>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
-                                     const DecodeWorkItem& item,
-                                     unsigned char* smem,
-                                     const DecodeSmemLayout layout, int warp,
-                                     int lane) {
+                                     const DecodeWorkItem& item, int thread) {
   constexpr int kThreads = 32 * kDecodeConsumerWarps;
   constexpr int kQuads = kHeadDim / 4;
   // A run-time group (the generic kernel) is at most 16.
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
   constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  // float4 loads in flight per thread. 16 and 32 ran within noise of each
-  // other on the H100 (Llama B=1 L=4096: 18.5 / 18.7 us, bench/results/
-  // decode_h100.txt), but 32 hold 128 registers and set the kernel's count
-  // (D=128 group 4: 239 cp.async / 220 TMA; 16 loads: 160 / 144, which
-  // leaves room for two CTAs an SM, TAILOR_DECODE_STAGES=2).
-  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32 compares.
+  // float4 loads in flight per thread (plus as many lse loads). 16 and 32
+  // ran within noise of each other on the H100 (Llama B=1 L=4096: 18.5 /
+  // 18.7 us, bench/results/decode_h100.txt), but 32 hold 128 registers and
+  // set the kernel's count. TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32
+  // compares.
   constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
-  static_assert(kDecodeMaxPieces <= kDecodeConsumerWarps * (kHeadDim + 8),
-                "a weight per (row, piece) fits the merge buffer");
   // Every (block, k) names an output quad: no bounds check in the loop (a
   // check there, even one that never fails, keeps the loads of the unrolled
   // pieces from being issued together).
@@ -326,78 +321,27 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                           kGroup * kQuads % kThreads == 0 &&
                           kPerThread % kBlock == 0;
   const int group = DecodeGroupOf<kGroup>(p);
-  float* weights = reinterpret_cast<float*>(smem + layout.merge_out);
-  float* row_lse = reinterpret_cast<float*>(smem + layout.merge_max);
-  const int thread = warp * 32 + lane, pieces = item.pieces;
-  const float* lse = p.partial_lse + item.first_partial * group;
-  // ---- 1. every piece's lse into shared memory, row-major (the weights'
-  // layout), with all of a thread's loads in flight at once: one L2 round
-  // trip, where loops of loads per row were a chain of them (Qwen3 B=1 has
-  // 33 pieces and two rows a warp).
-  constexpr int kStaged = 4;
-  const int values = pieces * group;
-#pragma unroll 1
-  for (int v0 = thread; v0 < values; v0 += kStaged * kThreads) {
-    float x[kStaged];
-#pragma unroll
-    for (int k = 0; k < kStaged; ++k) {
-      const int v = v0 + k * kThreads;
-      x[k] = v < values ? __ldcg(lse + v) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < kStaged; ++k) {
-      const int v = v0 + k * kThreads;
-      if (v < values) weights[(v % group) * kDecodeMaxPieces + v / group] = x[k];
-    }
-  }
-  DecodeConsumerSync<kNamedSync>();
-  // ---- 2. per row (a warp each): max and sum of 2^(lse - max) by shuffles,
-  // the normalized weights in place. (Loops rolled: they run once per row
-  // and read shared memory; unrolled they were ~8 KB of cubin.)
-#pragma unroll 1
-  for (int row = warp; row < group; row += kDecodeConsumerWarps) {
-    float* row_weights = weights + row * kDecodeMaxPieces;
-    float top = NegativeInfinity();
-#pragma unroll 1
-    for (int i = lane; i < pieces; i += 32) top = fmaxf(top, row_weights[i]);
-#pragma unroll
-    for (int s = 16; s >= 1; s /= 2) {
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, s));
-    }
-    // All pieces empty (top = -inf): every weight 0, lse -inf.
-    const float base = top == NegativeInfinity() ? 0.0f : top;
-    float total = 0.0f;
-#pragma unroll 1
-    for (int i = lane; i < pieces; i += 32) {
-      total += Exp2(row_weights[i] - base);
-    }
-#pragma unroll
-    for (int s = 16; s >= 1; s /= 2) {
-      total += __shfl_xor_sync(0xffffffffu, total, s);
-    }
-    const float scale = total > 0 ? 1.0f / total : 0.0f;
-#pragma unroll 1
-    for (int i = lane; i < pieces; i += 32) {
-      row_weights[i] = Exp2(row_weights[i] - base) * scale;
-    }
-    if (lane == 0) {
-      row_lse[row] =
-          total > 0 ? (top + log2f(total)) * kDecodeLn2 : NegativeInfinity();
-    }
-  }
-  DecodeConsumerSync<kNamedSync>();
-  // ---- 3. weighted sums; out and lse
+  const int pieces = item.pieces;
+  const float* lse =
+      p.partial_lse + static_cast<long long>(item.first_partial) * group;
 #pragma unroll 1
   for (int b = 0; b < kPerThread; b += kBlock) {
+    float top[kBlock], sum[kBlock];
     float4 acc[kBlock];
 #pragma unroll
-    for (int k = 0; k < kBlock; ++k) acc[k] = make_float4(0, 0, 0, 0);
+    for (int k = 0; k < kBlock; ++k) {
+      top[k] = NegativeInfinity();
+      sum[k] = 0.0f;
+      acc[k] = make_float4(0, 0, 0, 0);
+    }
     // Chunks of kUnroll pieces whose loads all issue at once: past the last
-    // piece a chunk reloads the last one with weight 0 instead of branching
-    // (a loop of `pieces` trips would leave a short pair, e.g. 17 pieces
-    // under an unroll of 32, to a remainder loop of one load per trip).
+    // piece a chunk reloads the last one with lse -inf (weight 0) instead of
+    // branching (a loop of `pieces` trips would leave a short pair to a
+    // remainder loop of one round trip per piece).
 #pragma unroll 1
     for (int i0 = 0; i0 < pieces; i0 += kUnroll) {
+      float x[kUnroll][kBlock];
+      float4 o[kUnroll][kBlock];
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         const int i = min(i0 + j, pieces - 1);
@@ -408,16 +352,38 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
           const int e = thread + (b + k) * kThreads;
           if (kExact || e < group * kQuads) {
             const int row = e / kQuads, d = (e % kQuads) * 4;
-            const float w =
-                i0 + j < pieces ? weights[row * kDecodeMaxPieces + i] : 0.0f;
-            const float4 o = __ldcg(reinterpret_cast<const float4*>(
+            x[j][k] = i0 + j < pieces ? __ldcg(lse + i * group + row)
+                                      : NegativeInfinity();
+            o[j][k] = __ldcg(reinterpret_cast<const float4*>(
                 p.partial_out + (slot0 + row) * kHeadDim + d));
-            acc[k].x += w * o.x;
-            acc[k].y += w * o.y;
-            acc[k].z += w * o.z;
-            acc[k].w += w * o.w;
           }
         }
+      }
+#pragma unroll
+      for (int k = 0; k < kBlock; ++k) {
+        const int e = thread + (b + k) * kThreads;
+        if (!kExact && e >= group * kQuads) break;
+        float m = top[k];
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) m = fmaxf(m, x[j][k]);
+        // Nothing attended so far (m = -inf): every weight is 0.
+        const float base = m == NegativeInfinity() ? 0.0f : m;
+        const float rescale = Exp2(top[k] - base);
+        sum[k] *= rescale;
+        acc[k].x *= rescale;
+        acc[k].y *= rescale;
+        acc[k].z *= rescale;
+        acc[k].w *= rescale;
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+          const float w = Exp2(x[j][k] - base);  // -inf -> 0
+          sum[k] += w;
+          acc[k].x += w * o[j][k].x;
+          acc[k].y += w * o[j][k].y;
+          acc[k].z += w * o[j][k].z;
+          acc[k].w += w * o[j][k].w;
+        }
+        top[k] = m;
       }
     }
 #pragma unroll
@@ -425,14 +391,17 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
       const int e = thread + (b + k) * kThreads;
       if (!kExact && e >= group * kQuads) break;
       const int row = e / kQuads, d = (e % kQuads) * 4;
+      const float scale = sum[k] > 0 ? 1.0f / sum[k] : 0.0f;
       const long long head = static_cast<long long>(item.kv_head) * group + row;
       unsigned short* out = static_cast<unsigned short*>(p.out) +
                             item.seq * p.out_stride_b + head * p.out_stride_h +
                             d;
-      DecodeStore2<kType>(out, acc[k].x, acc[k].y);
-      DecodeStore2<kType>(out + 2, acc[k].z, acc[k].w);
+      DecodeStore2<kType>(out, acc[k].x * scale, acc[k].y * scale);
+      DecodeStore2<kType>(out + 2, acc[k].z * scale, acc[k].w * scale);
       if (d == 0 && p.lse != nullptr) {
-        p.lse[item.seq * p.lse_stride_b + head] = row_lse[row];
+        p.lse[item.seq * p.lse_stride_b + head] =
+            sum[k] > 0 ? (top[k] + log2f(sum[k])) * kDecodeLn2
+                       : NegativeInfinity();
       }
     }
   }
@@ -548,8 +517,7 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     }
     DecodeConsumerSync<kNamedSync>();
     if (*flag) {
-      DecodeMergePieces<kType, kHeadDim, kGroup, kNamedSync>(
-          p, item, smem, layout, warp, lane);
+      DecodeMergePieces<kType, kHeadDim, kGroup>(p, item, thread);
       if (thread == 0) p.counters[item.first_partial] = 0;  // for the next run
     }
   }

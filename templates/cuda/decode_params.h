@@ -96,10 +96,9 @@ struct DecodeKernelParams {
   int page_size;               // tokens per page (generic kernel)
 };
 
-// The most pieces one split pair may have: the last piece's merge keeps a
-// weight per (query row, piece) in the merge buffer, which holds 4 (D + 8)
-// >= 288 floats per row. A pair has at most one piece per worker, so the
-// CUDA backend plans at most this many workers.
+// The most pieces one split pair may have. A pair has at most one piece per
+// worker, so the CUDA backend plans at most this many workers; the last
+// piece's merge reads every piece of its pair, so the cap bounds that tail.
 inline constexpr int kDecodeMaxPieces = kDecodeConsumerWarps * (64 + 8);
 
 // Shared memory of one CTA, in bytes from a 1024-byte aligned base (the

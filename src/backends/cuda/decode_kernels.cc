@@ -414,8 +414,8 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
   TAILOR_RETURN_IF_ERROR(StagesFor(shape, 0).status());
   const int sms = multiprocessors_.load();
   const int64_t shared = shared_limit_.load();
-  // At most kDecodeMaxPieces workers (the merge's bound on the pieces of a
-  // pair; 2 per SM reach it at 144 SMs).
+  // At most kDecodeMaxPieces workers (the bound on the pieces of a pair; 2
+  // per SM reach it at 144 SMs).
   auto workers = [sms](int per_sm) {
     return std::min(sms * per_sm, kDecodeMaxPieces);
   };
