@@ -76,6 +76,54 @@ int64_t WholeWorkersMaxCost(absl::Span<const int32_t> seq_lens,
   return max_cost;
 }
 
+// A pair's cost in the cut: its fixed item cost and its pages.
+int64_t PairCost(int32_t len, const DecodePlanParams& params) {
+  return params.item_cost_tokens + RoundUp(len, params.page_size);
+}
+
+// Whether whole pairs, in stream order, fit the cut's workers with no worker
+// over `max_cost` (each worker filled before the next opens).
+bool WholePairsFit(absl::Span<const int32_t> seq_lens,
+                   const DecodePlanParams& params, int64_t max_cost) {
+  int64_t workers = 1, filled = 0;
+  for (int32_t len : seq_lens) {
+    const int64_t cost = PairCost(len, params);
+    if (cost > max_cost) return false;
+    for (int32_t h = 0; h < params.num_kv_heads; ++h) {
+      if (filled + cost > max_cost) {
+        ++workers;
+        filled = 0;
+      }
+      filled += cost;
+    }
+  }
+  return workers <= DecodeCutWorkers(params);
+}
+
+// The least busiest-worker cost of the whole-pairs cut (see BuildDecodePlan)
+// if it is at most `limit`, else -1. The search starts at the larger of the
+// mean and the largest pair, so it only runs for batches of similar pairs.
+int64_t WholePairsMaxCost(absl::Span<const int32_t> seq_lens,
+                          const DecodePlanParams& params, int64_t limit) {
+  if (seq_lens.empty() || !WholePairsFit(seq_lens, params, limit)) return -1;
+  int64_t total = 0, largest = 0;
+  for (int32_t len : seq_lens) {
+    total += params.num_kv_heads * PairCost(len, params);
+    largest = std::max(largest, PairCost(len, params));
+  }
+  const int64_t workers = DecodeCutWorkers(params);
+  int64_t lo = std::max(largest, (total + workers - 1) / workers), hi = limit;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (WholePairsFit(seq_lens, params, mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
 }  // namespace
 
 absl::Status ValidateDecodePlanParams(const DecodePlanParams& p) {
@@ -314,6 +362,35 @@ void DecodePlan::CutWholeWorkers(int64_t piece_tiles) {
   }
 }
 
+// The whole-pairs cut: pairs in stream order, each whole, a worker filled
+// up to `max_cost` before the next opens.
+void DecodePlan::CutWholePairs(int64_t max_cost) {
+  worker_cost_.assign(params_.num_workers, 0);
+  int32_t w = 0;
+  for (size_t b = 0; b < seq_lens_.size(); ++b) {
+    const int32_t len = seq_lens_[b];
+    const int64_t cost = PairCost(len, params_);
+    for (int32_t h = 0; h < params_.num_kv_heads; ++h) {
+      if (worker_cost_[w] > 0 && worker_cost_[w] + cost > max_cost) ++w;
+      Emit({.seq = static_cast<int32_t>(b),
+            .kv_head = h,
+            .kv_begin = 0,
+            .kv_end = len,
+            .seq_len = len,
+            .partial = -1,
+            .first_partial = -1,
+            .pieces = 1},
+           w);
+    }
+  }
+}
+
+int64_t DecodePlan::MaxWorkerCost() const {
+  int64_t max_cost = 0;
+  for (int64_t cost : worker_cost_) max_cost = std::max(max_cost, cost);
+  return max_cost;
+}
+
 // Opens the idle workers at the end and copies each worker's first item.
 void DecodePlan::FinishWorkers() {
   const int64_t workers = params_.num_workers;
@@ -359,10 +436,23 @@ absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
   // With no more pairs than workers, a pair may instead get whole workers:
   // one piece each, so no worker pays two items' fixed costs (a worker that
   // a stream cut gives the end of one pair and the start of the next runs
-  // both). Taken only when its busiest worker costs less.
+  // both). Taken when its busiest worker costs no more: on a tie it has the
+  // fewer pieces, and the last piece of a pair merges them all (B = 1, L =
+  // 4096, 8 KV heads, item cost 128: 16 pieces a head, not 16 or 17).
+  const int64_t stream_cost = plan->MaxWorkerCost();
   const int64_t piece_tiles = WholeWorkersPieceTiles(seq_lens, params);
-  if (piece_tiles > 0 && WholeWorkersMaxCost(seq_lens, params, piece_tiles) <
-                             plan->stats().max_worker_cost) {
+  const int64_t workers_cost =
+      piece_tiles > 0 ? WholeWorkersMaxCost(seq_lens, params, piece_tiles)
+                      : -1;
+  const bool whole_workers = workers_cost >= 0 && workers_cost <= stream_cost;
+  const int64_t best_cost = whole_workers ? workers_cost : stream_cost;
+  // And a cut at pair boundaries only, when it costs no more than the
+  // better of those: no pair split, so no partials and no merges.
+  const int64_t pairs_cost = WholePairsMaxCost(seq_lens, params, best_cost);
+  if (pairs_cost >= 0) {
+    plan->ResetItems();
+    plan->CutWholePairs(pairs_cost);
+  } else if (whole_workers) {
     plan->ResetItems();
     plan->CutWholeWorkers(piece_tiles);
   }

@@ -25,7 +25,12 @@
 // pairs than workers, the planner also prices a *whole-workers* cut (each
 // pair split evenly over its tiles into pieces of at most P tiles, one
 // worker per piece, the smallest P that fits) and takes it when its busiest
-// worker costs less (B = 1: 8 heads x 16 workers instead of 132 ranges).
+// worker costs no more (B = 1: 8 heads x 16 workers instead of 132 ranges).
+// And when many similar pairs fill the workers, it prices a *whole-pairs*
+// cut (the stream cut only at pair boundaries, at the least busiest-worker
+// cost that fits) and takes it when that costs no more: nothing is split,
+// so nothing is merged (Qwen3 B = 128, L = 1024, 264 workers: 2 pairs a
+// worker instead of 224 split pairs).
 // A worker's items are contiguous in items(): [worker_begin()[w],
 // worker_begin()[w + 1]). Sequences of length 0 get one item of no tokens
 // (their output is zeros, their log-sum-exp -inf).
@@ -36,10 +41,13 @@
 // num_workers, tile_tokens and item_cost_tokens (ops/attention_kernels.h).
 //
 // Example (one KV head, 4 workers, tiles of 16 tokens, pages of 16, no item
-// cost): lengths {64, 0, 16} cost 64 + 0 + 16 = 80, 20 per worker:
-//   items: {seq 0, [0, 16), slot 0} {seq 0, [16, 48), slot 1}  (cut at 20,
-//          40 rounded to tiles) {seq 0, [48, 64), slot 2} {seq 1, [0, 0)}
-//          {seq 2, [0, 16)}
+// cost): lengths {64, 0, 16} cost 64 + 0 + 16 = 80, 20 per worker. The
+// stream cut (cuts at 20, 40, 60 rounded to tiles) runs
+//   {seq 0, [0, 16)} {seq 0, [16, 48)} {seq 0, [48, 64)} {seq 1, [0, 0)}
+//   {seq 2, [0, 16)}: busiest worker 32 tokens, seq 0 in 3 pieces;
+// the whole-workers cut (pieces of at most 2 tiles) runs
+//   {seq 0, [0, 32), slot 0} {seq 0, [32, 64), slot 1} {seq 1, [0, 0)}
+//   {seq 2, [0, 16)}: busiest worker 32 tokens too, 2 pieces: the plan.
 #ifndef TAILOR_PLAN_DECODE_PLAN_H_
 #define TAILOR_PLAN_DECODE_PLAN_H_
 
@@ -182,6 +190,8 @@ class DecodePlan {
   void ResetItems();
   void CutStream(int64_t total);
   void CutWholeWorkers(int64_t piece_tiles);
+  void CutWholePairs(int64_t max_cost);
+  int64_t MaxWorkerCost() const;
   void FinishWorkers();
   void Emit(const DecodeWorkItem& item, int32_t worker);
   void NumberPieces(size_t first_item);

@@ -107,14 +107,14 @@ TEST(DecodePlanTest, HeaderExample) {
   const std::vector<int32_t> lens = {64, 0, 16};
   TAILOR_ASSERT_OK(BuildDecodePlan(lens, Params(1, 4, 16, 16, 0), &plan));
   EXPECT_THAT(plan.items(),
-              ElementsAre(DecodeWorkItem{0, 0, 0, 16, 64, 0, 0, 3},
-                          DecodeWorkItem{0, 0, 16, 48, 64, 1, 0, 3},
-                          DecodeWorkItem{0, 0, 48, 64, 64, 2, 0, 3},
+              ElementsAre(DecodeWorkItem{0, 0, 0, 32, 64, 0, 0, 2},
+                          DecodeWorkItem{0, 0, 32, 64, 64, 1, 0, 2},
                           DecodeWorkItem{1, 0, 0, 0, 0, -1, -1, 1},
                           DecodeWorkItem{2, 0, 0, 16, 16, -1, -1, 1}));
-  EXPECT_THAT(plan.worker_begin(), ElementsAre(0, 1, 2, 3, 5));
-  EXPECT_THAT(plan.merge_groups(), ElementsAre(DecodeMergeGroup{0, 0, 0, 3}));
-  EXPECT_EQ(plan.num_partials(), 3);
+  EXPECT_THAT(plan.worker_begin(), ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_THAT(plan.merge_groups(), ElementsAre(DecodeMergeGroup{0, 0, 0, 2}));
+  EXPECT_EQ(plan.num_partials(), 2);
+  EXPECT_EQ(plan.stats().max_worker_cost, 32);
   ExpectValidPlan(plan, lens, Params(1, 4, 16, 16, 0));
 }
 
@@ -171,13 +171,21 @@ TEST(DecodePlanTest, BalancesTheAnchorShapes) {
   }
 }
 
-TEST(DecodePlanTest, OneLongSequenceUsesEveryWorker) {
+// One sequence, 8 KV heads, 132 workers: 4096 tiles, 31.03 a worker, so
+// some stream-cut worker gets 32 tiles; 16 whole workers a head (32 tiles
+// each) cost the same and leave 4 workers idle.
+TEST(DecodePlanTest, OneLongSequenceSpreadsOverTheWorkers) {
   DecodePlan plan;
   TAILOR_ASSERT_OK(BuildDecodePlan({32768}, Params(8, 132, 64, 16, 16), &plan));
   const DecodePlanStats s = plan.stats();
-  EXPECT_EQ(s.busy_workers, 132);
+  EXPECT_EQ(s.busy_workers, 128);
   EXPECT_EQ(s.split_pairs, 8);
+  EXPECT_EQ(s.max_worker_cost, 16 + 32 * 64);
   EXPECT_EQ(s.tokens, 8 * 32768);
+  // Lengths that do not fit whole workers as well take every worker.
+  TAILOR_ASSERT_OK(
+      BuildDecodePlan({32768 + 64 * 66}, Params(8, 132, 64, 16, 16), &plan));
+  EXPECT_EQ(plan.stats().busy_workers, 132);
 }
 
 // B = 1, L = 4096, 8 KV heads on 132 workers: a stream cut gives 4 workers
@@ -196,10 +204,45 @@ TEST(DecodePlanTest, FewPairsGetWholeWorkersWhenThatIsCheaper) {
   for (size_t w = 0; w + 1 < plan.worker_begin().size(); ++w) {
     EXPECT_LE(plan.worker_begin()[w + 1] - plan.worker_begin()[w], 1);
   }
+  // With the CUDA backend's item cost (128 tokens) both cuts' busiest
+  // workers cost 128 + 256: the tie goes to whole workers, 16 pieces a head
+  // (the stream cut's 16 or 17 cost its 17-piece merges a second round
+  // trip).
+  const DecodePlanParams cuda_params = Params(8, 132, 64, 16, 128);
+  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, cuda_params, &plan));
+  ExpectValidPlan(plan, {4096}, cuda_params);
+  EXPECT_EQ(plan.stats().items, 128);
+  EXPECT_EQ(plan.stats().max_worker_cost, 128 + 256);
+  for (const DecodeMergeGroup& group : plan.merge_groups()) {
+    EXPECT_EQ(group.pieces, 16);
+  }
   // More pairs than workers: always the stream cut.
   TAILOR_ASSERT_OK(BuildDecodePlan(std::vector<int32_t>(20, 4096),
                                    Params(8, 132, 64, 16, 16), &plan));
   EXPECT_EQ(plan.stats().busy_workers, 132);
+}
+
+// Qwen3 heads, B = 128, L = 1024 on 264 workers (the CUDA backend's item
+// cost): the stream cut costs 2368 at most and splits 224 pairs; two whole
+// pairs a worker cost 2304, so nothing is split or merged.
+TEST(DecodePlanTest, ManySimilarPairsStayWhole) {
+  DecodePlan plan;
+  const DecodePlanParams params = Params(4, 264, 64, 16, 128);
+  const std::vector<int32_t> lens(128, 1024);
+  TAILOR_ASSERT_OK(BuildDecodePlan(lens, params, &plan));
+  ExpectValidPlan(plan, lens, params);
+  const DecodePlanStats s = plan.stats();
+  EXPECT_EQ(s.items, 512);
+  EXPECT_EQ(s.split_pairs, 0);
+  EXPECT_EQ(s.busy_workers, 256);
+  EXPECT_EQ(s.max_worker_cost, 2 * (128 + 1024));
+  // Ragged lengths do not fit whole pairs under the stream cut's cost.
+  std::vector<int32_t> ragged(64);
+  std::mt19937 rng(7);
+  for (int32_t& n : ragged) n = 1 + rng() % 8192;
+  TAILOR_ASSERT_OK(BuildDecodePlan(ragged, params, &plan));
+  ExpectValidPlan(plan, ragged, params);
+  EXPECT_GT(plan.stats().split_pairs, 0);
 }
 
 // A launch of 264 workers (two CTAs an SM) that cuts a small batch over the
