@@ -34,6 +34,7 @@
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "templates/cuda/decode_params.h"
+#include "templates/cuda/decode_trace.cuh"
 
 namespace tailor::cuda {
 
@@ -516,9 +517,11 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
       *flag = ArriveAcqRel(p.counters + item.first_partial) == item.pieces - 1;
     }
     DecodeConsumerSync<kNamedSync>();
+    if (thread == 0) TAILOR_DECODE_MARK(kTraceArrived);
     if (*flag) {
       DecodeMergePieces<kType, kHeadDim, kGroup>(p, item, thread);
       if (thread == 0) p.counters[item.first_partial] = 0;  // for the next run
+      if (thread == 0) TAILOR_DECODE_MARK(kTraceMerged);
     }
   }
   DecodeConsumerSync<kNamedSync>();

@@ -44,6 +44,7 @@
 #include "runtime/cuda/warp_mma.cuh"
 #include "templates/cuda/decode_common.cuh"
 #include "templates/cuda/decode_params.h"
+#include "templates/cuda/decode_trace.cuh"
 
 namespace tailor::cuda {
 
@@ -186,8 +187,10 @@ struct DecodeSm90Kernel {
         const int page =
             __shfl_sync(0xffffffffu, window_page, (box + lane) % 32);
         const int stage = k % kStages;
+        if (k == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceTable);
         sh.empty[stage].Wait(((k / kStages) & 1u) ^ 1u);
         LoadTile(p, sh, item, device_len, j, stage, lane, page);
+        if (k == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceFirstTma);
       }
     }
   }
@@ -209,6 +212,10 @@ struct DecodeSm90Kernel {
       for (int j = 0; j < tiles; ++j, ++k) {
         const int stage = k % kStages;
         sh.full[stage].Wait((k / kStages) & 1u);
+        if (warp == 0 && lane == 0) {
+          if (k == 0) TAILOR_DECODE_MARK(kTraceFirstFull);
+          TAILOR_DECODE_MARK(kTraceLastFull);
+        }
         if (j == 0) {
           DecodeCopyQuery<kHeadDim>(
               sh.base + kLayout.q_stage + stage * kLayout.q_bytes,
@@ -225,12 +232,18 @@ struct DecodeSm90Kernel {
         __syncwarp();
         if (lane == 0) sh.empty[stage].Arrive();
       }
+      if (warp == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceFinish);
       DecodeFinishItem<kType, kHeadDim, kGroup, /*kNamedSync=*/true>(
           p, item, st, sh.base, kLayout, warp, lane);
     }
+    if (warp == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceEnd);
   }
 
   static TAILOR_DEVICE void Run(const Params& p) {
+#ifdef TAILOR_DECODE_TRACE
+    const unsigned long long trace_start =
+        threadIdx.x == 0 ? DecodeTraceStart() : 0;
+#endif
     const Shared sh = Carve();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // Query rows >= kGroup stay zero: item copies write rows < kGroup only.
@@ -253,6 +266,10 @@ struct DecodeSm90Kernel {
     } else {
       Consume(p, sh, first, last, head, warp, lane);
     }
+#ifdef TAILOR_DECODE_TRACE
+    __syncthreads();
+    if (threadIdx.x == 0) DecodeTraceDump(trace_start, last - first);
+#endif
   }
 };
 

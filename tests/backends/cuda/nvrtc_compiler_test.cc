@@ -254,17 +254,35 @@ TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
     covered.insert(c.header);
   }
   // Every kernel template (a .cuh with a device template) has a case above;
-  // headers only included by them (params, common) are covered through them.
+  // headers only included by them (params, common) are covered through them,
+  // and the decode trace (on only with its macro) by DecodeTraceCompiles.
   for (const tailor::internal::EmbeddedFile& file :
        tailor::internal::EmbeddedFiles()) {
     const std::string path = file.path;
     if (!absl::StartsWith(path, "templates/cuda/") ||
         !absl::EndsWith(path, ".cuh"))
       continue;
-    if (absl::EndsWith(path, "_common.cuh")) continue;
+    if (absl::EndsWith(path, "_common.cuh") ||
+        absl::EndsWith(path, "_trace.cuh")) {
+      continue;
+    }
     EXPECT_TRUE(covered.count(path))
         << path << " has no compile case in AllTemplateCases()";
   }
+}
+
+// The TMA decode kernel with its per-CTA trace on (-DTAILOR_DECODE_TRACE,
+// templates/cuda/decode_trace.cuh): it still compiles, and prints.
+TEST_F(NvrtcCompilerTest, DecodeTraceCompiles) {
+  absl::StatusOr<KernelSource> source =
+      Generate(DecodeKey(kDecodeVariantTma, 16));
+  TAILOR_ASSERT_OK(source.status());
+  source->code = "#define TAILOR_DECODE_TRACE\n" + source->code;
+  absl::StatusOr<NvrtcCompiler::Output> out =
+      compiler_->Compile(*source, "sm_90a", /*want_ptx=*/true);
+  TAILOR_ASSERT_OK(out.status());
+  EXPECT_THAT(out->ptx, HasSubstr("vprintf"));
+  EXPECT_THAT(out->ptx, HasSubstr("%globaltimer"));
 }
 
 TEST_F(NvrtcCompilerTest, EveryTemplateHeaderCompilesAlone) {
