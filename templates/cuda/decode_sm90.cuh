@@ -158,10 +158,6 @@ struct DecodeSm90Kernel {
   static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh,
                                     int first, int last,
                                     const DecodeWorkItem& head, int lane) {
-    if (lane == 0) {
-      PrefetchTensorMap(&p.k_map);
-      PrefetchTensorMap(&p.v_map);
-    }
     unsigned k = 0;  // tiles issued so far
     for (int i = first; i < last; ++i) {
       const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
@@ -246,6 +242,16 @@ struct DecodeSm90Kernel {
 #endif
     const Shared sh = Carve();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // The work list and the maps do not depend on shared memory: ask for
+    // them before the prologue's stores and barrier (which no load passes),
+    // so that their round trip overlaps it.
+    const DecodeWorkItem head = p.first_items[blockIdx.x];  // with first
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    if (warp == kProducerWarp && lane == 0) {
+      PrefetchTensorMap(&p.k_map);
+      PrefetchTensorMap(&p.v_map);
+    }
     // Query rows >= kGroup stay zero: item copies write rows < kGroup only.
     for (unsigned i = threadIdx.x; i < kLayout.q_bytes / 16; i += kThreads) {
       reinterpret_cast<uint4*>(sh.base + kLayout.q)[i] = make_uint4(0, 0, 0, 0);
@@ -258,9 +264,6 @@ struct DecodeSm90Kernel {
       FenceMbarrierInit();
     }
     __syncthreads();
-    const DecodeWorkItem head = p.first_items[blockIdx.x];  // with first
-    const int first = p.worker_begin[blockIdx.x];
-    const int last = p.worker_begin[blockIdx.x + 1];
     if (warp == kProducerWarp) {
       Produce(p, sh, first, last, head, lane);
     } else {
