@@ -10,7 +10,9 @@ Usage (on the GPU machine):
 Lines come a launch at a time (the printf buffer drains when the host syncs),
 one per CTA, in no order. Cycles turn into microseconds by each CTA's own
 clock64 / globaltimer ratio. A launch whose printf waited on another shows a
-long tail: compare the early (warm-up) and later (L2 flushed) launches.
+long tail: compare the early (warm-up) and later (L2 flushed) launches, and
+check the traced launch's span against the untraced bench time: long launches
+(B=1 L=32768 on the H100) run several times slower traced and say nothing.
 """
 import statistics
 import sys

@@ -10,7 +10,10 @@
 //   TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_TRACE cuda_decode_bench --reps=3 \
 //     --model=llama3-8b "--case=B=1 L=4096" > t.txt
 //   python3 bench/decode_trace.py t.txt
-// Without the macro the marks compile to nothing.
+// Without the macro the marks compile to nothing. Trust it for short
+// launches only: with it on, B=1 L=32768 ran 4-5x slower on the H100
+// (the printf machinery, not the marks, by all signs), while B=1 L=4096 and
+// the first launches of larger shapes kept their untraced times.
 #ifndef TAILOR_TEMPLATES_CUDA_DECODE_TRACE_CUH_
 #define TAILOR_TEMPLATES_CUDA_DECODE_TRACE_CUH_
 
