@@ -309,11 +309,10 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
   constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  // float4 loads in flight per thread (plus as many lse loads). 16 and 32
-  // ran within noise of each other on the H100 (Llama B=1 L=4096: 18.5 /
-  // 18.7 us, bench/results/decode_h100.txt), but 32 hold 128 registers and
-  // set the kernel's count. TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32
-  // compares.
+  // float4 loads in flight per thread (plus as many lse loads): 16 keep the
+  // kernel at 144-162 registers (D=128); 32 would merge 32 pieces in one
+  // round trip but take 209-233, over the 204 that two CTAs an SM allow.
+  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32 compares.
   constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
   // Every (block, k) names an output quad: no bounds check in the loop (a
   // check there, even one that never fails, keeps the loads of the unrolled
