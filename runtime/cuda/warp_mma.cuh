@@ -88,6 +88,21 @@ TAILOR_DEVICE unsigned Pack2(float lo, float hi) {
   return out;
 }
 
+// One register of two 16-bit values -> two f32 (`lo` from the low half):
+// the inverse of Pack2, exact.
+template <Half16 kType>
+TAILOR_DEVICE void Unpack2(unsigned v, float& lo, float& hi) {
+  if constexpr (kType == Half16::kBf16) {
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xffff0000u);
+  } else {
+    asm("{.reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n"
+        " cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi)
+        : "r"(v));
+  }
+}
+
 // 2^x, ex2.approx (relative error < 2^-22; 2^-inf = +0).
 TAILOR_DEVICE float Exp2(float x) {
   float y;

@@ -286,13 +286,13 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 // finished last; all consumer threads). Partials are read through L2 (other
 // CTAs wrote them). The merge is the tail of every split pair: while it
 // runs, the other SMs are done, so it is made of as few L2 round trips as
-// possible. Each thread owns output quads (4 floats of one query row) and
-// reads, for kUnroll pieces at once, each piece's lse (log2) of its row and
-// its quad: one round trip per kUnroll pieces, no shared memory and no
-// barrier (staging the lse in shared memory first took three round trips
-// and two barriers: 2.4 us of a 15 us Llama B=1 L=4096 launch). The pieces
-// fold into a running max M, sum S and weighted sum A as in the online
-// softmax:
+// possible. Each thread owns octets of the output (8 values of one query
+// row, 16 bytes of a partial in the output's 16-bit type) and reads, for
+// kUnroll pieces at once, each piece's lse (log2) of its row and its octet:
+// one round trip per kUnroll pieces, no shared memory and no barrier
+// (staging the lse in shared memory first took three round trips and two
+// barriers: 2.4 us of a 15 us Llama B=1 L=4096 launch). The pieces fold
+// into a running max M, sum S and weighted sum A as in the online softmax:
 //   M' = max(M, lse_i),  S' = S 2^(M - M') + sum_i 2^(lse_i - M'),
 //   A' = A 2^(M - M') + sum_i 2^(lse_i - M') O_i
 //   out = A' / S',  lse = (M' + log2 S') ln 2   (S' = 0: out 0, lse -inf)
@@ -304,35 +304,42 @@ template <Half16 kType, int kHeadDim, int kGroup>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      const DecodeWorkItem& item, int thread) {
   constexpr int kThreads = 32 * kDecodeConsumerWarps;
-  constexpr int kQuads = kHeadDim / 4;
+  constexpr int kOctets = kHeadDim / 8;
   // A run-time group (the generic kernel) is at most 16.
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
-  constexpr int kPerThread = (kMaxGroup * kQuads + kThreads - 1) / kThreads;
+  constexpr int kPerThread = (kMaxGroup * kOctets + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  // float4 loads in flight per thread (plus as many lse loads): 16 keep the
-  // kernel at 144-162 registers (D=128); 32 would merge 32 pieces in one
-  // round trip but take 209-233, over the 204 that two CTAs an SM allow.
+  // 16-byte partial loads in flight per thread (plus as many lse loads): 16
+  // keep the kernel at 144-162 registers (D=128); 32 would take 209-233,
+  // over the 204 that two CTAs an SM allow.
   // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32 compares.
   constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
-  // Every (block, k) names an output quad: no bounds check in the loop (a
+  // Every (block, k) names an output octet: no bounds check in the loop (a
   // check there, even one that never fails, keeps the loads of the unrolled
   // pieces from being issued together).
   constexpr bool kExact = kGroup != kDecodeRuntimeDim &&
-                          kGroup * kQuads % kThreads == 0 &&
+                          kGroup * kOctets % kThreads == 0 &&
                           kPerThread % kBlock == 0;
+  // Whether octet e of the pair is an output; past the first of a block
+  // only (a thread leaves at a block whose first octet is past the end).
+  auto in_range = [&](int e, int k) {
+    return kExact || k == 0 || e < DecodeGroupOf<kGroup>(p) * kOctets;
+  };
   const int group = DecodeGroupOf<kGroup>(p);
   const int pieces = item.pieces;
   const float* lse =
       p.partial_lse + static_cast<long long>(item.first_partial) * group;
+  const uint4* partials = static_cast<const uint4*>(p.partial_out);
 #pragma unroll 1
   for (int b = 0; b < kPerThread; b += kBlock) {
-    float top[kBlock], sum[kBlock];
-    float4 acc[kBlock];
+    if (!kExact && thread + b * kThreads >= group * kOctets) break;
+    float top[kBlock], sum[kBlock], acc[kBlock][8];
 #pragma unroll
     for (int k = 0; k < kBlock; ++k) {
       top[k] = NegativeInfinity();
       sum[k] = 0.0f;
-      acc[k] = make_float4(0, 0, 0, 0);
+#pragma unroll
+      for (int v = 0; v < 8; ++v) acc[k][v] = 0.0f;
     }
     // Chunks of kUnroll pieces whose loads all issue at once: past the last
     // piece a chunk reloads the last one with lse -inf (weight 0) instead of
@@ -341,7 +348,7 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
 #pragma unroll 1
     for (int i0 = 0; i0 < pieces; i0 += kUnroll) {
       float x[kUnroll][kBlock];
-      float4 o[kUnroll][kBlock];
+      uint4 o[kUnroll][kBlock];
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         const int i = min(i0 + j, pieces - 1);
@@ -350,19 +357,18 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
 #pragma unroll
         for (int k = 0; k < kBlock; ++k) {
           const int e = thread + (b + k) * kThreads;
-          if (kExact || e < group * kQuads) {
-            const int row = e / kQuads, d = (e % kQuads) * 4;
+          if (in_range(e, k)) {
+            const int row = e / kOctets;
             x[j][k] = i0 + j < pieces ? __ldcg(lse + i * group + row)
                                       : NegativeInfinity();
-            o[j][k] = __ldcg(reinterpret_cast<const float4*>(
-                p.partial_out + (slot0 + row) * kHeadDim + d));
+            o[j][k] = __ldcg(partials + (slot0 + row) * kOctets + e % kOctets);
           }
         }
       }
 #pragma unroll
       for (int k = 0; k < kBlock; ++k) {
         const int e = thread + (b + k) * kThreads;
-        if (!kExact && e >= group * kQuads) break;
+        if (!in_range(e, k)) break;
         float m = top[k];
 #pragma unroll
         for (int j = 0; j < kUnroll; ++j) m = fmaxf(m, x[j][k]);
@@ -370,18 +376,21 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
         const float base = m == NegativeInfinity() ? 0.0f : m;
         const float rescale = Exp2(top[k] - base);
         sum[k] *= rescale;
-        acc[k].x *= rescale;
-        acc[k].y *= rescale;
-        acc[k].z *= rescale;
-        acc[k].w *= rescale;
+#pragma unroll
+        for (int v = 0; v < 8; ++v) acc[k][v] *= rescale;
 #pragma unroll
         for (int j = 0; j < kUnroll; ++j) {
           const float w = Exp2(x[j][k] - base);  // -inf -> 0
+          const unsigned pairs[4] = {o[j][k].x, o[j][k].y, o[j][k].z,
+                                     o[j][k].w};
           sum[k] += w;
-          acc[k].x += w * o[j][k].x;
-          acc[k].y += w * o[j][k].y;
-          acc[k].z += w * o[j][k].z;
-          acc[k].w += w * o[j][k].w;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            float lo, hi;
+            Unpack2<kType>(pairs[q], lo, hi);
+            acc[k][2 * q] += w * lo;
+            acc[k][2 * q + 1] += w * hi;
+          }
         }
         top[k] = m;
       }
@@ -389,15 +398,18 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
 #pragma unroll
     for (int k = 0; k < kBlock; ++k) {
       const int e = thread + (b + k) * kThreads;
-      if (!kExact && e >= group * kQuads) break;
-      const int row = e / kQuads, d = (e % kQuads) * 4;
+      if (!in_range(e, k)) break;
+      const int row = e / kOctets, d = (e % kOctets) * 8;
       const float scale = sum[k] > 0 ? 1.0f / sum[k] : 0.0f;
       const long long head = static_cast<long long>(item.kv_head) * group + row;
       unsigned short* out = static_cast<unsigned short*>(p.out) +
                             item.seq * p.out_stride_b + head * p.out_stride_h +
                             d;
-      DecodeStore2<kType>(out, acc[k].x * scale, acc[k].y * scale);
-      DecodeStore2<kType>(out + 2, acc[k].z * scale, acc[k].w * scale);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        DecodeStore2<kType>(out + 2 * q, acc[k][2 * q] * scale,
+                            acc[k][2 * q + 1] * scale);
+      }
       if (d == 0 && p.lse != nullptr) {
         p.lse[item.seq * p.lse_stride_b + head] =
             sum[k] > 0 ? (top[k] + log2f(sum[k])) * kDecodeLn2
@@ -492,11 +504,11 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
                               item.seq * p.out_stride_b +
                               (head0 + r) * p.out_stride_h + d,
                           x, y);
-    } else {
-      *reinterpret_cast<float2*>(
-          p.partial_out +
-          (static_cast<long long>(item.partial) * group + r) * kHeadDim + d) =
-          make_float2(x, y);
+    } else {  // the partial in the output's type (its merge reads half)
+      DecodeStore2<kType>(
+          static_cast<unsigned short*>(p.partial_out) +
+              (static_cast<long long>(item.partial) * group + r) * kHeadDim + d,
+          x, y);
     }
   }
   if (thread < group) {

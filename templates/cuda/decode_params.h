@@ -88,7 +88,9 @@ struct DecodeKernelParams {
   // [gridDim.x] each CTA's first item (read beside worker_begin: one
   // memory round trip before the first load instead of two).
   const DecodeWorkItem* first_items;
-  float* partial_out;          // [partials, group, D] normalized
+  // [partials, group, D] normalized, in the q / out type (16 bits; the
+  // host sizes the buffer for f32, the CPU backend's partials).
+  void* partial_out;
   float* partial_lse;          // [partials, group] log2 domain
   int* counters;               // [partials] zero between launches
   unsigned long long* errors;  // [kDecodeErrorWords]
