@@ -108,8 +108,9 @@ int64_t WholePairsMaxCost(absl::Span<const int32_t> seq_lens,
   if (seq_lens.empty() || !WholePairsFit(seq_lens, params, limit)) return -1;
   int64_t total = 0, largest = 0;
   for (int32_t len : seq_lens) {
-    total += params.num_kv_heads * PairCost(len, params);
-    largest = std::max(largest, PairCost(len, params));
+    const int64_t cost = PairCost(len, params);
+    total += params.num_kv_heads * cost;
+    largest = std::max(largest, cost);
   }
   const int64_t workers = DecodeCutWorkers(params);
   int64_t lo = std::max(largest, (total + workers - 1) / workers), hi = limit;

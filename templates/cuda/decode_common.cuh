@@ -310,7 +310,7 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr int kPerThread = (kMaxGroup * kOctets + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
   // 16-byte partial loads in flight per thread (plus as many lse loads): 16
-  // keep the kernel at 144-162 registers (D=128); 32 would take 209-233,
+  // keep the kernel at 142-160 registers (D=128); 32 would take 209-233,
   // over the 204 that two CTAs an SM allow.
   // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32 compares.
   constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
@@ -320,12 +320,12 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr bool kExact = kGroup != kDecodeRuntimeDim &&
                           kGroup * kOctets % kThreads == 0 &&
                           kPerThread % kBlock == 0;
+  const int group = DecodeGroupOf<kGroup>(p);
   // Whether octet e of the pair is an output; past the first of a block
   // only (a thread leaves at a block whose first octet is past the end).
   auto in_range = [&](int e, int k) {
-    return kExact || k == 0 || e < DecodeGroupOf<kGroup>(p) * kOctets;
+    return kExact || k == 0 || e < group * kOctets;
   };
-  const int group = DecodeGroupOf<kGroup>(p);
   const int pieces = item.pieces;
   const float* lse =
       p.partial_lse + static_cast<long long>(item.first_partial) * group;

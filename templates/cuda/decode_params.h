@@ -99,9 +99,10 @@ struct DecodeKernelParams {
 };
 
 // The most pieces one split pair may have. A pair has at most one piece per
-// worker, so the CUDA backend plans at most this many workers; the last
-// piece's merge reads every piece of its pair, so the cap bounds that tail.
-inline constexpr int kDecodeMaxPieces = kDecodeConsumerWarps * (64 + 8);
+// worker, so the CUDA backend plans at most this many workers (two CTAs an
+// SM on 144 SMs); the last piece's merge reads every piece of its pair, so
+// the cap bounds that tail.
+inline constexpr int kDecodeMaxPieces = 288;
 
 // Shared memory of one CTA, in bytes from a 1024-byte aligned base (the
 // 128-byte swizzle repeats every 1024 bytes). Host and device compute it
