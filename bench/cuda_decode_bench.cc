@@ -16,6 +16,12 @@
 //   clean-L2    RunDecode after a flush that leaves L2 clean (L2Flush): the
 //               other columns, like the anchors' do_bench, start with L2
 //               full of dirty lines whose write-back the timed run pays for
+//   read, bulk, bulk-ef  the same number of KV bytes streamed from one
+//               contiguous buffer by a read-only kernel (ReadKernel: loads,
+//               TMA bulk copies, the same with an L2 evict-first policy),
+//               same dirty flush: what the protocol leaves a kernel that
+//               only reads; /tlr = the fastest read / tailor
+//   empty       a launch of the loads kernel that reads nothing, same flush
 //   plan        host us of PlanDecode (plan + async copy of the work list)
 //   items/split the plan: work items, split (sequence, KV head) pairs
 // The last block repeats Llama with pages of 64 tokens (one TMA box per
@@ -33,6 +39,9 @@
 //                          --model=llama3-8b "--case=B=1 L=4096")
 //                          [--pages=ordered] (each sequence's pages
 //                          consecutive, as a fresh allocator leaves them)
+//                          [--layout=hnd] (caches [pages, Hkv, page, D])
+//                          [--read-sweep] (only the TMA read's rate by bytes
+//                          in flight an SM: ReadSweep)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -89,6 +98,8 @@ struct Case {
 struct BenchOptions {
   int reps = 50;
   bool ordered_pages = false;    // --pages=ordered
+  bool hnd = false;              // --layout=hnd: caches [pages, Hkv, page, D]
+  bool read_sweep = false;       // --read-sweep: the ReadSweep table only
   std::string model, case_name;  // --model= / --case=; empty: all
 };
 
@@ -118,58 +129,163 @@ std::vector<Case> Grid() {
   return cases;
 }
 
-// A streaming-read kernel over device memory (no writes but one word when a
-// checksum is impossible): the read-bandwidth probe and the clean L2 flush.
+// Streaming-read kernels over device memory (no writes but one word when a
+// checksum is impossible): the read-bandwidth probe, the clean L2 flush, and
+// the bench's `read` columns.
+//   kLoads  eight independent 16-byte loads in flight per thread, 8 CTAs of
+//           256 threads an SM (256 KB in flight an SM)
+//   kBulk   one thread a CTA keeps `stages` cp.async.bulk copies of `chunk`
+//           bytes into shared memory in flight, `ctas_per_sm` CTAs an SM
+//           (default 6 x 32 KB, one CTA: 192 KB an SM): the way the TMA
+//           decode kernel reads, minus pages, tables and math
+struct BulkRead {
+  int ctas_per_sm = 1, stages = 6, chunk = 32768;
+  bool evict_first = false;  // an L2 evict-first policy on the copies
+};
+
 class ReadKernel {
  public:
+  enum class Kind { kLoads, kBulk };
   explicit ReadKernel(CudaTestRuntime& env) : env_(env) {
-    internal::SpecKey key = env.engine().MakeKey(internal::OpKind::kTestEmpty);
-    const internal::KernelSource source = {.code = R"(
-struct ReadParams { const uint4* data; long long n; unsigned* sink; };
+    loads_ = Build(R"(
+struct ReadParams { const uint4* data; long long bytes; unsigned* sink; };
 extern "C" __global__ void __launch_bounds__(256)
 bench_read(const __grid_constant__ ReadParams p) {
+  constexpr int kLoads = 8;
+  const long long n = p.bytes / 16, stride = 256ll * gridDim.x;
   unsigned x = 0;
-  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < p.n;
-       i += 256ll * gridDim.x) {
-    const uint4 v = __ldcs(p.data + i);
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  for (long long base = blockIdx.x * 256ll + threadIdx.x; base < n;
+       base += kLoads * stride) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const long long i = base + k * stride;
+      v[k] = i < n ? __ldcs(p.data + i) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) x ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
   }
   if (x == 0x9e3779b9u) *p.sink = x;
 }
 )",
-                                           .entry = "bench_read"};
-    absl::StatusOr<std::string> cubin = env.backend().Compile(key, source);
-    if (!cubin.ok()) Die(cubin.status(), "compile read kernel");
-    absl::StatusOr<std::shared_ptr<internal::Kernel>> kernel =
-        env.backend().Load(key, source, *cubin);
-    if (!kernel.ok()) Die(kernel.status(), "load read kernel");
-    kernel_ = *std::move(kernel);
+                   "bench_read");
+    bulk_ = Build(R"(
+struct ReadParams {
+  const char* data; long long bytes; unsigned* sink; int stages, chunk;
+  int evict_first;
+};
+constexpr int kMaxStages = 32;
+__device__ unsigned Addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+extern "C" __global__ void __launch_bounds__(32)
+bench_bulk_read(const __grid_constant__ ReadParams p) {
+  extern __shared__ __align__(128) char ring[];
+  __shared__ __align__(8) unsigned long long full[kMaxStages];
+  if (threadIdx.x != 0) return;
+  const int kStages = p.stages, kChunk = p.chunk;
+  const long long chunks = (p.bytes + kChunk - 1) / kChunk;
+  for (int s = 0; s < kStages; ++s) {
+    asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(Addr(&full[s])));
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+               : "=l"(policy));
+  auto issue = [&](long long c, int s) {
+    const unsigned n = static_cast<unsigned>(
+        p.bytes - c * kChunk < kChunk ? p.bytes - c * kChunk : kChunk);
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"
+        ::"r"(Addr(&full[s])), "r"(n) : "memory");
+    if (p.evict_first) {
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+          ".L2::cache_hint [%0], [%1], %2, [%3], %4;"
+          ::"r"(Addr(ring + s * kChunk)), "l"(p.data + c * kChunk), "r"(n),
+          "r"(Addr(&full[s])), "l"(policy) : "memory");
+    } else {
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+          " [%0], [%1], %2, [%3];"
+          ::"r"(Addr(ring + s * kChunk)), "l"(p.data + c * kChunk), "r"(n),
+          "r"(Addr(&full[s])) : "memory");
+    }
+  };
+  for (int s = 0; s < kStages; ++s) {
+    const long long c = blockIdx.x + s * (long long)gridDim.x;
+    if (c < chunks) issue(c, s);
+  }
+  for (long long k = 0;; ++k) {
+    const long long c = blockIdx.x + k * gridDim.x;
+    if (c >= chunks) break;
+    const int s = static_cast<int>(k % kStages);
+    const unsigned parity = static_cast<unsigned>((k / kStages) & 1);
+    asm volatile(
+        "{ .reg .pred done;\n"
+        "wait: mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n"
+        "@!done bra wait; }"
+        ::"r"(Addr(&full[s])), "r"(parity) : "memory");
+    const long long next = c + kStages * (long long)gridDim.x;
+    if (next < chunks) issue(next, s);
+  }
+  if (ring[0] == 0x7f && ring[1] == 0x11) *p.sink = 1;
+}
+)",
+                  "bench_bulk_read");
     Check(env.api().cuDeviceGetAttribute(
               &sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
               env.backend().device_context().device()),
           "cuDeviceGetAttribute");
   }
   void Launch(const DeviceBuffer& data, CUstream stream) const {
+    Launch(data, data.bytes(), stream);
+  }
+  // Reads the first `bytes` of `data` (a multiple of 16; 0: an empty launch
+  // of the same grid).
+  void Launch(const DeviceBuffer& data, size_t bytes, CUstream stream,
+              Kind kind = Kind::kLoads, BulkRead bulk = {}) const {
     struct ReadParams {
       const void* data;
-      long long n;
+      long long bytes;
       void* sink;
-    } params = {data.data(), static_cast<long long>(data.bytes() / 16),
-                sink_.data()};
+      int stages, chunk, evict_first;
+    } params = {data.data(),  static_cast<long long>(bytes),
+                sink_.data(), bulk.stages,
+                bulk.chunk,   bulk.evict_first ? 1 : 0};
     internal::LaunchConfig config;
-    config.grid.x = static_cast<uint32_t>(sms_ * 8);
-    config.block.x = 256;
     config.stream = stream;
-    if (absl::Status s =
-            env_.backend().Launch(*kernel_, config, &params, sizeof(params));
+    if (kind == Kind::kLoads) {
+      config.grid.x = static_cast<uint32_t>(sms_ * 8);
+      config.block.x = 256;
+    } else {
+      config.grid.x = static_cast<uint32_t>(sms_ * bulk.ctas_per_sm);
+      config.block.x = 32;
+      config.shared_bytes = bulk.stages * bulk.chunk;
+    }
+    if (absl::Status s = env_.backend().Launch(
+            kind == Kind::kLoads ? *loads_ : *bulk_, config, &params,
+            sizeof(params));
         !s.ok()) {
       Die(s, "read kernel");
     }
   }
 
  private:
+  std::shared_ptr<internal::Kernel> Build(const char* code,
+                                          const char* entry) {
+    internal::SpecKey key = env_.engine().MakeKey(internal::OpKind::kTestEmpty);
+    const internal::KernelSource source = {.code = code, .entry = entry};
+    absl::StatusOr<std::string> cubin = env_.backend().Compile(key, source);
+    if (!cubin.ok()) Die(cubin.status(), "compile read kernel");
+    absl::StatusOr<std::shared_ptr<internal::Kernel>> kernel =
+        env_.backend().Load(key, source, *cubin);
+    if (!kernel.ok()) Die(kernel.status(), "load read kernel");
+    return *std::move(kernel);
+  }
+
   CudaTestRuntime& env_;
-  std::shared_ptr<internal::Kernel> kernel_;
+  std::shared_ptr<internal::Kernel> loads_, bulk_;
   int sms_ = 0;
   DeviceBuffer sink_{env_.api(), 8};
 };
@@ -245,8 +361,8 @@ class Timer {
   std::vector<CUevent> events_;
 };
 
-// Copy bandwidth (read + write bytes / time) and read bandwidth (a
-// streaming-read kernel), bytes per second; the floor uses the larger.
+// Copy bandwidth (read + write bytes / time) and read bandwidth (the fastest
+// of ReadKernel's reads), bytes per second; the floor uses the larger.
 double MeasureBandwidth(CudaTestRuntime& env, Timer& timer, CUstream stream,
                         double* copy_out, double* read_out) {
   const DriverApi& api = env.api();
@@ -260,16 +376,61 @@ double MeasureBandwidth(CudaTestRuntime& env, Timer& timer, CUstream stream,
   });
   *copy_out = 2.0 * kBytes / (copy.mean_us * 1e-6);
   const ReadKernel reader(env);
-  const Timing read = timer.Time([&] { reader.Launch(a, stream); });
-  *read_out = kBytes / (read.mean_us * 1e-6);
+  const Timing loads = timer.Time([&] { reader.Launch(a, stream); });
+  const Timing bulk = timer.Time([&] {
+    reader.Launch(a, kBytes, stream, ReadKernel::Kind::kBulk);
+  });
+  const Timing bulk_evict_first = timer.Time([&] {
+    reader.Launch(a, kBytes, stream, ReadKernel::Kind::kBulk,
+                  {.evict_first = true});
+  });
+  *read_out =
+      kBytes /
+      (std::min({loads.mean_us, bulk.mean_us, bulk_evict_first.mean_us}) *
+       1e-6);
   return std::max(*copy_out, *read_out);
 }
 
-// One case's device buffers (NHD bf16 caches, one page list per sequence).
+// --read-sweep: how the TMA read's rate depends on the bytes each SM keeps
+// in flight and on the copy size (the decode kernel keeps 2 CTAs x 2 stages
+// x 32 KB = 128 KB an SM in flight at most, less while consumers hold a
+// stage), at 1 GiB and at 256 MiB (the size of Qwen3 B=128 L=1024's KV).
+void ReadSweep(CudaTestRuntime& env, int reps) {
+  constexpr size_t kBytes = size_t{1} << 30;
+  const DeviceBuffer data(env.api(), kBytes);
+  if (!data.ok()) Die(absl::ResourceExhaustedError("1 GiB"), "alloc");
+  TestStream stream(env.api());
+  Timer timer(env.api(), stream.get(), reps);
+  const ReadKernel reader(env);
+  std::printf("%-10s %7s %7s %9s | %9s %7s | %9s %7s\n", "ctas/SM",
+              "stages", "chunk", "KB/SM", "1GiB us", "TB/s", "256MiB us",
+              "TB/s");
+  for (const BulkRead b : std::initializer_list<BulkRead>{
+           {1, 2, 32768}, {1, 3, 32768}, {1, 4, 32768}, {1, 5, 32768},
+           {1, 6, 32768}, {2, 2, 32768}, {2, 3, 32768}, {1, 16, 4096},
+           {1, 32, 4096}, {2, 8, 4096}, {1, 8, 16384}, {2, 4, 16384}}) {
+    auto time = [&](size_t bytes) {
+      return timer
+          .Time([&] {
+            reader.Launch(data, bytes, stream.get(), ReadKernel::Kind::kBulk,
+                          b);
+          })
+          .mean_us;
+    };
+    const double big = time(kBytes), small = time(kBytes / 4);
+    std::printf("%-10d %7d %7d %9d | %9.1f %7.2f | %9.1f %7.2f\n",
+                b.ctas_per_sm, b.stages, b.chunk,
+                b.ctas_per_sm * b.stages * b.chunk / 1024, big,
+                kBytes / big / 1e6, small, kBytes / 4 / small / 1e6);
+  }
+}
+
+// One case's device buffers (bf16 caches, NHD or HND, one page list per
+// sequence).
 struct CaseData {
   CaseData(const DriverApi& api, const Model& m, const Case& c, int64_t rows,
-           bool ordered_pages)
-      : pages(0) {
+           bool ordered_pages, bool hnd)
+      : hnd(hnd), pages(0) {
     std::vector<int64_t> per_seq(c.lens.size());
     for (size_t b = 0; b < c.lens.size(); ++b) {
       per_seq[b] = (c.lens[b] + m.page - 1) / m.page;
@@ -312,10 +473,8 @@ struct CaseData {
     RunDecodeArgs args;
     args.q = TensorRef::Contiguous(q->data(), DType::kBF16,
                                    {rows, m.qo_heads, kHeadDim}, device);
-    args.k_cache = TensorRef::Contiguous(
-        k->data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim}, device);
-    args.v_cache = TensorRef::Contiguous(
-        v->data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim}, device);
+    args.k_cache = Cache(*k, m, device);
+    args.v_cache = Cache(*v, m, device);
     args.block_table = TensorRef::Contiguous(table_dev->data(), DType::kI32,
                                              {rows, max_pages}, device);
     args.seq_lens =
@@ -325,6 +484,19 @@ struct CaseData {
     args.stream = stream;
     return args;
   }
+  // A [pages, page, Hkv, D] view: contiguous (NHD) or HND's strides.
+  TensorRef Cache(const DeviceBuffer& cache, const Model& m,
+                  Device device) const {
+    TensorRef t = TensorRef::Contiguous(
+        cache.data(), DType::kBF16, {pages, m.page, m.kv_heads, kHeadDim},
+        device);
+    if (hnd) {
+      t.strides[1] = kHeadDim;
+      t.strides[2] = m.page * kHeadDim;
+    }
+    return t;
+  }
+  bool hnd = false;
   int64_t pages = 0, max_pages = 1;
   std::vector<int32_t> table, lens;
   std::unique_ptr<DeviceBuffer> k, v, q, out, table_dev, lens_dev;
@@ -349,6 +521,13 @@ struct Row {
   double floor_us = 0;
   Timing tailor, graph, cp_async;
   Timing tailor_clean;  // RunDecode after a clean flush (L2Flush::kClean)
+  // The case's KV bytes read from one contiguous buffer (ReadKernel's two
+  // kinds), and an empty launch of the loads kernel's grid.
+  Timing read, bulk_read, bulk_read_evict_first, empty;
+  double best_read_us() const {
+    return std::min(
+        {read.mean_us, bulk_read.mean_us, bulk_read_evict_first.mean_us});
+  }
   std::string path;
   double plan_us = 0;
   DecodePlanSummary plan;
@@ -416,6 +595,26 @@ double TimePlan(Runtime& runtime, const PlanDecodeArgs& args,
   return us[us.size() / 2];
 }
 
+// What the protocol costs a kernel that does nothing but read: the case's
+// KV bytes streamed from one contiguous buffer (no pages, no compute), and a
+// launch that reads nothing, both after the same dirty flush as RunDecode.
+void TimeRead(CudaTestRuntime& env, const ReadKernel& reader,
+              const DeviceBuffer& contiguous, size_t bytes,
+              const BenchOptions& opt, Row& row) {
+  TestStream stream(env.api());
+  Timer timer(env.api(), stream.get(), opt.reps);
+  row.read =
+      timer.Time([&] { reader.Launch(contiguous, bytes, stream.get()); });
+  row.bulk_read = timer.Time([&] {
+    reader.Launch(contiguous, bytes, stream.get(), ReadKernel::Kind::kBulk);
+  });
+  row.bulk_read_evict_first = timer.Time([&] {
+    reader.Launch(contiguous, bytes, stream.get(), ReadKernel::Kind::kBulk,
+                  {.evict_first = true});
+  });
+  row.empty = timer.Time([&] { reader.Launch(contiguous, 0, stream.get()); });
+}
+
 // RunDecode eagerly and from a CUDA graph captured once (auto path).
 void TimeAuto(CudaTestRuntime& env, const ReadKernel& reader, const Model& m,
               const Case& c, const BenchOptions& opt, DecodeWorkspace& ws,
@@ -424,7 +623,7 @@ void TimeAuto(CudaTestRuntime& env, const ReadKernel& reader, const Model& m,
   TestStream stream(api);
   Timer timer(api, stream.get(), opt.reps, &reader);
   const int64_t batch = static_cast<int64_t>(c.lens.size());
-  CaseData d(api, m, c, batch, opt.ordered_pages);
+  CaseData d(api, m, c, batch, opt.ordered_pages, opt.hnd);
   const PlanDecodeArgs plan = PlanArgs(m, d, batch, stream.get());
   row.plan_us = TimePlan(env.runtime(), plan, ws, stream);
   row.plan = ws.plan();
@@ -463,7 +662,7 @@ void TimeCpAsync(CudaTestRuntime& env, const Model& m, const Case& c,
   TestStream stream(env.api());
   Timer timer(env.api(), stream.get(), opt.reps);
   const int64_t batch = static_cast<int64_t>(c.lens.size());
-  CaseData d(env.api(), m, c, batch, opt.ordered_pages);
+  CaseData d(env.api(), m, c, batch, opt.ordered_pages, opt.hnd);
   if (absl::Status s =
           PlanDecode(env.runtime(), PlanArgs(m, d, batch, stream.get()), ws);
       !s.ok()) {
@@ -492,6 +691,11 @@ std::string Json(const Row& r) {
       r.path, "\", \"tailor_graph_ms\": ", r.graph.mean_us / 1e3,
       ", \"tailor_cp_async_ms\": ", r.cp_async.mean_us / 1e3,
       ", \"tailor_clean_l2_ms\": ", r.tailor_clean.mean_us / 1e3,
+      ", \"read_ms\": ", r.read.mean_us / 1e3,
+      ", \"bulk_read_ms\": ", r.bulk_read.mean_us / 1e3,
+      ", \"bulk_read_evict_first_ms\": ",
+      r.bulk_read_evict_first.mean_us / 1e3,
+      ", \"empty_launch_ms\": ", r.empty.mean_us / 1e3,
       ", \"plan_us\": ", r.plan_us, ", \"items\": ", r.plan.items,
       ", \"split_pairs\": ", r.plan.split_pairs,
       ", \"ok\": ", r.ok ? "true" : "false", "}");
@@ -501,12 +705,16 @@ void PrintRow(const Row& r) {
   auto frac = [&](const Timing& t) { return r.floor_us / t.mean_us; };
   std::printf(
       "%-10s %-28s %8lld %8.1f | %8.1f %4.0f%% %-8s | %8.1f %4.0f%% | %8.1f "
-      "%4.0f%% | %8.1f %4.0f%% | %7.1f %6d %5d %s\n",
+      "%4.0f%% | %8.1f %4.0f%% | %7.1f %7.1f %7.1f %5.3f %5.1f | %7.1f %6d %5d "
+      "%s\n",
       r.model.c_str(), r.name.c_str(), static_cast<long long>(r.sum_len),
       r.floor_us, r.tailor.mean_us, 100 * frac(r.tailor), r.path.c_str(),
       r.graph.mean_us, 100 * frac(r.graph), r.cp_async.mean_us,
       100 * frac(r.cp_async), r.tailor_clean.mean_us,
-      100 * frac(r.tailor_clean), r.plan_us, r.plan.items, r.plan.split_pairs,
+      100 * frac(r.tailor_clean), r.read.mean_us, r.bulk_read.mean_us,
+      r.bulk_read_evict_first.mean_us,
+      r.best_read_us() / r.tailor.mean_us, r.empty.mean_us, r.plan_us,
+      r.plan.items, r.plan.split_pairs,
       r.ok ? "ok" : "WRONG OUTPUT");
 }
 
@@ -519,6 +727,8 @@ int Main(int argc, char** argv) {
     if (absl::ConsumePrefix(&arg, "--model=")) opt.model = std::string(arg);
     if (absl::ConsumePrefix(&arg, "--case=")) opt.case_name = std::string(arg);
     if (arg == "--pages=ordered") opt.ordered_pages = true;
+    if (arg == "--layout=hnd") opt.hnd = true;
+    if (arg == "--read-sweep") opt.read_sweep = true;
   }
   absl::StatusOr<std::unique_ptr<CudaTestRuntime>> probe =
       CudaTestRuntime::Create();
@@ -531,6 +741,10 @@ int Main(int argc, char** argv) {
   (*probe)->api().cuDeviceGetName(
       device_name, sizeof(device_name),
       (*probe)->backend().device_context().device());
+  if (opt.read_sweep) {
+    ReadSweep(**probe, opt.reps);
+    return 0;
+  }
   double copy = 0, read = 0, bandwidth = 0;
   {
     TestStream stream((*probe)->api());
@@ -542,8 +756,10 @@ int Main(int argc, char** argv) {
       "device %s (%s); copy %.2f TB/s (read+write), read %.2f TB/s; "
       "floor uses %.2f; %d reps, L2 flushed per rep; mean us\n",
       device_name,
-      opt.ordered_pages ? "bf16, head_dim 128, NHD, pages in order"
-                        : "bf16, head_dim 128, NHD, pages at random places",
+      absl::StrCat("bf16, head_dim 128, ", opt.hnd ? "HND" : "NHD",
+                   opt.ordered_pages ? ", pages in order"
+                                     : ", pages at random places")
+          .c_str(),
       copy / 1e12, read / 1e12, bandwidth / 1e12, opt.reps);
   // The anchors' two models at page 16, then Llama at page 64: what whole
   // 64-token boxes (one TMA load per tile instead of four) would buy, the
@@ -567,6 +783,15 @@ int Main(int argc, char** argv) {
     TestStream setup((*env)->api());
     std::unique_ptr<DeviceBuffer> bound = Reserve(**env, m, ws, setup.get());
     const ReadKernel reader(**env);
+    auto kv_bytes = [&](const Case& c) {
+      int64_t sum_len = 0;
+      for (int32_t n : c.lens) sum_len += n;
+      return static_cast<size_t>(2 * sum_len * m.kv_heads * kHeadDim * 2);
+    };
+    size_t most_bytes = 16;
+    for (const Case& c : cases) most_bytes = std::max(most_bytes, kv_bytes(c));
+    const DeviceBuffer contiguous((*env)->api(), most_bytes);
+    if (!contiguous.ok()) Die(absl::ResourceExhaustedError("kv"), "alloc");
     const size_t first = rows.size();
     for (const Case& c : cases) {
       Row row;
@@ -577,6 +802,7 @@ int Main(int argc, char** argv) {
       row.floor_us =
           2.0 * row.sum_len * m.kv_heads * kHeadDim * 2 / bandwidth * 1e6;
       TimeAuto(**env, reader, m, c, opt, ws, row);
+      TimeRead(**env, reader, contiguous, kv_bytes(c), opt, row);
       rows.push_back(row);
     }
     const StatsSnapshot stats = (*env)->runtime().stats();
@@ -590,10 +816,11 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "%-10s %-28s %8s %8s | %8s %5s %-8s | %8s %5s | %8s %5s | %8s %5s | "
-      "%7s %6s %5s\n",
+      "%7s %7s %7s %5s %5s | %7s %6s %5s\n",
       "model", "case", "sum_L", "floor_us", "tailor", "floor", "path", "graph",
-      "floor", "cp.async", "floor", "clean-L2", "floor", "plan_us", "items",
-      "split");
+      "floor", "cp.async", "floor", "clean-L2", "floor", "read", "bulk",
+      "bulk-ef", "/tlr",
+      "empty", "plan_us", "items", "split");
   for (const Row& r : rows) PrintRow(r);
   for (const std::string& line : variant_lines)
     std::printf("%s\n", line.c_str());
