@@ -96,6 +96,29 @@ TAILOR_DEVICE void TmaLoad(void* smem_dst, const TensorMap* map,
   }
 }
 
+// An L2 policy for data read once: its lines are the first evicted, so a
+// stream does not push out lines that others (or dirty data) still hold.
+TAILOR_DEVICE unsigned long long L2EvictFirstPolicy() {
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+               : "=l"(policy));
+  return policy;
+}
+
+// TmaLoad<5> with an L2 cache policy (L2EvictFirstPolicy).
+TAILOR_DEVICE void TmaLoad5Hinted(void* smem_dst, const TensorMap* map,
+                                  const int (&coords)[5], Mbarrier* bar,
+                                  unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(
+          SharedAddress(smem_dst)),
+      "l"(GenericAddress(map)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2]),
+      "r"(coords[3]), "r"(coords[4]), "r"(SharedAddress(bar)), "l"(policy)
+      : "memory");
+}
+
 // Copies `smem_src` (one box) to the box at `coords` of `map`, dropping
 // elements out of bounds. Joins the thread's current bulk group: follow with
 // BulkCommitGroup() and a BulkWaitGroup*() before reusing `smem_src` or

@@ -2,6 +2,7 @@
 // work list, copied to the device workspace on device backends) and
 // RunDecode (validates every argument, then hands pointers and strides to
 // ops/attention_kernels.h).
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -63,10 +64,11 @@ absl::StatusOr<DecodeDeviceBuffers*> DeviceBuffersFor(
   return &*w.device;
 }
 
-// Copies the plan's work list and worker ranges into `d` on `stream`.
+// Copies the plan's work list, worker ranges and the launch flags after them
+// into `d` on `stream`.
 absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
-                    const plan::DecodePlan& plan, DecodeDeviceBuffers& d,
-                    void* stream) {
+                    const plan::DecodePlan& plan, const int32_t& launch_flags,
+                    DecodeDeviceBuffers& d, void* stream) {
   const auto items = plan.items();
   if (!items.empty()) {
     TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
@@ -78,9 +80,26 @@ absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
       runtime.engine(), first_items.data(), d.at(d.first_items),
       first_items.size() * sizeof(plan::DecodeWorkItem), stream));
   const auto begin = plan.worker_begin();
-  return kernels.UploadPlan(runtime.engine(), begin.data(),
-                            d.at(d.worker_begin),
-                            begin.size() * sizeof(int32_t), stream);
+  TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(runtime.engine(), begin.data(),
+                                            d.at(d.worker_begin),
+                                            begin.size() * sizeof(int32_t),
+                                            stream));
+  return kernels.UploadPlan(
+      runtime.engine(), &launch_flags,
+      static_cast<char*>(d.at(d.worker_begin)) + begin.size() * sizeof(int32_t),
+      sizeof(int32_t), stream);
+}
+
+// The launch flags of a plan of `seq_lens` (kDecodeLaunch*).
+int32_t LaunchFlags(absl::Span<const int32_t> seq_lens,
+                    const DecodeShape& shape, const DecodePlanConfig& config) {
+  int64_t tokens = 0;
+  for (int32_t len : seq_lens) tokens += std::max(len, 0);
+  tokens *= shape.num_kv_heads;
+  return config.evict_first_max_tokens > 0 &&
+                 tokens <= config.evict_first_max_tokens
+             ? internal::kDecodeLaunchEvictFirst
+             : 0;
 }
 
 }  // namespace
@@ -123,8 +142,10 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
       absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), params,
       &w->plan));
   if (buffers != nullptr) {
-    TAILOR_RETURN_IF_ERROR(
-        Upload(runtime, *kernels, w->plan, *buffers, args.stream));
+    w->launch_flags = LaunchFlags(
+        absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), shape, config);
+    TAILOR_RETURN_IF_ERROR(Upload(runtime, *kernels, w->plan, w->launch_flags,
+                                  *buffers, args.stream));
   } else {
     const size_t partials = w->plan.num_partials();
     const size_t row = shape.group * shape.head_dim;

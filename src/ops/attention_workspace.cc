@@ -72,7 +72,7 @@ DecodeDeviceBuffers DecodeLayoutFor(const DecodeCapacity& c) {
   b.capacity = c;
   int64_t end = 0;
   b.items = Place(int64_t{sizeof(plan::DecodeWorkItem)} * c.items, end);
-  b.worker_begin = Place(4 * (c.workers + 1), end);
+  b.worker_begin = Place(4 * (c.workers + 2), end);  // + the launch flags
   b.first_items = Place(int64_t{sizeof(plan::DecodeWorkItem)} * c.workers, end);
   b.partial_out = Place(4 * c.partials * c.partial_row, end);
   b.partial_lse = Place(4 * c.partials * c.group, end);

@@ -9,7 +9,9 @@
 //     once (or bound to caller memory) and cut into 256-byte aligned
 //     buffers:
 //       items         [max_items] plan::DecodeWorkItem (the uploaded plan)
-//       worker_begin  [max_workers + 1] i32
+//       worker_begin  [max_workers + 1] i32, then the launch flags: one
+//                     i32 after the plan's last worker_begin entry
+//                     (kDecodeLaunch*, templates/cuda/decode_params.h)
 //       first_items   [max_workers] plan::DecodeWorkItem
 //       partial_out   [max_partials, group, D] f32
 //       partial_lse   [max_partials, group] f32
@@ -82,6 +84,9 @@ struct DecodeWorkspaceImpl {
   DecodeShape shape;         // of the plan (num_kv_heads included)
   int64_t num_qo_heads = 0;  // Hq of the plan
   plan::DecodePlan plan;
+  // The flags uploaded after the plan's worker_begin (device storage); a
+  // member so that the asynchronous copy reads stable memory.
+  int32_t launch_flags = 0;
 
   // ---- host storage: partial results of split pairs -------------------------
   std::vector<float> partial_out;  // [>= partials * group * D]

@@ -55,6 +55,16 @@ inline constexpr int kDecodeErrorBadSeqLen = 1;     // b, device seq_lens[b]
 inline constexpr int kDecodeErrorTooManyPages = 2;  // b, pages needed
 inline constexpr int kDecodeErrorWords = 3;
 
+// Launch flags: the word after worker_begin's last entry
+// (worker_begin[gridDim.x + 1]), written with each plan.
+//   kDecodeLaunchEvictFirst  K and V copies carry an L2 evict-first policy.
+//     Read once, they then displace each other rather than the lines L2
+//     already holds (dirty ones included, whose write-back would share the
+//     DRAM with the stream). Measured on the H100 (bench/results/
+//     decode_h100.txt): up to -12 % at 67-136 MB of KV, but +2-3 % from
+//     ~500 MB, so the backend sets it for batches up to 4 L2s of KV.
+inline constexpr int kDecodeLaunchEvictFirst = 1;
+
 struct DecodeKernelParams {
   // TMA variant: maps over the whole caches, rank 5, innermost first:
   //   dims    {64, page_size, D / 64, Hkv, num_pages}
@@ -84,7 +94,7 @@ struct DecodeKernelParams {
   float score_scale;  // sm_scale * log2(e) (no cap); log2(e) * soft_cap
   float cap_scale;    // sm_scale / soft_cap; 0: no soft cap
   const DecodeWorkItem* items;  // [num_items]
-  const int* worker_begin;      // [gridDim.x + 1]
+  const int* worker_begin;      // [gridDim.x + 1], then the launch flags
   // [gridDim.x] each CTA's first item (read beside worker_begin: one
   // memory round trip before the first load instead of two).
   const DecodeWorkItem* first_items;

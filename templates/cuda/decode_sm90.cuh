@@ -100,10 +100,12 @@ struct DecodeSm90Kernel {
   // ---- producer
   // ---------------------------------------------------------------
   // Lane i's page id of box i of the tile (from the prefetched window of
-  // Produce; kDecodeNoPage past the item or max_pages).
+  // Produce; kDecodeNoPage past the item or max_pages). `evict_first`: the
+  // launch's kDecodeLaunchEvictFirst.
   static TAILOR_DEVICE void LoadTile(const Params& p, const Shared& sh,
                                      const DecodeWorkItem& item, int device_len,
-                                     int tile, int stage, int lane, int page) {
+                                     int tile, int stage, int lane, int page,
+                                     bool evict_first) {
     const int tile_first = item.kv_begin + tile * kDecodeTileTokens;
     const int box_first = tile_first + lane * kBoxTokens;
     if (lane >= kBoxes) page = kDecodeNoPage;
@@ -133,8 +135,16 @@ struct DecodeSm90Kernel {
     if (page >= 0) {
       const int coords[5] = {0, box_first % kPageSize, 0, item.kv_head, page};
       unsigned char* k_box = KTile(sh, stage) + lane * kBoxBytes;
-      TmaLoad<5>(k_box, &p.k_map, coords, &sh.full[stage]);
-      TmaLoad<5>(k_box + kLayout.tile_bytes, &p.v_map, coords, &sh.full[stage]);
+      if (evict_first) {
+        const unsigned long long policy = L2EvictFirstPolicy();
+        TmaLoad5Hinted(k_box, &p.k_map, coords, &sh.full[stage], policy);
+        TmaLoad5Hinted(k_box + kLayout.tile_bytes, &p.v_map, coords,
+                       &sh.full[stage], policy);
+      } else {
+        TmaLoad<5>(k_box, &p.k_map, coords, &sh.full[stage]);
+        TmaLoad<5>(k_box + kLayout.tile_bytes, &p.v_map, coords,
+                   &sh.full[stage]);
+      }
     }
     if (tile == 0 && lane < kGroup) {
       const unsigned short* q_row =
@@ -157,7 +167,9 @@ struct DecodeSm90Kernel {
 
   static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh,
                                     int first, int last,
-                                    const DecodeWorkItem& head, int lane) {
+                                    const DecodeWorkItem& head, int flags,
+                                    int lane) {
+    const bool evict_first = (flags & kDecodeLaunchEvictFirst) != 0;
     unsigned k = 0;  // tiles issued so far
     for (int i = first; i < last; ++i) {
       const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
@@ -185,7 +197,7 @@ struct DecodeSm90Kernel {
         const int stage = k % kStages;
         if (k == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceTable);
         sh.empty[stage].Wait(((k / kStages) & 1u) ^ 1u);
-        LoadTile(p, sh, item, device_len, j, stage, lane, page);
+        LoadTile(p, sh, item, device_len, j, stage, lane, page, evict_first);
         if (k == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceFirstTma);
       }
     }
@@ -248,6 +260,7 @@ struct DecodeSm90Kernel {
     const DecodeWorkItem head = p.first_items[blockIdx.x];  // with first
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
+    const int flags = p.worker_begin[gridDim.x + 1];
     if (warp == kProducerWarp && lane == 0) {
       PrefetchTensorMap(&p.k_map);
       PrefetchTensorMap(&p.v_map);
@@ -265,7 +278,7 @@ struct DecodeSm90Kernel {
     }
     __syncthreads();
     if (warp == kProducerWarp) {
-      Produce(p, sh, first, last, head, lane);
+      Produce(p, sh, first, last, head, flags, lane);
     } else {
       Consume(p, sh, first, last, head, warp, lane);
     }

@@ -223,6 +223,15 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
   return 0;
 }
 
+static_assert(kDecodeLaunchEvictFirst ==
+              tailor::internal::kDecodeLaunchEvictFirst);
+
+int64_t DecodeEvictFirstMaxTokens(const DecodeShape& shape, int64_t l2_bytes) {
+  // K and V bytes of one token of one KV head.
+  const int64_t token_bytes = 2 * shape.head_dim * DTypeSize(shape.dtype);
+  return kDecodeEvictFirstMaxL2s * l2_bytes / token_bytes;
+}
+
 int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
                     int multiprocessors, int64_t shared_limit) {
   const bool pairs_fill_the_sms = batch * shape.num_kv_heads >= multiprocessors;
@@ -320,11 +329,16 @@ absl::Status CudaDecodeKernels::QueryDevice() {
   if (multiprocessors_.load() > 0) return absl::OkStatus();
   TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
   const DriverApi& api = backend_.device_context().api();
-  int sms = 0, shared = 0;
+  int sms = 0, shared = 0, l2 = 0;
   TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
       api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                                backend_.device_context().device()),
       "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                               backend_.device_context().device()),
+      "cuDeviceGetAttribute(L2_CACHE_SIZE)"));
+  l2_bytes_.store(l2);
   TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
       api.cuDeviceGetAttribute(
           &shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -429,7 +443,9 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
       .num_workers = grid,
       .tile_tokens = kDecodeTileTokens,
       .item_cost_tokens = kItemCostTokens,
-      .cut_workers = DecodeCutWorkers(shape, seq_lens, grid, sms)};
+      .cut_workers = DecodeCutWorkers(shape, seq_lens, grid, sms),
+      .evict_first_max_tokens =
+          DecodeEvictFirstMaxTokens(shape, l2_bytes_.load())};
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {

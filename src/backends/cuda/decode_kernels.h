@@ -115,6 +115,7 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   const DecodeTuning tuning_;
   std::atomic<int> multiprocessors_{0};
   std::atomic<int> shared_limit_{0};
+  std::atomic<int64_t> l2_bytes_{0};
   std::atomic<Path> forced_{Path::kAuto};
   std::atomic<Path> last_{Path::kAuto};
   std::atomic<tailor::internal::KernelGeneratorFn> test_generator_{nullptr};
@@ -148,6 +149,17 @@ inline constexpr int64_t kDecodeNarrowTilesPerWorker = 16;
 int DecodeCutWorkers(const tailor::internal::DecodeShape& shape,
                      absl::Span<const int32_t> seq_lens, int workers,
                      int multiprocessors);
+
+// The most tokens (sum of lengths times KV heads) of a batch whose K and V
+// the kernels stream with an L2 evict-first policy: kDecodeEvictFirstMaxL2s
+// times the L2 in KV bytes. H100 (50 MiB L2, cuda_decode_bench, the
+// anchors' protocol: L2 full of dirty lines before each run): evict-first
+// takes Qwen3 B=1 L=32768 (67 MB) 41.4 -> 36.5 us and Llama (134 MB)
+// 65.0 -> 60.6 us, is even at 268 MB (Qwen3 B=128 L=1024) and costs 2-3 %
+// from 537 MB up (Llama B=128 L=4096 725 -> 742 us).
+inline constexpr int64_t kDecodeEvictFirstMaxL2s = 4;
+int64_t DecodeEvictFirstMaxTokens(const tailor::internal::DecodeShape& shape,
+                                  int64_t l2_bytes);
 
 // Whether the TMA kernel can serve `page_size` (the template's rule).
 bool DecodeTmaPageSize(int64_t page_size);

@@ -235,6 +235,21 @@ TEST(DecodeKernelKeysTest, SmallShortPlansNarrowTheirCut) {
   EXPECT_EQ(DecodeCutWorkers(qwen3, b1, 132, 132), 132);  // one an SM
 }
 
+// Evict-first streaming up to 4 L2s of KV: on an H100 (50 MiB of L2) a
+// token of one bf16 KV head of 128 is 512 bytes of K and V, so 409600
+// tokens: Qwen3's B=1 L=32768 (131072) and Llama's B=32 L=1024 (262144)
+// stream evict-first, B=128 L=1024 (524288 for Qwen3) does not; f32 halves
+// the tokens, a device without an L2 gets none.
+TEST(DecodeKernelKeysTest, EvictFirstUpToFourL2sOfKv) {
+  const tailor::internal::DecodeShape qwen3 = Qwen3DecodeShape();
+  constexpr int64_t kH100L2 = 50 << 20;
+  EXPECT_EQ(DecodeEvictFirstMaxTokens(qwen3, kH100L2), 409600);
+  tailor::internal::DecodeShape f32 = qwen3;
+  f32.dtype = DType::kF32;
+  EXPECT_EQ(DecodeEvictFirstMaxTokens(f32, kH100L2), 204800);
+  EXPECT_EQ(DecodeEvictFirstMaxTokens(qwen3, 0), 0);
+}
+
 // The checker (and so the descriptor pool) accepts the cache maps of every
 // layout and TMA page size on sm_90; nothing else would take the TMA path.
 TEST(DecodeKernelKeysTest, CacheMapsAreLegalOnHopper) {
