@@ -141,6 +141,7 @@ std::vector<Case> Grid() {
 struct BulkRead {
   int ctas_per_sm = 1, stages = 6, chunk = 32768;
   bool evict_first = false;  // an L2 evict-first policy on the copies
+  bool shuffled = false;     // chunks in a scattered order (ReadSweep only)
 };
 
 class ReadKernel {
@@ -173,6 +174,7 @@ bench_read(const __grid_constant__ ReadParams p) {
 struct ReadParams {
   const char* data; long long bytes; unsigned* sink; int stages, chunk;
   int evict_first;
+  int shuffled;  // chunks in a scattered order (their count a power of two)
 };
 constexpr int kMaxStages = 32;
 __device__ unsigned Addr(const void* p) {
@@ -193,6 +195,9 @@ bench_bulk_read(const __grid_constant__ ReadParams p) {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
                : "=l"(policy));
   auto issue = [&](long long c, int s) {
+    // An odd multiplier permutes a power-of-two count: pages at random
+    // places, as a paged cache holds them.
+    if (p.shuffled) c = (c * 0x9E3779B1ll) & (chunks - 1);
     const unsigned n = static_cast<unsigned>(
         p.bytes - c * kChunk < kChunk ? p.bytes - c * kChunk : kChunk);
     asm volatile(
@@ -249,10 +254,11 @@ bench_bulk_read(const __grid_constant__ ReadParams p) {
       const void* data;
       long long bytes;
       void* sink;
-      int stages, chunk, evict_first;
-    } params = {data.data(),  static_cast<long long>(bytes),
-                sink_.data(), bulk.stages,
-                bulk.chunk,   bulk.evict_first ? 1 : 0};
+      int stages, chunk, evict_first, shuffled;
+    } params = {data.data(),           static_cast<long long>(bytes),
+                sink_.data(),          bulk.stages,
+                bulk.chunk,            bulk.evict_first ? 1 : 0,
+                bulk.shuffled ? 1 : 0};
     internal::LaunchConfig config;
     config.stream = stream;
     if (kind == Kind::kLoads) {
@@ -402,13 +408,17 @@ void ReadSweep(CudaTestRuntime& env, int reps) {
   TestStream stream(env.api());
   Timer timer(env.api(), stream.get(), reps);
   const ReadKernel reader(env);
-  std::printf("%-10s %7s %7s %9s | %9s %7s | %9s %7s\n", "ctas/SM",
-              "stages", "chunk", "KB/SM", "1GiB us", "TB/s", "256MiB us",
-              "TB/s");
+  std::printf("%-10s %7s %7s %9s %-9s | %9s %7s | %9s %7s\n", "ctas/SM",
+              "stages", "chunk", "KB/SM", "order", "1GiB us", "TB/s",
+              "256MiB us", "TB/s");
   for (const BulkRead b : std::initializer_list<BulkRead>{
            {1, 2, 32768}, {1, 3, 32768}, {1, 4, 32768}, {1, 5, 32768},
            {1, 6, 32768}, {2, 2, 32768}, {2, 3, 32768}, {1, 16, 4096},
-           {1, 32, 4096}, {2, 8, 4096}, {1, 8, 16384}, {2, 4, 16384}}) {
+           {1, 32, 4096}, {2, 8, 4096}, {1, 8, 16384}, {2, 4, 16384},
+           // Scattered: a page of one KV head (4 KB, Qwen3 / Llama at page
+           // 16, HND) against a page of all of them (16 / 32 KB, NHD).
+           {2, 8, 4096, false, true}, {2, 16, 4096, false, true},
+           {2, 4, 16384, false, true}, {2, 2, 32768, false, true}}) {
     auto time = [&](size_t bytes) {
       return timer
           .Time([&] {
@@ -418,9 +428,10 @@ void ReadSweep(CudaTestRuntime& env, int reps) {
           .mean_us;
     };
     const double big = time(kBytes), small = time(kBytes / 4);
-    std::printf("%-10d %7d %7d %9d | %9.1f %7.2f | %9.1f %7.2f\n",
+    std::printf("%-10d %7d %7d %9d %-9s | %9.1f %7.2f | %9.1f %7.2f\n",
                 b.ctas_per_sm, b.stages, b.chunk,
-                b.ctas_per_sm * b.stages * b.chunk / 1024, big,
+                b.ctas_per_sm * b.stages * b.chunk / 1024,
+                b.shuffled ? "scattered" : "in order", big,
                 kBytes / big / 1e6, small, kBytes / 4 / small / 1e6);
   }
 }
