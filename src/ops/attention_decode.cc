@@ -2,7 +2,6 @@
 // work list, copied to the device workspace on device backends) and
 // RunDecode (validates every argument, then hands pointers and strides to
 // ops/attention_kernels.h).
-#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -90,18 +89,6 @@ absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
       sizeof(int32_t), stream);
 }
 
-// The launch flags of a plan of `seq_lens` (kDecodeLaunch*).
-int32_t LaunchFlags(absl::Span<const int32_t> seq_lens,
-                    const DecodeShape& shape, const DecodePlanConfig& config) {
-  int64_t tokens = 0;
-  for (int32_t len : seq_lens) tokens += std::max(len, 0);
-  tokens *= shape.num_kv_heads;
-  return config.evict_first_max_tokens > 0 &&
-                 tokens <= config.evict_first_max_tokens
-             ? internal::kDecodeLaunchEvictFirst
-             : 0;
-}
-
 }  // namespace
 
 absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
@@ -142,8 +129,7 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
       absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), params,
       &w->plan));
   if (buffers != nullptr) {
-    w->launch_flags = LaunchFlags(
-        absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), shape, config);
+    w->launch_flags = config.launch_flags;
     TAILOR_RETURN_IF_ERROR(Upload(runtime, *kernels, w->plan, w->launch_flags,
                                   *buffers, args.stream));
   } else {

@@ -54,11 +54,6 @@ struct DecodeShape {
   friend bool operator==(const DecodeShape&, const DecodeShape&) = default;
 };
 
-// Bits of the launch flags word that PlanDecode uploads after the plan's
-// worker_begin (ops/attention_workspace.h); the CUDA kernels read it as
-// templates/cuda/decode_params.h's kDecodeLaunch* (the same values).
-inline constexpr int32_t kDecodeLaunchEvictFirst = 1;  // see DecodePlanConfig
-
 // How the backend wants its plans cut (plan::DecodePlanParams minus the
 // shape's own fields).
 struct DecodePlanConfig {
@@ -66,11 +61,10 @@ struct DecodePlanConfig {
   int32_t tile_tokens = 0;
   int32_t item_cost_tokens = 0;
   int32_t cut_workers = 0;  // 0: num_workers
-  // Batches of at most this many tokens (sum of lengths times KV heads)
-  // stream K and V with an L2 evict-first policy (device backends with an
-  // L2; 0: never). PlanDecode writes the choice into the uploaded plan
-  // (kDecodeLaunchEvictFirst), so a captured graph follows each new plan.
-  int64_t evict_first_max_tokens = 0;
+  // The backend's own bits for this plan's launch (CUDA: kDecodeLaunch*,
+  // templates/cuda/decode_params.h). Device backends get them uploaded
+  // after the plan's worker_begin, so a captured graph follows each plan.
+  int32_t launch_flags = 0;
 };
 
 // Where one RunDecode finds its plan and scratch.

@@ -11,7 +11,7 @@
 //       items         [max_items] plan::DecodeWorkItem (the uploaded plan)
 //       worker_begin  [max_workers + 1] i32, then the launch flags: one
 //                     i32 after the plan's last worker_begin entry
-//                     (kDecodeLaunch*, templates/cuda/decode_params.h)
+//                     (DecodePlanConfig::launch_flags)
 //       first_items   [max_workers] plan::DecodeWorkItem
 //       partial_out   [max_partials, group, D] f32
 //       partial_lse   [max_partials, group] f32

@@ -223,8 +223,12 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
   return 0;
 }
 
-static_assert(kDecodeLaunchEvictFirst ==
-              tailor::internal::kDecodeLaunchEvictFirst);
+int64_t DecodeKvTokens(const DecodeShape& shape,
+                       absl::Span<const int32_t> seq_lens) {
+  int64_t tokens = 0;
+  for (int32_t len : seq_lens) tokens += std::max(len, 0);
+  return tokens * shape.num_kv_heads;
+}
 
 int64_t DecodeEvictFirstMaxTokens(const DecodeShape& shape, int64_t l2_bytes) {
   // K and V bytes of one token of one KV head.
@@ -414,9 +418,7 @@ int DecodeCutWorkers(const DecodeShape& shape,
   if (workers <= multiprocessors) return workers;
   const int64_t pairs =
       static_cast<int64_t>(seq_lens.size()) * shape.num_kv_heads;
-  int64_t tokens = 0;
-  for (int32_t len : seq_lens) tokens += std::max(len, 0);
-  tokens *= shape.num_kv_heads;
+  const int64_t tokens = DecodeKvTokens(shape, seq_lens);
   const bool short_work = tokens < int64_t{workers} * kDecodeTileTokens *
                                        kDecodeNarrowTilesPerWorker;
   return pairs < multiprocessors && short_work ? multiprocessors : workers;
@@ -433,10 +435,16 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
   auto workers = [sms](int per_sm) {
     return std::min(sms * per_sm, kDecodeMaxPieces);
   };
+  const int32_t flags =
+      DecodeKvTokens(shape, seq_lens) <=
+              DecodeEvictFirstMaxTokens(shape, l2_bytes_.load())
+          ? kDecodeLaunchEvictFirst
+          : 0;
   if (tuning_.workers_per_sm != 0) {
     return DecodePlanConfig{.num_workers = workers(tuning_.workers_per_sm),
                             .tile_tokens = kDecodeTileTokens,
-                            .item_cost_tokens = kItemCostTokens};
+                            .item_cost_tokens = kItemCostTokens,
+                            .launch_flags = flags};
   }
   const int grid = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
   return DecodePlanConfig{
@@ -444,8 +452,7 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
       .tile_tokens = kDecodeTileTokens,
       .item_cost_tokens = kItemCostTokens,
       .cut_workers = DecodeCutWorkers(shape, seq_lens, grid, sms),
-      .evict_first_max_tokens =
-          DecodeEvictFirstMaxTokens(shape, l2_bytes_.load())};
+      .launch_flags = flags};
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {

@@ -150,9 +150,15 @@ int DecodeCutWorkers(const tailor::internal::DecodeShape& shape,
                      absl::Span<const int32_t> seq_lens, int workers,
                      int multiprocessors);
 
-// The most tokens (sum of lengths times KV heads) of a batch whose K and V
-// the kernels stream with an L2 evict-first policy: kDecodeEvictFirstMaxL2s
-// times the L2 in KV bytes. H100 (50 MiB L2, cuda_decode_bench, the
+// Sum of `seq_lens` (negatives as 0) times the KV heads: the batch's KV
+// tokens, what the cut and the L2 policy are sized by.
+int64_t DecodeKvTokens(const tailor::internal::DecodeShape& shape,
+                       absl::Span<const int32_t> seq_lens);
+
+// The most tokens (DecodeKvTokens) of a batch whose K and V the kernels
+// stream with an L2 evict-first policy (PlanConfig then sets
+// kDecodeLaunchEvictFirst in the plan's launch flags):
+// kDecodeEvictFirstMaxL2s times the L2 in KV bytes. H100 (50 MiB L2, cuda_decode_bench, the
 // anchors' protocol: L2 full of dirty lines before each run): evict-first
 // takes Qwen3 B=1 L=32768 (67 MB) 41.4 -> 36.5 us and Llama (134 MB)
 // 65.0 -> 60.6 us, is even at 268 MB (Qwen3 B=128 L=1024) and costs 2-3 %

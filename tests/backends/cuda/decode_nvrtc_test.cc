@@ -248,6 +248,9 @@ TEST(DecodeKernelKeysTest, EvictFirstUpToFourL2sOfKv) {
   f32.dtype = DType::kF32;
   EXPECT_EQ(DecodeEvictFirstMaxTokens(f32, kH100L2), 204800);
   EXPECT_EQ(DecodeEvictFirstMaxTokens(qwen3, 0), 0);
+  const std::vector<int32_t> b1(1, 32768), b128(128, 1024);
+  EXPECT_EQ(DecodeKvTokens(qwen3, b1), 131072);   // evict-first
+  EXPECT_EQ(DecodeKvTokens(qwen3, b128), 524288);  // not
 }
 
 // The checker (and so the descriptor pool) accepts the cache maps of every
