@@ -239,6 +239,16 @@ inline std::vector<PagedCase> Cases() {
        .head_dim = 128,
        .dtype = DType::kBF16,
        .seed = seed + 7},
+      // Qwen3's heads at B = 1: 32 pieces a pair, more than the merge
+      // folds in one pass of loads (DecodeMergePieces' kUnroll, 16).
+      {.lens = {4096},
+       .page_size = 16,
+       .num_qo_heads = 32,
+       .num_kv_heads = 4,
+       .head_dim = 128,
+       .dtype = DType::kF16,
+       .layout = KvLayout::kHnd,
+       .seed = seed + 8},
   };
 }
 
