@@ -7,7 +7,8 @@
 //              (>= Hq * D: padding between sequences, as a slice of qkv)
 //   k, v       [num_pages, page_size, Hkv, D] in NHD or HND memory order,
 //              pages placed at random (non-contiguous), sequences sharing
-//              their first `shared_prefix_pages` pages with sequence 0, and
+//              their first `shared_prefix_pages` pages with sequence 0 (at
+//              most its full pages, as a prefix cache shares them), and
 //              every cache slot no sequence owns filled with NaN so that a
 //              kernel that lets an unattended token through fails
 //   block_table [rows, max_pages] i32; entries past a sequence's pages hold
@@ -184,8 +185,11 @@ inline PagedBatch BuildPagedBatch(const PagedCase& c) {
     pages[b] = (c.lens[b] + P - 1) / P;
     p.max_pages = std::max(p.max_pages, pages[b]);
   }
-  const int64_t prefix =
-      std::min<int64_t>(c.shared_prefix_pages, c.batch() > 0 ? pages[0] : 0);
+  // A prefix cache shares whole pages only: a sequence 0 shorter than the
+  // prefix shares its full pages, never one whose tail it did not write
+  // (the others would attend to its NaN-poisoned slots).
+  const int64_t prefix = std::min<int64_t>(
+      c.shared_prefix_pages, c.batch() > 0 ? c.lens[0] / P : 0);
   for (int64_t b = 0; b < c.batch(); ++b) {
     owned += b == 0 ? pages[b] : std::max<int64_t>(pages[b] - prefix, 0);
   }
