@@ -221,6 +221,7 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuStreamCreate, kCuda12_0);
   TAILOR_RESOLVE(cuStreamDestroy, kCuda12_0);
   TAILOR_RESOLVE(cuStreamSynchronize, kCuda12_0);
+  TAILOR_RESOLVE(cuLaunchHostFunc, kCuda12_0);
   TAILOR_RESOLVE(cuEventCreate, kCuda12_0);
   TAILOR_RESOLVE(cuEventRecord, kCuda12_0);
   TAILOR_RESOLVE(cuEventSynchronize, kCuda12_0);

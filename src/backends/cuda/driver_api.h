@@ -100,6 +100,7 @@ struct DriverApi {
   decltype(&::cuStreamCreate) cuStreamCreate = nullptr;
   decltype(&::cuStreamDestroy) cuStreamDestroy = nullptr;
   decltype(&::cuStreamSynchronize) cuStreamSynchronize = nullptr;
+  decltype(&::cuLaunchHostFunc) cuLaunchHostFunc = nullptr;
   decltype(&::cuEventCreate) cuEventCreate = nullptr;
   decltype(&::cuEventRecord) cuEventRecord = nullptr;
   decltype(&::cuEventSynchronize) cuEventSynchronize = nullptr;

@@ -11,10 +11,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,6 +163,97 @@ TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
   }
   api().cuGraphExecDestroy(exec);
   api().cuGraphDestroy(graph);
+}
+
+// Holds a stream at a host callback until Release() or a timeout, so that a
+// test can tell whether a call waits for the work queued before it: such a
+// call returns only after the timeout, and timed_out() says so.
+class StreamGate {
+ public:
+  explicit StreamGate(std::chrono::seconds timeout) : timeout_(timeout) {}
+  ~StreamGate() {  // the callback must not outlive the gate
+    Release();
+    if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
+  }
+  absl::Status Close(const cuda::DriverApi& api, CUstream stream) {
+    api_ = &api;
+    stream_ = stream;
+    return cuda::CudaResultToStatus(api.cuLaunchHostFunc(stream, &Hold, this),
+                                    "cuLaunchHostFunc");
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  bool timed_out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return timed_out_;
+  }
+
+ private:
+  static void CUDA_CB Hold(void* self) {
+    auto* gate = static_cast<StreamGate*>(self);
+    std::unique_lock<std::mutex> lock(gate->mu_);
+    if (!gate->cv_.wait_for(lock, gate->timeout_,
+                            [gate] { return gate->released_; })) {
+      gate->timed_out_ = true;
+    }
+  }
+
+  const std::chrono::seconds timeout_;
+  const cuda::DriverApi* api_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  bool timed_out_ = false;
+};
+
+// A server plans step n+1 while step n still runs. PlanDecode must neither
+// wait for the stream's earlier work (a host-to-device copy from pageable
+// memory may "stream sync") nor disturb a plan whose copy is still queued:
+// here both plans and both runs are queued behind a held stream.
+TEST_F(DecodeGpuTest, PlansWhileTheStreamIsBusyWithoutWaiting) {
+  PagedCase a = Cases()[0];  // one long sequence among awkward short ones
+  PagedCase b = a;           // a full bucket: the largest work list
+  b.seed = a.seed + 100;
+  b.padding_rows = 0;
+  std::mt19937 rng(TestSeed());
+  b.lens.resize(256);
+  for (int32_t& n : b.lens) n = static_cast<int32_t>(rng() % 300);
+  const PagedBatch pa = BuildPagedBatch(a), pb = BuildPagedBatch(b);
+  DeviceBatch da(api(), pa), db(api(), pb);
+  TAILOR_ASSERT_OK(da.Upload(pa));
+  TAILOR_ASSERT_OK(db.Upload(pb));
+  DecodeWorkspace ws;
+  Reserve(LimitsOf(a, 256), ws);
+  // Compile and set up the kernel outside the gate.
+  TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(pa, stream()), ws));
+  TAILOR_ASSERT_OK(RunDecode(runtime(), da.Args(pa, device(), stream()), ws));
+  TAILOR_ASSERT_OK(stream_->Synchronize());
+  TAILOR_ASSERT_OK(da.out.Fill(0x7f));
+
+  StreamGate gate(std::chrono::seconds(20));
+  TAILOR_ASSERT_OK(gate.Close(api(), stream()));
+  const auto start = std::chrono::steady_clock::now();
+  TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(pa, stream()), ws));
+  TAILOR_ASSERT_OK(RunDecode(runtime(), da.Args(pa, device(), stream()), ws));
+  TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(pb, stream()), ws));
+  TAILOR_ASSERT_OK(RunDecode(runtime(), db.Args(pb, device(), stream()), ws));
+  const double queued_us = std::chrono::duration<double, std::micro>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+  EXPECT_FALSE(gate.timed_out())
+      << "a call waited for the stream's earlier work";
+  gate.Release();
+  TAILOR_ASSERT_OK(stream_->Synchronize());
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
+  std::printf("2 plans + 2 runs queued behind a held stream in %.0f us\n",
+              queued_us);
+  const double sm_scale = 1.0 / std::sqrt(double(a.head_dim));
+  EXPECT_LE(Check(da, pa, sm_scale).out_rel, Bound(a.dtype));
+  EXPECT_LE(Check(db, pb, sm_scale).out_rel, Bound(b.dtype));
 }
 
 TEST_F(DecodeGpuTest, BadDeviceDataIsDroppedAndReported) {
