@@ -52,6 +52,7 @@ dev = torch.device("cuda")
 
 _flush = None
 _rounds = 1  # --rounds
+_tile_rows = 0  # --tile-rows (0: the cost model's choice)
 _clean = None  # set by --l2 clean: a 256 MiB buffer read after each fill
 
 
@@ -177,8 +178,10 @@ def moe_grid(rt, copy_tbps, gemm_tflops, models, tokens, tpb):
             active = int((counts > 0).sum())
             ws = tailor.moe.Workspace()
             tailor.moe.reserve_workspace(rt, ws, max_tokens=T, topk=k,
-                                         num_experts=E, dtype="bf16")
-            tailor.moe.route(rt, ids.to(dev, torch.int32), E, ws)
+                                         num_experts=E, dtype="bf16",
+                                         tile_rows=_tile_rows)
+            tailor.moe.route(rt, ids.to(dev, torch.int32), E, ws,
+                             tile_rows=_tile_rows)
             row = {"model": model, "T": T, "rows": R, "active": active}
             a1 = torch.randn(R, H, device=dev, dtype=torch.bfloat16)
             a2 = torch.randn(R, I, device=dev, dtype=torch.bfloat16)
@@ -290,11 +293,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="time each GEMM method this many times, in turn, "
                          "and keep its best median (see the docstring)")
+    ap.add_argument("--tile-rows", type=int, default=0,
+                    help="tailor's routing tile rows (0: the cost model's "
+                         "choice; 64 or 128 on Hopper compare the kernels)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds: must be at least 1")
-    global _rounds
+    global _rounds, _tile_rows
     _rounds = args.rounds
+    _tile_rows = args.tile_rows
     if args.l2 == "clean":
         global _clean
         _clean = torch.ones(64 << 20, dtype=torch.float32, device=dev)
