@@ -88,16 +88,60 @@ constexpr int MoeGemmKernelCtaRows(int tile_rows) {
                                                     : tile_rows);
 }
 
-// Tile t of a launch over num_work items x n_tiles N tiles, grouped.
 struct TileCoord {
   int item;
   int n_tile;
 };
-TAILOR_DEVICE TileCoord TileOf(int t, int num_work, int n_tiles) {
-  const int group = t / (kGroupItems * n_tiles);
-  const int first = group * kGroupItems;
-  const int items = Min(kGroupItems, num_work - first);
-  const int rest = t - group * kGroupItems * n_tiles;
+
+// Where a raster group that nominally starts at item `s` starts when
+// groups end at expert boundaries (items of one expert are consecutive in
+// the work list): the first item in [s, s + kGroupItems) that starts an
+// expert (num_work past the end). An expert that runs past s + kGroupItems
+// fills whole groups anyway: its boundary stays at s. One round of
+// independent loads.
+TAILOR_DEVICE int ExpertGroupStart(const MoeWorkItem* work, int s,
+                                   int num_work) {
+  if (s <= 0) return 0;
+  if (s >= num_work) return num_work;
+  const int expert = __ldg(&work[s - 1].group);
+  int start = s;  // the expert runs past the window
+#pragma unroll
+  for (int i = kGroupItems - 1; i >= 0; --i) {
+    if (s + i >= num_work) {
+      start = num_work;
+    } else if (__ldg(&work[s + i].group) != expert) {
+      start = s + i;
+    }
+  }
+  return start;
+}
+
+// Tile t of a launch over num_work items x n_tiles N tiles. Group g is
+// items [g kGroupItems, (g + 1) kGroupItems), or with `expert_groups` items
+// [ExpertGroupStart(g kGroupItems), ExpertGroupStart((g + 1) kGroupItems)),
+// so that no expert of fewer items straddles two groups; tiles run group by
+// group, N tile by N tile within a group.
+TAILOR_DEVICE TileCoord TileOf(int t, const MoeWorkItem* work, int num_work,
+                               int n_tiles, bool expert_groups = false) {
+  if (!expert_groups) {
+    const int group = t / (kGroupItems * n_tiles);
+    const int first = group * kGroupItems;
+    const int items = Min(kGroupItems, num_work - first);
+    const int rest = t - group * kGroupItems * n_tiles;
+    return {first + rest % items, rest / items};
+  }
+  // Group g holds tiles [first n_tiles, end n_tiles): t's group is the one
+  // whose items hold slot t / n_tiles.
+  const int slot = t / n_tiles;
+  int group = slot / kGroupItems;
+  int first = ExpertGroupStart(work, group * kGroupItems, num_work);
+  while (first > slot) {
+    --group;
+    first = ExpertGroupStart(work, group * kGroupItems, num_work);
+  }
+  const int items =
+      ExpertGroupStart(work, (group + 1) * kGroupItems, num_work) - first;
+  const int rest = t - first * n_tiles;
   return {first + rest % items, rest / items};
 }
 
@@ -165,7 +209,8 @@ struct MoeGroupedGemmMma {
     return warp * 32 + pair * 16;
   }
 
-  // ---- one K tile into a stage ------------------------------------------------
+  // ---- one K tile into a stage
+  // ------------------------------------------------
   template <int kMFActive, bool kMasked>
   static void LoadStage(const Params& p, const MoeGemmDims& d,
                         const MoeWorkItem& item, int rows, int n_tile,
@@ -203,7 +248,8 @@ struct MoeGroupedGemmMma {
     }
   }
 
-  // ---- acc += A_stage · W_stageᵀ ---------------------------------------------
+  // ---- acc += A_stage · W_stageᵀ
+  // ---------------------------------------------
   template <int kMFActive>
   static void ComputeStage(const unsigned char* stage,
                            float (&acc)[kMFActive][4][4]) {
@@ -214,8 +260,8 @@ struct MoeGroupedGemmMma {
       unsigned a[kMFActive][4];
 #pragma unroll
       for (int mf = 0; mf < kMFActive; ++mf) {
-        LdMatrixX4(a[mf],
-                   stage + Swizzle(mf * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+        LdMatrixX4(a[mf], stage + Swizzle(mf * 16 + (lane & 15),
+                                          ks * 2 + (lane >> 4)));
       }
       unsigned b[4][2];
 #pragma unroll
@@ -236,7 +282,8 @@ struct MoeGroupedGemmMma {
     }
   }
 
-  // ---- registers -> C ----------------------------------------------------------
+  // ---- registers -> C
+  // ----------------------------------------------------------
   static void StorePair(const Params& p, const MoeGemmDims& d, long long row,
                         int col, float v0, float v1) {
     unsigned short* c = static_cast<unsigned short*>(p.c) + row * d.out_n + col;
@@ -282,7 +329,8 @@ struct MoeGroupedGemmMma {
     }
   }
 
-  // ---- one (item, N tile): the cp.async ring over K, then the epilogue -------
+  // ---- one (item, N tile): the cp.async ring over K, then the epilogue
+  // -------
   template <int kMFActive, bool kMasked>
   static void Tile(const Params& p, const MoeGemmDims& d,
                    const MoeWorkItem& item, int rows, int n_tile,
@@ -352,7 +400,7 @@ struct MoeGroupedGemmMma {
     const int tiles = num_work * d.n_tiles;
 #pragma unroll 1
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord coord = TileOf(t, num_work, d.n_tiles);
+      const TileCoord coord = TileOf(t, p.work, num_work, d.n_tiles);
       RunItem(p, d, p.work[coord.item], coord.n_tile, mma_smem);
     }
   }
@@ -464,7 +512,7 @@ struct MoeGroupedGemmSimt {
     const int tiles = num_work * d.n_tiles;
 #pragma unroll 1
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord coord = TileOf(t, num_work, d.n_tiles);
+      const TileCoord coord = TileOf(t, p.work, num_work, d.n_tiles);
       const MoeWorkItem item = p.work[coord.item];
       const int rows = item.tail_class == 0 ? d.tile_rows : item.rows;
       for (int first = 0; first < rows; first += kBM) {  // parts of kBM rows

@@ -228,7 +228,8 @@ struct MoeGroupedGemmSm90 {
     int t = FirstTile();
     while (t < schedule.units) {
       const Unit u = UnitOf(schedule, t);
-      const TileCoord coord = TileOf(u.plan_tile, num_work, kNTiles);
+      const TileCoord coord =
+          TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
       const MoeWorkItem item = p.work[coord.item];
       int next = 0;
       for (int kb = u.k_begin; kb < u.k_end; ++kb) {
@@ -265,8 +266,10 @@ struct MoeGroupedGemmSm90 {
     unsigned mail = 0;  // units mailed (rank 0) or received (rank 1)
     int v = FirstTile();
     while (v < PairUnits(tiles)) {
-      const TileCoord first = TileOf(2 * v, num_work, kNTiles);
-      const TileCoord second = TileOf(PeerTile(v, tiles), num_work, kNTiles);
+      const TileCoord first =
+          TileOf(2 * v, p.work, num_work, kNTiles, p.expert_groups != 0);
+      const TileCoord second = TileOf(PeerTile(v, tiles), p.work, num_work,
+                                      kNTiles, p.expert_groups != 0);
       const MoeWorkItem item0 = p.work[first.item];
       const MoeWorkItem item1 = p.work[second.item];
       const bool share_w =
@@ -578,7 +581,8 @@ struct MoeGroupedGemmSm90 {
       const int plan_t = !kPaired ? t : rank == 0 ? 2 * t : PeerTile(t, tiles);
       const bool store = !kPaired || rank == 0 || plan_t != 2 * t;
       const Unit u = UnitOf(schedule, plan_t);
-      const TileCoord coord = TileOf(u.plan_tile, num_work, kNTiles);
+      const TileCoord coord =
+          TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
       const MoeWorkItem item = p.work[coord.item];
       PipelineCursor previous;
       for (int kb = u.k_begin; kb < u.k_end; ++kb) {

@@ -135,6 +135,10 @@ struct MoeGroupedGemmSm90Params {
   const MoeWorkItem* work;  // [max_work]
   MoeRouteHeader* header;   // num_work; the dynamic scheduler's counters
   int dynamic_schedule;     // 1: CTAs take tiles in order from a counter
+  // 1: raster groups end at expert boundaries (TileOf), so every M tile of
+  // an expert's W tile runs in the same wave; the host sets it for steps of
+  // few tiles per expert (MoeSm90ExpertGroups).
+  int expert_groups;
   // Split-K (split_k set; MoeSm90ScheduleOf picks which tiles and S): split
   // s of split tile i (the i-th tile past the whole ones) computes K blocks
   // [s KB / S, (s + 1) KB / S), writes its f32 partial to slot i S + s of
@@ -336,6 +340,23 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
   if (splits <= 1) return {tiles, 1, tiles};
   return {tiles - rest, splits, tiles - rest + rest * splits};
 }
+
+// Whether a step's raster groups end at expert boundaries (params
+// expert_groups): when the average expert has half a CTA tile of rows to
+// two tiles. An expert whose two tiles straddle a fixed group boundary runs
+// its second tile a group later and reads its W tile from DRAM again (ncu,
+// Mixtral-8x7B T=256 gate/up: 2.16 GB read for 1.89 GB of weights). Below
+// half a tile experts have one tile, and the group starts' loads only cost
+// (~1 us on a 77 us launch); from two tiles up whole groups grow and their
+// larger L2 footprint costs more. Measured on the H100 (bench/results/
+// moe_gpu_h100.txt, session 15), gate/up and down: Mixtral T=256 -7.7 /
+// -6.4 %, DeepSeek-V3 T=4096 -2.7 / +1.3 %, Qwen3 T=1024 -1.0 / +0.6 %.
+constexpr bool MoeSm90ExpertGroups(long long assignments, long long experts,
+                                   int cta_rows) {
+  return experts > 0 && 2 * assignments >= cta_rows * experts &&
+         assignments < 2LL * cta_rows * experts;
+}
+
 // CTAs of a launch of at most `max_tiles` plan tiles on `sms` SMs: enough
 // for the most units any tile count up to max_tiles can make.
 constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,

@@ -529,6 +529,9 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       cluster_(EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")   ? 1
                : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2") ? 2
                                                        : 0),
+      expert_groups_(EnvIs("TAILOR_MOE_GEMM_EXPERT_GROUPS", "off")  ? kOff
+                     : EnvIs("TAILOR_MOE_GEMM_EXPERT_GROUPS", "on") ? kOn
+                                                                    : kAuto),
       descriptors_(descriptors),
       generics_(generics) {}
 
@@ -607,6 +610,10 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
+  p.expert_groups =
+      expert_groups_ == kOn ||
+      (expert_groups_ == kAuto &&
+       MoeSm90ExpertGroups(l.rows, l.experts, cta_rows));
   p.split_k = split_k_ ? 1 : 0;
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;

@@ -156,6 +156,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool split_k_;           // Hopper launches of few tiles split K
   bool swap_ab_;           // Hopper tiles of <= 32 rows run swap-AB
   int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 0 auto, 1 or 2
+  // TAILOR_MOE_GEMM_EXPERT_GROUPS: auto (MoeSm90ExpertGroups), off or on.
+  enum ExpertGroups { kAuto, kOff, kOn } expert_groups_;
   DescriptorPool& descriptors_;
   CudaGenericKernels& generics_;
   // SetGeneratorForTesting: route, pack, grouped GEMM, combine.

@@ -147,5 +147,21 @@ TEST(MoeSm90LaunchShapes, ClusterCtasPairTilesUpToTheSms) {
   EXPECT_EQ(MoeSm90ClusterCtas(100000, 133), 132);
 }
 
+// Raster groups end at expert boundaries while the average expert has half
+// a CTA tile to two tiles of rows (the anchors' grid: Mixtral-8x7B T=256,
+// DeepSeek-V3 T=4096 on; Mixtral T=64 and T=1024, DeepSeek-V3 T=16384 off).
+TEST(MoeSm90LaunchShapes, ExpertGroupsWhileExpertsHaveHalfToTwoTiles) {
+  EXPECT_TRUE(MoeSm90ExpertGroups(256 * 2, 8, 128));
+  EXPECT_FALSE(MoeSm90ExpertGroups(64 * 2, 8, 64));
+  EXPECT_FALSE(MoeSm90ExpertGroups(1024 * 2, 8, 128));
+  EXPECT_TRUE(MoeSm90ExpertGroups(4096 * 8, 256, 128));
+  EXPECT_FALSE(MoeSm90ExpertGroups(16384 * 8, 256, 128));
+  EXPECT_FALSE(MoeSm90ExpertGroups(63, 1, 128));
+  EXPECT_TRUE(MoeSm90ExpertGroups(64, 1, 128));
+  EXPECT_TRUE(MoeSm90ExpertGroups(255, 1, 128));
+  EXPECT_FALSE(MoeSm90ExpertGroups(256, 1, 128));
+  EXPECT_FALSE(MoeSm90ExpertGroups(1, 0, 128));  // no experts: nothing to group
+}
+
 }  // namespace
 }  // namespace tailor::cuda
