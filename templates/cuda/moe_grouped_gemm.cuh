@@ -131,11 +131,13 @@ TAILOR_DEVICE TileCoord TileOf(int t, const MoeWorkItem* work, int num_work,
     return {first + rest % items, rest / items};
   }
   // Group g holds tiles [first n_tiles, end n_tiles): t's group is the one
-  // whose items hold slot t / n_tiles.
+  // whose items hold slot t / n_tiles. Group g starts in [g kGroupItems,
+  // (g + 1) kGroupItems), so that is group slot / kGroupItems or the one
+  // before it.
   const int slot = t / n_tiles;
   int group = slot / kGroupItems;
   int first = ExpertGroupStart(work, group * kGroupItems, num_work);
-  while (first > slot) {
+  if (first > slot) {
     --group;
     first = ExpertGroupStart(work, group * kGroupItems, num_work);
   }
@@ -209,8 +211,7 @@ struct MoeGroupedGemmMma {
     return warp * 32 + pair * 16;
   }
 
-  // ---- one K tile into a stage
-  // ------------------------------------------------
+  // ---- one K tile into a stage ------------------------------------------------
   template <int kMFActive, bool kMasked>
   static void LoadStage(const Params& p, const MoeGemmDims& d,
                         const MoeWorkItem& item, int rows, int n_tile,
@@ -248,8 +249,7 @@ struct MoeGroupedGemmMma {
     }
   }
 
-  // ---- acc += A_stage · W_stageᵀ
-  // ---------------------------------------------
+  // ---- acc += A_stage · W_stageᵀ ---------------------------------------------
   template <int kMFActive>
   static void ComputeStage(const unsigned char* stage,
                            float (&acc)[kMFActive][4][4]) {
@@ -260,8 +260,8 @@ struct MoeGroupedGemmMma {
       unsigned a[kMFActive][4];
 #pragma unroll
       for (int mf = 0; mf < kMFActive; ++mf) {
-        LdMatrixX4(a[mf], stage + Swizzle(mf * 16 + (lane & 15),
-                                          ks * 2 + (lane >> 4)));
+        LdMatrixX4(a[mf],
+                   stage + Swizzle(mf * 16 + (lane & 15), ks * 2 + (lane >> 4)));
       }
       unsigned b[4][2];
 #pragma unroll
@@ -282,8 +282,7 @@ struct MoeGroupedGemmMma {
     }
   }
 
-  // ---- registers -> C
-  // ----------------------------------------------------------
+  // ---- registers -> C ----------------------------------------------------------
   static void StorePair(const Params& p, const MoeGemmDims& d, long long row,
                         int col, float v0, float v1) {
     unsigned short* c = static_cast<unsigned short*>(p.c) + row * d.out_n + col;
@@ -329,8 +328,7 @@ struct MoeGroupedGemmMma {
     }
   }
 
-  // ---- one (item, N tile): the cp.async ring over K, then the epilogue
-  // -------
+  // ---- one (item, N tile): the cp.async ring over K, then the epilogue -------
   template <int kMFActive, bool kMasked>
   static void Tile(const Params& p, const MoeGemmDims& d,
                    const MoeWorkItem& item, int rows, int n_tile,
