@@ -50,8 +50,9 @@
 // sharing a W or A tile no longer met in L2 (hit rate ~40 %, DRAM 85 % busy);
 // the counter took that GEMM from 18.9 to 14.9 ms. The schedule's units
 // (MoeSm90ScheduleOf) are those tiles, except that a last wave filling at
-// most half of the grid is split along K (a decode step is all last wave),
-// its units' partials added by the last to arrive. A tail's MMA computes 64-row
+// most half of the grid (swap-AB: and of fewer than 40 tiles) is split along
+// K (a decode step is all last wave), its units' partials added by the last
+// to arrive. A tail's MMA computes 64-row
 // blocks (wgmma's M) but only its rows are stored. Rows past the tail are
 // the next expert's A rows (or the TMA's zero fill past A's end): each C row
 // depends only on its own A row, so they never leak into stored rows.

@@ -301,23 +301,36 @@ constexpr int MoeSm90NTiles(bool gated, long long n) {
 // kMoeSm90MinSplitKBlocks) units that different CTAs run side by side; each
 // writes an f32 partial to a slot of the route scratch and the tile's last
 // unit to arrive adds them up. A decode step (tiles <= grid / 2: each active
-// expert's W streams once, and one CTA per tile cannot pull it at the copy
-// rate) is the case with no whole wave. rest x S <= grid <= SMs: the route
+// expert's W streams once, and few CTAs cannot pull it at the copy rate) is
+// the case with no whole wave; swap-AB launches split only below
+// kMoeSm90SwapSplitMaxRest tiles. rest x S <= grid <= SMs: the route
 // scratch holds one partial slot per SM. Host and device (from the device
 // plan's tile count) compute it with the same function.
 inline constexpr int kMoeSm90MaxSplits = 8;
 inline constexpr int kMoeSm90MinSplitKBlocks = 8;
 // The swap-AB kernel's partials are at most 32 floats a thread, so it splits
-// down to 4 K blocks a unit (Qwen3-30B-A3B T=1 down: 12 K blocks, 2 splits).
-// (Splitting every tile of a decode step, not only a last wave of at most
-// half the grid, into units of 4+ K blocks that fill their last wave best
-// measured slower on the H100: Qwen3 T=1 gate/up 31 -> 39 us, 8 units of 4
-// K blocks a tile; each unit's arrival is an L2 round trip the consumer
-// waits for.)
+// down to 4 K blocks a unit (Mixtral-8x7B T=1 down: 32 tiles of 224 K
+// blocks, 4 splits). (Splitting every tile of a decode step, not only a last
+// wave of at most half the grid, into units of 4+ K blocks that fill their
+// last wave best measured slower on the H100: Qwen3 T=1 gate/up 31 -> 39 us,
+// 8 units of 4 K blocks a tile; each unit's arrival is an L2 round trip the
+// consumer waits for.)
 inline constexpr int kMoeSm90SwapMinSplitKBlocks = 4;
 constexpr int MoeSm90MinSplitKBlocks(bool swap_ab) {
   return swap_ab ? kMoeSm90SwapMinSplitKBlocks : kMoeSm90MinSplitKBlocks;
 }
+// A swap-AB last wave (decode steps: W streams once, memory-bound) is split
+// only while it has fewer than kMoeSm90SwapSplitMaxRest tiles. One CTA's
+// ring streams at most ~80 GB/s (H100, Mixtral-8x7B T=1 down unsplit: 32
+// CTAs x 7.3 MB in 101 us), so about 38 CTAs pull the copy rate on their
+// own; from there a split only adds its reduction (partial stores, an
+// acq_rel arrival, the last unit's loads: ~2 us). Measured on the H100
+// (bench/results/moe_gpu_h100.txt, session 16), split -> unsplit: Qwen3-
+// 30B-A3B T=1 gate/up (48 tiles) 30.0 -> 28.8 us, down (64 tiles) 18.9 ->
+// 17.8 us, T=16 down (last wave 52 tiles) 76.9 -> 74.0 us; below 40 a split
+// still pays: Mixtral T=1 down (32 tiles) 94 vs 101 us unsplit, DeepSeek-V3
+// T=16 gate/up (last wave 32 tiles) 1.31 vs 1.34 ms.
+inline constexpr int kMoeSm90SwapSplitMaxRest = 40;
 // One (tile, split)'s f32 partial: 2 consumers x 128 threads x at most 128
 // accumulators.
 inline constexpr long long kMoeSm90SplitSlotFloats = 2 * 128 * 128;
@@ -330,8 +343,10 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
                                             bool split_k,
                                             bool swap_ab = false) {
   const int rest = grid > 0 ? tiles % grid : 0;
+  const bool few = 2 * rest <= grid &&
+                   (!swap_ab || rest < kMoeSm90SwapSplitMaxRest);
   int splits = 1;
-  if (split_k && rest > 0 && 2 * rest <= grid) {
+  if (split_k && rest > 0 && few) {
     splits = grid / rest;
     splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
     const int by_k = k_blocks / MoeSm90MinSplitKBlocks(swap_ab);
@@ -364,6 +379,11 @@ constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,
   const long long k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
   long long splits =
       split_k ? k_blocks / MoeSm90MinSplitKBlocks(swap_ab) : 1;
+  // A swap-AB step that may have kMoeSm90SwapSplitMaxRest tiles or more
+  // gets a CTA per tile: its units are its tiles (a step with fewer splits
+  // them within those CTAs), and CTAs without a unit would still start,
+  // set up their ring and count themselves out of the dynamic schedule.
+  if (swap_ab && max_tiles >= kMoeSm90SwapSplitMaxRest) splits = 1;
   splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
   splits = splits > 1 ? splits : 1;
   const long long ctas = max_tiles * splits;

@@ -45,15 +45,19 @@ TEST(MoeSm90LaunchShapes, FewTilesSplitKWhenTheyFillAtMostHalfTheGrid) {
   EXPECT_EQ(s.units, 32);
 }
 
-// The swap-AB kernel (small partials) splits down to 4 K blocks a unit.
+// The swap-AB kernel (small partials) splits down to 4 K blocks a unit, and
+// only last waves of fewer than kMoeSm90SwapSplitMaxRest tiles.
 TEST(MoeSm90LaunchShapes, SwapABSplitsDownToFourKBlocks) {
   auto swap = [](int tiles, int k_blocks) {
     return MoeSm90ScheduleOf(tiles, kH100Sms, k_blocks, /*split_k=*/true,
                              /*swap_ab=*/true);
   };
-  // Qwen3-30B-A3B T=1 down: 64 tiles of 12 K blocks: 2 (1 without swap).
-  EXPECT_EQ(swap(64, 12).splits, 2);
-  EXPECT_EQ(swap(64, 12).units, 128);
+  // Mixtral-8x7B T=1 down: 32 tiles of 224 K blocks.
+  EXPECT_EQ(swap(32, 224).splits, 4);
+  EXPECT_EQ(swap(32, 224).units, 128);
+  // 16 tiles of 12 K blocks: 3 (1 without swap: one split of 8 fits).
+  EXPECT_EQ(swap(16, 12).splits, 3);
+  EXPECT_EQ(Schedule(16, kH100Sms, 12).splits, 1);
   EXPECT_EQ(swap(8, 16).splits, 4);
   EXPECT_EQ(swap(8, 7).splits, 1);
   EXPECT_EQ(swap(67, 112).splits, 1);  // still only a half-grid last wave
@@ -65,8 +69,42 @@ TEST(MoeSm90LaunchShapes, SwapABSplitsDownToFourKBlocks) {
       EXPECT_LE((tiles - s.whole) * s.splits, kH100Sms);
     }
   }
-  EXPECT_EQ(MoeSm90Ctas(64, 768, kH100Sms, true, /*swap_ab=*/true), 132);
-  EXPECT_EQ(MoeSm90Ctas(64, 768, kH100Sms, true), 64);
+  EXPECT_EQ(MoeSm90Ctas(32, 14336, kH100Sms, true, /*swap_ab=*/true), 132);
+  EXPECT_EQ(MoeSm90Ctas(16, 768, kH100Sms, true, /*swap_ab=*/true), 48);
+  EXPECT_EQ(MoeSm90Ctas(16, 768, kH100Sms, true), 16);
+}
+
+// A swap-AB last wave of kMoeSm90SwapSplitMaxRest tiles or more pulls the
+// copy rate unsplit: Qwen3-30B-A3B T=1 gate/up (48 tiles of 32 K blocks)
+// and down (64 of 12), T=16 down (3 waves and 52 tiles of 12).
+TEST(MoeSm90LaunchShapes, SwapABLastWavesOfFortyTilesOrMoreStayWhole) {
+  auto swap = [](int tiles, int k_blocks) {
+    return MoeSm90ScheduleOf(tiles, kH100Sms, k_blocks, /*split_k=*/true,
+                             /*swap_ab=*/true);
+  };
+  EXPECT_EQ(swap(kMoeSm90SwapSplitMaxRest - 1, 224).splits, 3);
+  EXPECT_EQ(swap(kMoeSm90SwapSplitMaxRest, 224).splits, 1);
+  EXPECT_EQ(swap(48, 32).units, 48);
+  EXPECT_EQ(swap(64, 12).units, 64);
+  const MoeSm90Schedule s = swap(3 * kH100Sms + 52, 12);
+  EXPECT_EQ(s.splits, 1);
+  EXPECT_EQ(s.units, 3 * kH100Sms + 52);
+  // The kernel without swap-AB keeps the half-grid rule.
+  EXPECT_EQ(Schedule(48, kH100Sms, 32).splits, 2);
+  // Such steps get a CTA per tile; fewer tiles split within those CTAs.
+  EXPECT_EQ(MoeSm90Ctas(48, 2048, kH100Sms, true, /*swap_ab=*/true), 48);
+  EXPECT_EQ(MoeSm90Ctas(64, 768, kH100Sms, true, /*swap_ab=*/true), 64);
+  EXPECT_EQ(MoeSm90Ctas(1000, 768, kH100Sms, true, /*swap_ab=*/true),
+            kH100Sms);
+  for (int max_tiles = kMoeSm90SwapSplitMaxRest; max_tiles <= 300;
+       ++max_tiles) {
+    const int ctas = MoeSm90Ctas(max_tiles, 2048, kH100Sms, true, true);
+    for (int tiles = 0; tiles <= max_tiles; ++tiles) {
+      const MoeSm90Schedule s = MoeSm90ScheduleOf(tiles, ctas, 32, true, true);
+      EXPECT_LE((tiles - s.whole) * s.splits, ctas);
+    }
+  }
+  EXPECT_EQ(MoeSm90ScheduleOf(20, 48, 32, true, true).splits, 2);
 }
 
 TEST(MoeSm90LaunchShapes, APartialLastWaveOfAtMostHalfTheGridIsSplit) {
