@@ -478,8 +478,9 @@ class MoeCudaSplitTest : public MoeCudaTest {
 };
 
 // Decode-sized steps: few tiles and a long K, so on an H100 (132 SMs) the
-// Hopper kernel splits K (MoeSm90ScheduleOf: tiles x 2 <= SMs, >= 8 K blocks
-// per split), with K blocks that do not divide evenly (K = 4160: 65 blocks).
+// Hopper kernel splits K (MoeSm90ScheduleOf: swap-AB steps of fewer than 40
+// tiles, >= 4 K blocks per split; T=2 N=4096's up to 64 tiles stay whole),
+// with K blocks that do not divide evenly (K = 4160: 65 blocks).
 TEST_F(MoeCudaSplitTest, GroupedGemmSplitsKOnFewTiles) {
   std::mt19937_64 rng(TestSeed());
   for (const Case& g : std::vector<Case>{{1, 256, 1024, Epilogue::kNone},
