@@ -158,11 +158,12 @@ int64_t DecodeKvTokens(const tailor::internal::DecodeShape& shape,
 // The most tokens (DecodeKvTokens) of a batch whose K and V the kernels
 // stream with an L2 evict-first policy (PlanConfig then sets
 // kDecodeLaunchEvictFirst in the plan's launch flags):
-// kDecodeEvictFirstMaxL2s times the L2 in KV bytes. H100 (50 MiB L2, cuda_decode_bench, the
-// anchors' protocol: L2 full of dirty lines before each run): evict-first
-// takes Qwen3 B=1 L=32768 (67 MB) 41.4 -> 36.5 us and Llama (134 MB)
-// 65.0 -> 60.6 us, is even at 268 MB (Qwen3 B=128 L=1024) and costs 2-3 %
-// from 537 MB up (Llama B=128 L=4096 725 -> 742 us).
+// kDecodeEvictFirstMaxL2s times the L2 in KV bytes. H100 (50 MiB L2,
+// cuda_decode_bench, the anchors' protocol: L2 full of dirty lines before
+// each run): evict-first takes Qwen3 B=1 L=32768 (67 MB) 41.4 -> 36.5 us
+// and Llama (134 MB) 65.0 -> 60.6 us, is even at 268 MB (Qwen3 B=128
+// L=1024) and costs 2-3 % from 537 MB up (Llama B=128 L=4096 725 -> 742
+// us).
 inline constexpr int64_t kDecodeEvictFirstMaxL2s = 4;
 int64_t DecodeEvictFirstMaxTokens(const tailor::internal::DecodeShape& shape,
                                   int64_t l2_bytes);
