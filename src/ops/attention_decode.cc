@@ -56,9 +56,10 @@ absl::StatusOr<DecodeDeviceBuffers*> DeviceBuffersFor(
         absl::StrCat("ws: reserved on ", DeviceName(w.device->device),
                      ", not on the runtime's ", DeviceName(device)));
   }
-  const internal::DecodeCapacity need = internal::DecodeCapacityFor(
-      shape, batch, config,
-      kernels.ScratchBytes(plan::MaxDecodePartials(config.num_workers)));
+  const internal::DecodeCapacity need =
+      internal::DecodeCapacityFor(shape, batch, config,
+                                  kernels.ScratchBytes(plan::MaxDecodePartials(
+                                      config.num_workers, config.head_group)));
   TAILOR_RETURN_IF_ERROR(internal::CheckDecodeFits(*w.device, need));
   return &*w.device;
 }
@@ -79,10 +80,9 @@ absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
       runtime.engine(), first_items.data(), d.at(d.first_items),
       first_items.size() * sizeof(plan::DecodeWorkItem), stream));
   const auto begin = plan.worker_begin();
-  TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(runtime.engine(), begin.data(),
-                                            d.at(d.worker_begin),
-                                            begin.size() * sizeof(int32_t),
-                                            stream));
+  TAILOR_RETURN_IF_ERROR(
+      kernels.UploadPlan(runtime.engine(), begin.data(), d.at(d.worker_begin),
+                         begin.size() * sizeof(int32_t), stream));
   return kernels.UploadPlan(
       runtime.engine(), &launch_flags,
       static_cast<char*>(d.at(d.worker_begin)) + begin.size() * sizeof(int32_t),
@@ -129,7 +129,9 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
       absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), params,
       &w->plan));
   if (buffers != nullptr) {
-    w->launch_flags = config.launch_flags;
+    w->launch_flags =
+        config.launch_flags |
+        (w->plan.params().head_group > 1 ? config.head_group_flags : 0);
     TAILOR_RETURN_IF_ERROR(Upload(runtime, *kernels, w->plan, w->launch_flags,
                                   *buffers, args.stream));
   } else {

@@ -61,10 +61,18 @@ struct DecodePlanConfig {
   int32_t tile_tokens = 0;
   int32_t item_cost_tokens = 0;
   int32_t cut_workers = 0;  // 0: num_workers
+  // KV heads whose items run together (plan::DecodePlanParams::head_group).
+  // For no lengths (a workspace reservation): the largest any plan of the
+  // shape may get, which sizes the work list and the partial slots.
+  int32_t head_group = 1;
+  bool head_group_always = false;  // plan::DecodePlanParams's
   // The backend's own bits for this plan's launch (CUDA: kDecodeLaunch*,
   // templates/cuda/decode_params.h). Device backends get them uploaded
   // after the plan's worker_begin, so a captured graph follows each plan.
   int32_t launch_flags = 0;
+  // Bits added to launch_flags when the built plan groups heads (its
+  // params().head_group > 1: the planner decides, see head_group).
+  int32_t head_group_flags = 0;
 };
 
 // Where one RunDecode finds its plan and scratch.

@@ -51,20 +51,24 @@ plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
           .tile_tokens = config.tile_tokens,
           .page_size = static_cast<int32_t>(shape.page_size),
           .item_cost_tokens = config.item_cost_tokens,
-          .cut_workers = config.cut_workers};
+          .cut_workers = config.cut_workers,
+          .head_group = config.head_group,
+          .head_group_always = config.head_group_always};
 }
 
 DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
                                  const DecodePlanConfig& config,
                                  int64_t scratch_bytes) {
-  return DecodeCapacity{.batch = batch,
-                        .items = plan::MaxDecodeItems(batch, shape.num_kv_heads,
-                                                      config.num_workers),
-                        .workers = config.num_workers,
-                        .partials = plan::MaxDecodePartials(config.num_workers),
-                        .partial_row = shape.group * shape.head_dim,
-                        .group = shape.group,
-                        .scratch_bytes = scratch_bytes};
+  return DecodeCapacity{
+      .batch = batch,
+      .items = plan::MaxDecodeItems(batch, shape.num_kv_heads,
+                                    config.num_workers, config.head_group),
+      .workers = config.num_workers,
+      .partials =
+          plan::MaxDecodePartials(config.num_workers, config.head_group),
+      .partial_row = shape.group * shape.head_dim,
+      .group = shape.group,
+      .scratch_bytes = scratch_bytes};
 }
 
 DecodeDeviceBuffers DecodeLayoutFor(const DecodeCapacity& c) {
@@ -146,15 +150,16 @@ DecodePlanSummary DecodeWorkspace::plan() const {
           .partials = s.partials,
           .tokens = s.tokens,
           .max_worker_cost = s.max_worker_cost,
-          .mean_worker_cost = s.mean_worker_cost};
+          .mean_worker_cost = s.mean_worker_cost,
+          .head_group = impl_->plan.params().head_group};
 }
 
 std::string DecodePlanSummary::ToString() const {
   return absl::StrFormat(
       "batch=%d workers=%d/%d items=%d split_pairs=%d partials=%d tokens=%d "
-      "max_worker_cost=%d mean_worker_cost=%.1f",
+      "max_worker_cost=%d mean_worker_cost=%.1f head_group=%d",
       batch, busy_workers, workers, items, split_pairs, partials, tokens,
-      max_worker_cost, mean_worker_cost);
+      max_worker_cost, mean_worker_cost, head_group);
 }
 
 size_t DecodeWorkspace::CapacityBytes() const {
@@ -224,7 +229,8 @@ absl::StatusOr<DecodeCapacity> DeviceCapacity(DecodeKernels& kernels,
                           kernels.PlanConfig(shape, limits.max_batch, {}));
   return internal::DecodeCapacityFor(
       shape, limits.max_batch, config,
-      kernels.ScratchBytes(plan::MaxDecodePartials(config.num_workers)));
+      kernels.ScratchBytes(
+          plan::MaxDecodePartials(config.num_workers, config.head_group)));
 }
 
 absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
@@ -235,7 +241,8 @@ absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
   const plan::DecodePlanParams params =
       internal::DecodePlanParamsFor(shape, config);
   TAILOR_RETURN_IF_ERROR(w.plan.Reserve(limits.max_batch, params));
-  const size_t partials = plan::MaxDecodePartials(config.num_workers);
+  const size_t partials =
+      plan::MaxDecodePartials(config.num_workers, config.head_group);
   const size_t row = shape.group * shape.head_dim;
   if (w.partial_out.size() < partials * row)
     w.partial_out.resize(partials * row);

@@ -25,6 +25,18 @@ int64_t Boundary(int64_t total, int64_t w, int64_t workers) {
   return total / workers * w + total % workers * w / workers;
 }
 
+// A unit's cost in the cut: per head of its group, its fixed item cost and
+// its pages.
+int64_t UnitCost(int32_t len, const DecodePlanParams& params) {
+  return params.head_group *
+         (params.item_cost_tokens + RoundUp(len, params.page_size));
+}
+
+// Units (sequence, head group) of one sequence.
+int32_t UnitsPerSeq(const DecodePlanParams& params) {
+  return params.num_kv_heads / params.head_group;
+}
+
 // Pieces of a pair of `len` tokens cut into pieces of at most `piece_tiles`
 // tiles (one piece for an empty or one-tile pair).
 int64_t PiecesFor(int64_t len, int64_t piece_tiles, int64_t tile) {
@@ -33,13 +45,13 @@ int64_t PiecesFor(int64_t len, int64_t piece_tiles, int64_t tile) {
 }
 
 // The whole-workers cut (see BuildDecodePlan): the fewest tiles per piece
-// such that every pair's pieces get a worker each, or -1 when there are
-// more pairs than workers.
+// such that every unit's pieces get a worker each, or -1 when there are
+// more units than workers.
 int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
                                const DecodePlanParams& params) {
-  const int64_t heads = params.num_kv_heads, tile = params.tile_tokens;
+  const int64_t units = UnitsPerSeq(params), tile = params.tile_tokens;
   const int64_t cut_workers = DecodeCutWorkers(params);
-  if (static_cast<int64_t>(seq_lens.size()) * heads > cut_workers) {
+  if (static_cast<int64_t>(seq_lens.size()) * units > cut_workers) {
     return -1;
   }
   int64_t lo = 1, hi = 1;  // hi: one piece per pair, always fits
@@ -48,7 +60,7 @@ int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     int64_t workers = 0;
-    for (int32_t len : seq_lens) workers += heads * PiecesFor(len, mid, tile);
+    for (int32_t len : seq_lens) workers += units * PiecesFor(len, mid, tile);
     if (workers <= cut_workers) {
       hi = mid;
     } else {
@@ -59,7 +71,7 @@ int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
 }
 
 // The busiest worker's cost (item cost + tokens rounded to pages) under the
-// whole-workers cut with `piece_tiles`: pairs split evenly over their tiles.
+// whole-workers cut with `piece_tiles`: units split evenly over their tiles.
 int64_t WholeWorkersMaxCost(absl::Span<const int32_t> seq_lens,
                             const DecodePlanParams& params,
                             int64_t piece_tiles) {
@@ -71,25 +83,21 @@ int64_t WholeWorkersMaxCost(absl::Span<const int32_t> seq_lens,
     const int64_t largest =
         std::min<int64_t>(len, (tiles + pieces - 1) / pieces * tile);
     max_cost = std::max(
-        max_cost, params.item_cost_tokens + RoundUp(largest, params.page_size));
+        max_cost, params.head_group * (params.item_cost_tokens +
+                                       RoundUp(largest, params.page_size)));
   }
   return max_cost;
 }
 
-// A pair's cost in the cut: its fixed item cost and its pages.
-int64_t PairCost(int32_t len, const DecodePlanParams& params) {
-  return params.item_cost_tokens + RoundUp(len, params.page_size);
-}
-
-// Whether whole pairs, in stream order, fit the cut's workers with no worker
-// over `max_cost` (each worker filled before the next opens).
+// Whether whole units, in stream order, fit the cut's workers with no
+// worker over `max_cost` (each worker filled before the next opens).
 bool WholePairsFit(absl::Span<const int32_t> seq_lens,
                    const DecodePlanParams& params, int64_t max_cost) {
   int64_t workers = 1, filled = 0;
   for (int32_t len : seq_lens) {
-    const int64_t cost = PairCost(len, params);
+    const int64_t cost = UnitCost(len, params);
     if (cost > max_cost) return false;
-    for (int32_t h = 0; h < params.num_kv_heads; ++h) {
+    for (int32_t u = 0; u < UnitsPerSeq(params); ++u) {
       if (filled + cost > max_cost) {
         ++workers;
         filled = 0;
@@ -108,8 +116,8 @@ int64_t WholePairsMaxCost(absl::Span<const int32_t> seq_lens,
   if (seq_lens.empty() || !WholePairsFit(seq_lens, params, limit)) return -1;
   int64_t total = 0, largest = 0;
   for (int32_t len : seq_lens) {
-    const int64_t cost = PairCost(len, params);
-    total += params.num_kv_heads * cost;
+    const int64_t cost = UnitCost(len, params);
+    total += UnitsPerSeq(params) * cost;
     largest = std::max(largest, cost);
   }
   const int64_t workers = DecodeCutWorkers(params);
@@ -146,16 +154,23 @@ absl::Status ValidateDecodePlanParams(const DecodePlanParams& p) {
   if (p.item_cost_tokens < 0 || p.item_cost_tokens > (1 << 20)) {
     return OutOfRange("item_cost_tokens", 0, 1 << 20, p.item_cost_tokens);
   }
+  if (p.head_group < 1 || p.head_group > p.num_kv_heads ||
+      p.num_kv_heads % p.head_group != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.head_group: must divide num_kv_heads (",
+                     p.num_kv_heads, "), got ", p.head_group));
+  }
   return absl::OkStatus();
 }
 
-int64_t MaxDecodeItems(int64_t batch, int64_t num_kv_heads,
-                       int64_t num_workers) {
-  return batch * num_kv_heads + std::max<int64_t>(num_workers - 1, 0);
+int64_t MaxDecodeItems(int64_t batch, int64_t num_kv_heads, int64_t num_workers,
+                       int64_t head_group) {
+  return batch * num_kv_heads +
+         head_group * std::max<int64_t>(num_workers - 1, 0);
 }
 
-int64_t MaxDecodePartials(int64_t num_workers) {
-  return 2 * std::max<int64_t>(num_workers - 1, 0);
+int64_t MaxDecodePartials(int64_t num_workers, int64_t head_group) {
+  return 2 * head_group * std::max<int64_t>(num_workers - 1, 0);
 }
 
 // ---- DecodePlan -------------------------------------------------------------
@@ -178,14 +193,15 @@ absl::Status DecodePlan::Reserve(int64_t max_batch,
     return absl::InvalidArgumentError(absl::StrCat(
         "max_batch: must be in [0, ", kMaxDecodeBatch, "], got ", max_batch));
   }
-  const int64_t items =
-      MaxDecodeItems(max_batch, params.num_kv_heads, params.num_workers);
+  const int64_t items = MaxDecodeItems(max_batch, params.num_kv_heads,
+                                       params.num_workers, params.head_group);
   seq_lens_.reserve(max_batch);
   if (items_.size() < static_cast<size_t>(items)) items_.resize(items);
   worker_begin_.reserve(params.num_workers + 1);
   first_items_.reserve(params.num_workers);
   worker_cost_.reserve(params.num_workers);
-  const int64_t groups = std::max<int64_t>(params.num_workers - 1, 0);
+  const int64_t groups =
+      params.head_group * std::max<int64_t>(params.num_workers - 1, 0);
   if (merge_groups_.size() < static_cast<size_t>(groups)) {
     merge_groups_.resize(groups);
   }
@@ -215,27 +231,49 @@ void DecodePlan::Emit(const DecodeWorkItem& item, int32_t worker) {
   ++num_items_;
 }
 
-// Gives the pieces items_[first_item, num_items_) of one pair their slots.
+// Emits one piece of unit `unit` of sequence `seq`: an item of tokens
+// [begin, end) for each head of the unit's group, in head order.
+void DecodePlan::EmitUnit(int32_t seq, int32_t unit, int64_t begin, int64_t end,
+                          int32_t worker) {
+  for (int32_t i = 0; i < params_.head_group; ++i) {
+    Emit({.seq = seq,
+          .kv_head = unit * params_.head_group + i,
+          .kv_begin = static_cast<int32_t>(begin),
+          .kv_end = static_cast<int32_t>(end),
+          .seq_len = seq_lens_[seq],
+          .partial = -1,
+          .first_partial = -1,
+          .pieces = 1},
+         worker);
+  }
+}
+
+// Gives the pieces of one unit, items_[first_item, num_items_) (head_group
+// items a piece), their slots: each head's pieces get consecutive slots.
 void DecodePlan::NumberPieces(size_t first_item) {
-  const int32_t pieces = static_cast<int32_t>(num_items_ - first_item);
+  const int32_t group = params_.head_group;
+  const int32_t pieces =
+      static_cast<int32_t>((num_items_ - first_item) / group);
   if (pieces < 2) return;
-  const int32_t first = num_partials_;
-  for (int32_t i = 0; i < pieces; ++i) {
-    DecodeWorkItem& item = items_[first_item + i];
-    item.partial = first + i;
-    item.first_partial = first;
-    item.pieces = pieces;
+  for (int32_t h = 0; h < group; ++h) {
+    const int32_t first = num_partials_;
+    for (int32_t i = 0; i < pieces; ++i) {
+      DecodeWorkItem& item = items_[first_item + i * group + h];
+      item.partial = first + i;
+      item.first_partial = first;
+      item.pieces = pieces;
+    }
+    const DecodeWorkItem& head = items_[first_item + h];
+    const DecodeMergeGroup merge = {.seq = head.seq,
+                                    .kv_head = head.kv_head,
+                                    .first_partial = first,
+                                    .pieces = pieces};
+    if (num_merge_groups_ == merge_groups_.size()) {
+      merge_groups_.push_back(merge);
+    }
+    merge_groups_[num_merge_groups_++] = merge;
+    num_partials_ += pieces;
   }
-  const DecodeWorkItem& head = items_[first_item];
-  const DecodeMergeGroup group = {.seq = head.seq,
-                                  .kv_head = head.kv_head,
-                                  .first_partial = first,
-                                  .pieces = pieces};
-  if (num_merge_groups_ == merge_groups_.size()) {
-    merge_groups_.push_back(group);
-  }
-  merge_groups_[num_merge_groups_++] = group;
-  num_partials_ += pieces;
 }
 
 DecodePlanStats DecodePlan::stats() const {
@@ -279,39 +317,32 @@ void DecodePlan::ResetItems() {
   last_worker_ = 0;
 }
 
-// The stream cut (file comment): pairs end to end, num_workers ranges of
-// equal cost; `total` is the stream's cost.
+// The stream cut (file comment): units end to end, num_workers ranges of
+// equal cost; `total` is the stream's cost. A unit's token t sits at cost
+// position start + g (item_cost + t) (g = head_group).
 void DecodePlan::CutStream(int64_t total) {
-  const int64_t page = params_.page_size, tile = params_.tile_tokens;
+  const int64_t tile = params_.tile_tokens, g = params_.head_group;
   const int64_t item_cost = params_.item_cost_tokens;
   worker_cost_.assign(params_.num_workers, 0);
   const int64_t workers = DecodeCutWorkers(params_);
   int64_t w = 0;      // the worker being filled
-  int64_t start = 0;  // cost position of the current pair
+  int64_t start = 0;  // cost position of the current unit
   for (size_t b = 0; b < seq_lens_.size(); ++b) {
     const int32_t len = seq_lens_[b];
-    for (int32_t h = 0; h < params_.num_kv_heads; ++h) {
-      DecodeWorkItem item = {.seq = static_cast<int32_t>(b),
-                             .kv_head = h,
-                             .kv_begin = 0,
-                             .kv_end = 0,
-                             .seq_len = len,
-                             .partial = -1,
-                             .first_partial = -1,
-                             .pieces = 1};
+    for (int32_t u = 0; u < UnitsPerSeq(params_); ++u) {
       const size_t first_item = num_items_;
       int64_t begin = 0;
       do {
         // Skip workers whose range ends at or before this position.
-        while (w + 1 < workers &&
-               Boundary(total, w + 1, workers) <= start + item_cost + begin) {
+        while (w + 1 < workers && Boundary(total, w + 1, workers) <=
+                                      start + g * (item_cost + begin)) {
           ++w;
         }
         int64_t end = len;
         if (w + 1 < workers) {
-          // Tokens of this pair that fit worker w, rounded to a tile.
+          // Tokens of this unit that fit worker w, rounded to a tile.
           const int64_t fit =
-              Boundary(total, w + 1, workers) - start - item_cost;
+              (Boundary(total, w + 1, workers) - start) / g - item_cost;
           const int64_t cut =
               std::max<int64_t>(fit + tile / 2, 0) / tile * tile;
           end = std::min<int64_t>(cut, len);
@@ -320,19 +351,19 @@ void DecodePlan::CutStream(int64_t total) {
           ++w;  // worker w takes nothing more; the last one takes the rest
           continue;
         }
-        item.kv_begin = static_cast<int32_t>(begin);
-        item.kv_end = static_cast<int32_t>(std::max(end, begin));
-        Emit(item, static_cast<int32_t>(w));
-        begin = item.kv_end;
+        end = std::max(end, begin);
+        EmitUnit(static_cast<int32_t>(b), u, begin, end,
+                 static_cast<int32_t>(w));
+        begin = end;
         if (begin < len) ++w;
       } while (begin < len);
       NumberPieces(first_item);
-      start += item_cost + RoundUp(len, page);
+      start += UnitCost(len, params_);
     }
   }
 }
 
-// The whole-workers cut: pair after pair, each split evenly over its tiles
+// The whole-workers cut: unit after unit, each split evenly over its tiles
 // into PiecesFor(len, piece_tiles) pieces, one worker per piece.
 void DecodePlan::CutWholeWorkers(int64_t piece_tiles) {
   worker_cost_.assign(params_.num_workers, 0);
@@ -342,46 +373,30 @@ void DecodePlan::CutWholeWorkers(int64_t piece_tiles) {
     const int32_t len = seq_lens_[b];
     const int64_t tiles = (len + tile - 1) / tile;
     const int64_t pieces = PiecesFor(len, piece_tiles, tile);
-    for (int32_t h = 0; h < params_.num_kv_heads; ++h) {
+    for (int32_t u = 0; u < UnitsPerSeq(params_); ++u) {
       const size_t first_item = num_items_;
       for (int64_t j = 0; j < pieces; ++j) {
         const int64_t begin = j * tiles / pieces * tile;
         const int64_t end =
             std::min<int64_t>((j + 1) * tiles / pieces * tile, len);
-        Emit({.seq = static_cast<int32_t>(b),
-              .kv_head = h,
-              .kv_begin = static_cast<int32_t>(begin),
-              .kv_end = static_cast<int32_t>(end),
-              .seq_len = len,
-              .partial = -1,
-              .first_partial = -1,
-              .pieces = 1},
-             w++);
+        EmitUnit(static_cast<int32_t>(b), u, begin, end, w++);
       }
       NumberPieces(first_item);
     }
   }
 }
 
-// The whole-pairs cut: pairs in stream order, each whole, a worker filled
+// The whole-pairs cut: units in stream order, each whole, a worker filled
 // up to `max_cost` before the next opens.
 void DecodePlan::CutWholePairs(int64_t max_cost) {
   worker_cost_.assign(params_.num_workers, 0);
   int32_t w = 0;
   for (size_t b = 0; b < seq_lens_.size(); ++b) {
     const int32_t len = seq_lens_[b];
-    const int64_t cost = PairCost(len, params_);
-    for (int32_t h = 0; h < params_.num_kv_heads; ++h) {
+    const int64_t cost = UnitCost(len, params_);
+    for (int32_t u = 0; u < UnitsPerSeq(params_); ++u) {
       if (worker_cost_[w] > 0 && worker_cost_[w] + cost > max_cost) ++w;
-      Emit({.seq = static_cast<int32_t>(b),
-            .kv_head = h,
-            .kv_begin = 0,
-            .kv_end = len,
-            .seq_len = len,
-            .partial = -1,
-            .first_partial = -1,
-            .pieces = 1},
-           w);
+      EmitUnit(static_cast<int32_t>(b), u, 0, len, w);
     }
   }
 }
@@ -428,37 +443,61 @@ absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
     }
     total += params.num_kv_heads * (item_cost + RoundUp(seq_lens[b], page));
   }
-  plan->params_ = params;
   plan->seq_lens_.assign(seq_lens.begin(), seq_lens.end());
   for (int32_t len : seq_lens) {
     plan->max_seq_len_ = std::max(plan->max_seq_len_, len);
   }
-  plan->CutStream(total);
+  if (params.head_group_always) {
+    plan->Cut(seq_lens, params, total);
+    plan->FinishWorkers();
+    return absl::OkStatus();
+  }
+  DecodePlanParams single = params;
+  single.head_group = 1;
+  plan->Cut(seq_lens, single, total);
+  // Head groups only as whole units (nothing split) whose busiest worker
+  // costs at most 1/32 more (see DecodePlanParams::head_group).
+  if (params.head_group > 1) {
+    const int64_t single_cost = plan->MaxWorkerCost();
+    const int64_t units_cost =
+        WholePairsMaxCost(seq_lens, params, single_cost + single_cost / 32);
+    if (units_cost >= 0) {
+      plan->ResetItems();
+      plan->params_ = params;
+      plan->CutWholePairs(units_cost);
+    }
+  }
+  plan->FinishWorkers();
+  return absl::OkStatus();
+}
+
+// The best of the three cuts for `params` (BuildDecodePlan).
+void DecodePlan::Cut(absl::Span<const int32_t> seq_lens,
+                     const DecodePlanParams& params, int64_t total) {
+  params_ = params;
+  CutStream(total);
   // With no more pairs than workers, a pair may instead get whole workers:
   // one piece each, so no worker pays two items' fixed costs (a worker that
   // a stream cut gives the end of one pair and the start of the next runs
   // both). Taken when its busiest worker costs no more: on a tie it has the
   // fewer pieces, and the last piece of a pair merges them all (B = 1, L =
   // 4096, 8 KV heads, item cost 128: 16 pieces a head, not 16 or 17).
-  const int64_t stream_cost = plan->MaxWorkerCost();
+  const int64_t stream_cost = MaxWorkerCost();
   const int64_t piece_tiles = WholeWorkersPieceTiles(seq_lens, params);
   const int64_t workers_cost =
-      piece_tiles > 0 ? WholeWorkersMaxCost(seq_lens, params, piece_tiles)
-                      : -1;
+      piece_tiles > 0 ? WholeWorkersMaxCost(seq_lens, params, piece_tiles) : -1;
   const bool whole_workers = workers_cost >= 0 && workers_cost <= stream_cost;
   const int64_t best_cost = whole_workers ? workers_cost : stream_cost;
   // And a cut at pair boundaries only, when it costs no more than the
   // better of those: no pair split, so no partials and no merges.
   const int64_t pairs_cost = WholePairsMaxCost(seq_lens, params, best_cost);
   if (pairs_cost >= 0) {
-    plan->ResetItems();
-    plan->CutWholePairs(pairs_cost);
+    ResetItems();
+    CutWholePairs(pairs_cost);
   } else if (whole_workers) {
-    plan->ResetItems();
-    plan->CutWholeWorkers(piece_tiles);
+    ResetItems();
+    CutWholeWorkers(piece_tiles);
   }
-  plan->FinishWorkers();
-  return absl::OkStatus();
 }
 
 }  // namespace tailor::plan

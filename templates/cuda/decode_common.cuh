@@ -538,6 +538,57 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
   DecodeConsumerSync<kNamedSync>();
 }
 
+// The end of an item that one warp computed alone (head groups: warp w owns
+// head w of the group for the whole item, so no warps combine): writes out /
+// lse or the partial slot, and for a piece of a split pair arrives on the
+// pair's counter. Returns (on every lane) whether this piece arrived last,
+// i.e. the caller must merge the pair (DecodeMergePieces, then reset the
+// counter).
+template <Half16 kType, int kHeadDim, int kGroup>
+TAILOR_DEVICE bool DecodeFinishWarpItem(const DecodeKernelParams& p,
+                                        const DecodeWorkItem& item,
+                                        const DecodeWarpState<kHeadDim>& st,
+                                        int lane) {
+  const int group = DecodeGroupOf<kGroup>(p);
+  const long long head0 = static_cast<long long>(item.kv_head) * group;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // rows lane / 4 and lane / 4 + 8
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = lane / 4 + 8 * h;
+    if (row >= group) continue;
+    const float scale = l > 0 ? 1.0f / l : 0.0f;
+    const float lse2 = l > 0 ? st.m[h] + log2f(l) : NegativeInfinity();
+    unsigned short* dst =
+        item.partial < 0
+            ? static_cast<unsigned short*>(p.out) + item.seq * p.out_stride_b +
+                  (head0 + row) * p.out_stride_h
+            : static_cast<unsigned short*>(p.partial_out) +
+                  (static_cast<long long>(item.partial) * group + row) *
+                      kHeadDim;
+#pragma unroll
+    for (int n = 0; n < DecodeWarpState<kHeadDim>::kNTiles; ++n) {
+      DecodeStore2<kType>(dst + n * 8 + 2 * (lane % 4), st.o[n][2 * h] * scale,
+                          st.o[n][2 * h + 1] * scale);
+    }
+    if (lane % 4 != 0) continue;
+    if (item.partial >= 0) {
+      p.partial_lse[item.partial * group + row] = lse2;
+    } else if (p.lse != nullptr) {
+      p.lse[item.seq * p.lse_stride_b + head0 + row] =
+          lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;
+    }
+  }
+  if (item.partial < 0) return false;
+  __syncwarp();  // the warp's partial, before lane 0's release
+  int last = 0;
+  if (lane == 0) {
+    last = ArriveAcqRel(p.counters + item.first_partial) == item.pieces - 1;
+  }
+  return __shfl_sync(0xffffffffu, last, 0) != 0;
+}
+
 }  // namespace tailor::cuda
 
 #endif  // TAILOR_TEMPLATES_CUDA_DECODE_COMMON_CUH_

@@ -64,6 +64,17 @@ inline constexpr int kDecodeErrorWords = 3;
 //     decode_h100.txt): up to -12 % at 67-136 MB of KV, but +2-3 % from
 //     ~500 MB, so the backend sets it for batches up to 4 L2s of KV.
 inline constexpr int kDecodeLaunchEvictFirst = 1;
+//   kDecodeLaunchHeadGroups  the plan's items come in head groups
+//     (plan::DecodePlanParams::head_group = kDecodeHeadGroup): runs of 4
+//     items, heads h .. h + 3 of one sequence over one token range. The TMA
+//     kernel then loads 16 tokens of all 4 heads in one copy (16 KB for D =
+//     128, against 4 KB a head: scattered 4 KB reads stream ~3 % slower,
+//     bench/results/decode_h100.txt) and warp w computes head h + w alone.
+//     Other kernels run the items one by one, as any plan's.
+inline constexpr int kDecodeLaunchHeadGroups = 2;
+
+// KV heads of a head group: one per consumer warp.
+inline constexpr int kDecodeHeadGroup = kDecodeConsumerWarps;
 
 struct DecodeKernelParams {
   // TMA variant: maps over the whole caches, rank 5, innermost first:
@@ -74,6 +85,11 @@ struct DecodeKernelParams {
   // page id is the last coordinate. Unused by the cp.async variant.
   TensorMap k_map;
   TensorMap v_map;
+  // Head groups (kDecodeLaunchHeadGroups): the same maps with the box
+  // {64, 16, D / 64, kDecodeHeadGroup, 1}, landing as kDecodeHeadGroup
+  // per-head boxes of 16 tokens. Set only for such plans.
+  TensorMap k_heads_map;
+  TensorMap v_heads_map;
   const void* q;  // [B, Hq, D]
   long long q_stride_b;
   long long q_stride_h;
@@ -131,7 +147,7 @@ struct DecodeSmemLayout {
   unsigned row_scale;    // [4 warps][16] f32
   unsigned masks;        // [stages] u64 valid-token bits of each tile
   unsigned barriers;     // [2 * stages] u64 mbarriers (full, empty)
-  unsigned flag;         // int: this CTA merges
+  unsigned flag;         // int: this CTA merges ([4] with head groups)
   unsigned total;        // bytes used
 };
 
@@ -158,6 +174,15 @@ inline constexpr DecodeSmemLayout MakeDecodeSmemLayout(int head_dim, int group,
   l.flag = l.barriers + 2 * stages * 8;
   l.total = l.flag + 16;
   return l;
+}
+
+// Head groups: warp w's query rows (16 rows of q_row_bytes) live at q_stage
+// + w q_bytes, over the query and merge buffers that such items do not use
+// (no stage carries query rows, no warps combine). True when they fit.
+inline constexpr bool DecodeHeadGroupFits(int head_dim, int group, int stages) {
+  const DecodeSmemLayout l = MakeDecodeSmemLayout(head_dim, group, stages);
+  return l.merge_max - l.q_stage >= kDecodeHeadGroup * l.q_bytes &&
+         l.flag + 4 * kDecodeHeadGroup <= l.total;
 }
 
 // Dynamic shared memory to request: the layout plus the slack that aligns

@@ -74,6 +74,12 @@ struct DecodeSm90Kernel {
       MakeDecodeSmemLayout(kHeadDim, kGroup, kStages);
   static_assert(kBoxBytes % 1024 == 0,
                 "boxes keep the 1024-byte alignment of the 128B swizzle");
+  // Head groups (kDecodeLaunchHeadGroups): a stage is 16 tokens of 4 heads,
+  // box w holding head w's 16 tokens, as a 64-token tile of one head holds
+  // its 4 boxes of 16: the consumers' math is the same. Built for pages of
+  // 16 (one page a stage) where the warps' query rows fit.
+  static constexpr bool kHeadGroups =
+      kPageSize == 16 && DecodeHeadGroupFits(kHeadDim, kGroup, kStages);
 
   struct Shared {
     unsigned char* base;        // 1024-byte aligned
@@ -165,11 +171,81 @@ struct DecodeSm90Kernel {
                                : kDecodeNoPage;
   }
 
+  // Head groups: the stage of 16 tokens (one page) of the group's 4 heads
+  // from `item` (the group's first head): one K and one V copy, each 4
+  // boxes of 16 tokens (lane 0 does it all).
+  static TAILOR_DEVICE void LoadHeadsTile(const Params& p, const Shared& sh,
+                                          const DecodeWorkItem& item,
+                                          int device_len, int tile, int stage,
+                                          int page, bool evict_first) {
+    const int tile_first = item.kv_begin + tile * kBoxTokens;
+    const int end =
+        DecodeAttendedEnd<kPageSize>(p, item, device_len, /*report=*/tile == 0);
+    if (tile_first < end) {
+      DecodeReportPage<kPageSize>(p, item, tile_first, page);
+    } else {
+      page = kDecodeNoPage;
+    }
+    const bool load = DecodePageValid(p, page);
+    // Tokens attended, the same 16 bits for every head's warp.
+    const int attended = load ? min(end - tile_first, kBoxTokens) : 0;
+    const unsigned long long bits = (1ull << attended) - 1;
+    sh.masks[stage] = bits | bits << 16 | bits << 32 | bits << 48;
+    sh.full[stage].ArriveExpectTx(load ? 2 * kDecodeHeadGroup * kBoxBytes : 0);
+    if (!load) return;
+    const int coords[5] = {0, 0, 0, item.kv_head, page};
+    unsigned char* k_tile = KTile(sh, stage);
+    if (evict_first) {
+      const unsigned long long policy = L2EvictFirstPolicy();
+      TmaLoad5Hinted(k_tile, &p.k_heads_map, coords, &sh.full[stage], policy);
+      TmaLoad5Hinted(k_tile + kLayout.tile_bytes, &p.v_heads_map, coords,
+                     &sh.full[stage], policy);
+    } else {
+      TmaLoad<5>(k_tile, &p.k_heads_map, coords, &sh.full[stage]);
+      TmaLoad<5>(k_tile + kLayout.tile_bytes, &p.v_heads_map, coords,
+                 &sh.full[stage]);
+    }
+  }
+
+  // Head groups: every 4th item opens a group; its pages, 16 tokens a stage.
+  static TAILOR_DEVICE void ProduceHeads(const Params& p, const Shared& sh,
+                                         int first, int last,
+                                         const DecodeWorkItem& head,
+                                         bool evict_first, int lane) {
+    unsigned k = 0;  // stages issued so far
+    for (int i = first; i < last; i += kDecodeHeadGroup) {
+      const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
+      const int tiles =
+          (item.kv_end - item.kv_begin + kBoxTokens - 1) / kBoxTokens;
+      int window_page = WindowPage(p, item, 0, lane);  // as in Produce
+      const int device_len = __ldg(p.seq_lens + item.seq);
+      if (tiles == 0 && lane == 0) {
+        DecodeAttendedEnd<kPageSize>(p, item, device_len, true);
+      }
+      for (int j = 0; j < tiles; ++j, ++k) {
+        if (j % 32 == 0 && j > 0) window_page = WindowPage(p, item, j, lane);
+        const int page = __shfl_sync(0xffffffffu, window_page, j % 32);
+        const int stage = k % kStages;
+        sh.empty[stage].Wait(((k / kStages) & 1u) ^ 1u);
+        if (lane == 0) {
+          LoadHeadsTile(p, sh, item, device_len, j, stage, page, evict_first);
+        }
+        __syncwarp();
+      }
+    }
+  }
+
   static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh,
                                     int first, int last,
                                     const DecodeWorkItem& head, int flags,
                                     int lane) {
     const bool evict_first = (flags & kDecodeLaunchEvictFirst) != 0;
+    if constexpr (kHeadGroups) {
+      if (flags & kDecodeLaunchHeadGroups) {
+        ProduceHeads(p, sh, first, last, head, evict_first, lane);
+        return;
+      }
+    }
     unsigned k = 0;  // tiles issued so far
     for (int i = first; i < last; ++i) {
       const DecodeWorkItem item = DecodeItemAt(p, i, first, head);
@@ -205,10 +281,77 @@ struct DecodeSm90Kernel {
 
   // ---- consumers
   // ---------------------------------------------------------------
+  // Head groups: warp w computes item i + w of each group alone, from its
+  // own query rows (loaded here: no stage carries them), and ends it with
+  // DecodeFinishWarpItem; pairs whose last piece ended here are merged by
+  // all consumer warps, one after the other.
+  static TAILOR_DEVICE void ConsumeHeads(const Params& p, const Shared& sh,
+                                         int first, int last,
+                                         const DecodeWorkItem& head, int warp,
+                                         int lane) {
+    unsigned char* rows = sh.base + kLayout.q_stage + warp * kLayout.q_bytes;
+    int* merges = reinterpret_cast<int*>(sh.base + kLayout.flag);
+    constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks of a row
+    unsigned k = 0;                        // stages consumed so far
+    DecodeWarpState<kHeadDim> st;
+    for (int i = first; i < last; i += kDecodeHeadGroup) {
+      const DecodeWorkItem item = DecodeItemAt(p, i + warp, first, head);
+      const int tiles =
+          (item.kv_end - item.kv_begin + kBoxTokens - 1) / kBoxTokens;
+      // The item's query rows; rows >= kGroup zero (the MMA's 16 rows).
+      // (16-byte aligned rows, as the other path's bulk copies need.)
+      const unsigned short* q = static_cast<const unsigned short*>(p.q) +
+                                item.seq * p.q_stride_b +
+                                (item.kv_head * kGroup) * p.q_stride_h;
+      __syncwarp();  // the previous item's last reads of the rows
+      for (int e = lane; e < 16 * kChunks; e += 32) {
+        const int row = e / kChunks, chunk = e % kChunks;
+        const uint4 v =
+            row < kGroup
+                ? __ldg(reinterpret_cast<const uint4*>(q + row * p.q_stride_h) +
+                        chunk)
+                : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(rows + row * kLayout.q_row_bytes +
+                                  chunk * 16) = v;
+      }
+      __syncwarp();
+      st.Reset();
+      for (int j = 0; j < tiles; ++j, ++k) {
+        const int stage = k % kStages;
+        sh.full[stage].Wait((k / kStages) & 1u);
+        const unsigned valid16 =
+            static_cast<unsigned>(sh.masks[stage] >> (16 * warp)) & 0xffffu;
+        const unsigned k_tile = SharedAddress(KTile(sh, stage));
+        DecodeWarpTile<kType, kHeadDim, kBoxTokens>(
+            p, k_tile, k_tile + kLayout.tile_bytes, SharedAddress(rows),
+            kLayout.q_row_bytes, valid16, warp, lane, st);
+        __syncwarp();
+        if (lane == 0) sh.empty[stage].Arrive();
+      }
+      const bool merge =
+          DecodeFinishWarpItem<kType, kHeadDim, kGroup>(p, item, st, lane);
+      if (lane == 0) merges[warp] = merge;
+      DecodeConsumerSync<true>();
+      for (int w = 0; w < kDecodeHeadGroup; ++w) {
+        if (!merges[w]) continue;
+        const DecodeWorkItem done = DecodeItemAt(p, i + w, first, head);
+        DecodeMergePieces<kType, kHeadDim, kGroup>(p, done, warp * 32 + lane);
+        if (warp == 0 && lane == 0) p.counters[done.first_partial] = 0;
+      }
+      DecodeConsumerSync<true>();  // merges[] is rewritten by the next group
+    }
+  }
+
   static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh,
                                     int first, int last,
-                                    const DecodeWorkItem& head, int warp,
-                                    int lane) {
+                                    const DecodeWorkItem& head, int flags,
+                                    int warp, int lane) {
+    if constexpr (kHeadGroups) {
+      if (flags & kDecodeLaunchHeadGroups) {
+        ConsumeHeads(p, sh, first, last, head, warp, lane);
+        return;
+      }
+    }
     const unsigned q_rows = SharedAddress(sh.base + kLayout.q);
     unsigned k = 0;  // tiles consumed so far
     DecodeWarpState<kHeadDim> st;
@@ -280,7 +423,7 @@ struct DecodeSm90Kernel {
     if (warp == kProducerWarp) {
       Produce(p, sh, first, last, head, flags, lane);
     } else {
-      Consume(p, sh, first, last, head, warp, lane);
+      Consume(p, sh, first, last, head, flags, warp, lane);
     }
 #ifdef TAILOR_DECODE_TRACE
     __syncthreads();

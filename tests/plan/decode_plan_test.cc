@@ -44,10 +44,16 @@ void ExpectValidPlan(const DecodePlan& plan, const std::vector<int32_t>& lens,
       EXPECT_EQ(plan.first_items()[w], items[begin[w]]) << "worker " << w;
     }
   }
+  // The head group the plan took: the requested one or 1.
+  const int32_t g = plan.params().head_group;
+  EXPECT_TRUE(g == params.head_group || g == 1);
+  if (g > 1 && !params.head_group_always) {
+    EXPECT_EQ(plan.num_partials(), 0);  // groups split nothing
+  }
   EXPECT_LE(
       static_cast<int64_t>(items.size()),
-      MaxDecodeItems(lens.size(), params.num_kv_heads, params.num_workers));
-  EXPECT_LE(plan.num_partials(), MaxDecodePartials(params.num_workers));
+      MaxDecodeItems(lens.size(), params.num_kv_heads, params.num_workers, g));
+  EXPECT_LE(plan.num_partials(), MaxDecodePartials(params.num_workers, g));
   // Pieces of each pair: in order, back to back, covering [0, len).
   std::map<std::pair<int32_t, int32_t>, std::vector<DecodeWorkItem>> pairs;
   for (const DecodeWorkItem& item : items) {
@@ -94,10 +100,29 @@ void ExpectValidPlan(const DecodePlan& plan, const std::vector<int32_t>& lens,
   for (int32_t w = 0; w < params.num_workers; ++w) {
     for (int32_t i = begin[w]; i < begin[w + 1]; ++i) worker_of[i] = w;
   }
-  for (size_t i = 1; i < items.size(); ++i) {
-    if (items[i].seq == items[i - 1].seq &&
-        items[i].kv_head == items[i - 1].kv_head) {
-      EXPECT_GT(worker_of[i], worker_of[i - 1]) << "item " << i;
+  for (size_t i = g; i < items.size(); ++i) {
+    if (items[i].seq == items[i - g].seq &&
+        items[i].kv_head == items[i - g].kv_head) {
+      EXPECT_GT(worker_of[i], worker_of[i - g]) << "item " << i;
+    }
+  }
+  // Head groups: items come in runs of g on one worker, heads h0 .. h0 + g
+  // - 1 (h0 a multiple of g) of one sequence over one token range.
+  ASSERT_EQ(items.size() % g, 0u);
+  for (int32_t w = 0; w < params.num_workers; ++w) {
+    EXPECT_EQ(begin[w] % g, 0) << "worker " << w;
+  }
+  for (size_t i = 0; i < items.size(); i += g) {
+    EXPECT_EQ(items[i].kv_head % g, 0) << "item " << i;
+    for (int32_t h = 1; h < g; ++h) {
+      const DecodeWorkItem& a = items[i];
+      const DecodeWorkItem& b = items[i + h];
+      EXPECT_EQ(b.seq, a.seq) << "item " << i + h;
+      EXPECT_EQ(b.kv_head, a.kv_head + h) << "item " << i + h;
+      EXPECT_EQ(b.kv_begin, a.kv_begin) << "item " << i + h;
+      EXPECT_EQ(b.kv_end, a.kv_end) << "item " << i + h;
+      EXPECT_EQ(b.pieces, a.pieces) << "item " << i + h;
+      EXPECT_EQ(worker_of[i + h], worker_of[i]) << "item " << i + h;
     }
   }
 }
@@ -118,13 +143,65 @@ TEST(DecodePlanTest, HeaderExample) {
   ExpectValidPlan(plan, lens, Params(1, 4, 16, 16, 0));
 }
 
+// Two KV heads in groups of two, 4 workers, tiles and pages of 16, no item
+// cost. Lengths {64, 64, 64, 64}: one head an item, the best cut gives each
+// worker two whole pairs (cost 128); the groups cost the same whole, so the
+// plan takes them: worker b runs sequence b's heads 0 and 1 over the same
+// tokens. Lengths {64, 16}: whole groups would cost 128 against 48 (the
+// pairs split over the workers), so the plan keeps one head an item.
+TEST(DecodePlanTest, HeadGroupsOnlyWholeAndNoCostlier) {
+  DecodePlan plan;
+  DecodePlanParams params = Params(2, 4, 16, 16, 0);
+  params.head_group = 2;
+  const std::vector<int32_t> even = {64, 64, 64, 64};
+  TAILOR_ASSERT_OK(BuildDecodePlan(even, params, &plan));
+  ExpectValidPlan(plan, even, params);
+  EXPECT_EQ(plan.params().head_group, 2);
+  EXPECT_THAT(plan.items(),
+              ElementsAre(DecodeWorkItem{0, 0, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{0, 1, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{1, 0, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{1, 1, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{2, 0, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{2, 1, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{3, 0, 0, 64, 64, -1, -1, 1},
+                          DecodeWorkItem{3, 1, 0, 64, 64, -1, -1, 1}));
+  EXPECT_THAT(plan.worker_begin(), ElementsAre(0, 2, 4, 6, 8));
+  EXPECT_EQ(plan.stats().max_worker_cost, 128);
+  const std::vector<int32_t> uneven = {64, 16};
+  TAILOR_ASSERT_OK(BuildDecodePlan(uneven, params, &plan));
+  ExpectValidPlan(plan, uneven, params);
+  EXPECT_EQ(plan.params().head_group, 1);
+  EXPECT_EQ(plan.stats().max_worker_cost, 48);
+  // B = 1 on the H100 grid: groups would put 4 heads' 4096 tokens in one
+  // item; the plan splits the pairs one head an item.
+  params = Params(4, 264, 64, 16, 16);
+  params.head_group = 4;
+  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, params, &plan));
+  EXPECT_EQ(plan.params().head_group, 1);
+  EXPECT_EQ(plan.stats().split_pairs, 4);
+  // Always (tests, A/B runs): groups whatever they cost, split if need be.
+  params.head_group_always = true;
+  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, params, &plan));
+  ExpectValidPlan(plan, {4096}, params);
+  EXPECT_EQ(plan.params().head_group, 4);
+  EXPECT_EQ(plan.stats().split_pairs, 4);
+}
+
 TEST(DecodePlanTest, RandomBatchesAreValid) {
   std::mt19937_64 rng(TestSeed());
   DecodePlan plan;  // reused: rebuilds must not leak state
   for (int trial = 0; trial < 300; ++trial) {
-    const DecodePlanParams params =
+    DecodePlanParams params =
         Params(1 + rng() % 9, 1 + rng() % 200, 1 << (rng() % 8), 1 + rng() % 64,
                rng() % 64);
+    // Every other trial groups heads: a random divisor of num_kv_heads.
+    if (trial % 2 == 1) {
+      do {
+        params.head_group = 1 + rng() % params.num_kv_heads;
+      } while (params.num_kv_heads % params.head_group != 0);
+      params.head_group_always = trial % 4 == 3;
+    }
     std::vector<int32_t> lens(rng() % 40);
     for (int32_t& n : lens) {
       n = rng() % 4 == 0 ? 0
@@ -145,15 +222,20 @@ void ExpectBalanced(const std::vector<int32_t>& lens,
   ExpectValidPlan(plan, lens, params);
   const DecodePlanStats s = plan.stats();
   SCOPED_TRACE(plan.ToString());
-  EXPECT_LE(s.max_worker_cost, s.mean_worker_cost + params.tile_tokens +
-                                   params.page_size +
-                                   3 * params.item_cost_tokens);
+  // One head an item: the bound above; whole head groups may cost 1/32 more.
+  const double bound = s.mean_worker_cost + params.tile_tokens +
+                       params.page_size + 3 * params.item_cost_tokens;
+  EXPECT_LE(s.max_worker_cost,
+            plan.params().head_group > 1 ? bound * 33 / 32 : bound);
 }
 
 TEST(DecodePlanTest, BalancesTheAnchorShapes) {
-  // The H100 grid (132 SMs): Llama (8 KV heads) and Qwen3 (4 KV heads).
-  for (int32_t heads : {8, 4}) {
-    const DecodePlanParams params = Params(heads, 132, 64, 16, 16);
+  // The H100 grid (132 SMs): Llama (8 KV heads) and Qwen3 (4 KV heads), and
+  // both with heads in groups of 4 where they are whole and cheap enough.
+  for (auto [heads, group] : {std::pair{8, 1}, {4, 1}, {8, 4}, {4, 4}}) {
+    SCOPED_TRACE(absl::StrCat(heads, " heads, groups of ", group));
+    DecodePlanParams params = Params(heads, 132, 64, 16, 16);
+    params.head_group = group;
     ExpectBalanced({4096}, params);
     ExpectBalanced({32768}, params);
     ExpectBalanced(std::vector<int32_t>(8, 32768), params);
@@ -327,6 +409,17 @@ TEST(DecodePlanTest, RejectsBadArguments) {
   EXPECT_THAT(BuildDecodePlan({3, -2}, Params(1, 4, 16, 16, 0), &plan),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "seq_lens[1]: must be in [0, 1073741824], got -2"));
+  DecodePlanParams grouped = Params(4, 4, 16, 16, 0);
+  grouped.head_group = 3;
+  EXPECT_THAT(BuildDecodePlan({1}, grouped, &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.head_group: must divide num_kv_heads (4), got "
+                       "3"));
+  grouped.head_group = 0;
+  EXPECT_THAT(BuildDecodePlan({1}, grouped, &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.head_group: must divide num_kv_heads (4), got "
+                       "0"));
   EXPECT_EQ(plan.batch(), 0);  // left empty
   EXPECT_THAT(plan.Reserve(-1, Params(1, 4, 16, 16, 0)),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -125,14 +125,17 @@ struct DecodeLimits {
 // What the last PlanDecode planned, for logs, tests and benches.
 struct DecodePlanSummary {
   int32_t batch = 0;
-  int32_t workers = 0;           // CUDA: CTAs of the grid; CPU: tasks
-  int32_t busy_workers = 0;      // workers with work
-  int32_t items = 0;             // pieces run (whole pairs included)
-  int32_t split_pairs = 0;       // (sequence, KV head) pairs in pieces
-  int32_t partials = 0;          // pieces merged by log-sum-exp
-  int64_t tokens = 0;            // KV tokens read, times KV heads
-  int64_t max_worker_cost = 0;   // tokens of the busiest worker (+ overheads)
-  double mean_worker_cost = 0;   // over all workers
+  int32_t workers = 0;          // CUDA: CTAs of the grid; CPU: tasks
+  int32_t busy_workers = 0;     // workers with work
+  int32_t items = 0;            // pieces run (whole pairs included)
+  int32_t split_pairs = 0;      // (sequence, KV head) pairs in pieces
+  int32_t partials = 0;         // pieces merged by log-sum-exp
+  int64_t tokens = 0;           // KV tokens read, times KV heads
+  int64_t max_worker_cost = 0;  // tokens of the busiest worker (+ overheads)
+  double mean_worker_cost = 0;  // over all workers
+  // KV heads whose pieces run together on one worker (CUDA sm_90a: one TMA
+  // copy loads a page of 4 heads); 1: each (sequence, KV head) on its own.
+  int32_t head_group = 1;
   std::string ToString() const;  // "batch=1 workers=132/132 items=140 ..."
 };
 

@@ -178,8 +178,8 @@ GenericKernelId GenericDecodeId(const DecodeShape& shape) {
 }  // namespace
 
 TensorMapSpec DecodeCacheMapSpec(const DecodeShape& s, int64_t num_pages,
-                                 const void* cache,
-                                 const int64_t (&strides)[3]) {
+                                 const void* cache, const int64_t (&strides)[3],
+                                 int box_heads) {
   constexpr uint64_t kBytes = 2;
   const uint32_t box_tokens =
       static_cast<uint32_t>(std::min<int64_t>(s.page_size, kDecodeTileTokens));
@@ -195,8 +195,8 @@ TensorMapSpec DecodeCacheMapSpec(const DecodeShape& s, int64_t num_pages,
   spec.global_strides = {static_cast<uint64_t>(strides[1]) * kBytes, 128,
                          static_cast<uint64_t>(strides[2]) * kBytes,
                          static_cast<uint64_t>(strides[0]) * kBytes};
-  spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64), 1,
-                   1};
+  spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64),
+                   static_cast<uint32_t>(box_heads), 1};
   spec.swizzle = TensorMapSwizzle::k128B;
   spec.l2_promotion = TensorMapL2Promotion::k256B;
   return spec;
@@ -206,6 +206,25 @@ bool DecodeTmaPageSize(int64_t page_size) {
   return page_size >= 8 && page_size <= 256 && page_size % 8 == 0 &&
          (kDecodeTileTokens % page_size == 0 ||
           page_size % kDecodeTileTokens == 0);
+}
+
+bool DecodeHeadGroupsFit(const DecodeShape& shape, int stages,
+                         absl::string_view arch) {
+  return arch == "sm_90a" && shape.page_size == 16 &&
+         shape.num_kv_heads % kDecodeHeadGroup == 0 &&
+         DecodeHeadGroupFits(static_cast<int>(shape.head_dim),
+                             static_cast<int>(shape.group), stages);
+}
+
+int DecodeHeadGroupFor(const DecodeShape& shape,
+                       absl::Span<const int32_t> seq_lens, int workers,
+                       bool fits, int forced) {
+  if (!fits) return 1;
+  if (seq_lens.empty()) return kDecodeHeadGroup;
+  if (forced != 0) return forced;
+  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
+  return tiles >= kDecodeHeadGroupMinTilesPerWorker * workers ? kDecodeHeadGroup
+                                                              : 1;
 }
 
 int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
@@ -354,7 +373,8 @@ absl::Status CudaDecodeKernels::QueryDevice() {
 }
 
 absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
-                                               const char* stages) {
+                                               const char* stages,
+                                               const char* head_group) {
   auto parse = [](const char* name, const char* text, int lo, int hi,
                   int& out) -> absl::Status {
     if (text == nullptr) return absl::OkStatus();
@@ -372,6 +392,14 @@ absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
                                1, 4, tuning.workers_per_sm));
   TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_STAGES", stages, 2,
                                kDecodeMaxStages, tuning.stages));
+  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_HEAD_GROUP", head_group, 1,
+                               kDecodeHeadGroup, tuning.head_group));
+  if (tuning.head_group != 0 && tuning.head_group != 1 &&
+      tuning.head_group != kDecodeHeadGroup) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TAILOR_DECODE_HEAD_GROUP: must be 1 or ",
+                     kDecodeHeadGroup, ", got \"", head_group, "\""));
+  }
   return tuning;
 }
 
@@ -379,7 +407,8 @@ namespace {
 DecodeTuning TuningFromEnv() {
   absl::StatusOr<DecodeTuning> tuning =
       ParseDecodeTuning(std::getenv("TAILOR_DECODE_WORKERS_PER_SM"),
-                        std::getenv("TAILOR_DECODE_STAGES"));
+                        std::getenv("TAILOR_DECODE_STAGES"),
+                        std::getenv("TAILOR_DECODE_HEAD_GROUP"));
   if (tuning.ok()) return *tuning;
   tailor::internal::Logger().warn("{}; using the defaults",
                                   tuning.status().message());
@@ -440,19 +469,29 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
               DecodeEvictFirstMaxTokens(shape, l2_bytes_.load())
           ? kDecodeLaunchEvictFirst
           : 0;
+  DecodePlanConfig config{.tile_tokens = kDecodeTileTokens,
+                          .item_cost_tokens = kItemCostTokens};
   if (tuning_.workers_per_sm != 0) {
-    return DecodePlanConfig{.num_workers = workers(tuning_.workers_per_sm),
-                            .tile_tokens = kDecodeTileTokens,
-                            .item_cost_tokens = kItemCostTokens,
-                            .launch_flags = flags};
+    config.num_workers = workers(tuning_.workers_per_sm);
+  } else {
+    config.num_workers = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
+    config.cut_workers =
+        DecodeCutWorkers(shape, seq_lens, config.num_workers, sms);
   }
-  const int grid = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
-  return DecodePlanConfig{
-      .num_workers = grid,
-      .tile_tokens = kDecodeTileTokens,
-      .item_cost_tokens = kItemCostTokens,
-      .cut_workers = DecodeCutWorkers(shape, seq_lens, grid, sms),
-      .launch_flags = flags};
+  TAILOR_ASSIGN_OR_RETURN(const int stages,
+                          StagesFor(shape, config.num_workers));
+  config.head_group = DecodeHeadGroupFor(
+      shape, seq_lens, config.num_workers,
+      DecodeHeadGroupsFit(shape, stages, backend_.arch()),
+      forced_head_group_.load() != 0 ? forced_head_group_.load()
+                                     : tuning_.head_group);
+  // Forced (tests, TAILOR_DECODE_HEAD_GROUP=4): grouped whatever it costs.
+  config.head_group_always =
+      config.head_group > 1 &&
+      (forced_head_group_.load() != 0 || tuning_.head_group != 0);
+  config.launch_flags = flags;
+  config.head_group_flags = kDecodeLaunchHeadGroups;
+  return config;
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {
@@ -545,11 +584,21 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
   } else if (launch.num_pages < 1) {
     tma_status = absl::FailedPreconditionError("the caches have no pages");
   } else {
-    for (const auto& [map, cache, strides] :
-         {std::tuple{&params.k_map, launch.k_cache, &launch.k_strides},
-          std::tuple{&params.v_map, launch.v_cache, &launch.v_strides}}) {
+    // The head groups' maps whenever a plan of this shape may use them: a
+    // captured graph keeps these params for every plan it replays.
+    const int box_heads = DecodeHeadGroupsFit(shape, stages, backend_.arch())
+                              ? kDecodeHeadGroup
+                              : 0;
+    for (const auto& [map, cache, strides, heads] :
+         {std::tuple{&params.k_map, launch.k_cache, &launch.k_strides, 1},
+          std::tuple{&params.v_map, launch.v_cache, &launch.v_strides, 1},
+          std::tuple{&params.k_heads_map, launch.k_cache, &launch.k_strides,
+                     box_heads},
+          std::tuple{&params.v_heads_map, launch.v_cache, &launch.v_strides,
+                     box_heads}}) {
+      if (heads == 0) continue;
       const TensorMapSpec spec =
-          DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides);
+          DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides, heads);
       tma_status = CheckTensorMap(spec, backend_.compute_capability());
       if (!tma_status.ok()) break;
       absl::StatusOr<const TensorMapBytes*> bytes =

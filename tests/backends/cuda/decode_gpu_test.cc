@@ -26,6 +26,7 @@
 #include "backends/cuda/decode_gpu_test_util.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
+#include "templates/cuda/decode_params.h"
 #include "test_util.h"
 
 namespace tailor::attention::testing {
@@ -62,6 +63,67 @@ TEST_F(DecodeGpuTest, MatchesReferenceOnEveryPath) {
   }
 }
 
+// Head groups (kDecodeLaunchHeadGroups): plans whose items run 4 KV heads
+// together, forced on every case the TMA kernel runs them for (pages of 16,
+// KV heads a multiple of 4), on both paths: the TMA kernel loads a page of
+// 4 heads a copy; the cp.async kernel runs the same items one by one.
+TEST_F(DecodeGpuTest, HeadGroupsMatchTheReference) {
+  std::vector<PagedCase> cases;
+  for (const PagedCase& c : Cases()) {
+    if (c.page_size == 16 && c.num_kv_heads % 4 == 0) cases.push_back(c);
+  }
+  std::mt19937 rng(TestSeed());
+  PagedCase wide = {.page_size = 16,  // D = 256; 64 sequences split units
+                    .num_qo_heads = 16,
+                    .num_kv_heads = 4,
+                    .head_dim = 256,
+                    .dtype = DType::kBF16,
+                    .layout = KvLayout::kHnd,
+                    .shared_prefix_pages = 1,
+                    .seed = TestSeed() + 30};
+  for (int i = 0; i < 64; ++i) wide.lens.push_back(rng() % 1500);
+  wide.lens[5] = 9000;
+  cases.push_back(wide);
+  cases.push_back({.lens = {0, 1, 15, 16, 17, 577, 2049},
+                   .page_size = 16,
+                   .num_qo_heads = 8,  // MHA, D = 64
+                   .num_kv_heads = 8,
+                   .head_dim = 64,
+                   .dtype = DType::kF16,
+                   .layout = KvLayout::kNhd,
+                   .padding_rows = 1,
+                   .seed = TestSeed() + 31});
+  const bool hopper = env_->backend().arch() == "sm_90a";
+  kernels_->ForceHeadGroupForTesting(cuda::kDecodeHeadGroup);
+  for (const PagedCase& c : cases) {
+    PagedBatch p = BuildPagedBatch(c);
+    DeviceBatch d(api(), p);
+    TAILOR_ASSERT_OK(d.Upload(p));
+    DecodeWorkspace ws;
+    Reserve(LimitsOf(c, c.batch()), ws);
+    TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
+    EXPECT_EQ(ws.plan().head_group, hopper ? cuda::kDecodeHeadGroup : 1)
+        << c.ToString();
+    for (Path path : {Path::kTma, Path::kCpAsync}) {
+      if (path == Path::kTma && !hopper) continue;
+      SCOPED_TRACE(absl::StrCat(path == Path::kTma ? "tma " : "cp.async ",
+                                c.ToString()));
+      kernels_->ForcePathForTesting(path);
+      TAILOR_ASSERT_OK(d.out.Fill(0x7f));
+      TAILOR_ASSERT_OK(RunDecode(runtime(), d.Args(p, device(), stream()), ws));
+      TAILOR_ASSERT_OK(stream_->Synchronize());
+      TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
+      const Errors err = Check(d, p, 1.0 / std::sqrt(double(c.head_dim)));
+      std::printf("heads %-9s rel %.2e lse %.2e | %s | %s\n",
+                  path == Path::kTma ? "tma" : "cp.async", err.out_rel,
+                  err.lse_abs, c.ToString().c_str(),
+                  ws.plan().ToString().c_str());
+      EXPECT_LE(err.out_rel, Bound(c.dtype)) << "worst " << err.worst;
+      EXPECT_LE(err.lse_abs, 2e-3);
+    }
+  }
+}
+
 TEST_F(DecodeGpuTest, AutoPicksTmaOnHopperWhenLegal) {
   PagedCase c = {.lens = {100, 3},
                  .page_size = 16,
@@ -82,7 +144,9 @@ TEST_F(DecodeGpuTest, AutoPicksTmaOnHopperWhenLegal) {
 }
 
 // A graph captured once for a bucket of 8 rows replays plans of 1..8
-// sequences with new lengths, block tables and queries.
+// sequences with new lengths, block tables and queries, with and without
+// head groups (captured without: the launch's params carry the head
+// groups' maps anyway, and each plan's flags pick the kernel's path).
 TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
   constexpr int64_t kRows = 8;
   std::mt19937 rng(TestSeed());
@@ -131,6 +195,7 @@ TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
   Reserve(LimitsOf(first.c, kRows), ws);
   TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(first, stream()), ws));
   const RunDecodeArgs args = d.Args(first, device(), stream());
+  kernels_->ForceHeadGroupForTesting(1);
   // Warm up (compile, shared-memory attribute) outside the capture.
   TAILOR_ASSERT_OK(RunDecode(runtime(), args, ws));
   TAILOR_ASSERT_OK(stream_->Synchronize());
@@ -151,13 +216,16 @@ TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
     if (step == 1) p.c.lens[0] = 3000;  // one long among short ones
     p = build(p.c);
     SCOPED_TRACE(absl::StrCat("step ", step, ": ", p.c.ToString()));
+    kernels_->ForceHeadGroupForTesting(step % 2 == 1 ? cuda::kDecodeHeadGroup
+                                                     : 1);
     TAILOR_ASSERT_OK(d.Upload(p));  // same buffers, new contents
     TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
     ASSERT_EQ(api().cuGraphLaunch(exec, stream()), CUDA_SUCCESS);
     TAILOR_ASSERT_OK(stream_->Synchronize());
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
     const Errors err = Check(d, p, 1.0 / std::sqrt(128.0));
-    std::printf("graph step %d rel %.2e | %s\n", step, err.out_rel,
+    std::printf("graph step %d rel %.2e | head group %d | %s\n", step,
+                err.out_rel, ws.plan().head_group,
                 ws.plan().ToString().c_str());
     EXPECT_LE(err.out_rel, Bound(DType::kBF16)) << err.worst;
   }

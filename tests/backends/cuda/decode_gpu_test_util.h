@@ -54,7 +54,10 @@ class DecodeGpuTest : public ::testing::Test {
     stream_ = std::make_unique<TestStream>(env_->api());
   }
   void TearDown() override {
-    if (kernels_ != nullptr) kernels_->ForcePathForTesting(Path::kAuto);
+    if (kernels_ != nullptr) {
+      kernels_->ForcePathForTesting(Path::kAuto);
+      kernels_->ForceHeadGroupForTesting(0);
+    }
   }
 
   Runtime& runtime() { return env_->runtime(); }

@@ -169,6 +169,18 @@ TEST(DecodeTuningTest, DefaultsAndRanges) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "TAILOR_DECODE_STAGES: must be an integer in [2, 4], "
                        "got \"deep\""));
+  EXPECT_EQ(unset->head_group, 0);  // DecodeHeadGroupFor
+  absl::StatusOr<DecodeTuning> grouped =
+      ParseDecodeTuning(nullptr, nullptr, "4");
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  EXPECT_EQ(grouped->head_group, 4);
+  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, "2"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TAILOR_DECODE_HEAD_GROUP: must be 1 or 4, got \"2\""));
+  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, "8"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TAILOR_DECODE_HEAD_GROUP: must be an integer in [1, "
+                       "4], got \"8\""));
 }
 
 TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
@@ -249,8 +261,39 @@ TEST(DecodeKernelKeysTest, EvictFirstUpToFourL2sOfKv) {
   EXPECT_EQ(DecodeEvictFirstMaxTokens(f32, kH100L2), 204800);
   EXPECT_EQ(DecodeEvictFirstMaxTokens(qwen3, 0), 0);
   const std::vector<int32_t> b1(1, 32768), b128(128, 1024);
-  EXPECT_EQ(DecodeKvTokens(qwen3, b1), 131072);   // evict-first
+  EXPECT_EQ(DecodeKvTokens(qwen3, b1), 131072);    // evict-first
   EXPECT_EQ(DecodeKvTokens(qwen3, b128), 524288);  // not
+}
+
+// Head groups where the TMA kernel runs them (sm_90a, pages of 16, KV heads
+// a multiple of 4, query rows in its shared memory) and the batch has 16
+// tiles of 64 tokens a worker (4224 on 264 workers): Qwen3 B=8 L=32768
+// (16384 tiles over its 4 heads) and B=128 L=1024 (8192) do, B=32 L=1024
+// (2048) and B=1 do not. A reservation (no lengths) gets the largest.
+TEST(DecodeKernelKeysTest, HeadGroupsForLargeBatchesWhereTheKernelRunsThem) {
+  const tailor::internal::DecodeShape qwen3 = Qwen3DecodeShape();
+  EXPECT_TRUE(DecodeHeadGroupsFit(qwen3, 2, "sm_90a"));
+  EXPECT_TRUE(DecodeHeadGroupsFit(qwen3, 4, "sm_90a"));
+  EXPECT_FALSE(DecodeHeadGroupsFit(qwen3, 2, "sm_90"));
+  tailor::internal::DecodeShape other = qwen3;
+  other.page_size = 32;
+  EXPECT_FALSE(DecodeHeadGroupsFit(other, 2, "sm_90a"));
+  other = qwen3;
+  other.num_kv_heads = 2;
+  EXPECT_FALSE(DecodeHeadGroupsFit(other, 2, "sm_90a"));
+  const std::vector<int32_t> b8(8, 32768), b128(128, 1024), b32(32, 1024),
+      b1(1, 4096);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b8, 264, true, 0), 4);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b128, 264, true, 0), 4);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b32, 264, true, 0), 1);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b1, 132, true, 0), 1);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, {}, 264, true, 0), 4);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b8, 264, false, 0), 1);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, {}, 264, false, 4), 1);
+  // Forced: either way where it fits; a reservation still gets the largest.
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b1, 132, true, 4), 4);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, b8, 264, true, 1), 1);
+  EXPECT_EQ(DecodeHeadGroupFor(qwen3, {}, 264, true, 1), 4);
 }
 
 // The checker (and so the descriptor pool) accepts the cache maps of every
@@ -274,6 +317,14 @@ TEST(DecodeKernelKeysTest, CacheMapsAreLegalOnHopper) {
               hnd ? hnd_strides : nhd);
           TAILOR_EXPECT_OK(CheckTensorMap(spec, 90));
           EXPECT_EQ(spec.box_dims[1], std::min<int64_t>(page, 64));
+          EXPECT_EQ(spec.box_dims[3], 1u);
+          if (page == 16 && heads % 4 == 0) {  // the head groups' maps
+            const TensorMapSpec grouped = DecodeCacheMapSpec(
+                shape, 100000, reinterpret_cast<const void*>(0x7f0000000000),
+                hnd ? hnd_strides : nhd, 4);
+            TAILOR_EXPECT_OK(CheckTensorMap(grouped, 90));
+            EXPECT_EQ(grouped.box_dims[3], 4u);
+          }
         }
       }
     }
