@@ -105,6 +105,25 @@ struct DecodeSm90Kernel {
 
   // ---- producer
   // ---------------------------------------------------------------
+  // One K and one V copy into the stage's tiles at `k_dst` and k_dst +
+  // tile_bytes, with the launch's L2 policy.
+  static TAILOR_DEVICE void LoadKv(const Shared& sh, unsigned char* k_dst,
+                                   const TensorMap* k_map,
+                                   const TensorMap* v_map,
+                                   const int (&coords)[5], int stage,
+                                   bool evict_first) {
+    Mbarrier* full = &sh.full[stage];
+    unsigned char* v_dst = k_dst + kLayout.tile_bytes;
+    if (evict_first) {
+      const unsigned long long policy = L2EvictFirstPolicy();
+      TmaLoad5Hinted(k_dst, k_map, coords, full, policy);
+      TmaLoad5Hinted(v_dst, v_map, coords, full, policy);
+    } else {
+      TmaLoad<5>(k_dst, k_map, coords, full);
+      TmaLoad<5>(v_dst, v_map, coords, full);
+    }
+  }
+
   // Lane i's page id of box i of the tile (from the prefetched window of
   // Produce; kDecodeNoPage past the item or max_pages). `evict_first`: the
   // launch's kDecodeLaunchEvictFirst.
@@ -140,17 +159,8 @@ struct DecodeSm90Kernel {
     __syncwarp();
     if (page >= 0) {
       const int coords[5] = {0, box_first % kPageSize, 0, item.kv_head, page};
-      unsigned char* k_box = KTile(sh, stage) + lane * kBoxBytes;
-      if (evict_first) {
-        const unsigned long long policy = L2EvictFirstPolicy();
-        TmaLoad5Hinted(k_box, &p.k_map, coords, &sh.full[stage], policy);
-        TmaLoad5Hinted(k_box + kLayout.tile_bytes, &p.v_map, coords,
-                       &sh.full[stage], policy);
-      } else {
-        TmaLoad<5>(k_box, &p.k_map, coords, &sh.full[stage]);
-        TmaLoad<5>(k_box + kLayout.tile_bytes, &p.v_map, coords,
-                   &sh.full[stage]);
-      }
+      LoadKv(sh, KTile(sh, stage) + lane * kBoxBytes, &p.k_map, &p.v_map,
+             coords, stage, evict_first);
     }
     if (tile == 0 && lane < kGroup) {
       const unsigned short* q_row =
@@ -194,17 +204,8 @@ struct DecodeSm90Kernel {
     sh.full[stage].ArriveExpectTx(load ? 2 * kDecodeHeadGroup * kBoxBytes : 0);
     if (!load) return;
     const int coords[5] = {0, 0, 0, item.kv_head, page};
-    unsigned char* k_tile = KTile(sh, stage);
-    if (evict_first) {
-      const unsigned long long policy = L2EvictFirstPolicy();
-      TmaLoad5Hinted(k_tile, &p.k_heads_map, coords, &sh.full[stage], policy);
-      TmaLoad5Hinted(k_tile + kLayout.tile_bytes, &p.v_heads_map, coords,
-                     &sh.full[stage], policy);
-    } else {
-      TmaLoad<5>(k_tile, &p.k_heads_map, coords, &sh.full[stage]);
-      TmaLoad<5>(k_tile + kLayout.tile_bytes, &p.v_heads_map, coords,
-                 &sh.full[stage]);
-    }
+    LoadKv(sh, KTile(sh, stage), &p.k_heads_map, &p.v_heads_map, coords, stage,
+           evict_first);
   }
 
   // Head groups: every 4th item opens a group; its pages, 16 tokens a stage.

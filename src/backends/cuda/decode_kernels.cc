@@ -480,15 +480,13 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
   }
   TAILOR_ASSIGN_OR_RETURN(const int stages,
                           StagesFor(shape, config.num_workers));
+  const int forced = forced_head_group_.load() != 0 ? forced_head_group_.load()
+                                                    : tuning_.head_group;
   config.head_group = DecodeHeadGroupFor(
       shape, seq_lens, config.num_workers,
-      DecodeHeadGroupsFit(shape, stages, backend_.arch()),
-      forced_head_group_.load() != 0 ? forced_head_group_.load()
-                                     : tuning_.head_group);
+      DecodeHeadGroupsFit(shape, stages, backend_.arch()), forced);
   // Forced (tests, TAILOR_DECODE_HEAD_GROUP=4): grouped whatever it costs.
-  config.head_group_always =
-      config.head_group > 1 &&
-      (forced_head_group_.load() != 0 || tuning_.head_group != 0);
+  config.head_group_always = config.head_group > 1 && forced != 0;
   config.launch_flags = flags;
   config.head_group_flags = kDecodeLaunchHeadGroups;
   return config;

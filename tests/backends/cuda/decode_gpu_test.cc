@@ -33,34 +33,7 @@ namespace tailor::attention::testing {
 namespace {
 
 TEST_F(DecodeGpuTest, MatchesReferenceOnEveryPath) {
-  for (const PagedCase& c : Cases()) {
-    PagedBatch p = BuildPagedBatch(c);
-    DeviceBatch d(api(), p);
-    TAILOR_ASSERT_OK(d.Upload(p));
-    DecodeWorkspace ws;
-    Reserve(LimitsOf(c, c.batch()), ws);
-    TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
-    const bool tma_legal = env_->backend().arch() == "sm_90a" &&
-                           cuda::DecodeTmaPageSize(c.page_size);
-    for (Path path : {Path::kTma, Path::kCpAsync}) {
-      if (path == Path::kTma && !tma_legal) continue;
-      SCOPED_TRACE(absl::StrCat(path == Path::kTma ? "tma " : "cp.async ",
-                                c.ToString()));
-      kernels_->ForcePathForTesting(path);
-      TAILOR_ASSERT_OK(d.out.Fill(0x7f));
-      TAILOR_ASSERT_OK(RunDecode(runtime(), d.Args(p, device(), stream()), ws));
-      TAILOR_ASSERT_OK(stream_->Synchronize());
-      EXPECT_EQ(kernels_->last_path(), path);
-      TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
-      const Errors err = Check(d, p, 1.0 / std::sqrt(double(c.head_dim)));
-      std::printf("%-9s rel %.2e lse %.2e | %s | %s\n",
-                  path == Path::kTma ? "tma" : "cp.async", err.out_rel,
-                  err.lse_abs, c.ToString().c_str(),
-                  ws.plan().ToString().c_str());
-      EXPECT_LE(err.out_rel, Bound(c.dtype)) << "worst " << err.worst;
-      EXPECT_LE(err.lse_abs, 2e-3);
-    }
-  }
+  for (const PagedCase& c : Cases()) CheckEveryPath(c, "");
 }
 
 // Head groups (kDecodeLaunchHeadGroups): plans whose items run 4 KV heads
@@ -96,31 +69,7 @@ TEST_F(DecodeGpuTest, HeadGroupsMatchTheReference) {
   const bool hopper = env_->backend().arch() == "sm_90a";
   kernels_->ForceHeadGroupForTesting(cuda::kDecodeHeadGroup);
   for (const PagedCase& c : cases) {
-    PagedBatch p = BuildPagedBatch(c);
-    DeviceBatch d(api(), p);
-    TAILOR_ASSERT_OK(d.Upload(p));
-    DecodeWorkspace ws;
-    Reserve(LimitsOf(c, c.batch()), ws);
-    TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
-    EXPECT_EQ(ws.plan().head_group, hopper ? cuda::kDecodeHeadGroup : 1)
-        << c.ToString();
-    for (Path path : {Path::kTma, Path::kCpAsync}) {
-      if (path == Path::kTma && !hopper) continue;
-      SCOPED_TRACE(absl::StrCat(path == Path::kTma ? "tma " : "cp.async ",
-                                c.ToString()));
-      kernels_->ForcePathForTesting(path);
-      TAILOR_ASSERT_OK(d.out.Fill(0x7f));
-      TAILOR_ASSERT_OK(RunDecode(runtime(), d.Args(p, device(), stream()), ws));
-      TAILOR_ASSERT_OK(stream_->Synchronize());
-      TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
-      const Errors err = Check(d, p, 1.0 / std::sqrt(double(c.head_dim)));
-      std::printf("heads %-9s rel %.2e lse %.2e | %s | %s\n",
-                  path == Path::kTma ? "tma" : "cp.async", err.out_rel,
-                  err.lse_abs, c.ToString().c_str(),
-                  ws.plan().ToString().c_str());
-      EXPECT_LE(err.out_rel, Bound(c.dtype)) << "worst " << err.worst;
-      EXPECT_LE(err.lse_abs, 2e-3);
-    }
+    CheckEveryPath(c, "heads ", hopper ? cuda::kDecodeHeadGroup : 1);
   }
 }
 

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/decode_kernels.h"
 #include "ops/decode_test_util.h"
@@ -77,6 +79,12 @@ class DecodeGpuTest : public ::testing::Test {
     TAILOR_ASSERT_OK(BindDecodeWorkspace(
         runtime(), limits, bound_.back()->data(), *bytes, ws, stream()));
   }
+
+  // Plans `c` and runs it on every path the device has (TMA where legal,
+  // cp.async), each against the fp64 reference, one line each prefixed by
+  // `label`. `head_group` > 0: the plan's head group must be that.
+  void CheckEveryPath(const PagedCase& c, const char* label,
+                      int head_group = 0);
 
   std::unique_ptr<CudaTestRuntime> env_;
   CudaDecodeKernels* kernels_ = nullptr;
@@ -253,6 +261,38 @@ inline std::vector<PagedCase> Cases() {
        .layout = KvLayout::kHnd,
        .seed = seed + 8},
   };
+}
+
+inline void DecodeGpuTest::CheckEveryPath(const PagedCase& c, const char* label,
+                                          int head_group) {
+  PagedBatch p = BuildPagedBatch(c);
+  DeviceBatch d(api(), p);
+  TAILOR_ASSERT_OK(d.Upload(p));
+  DecodeWorkspace ws;
+  Reserve(LimitsOf(c, c.batch()), ws);
+  TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
+  if (head_group > 0) {
+    EXPECT_EQ(ws.plan().head_group, head_group);
+  }
+  const bool tma_legal = env_->backend().arch() == "sm_90a" &&
+                         cuda::DecodeTmaPageSize(c.page_size);
+  for (Path path : {Path::kTma, Path::kCpAsync}) {
+    if (path == Path::kTma && !tma_legal) continue;
+    const char* name = path == Path::kTma ? "tma" : "cp.async";
+    SCOPED_TRACE(absl::StrCat(label, name, " ", c.ToString()));
+    kernels_->ForcePathForTesting(path);
+    TAILOR_ASSERT_OK(d.out.Fill(0x7f));
+    TAILOR_ASSERT_OK(RunDecode(runtime(), d.Args(p, device(), stream()), ws));
+    TAILOR_ASSERT_OK(stream_->Synchronize());
+    EXPECT_EQ(kernels_->last_path(), path);
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
+    const Errors err = Check(d, p, 1.0 / std::sqrt(double(c.head_dim)));
+    std::printf("%s%-9s rel %.2e lse %.2e | %s | %s\n", label, name,
+                err.out_rel, err.lse_abs, c.ToString().c_str(),
+                ws.plan().ToString().c_str());
+    EXPECT_LE(err.out_rel, Bound(c.dtype)) << "worst " << err.worst;
+    EXPECT_LE(err.lse_abs, 2e-3);
+  }
 }
 
 }  // namespace tailor::attention::testing
