@@ -104,8 +104,9 @@ struct DecodePlanParams {
   int32_t item_cost_tokens = 0;
   int32_t cut_workers = 0;
   int32_t head_group = 1;
-  // Group heads whatever that costs, splitting groups if need be (tests and
-  // A/B runs; not what a server wants, see head_group).
+  // Group heads whatever that costs, splitting groups if need be: A/B runs,
+  // tests, and a backend that knows its split groups pay (the CUDA one, for
+  // long streams a worker: cuda::DecodeHeadGroupsSplit).
   bool head_group_always = false;
   friend bool operator==(const DecodePlanParams&,
                          const DecodePlanParams&) = default;

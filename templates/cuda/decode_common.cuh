@@ -283,7 +283,9 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 }
 
 // Merges every partial slot of `item`'s pair into out / lse (the CTA that
-// finished last; all consumer threads). Partials are read through L2 (other
+// finished last: its kThreads threads, `thread` in [0, kThreads): all
+// consumer threads, or one warp of a head group, which merges its own head
+// while the other warps merge theirs). Partials are read through L2 (other
 // CTAs wrote them). The merge is the tail of every split pair: while it
 // runs, the other SMs are done, so it is made of as few L2 round trips as
 // possible. Each thread owns octets of the output (8 values of one query
@@ -300,10 +302,10 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 #define TAILOR_DECODE_MERGE_LOADS 16
 #endif
 
-template <Half16 kType, int kHeadDim, int kGroup>
+template <Half16 kType, int kHeadDim, int kGroup,
+          int kThreads = 32 * kDecodeConsumerWarps>
 TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
                                      const DecodeWorkItem& item, int thread) {
-  constexpr int kThreads = 32 * kDecodeConsumerWarps;
   constexpr int kOctets = kHeadDim / 8;
   // A run-time group (the generic kernel) is at most 16.
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;

@@ -284,14 +284,13 @@ struct DecodeSm90Kernel {
   // ---------------------------------------------------------------
   // Head groups: warp w computes item i + w of each group alone, from its
   // own query rows (loaded here: no stage carries them), and ends it with
-  // DecodeFinishWarpItem; pairs whose last piece ended here are merged by
-  // all consumer warps, one after the other.
+  // DecodeFinishWarpItem; a warp whose piece of its head's pair arrived
+  // last merges that pair on its own.
   static TAILOR_DEVICE void ConsumeHeads(const Params& p, const Shared& sh,
                                          int first, int last,
                                          const DecodeWorkItem& head, int warp,
                                          int lane) {
     unsigned char* rows = sh.base + kLayout.q_stage + warp * kLayout.q_bytes;
-    int* merges = reinterpret_cast<int*>(sh.base + kLayout.flag);
     constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks of a row
     unsigned k = 0;                        // stages consumed so far
     DecodeWarpState<kHeadDim> st;
@@ -329,17 +328,15 @@ struct DecodeSm90Kernel {
         __syncwarp();
         if (lane == 0) sh.empty[stage].Arrive();
       }
-      const bool merge =
-          DecodeFinishWarpItem<kType, kHeadDim, kGroup>(p, item, st, lane);
-      if (lane == 0) merges[warp] = merge;
-      DecodeConsumerSync<true>();
-      for (int w = 0; w < kDecodeHeadGroup; ++w) {
-        if (!merges[w]) continue;
-        const DecodeWorkItem done = DecodeItemAt(p, i + w, first, head);
-        DecodeMergePieces<kType, kHeadDim, kGroup>(p, done, warp * 32 + lane);
-        if (warp == 0 && lane == 0) p.counters[done.first_partial] = 0;
+      // The warp that finished its head's last piece merges that head alone,
+      // while the other warps merge theirs or go on streaming: a group's
+      // pieces end together, and four merges one after another by the whole
+      // CTA made the tail of every split group four merges long.
+      if (DecodeFinishWarpItem<kType, kHeadDim, kGroup>(p, item, st, lane)) {
+        __syncwarp();  // lane 0's acquiring arrival, before every lane's reads
+        DecodeMergePieces<kType, kHeadDim, kGroup, 32>(p, item, lane);
+        if (lane == 0) p.counters[item.first_partial] = 0;  // the next run's
       }
-      DecodeConsumerSync<true>();  // merges[] is rewritten by the next group
     }
   }
 

@@ -227,6 +227,12 @@ int DecodeHeadGroupFor(const DecodeShape& shape,
                                                               : 1;
 }
 
+bool DecodeHeadGroupsSplit(const DecodeShape& shape,
+                           absl::Span<const int32_t> seq_lens, int workers) {
+  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
+  return tiles >= kDecodeHeadGroupSplitMinTilesPerWorker * workers;
+}
+
 int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
                     int ctas_per_sm) {
   constexpr int64_t kReserved = 1024;  // per resident CTA
@@ -485,8 +491,12 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
   config.head_group = DecodeHeadGroupFor(
       shape, seq_lens, config.num_workers,
       DecodeHeadGroupsFit(shape, stages, backend_.arch()), forced);
-  // Forced (tests, TAILOR_DECODE_HEAD_GROUP=4): grouped whatever it costs.
-  config.head_group_always = config.head_group > 1 && forced != 0;
+  // Forced (tests, TAILOR_DECODE_HEAD_GROUP=4): grouped whatever it costs;
+  // long enough streams: grouped, split or not.
+  config.head_group_always =
+      config.head_group > 1 &&
+      (forced != 0 ||
+       DecodeHeadGroupsSplit(shape, seq_lens, config.num_workers));
   config.launch_flags = flags;
   config.head_group_flags = kDecodeLaunchHeadGroups;
   return config;

@@ -205,6 +205,21 @@ int DecodeHeadGroupFor(const tailor::internal::DecodeShape& shape,
                        absl::Span<const int32_t> seq_lens, int workers,
                        bool fits, int forced);
 
+// Whether a grouped plan of `seq_lens` on `workers` CTAs may split head
+// groups (plan::DecodePlanParams::head_group_always): at least
+// kDecodeHeadGroupSplitMinTilesPerWorker tiles of 64 tokens per worker.
+// Below that the planner takes groups only whole (none split). A split
+// group's pieces end together, so its heads' merges (one warp each) all run
+// in the CTA of its last piece, at the end of the launch; a worker must
+// stream long enough for the 4 KB -> 16 KB copies to pay that tail. H100,
+// session 18 (forced groups vs none, cuda_decode_bench): 124 tiles a worker
+// gained 0.5-1.1 % (Llama B=8 L=32768, B=32 L=8192, ragged; Qwen3 B=128
+// L=4096), 62 lost 0.3-3.3 % (Qwen3 B=8 L=32768, B=32 L=8192, ragged,
+// B=128 L=1024); the bound sits between.
+inline constexpr int64_t kDecodeHeadGroupSplitMinTilesPerWorker = 96;
+bool DecodeHeadGroupsSplit(const tailor::internal::DecodeShape& shape,
+                           absl::Span<const int32_t> seq_lens, int workers);
+
 // The rank-5 map over one cache tensor ([num_pages, page_size, Hkv, D] with
 // element strides {page, token, head}; see decode_params.h): boxes of one
 // KV head, or with `box_heads` = kDecodeHeadGroup the head groups' boxes.

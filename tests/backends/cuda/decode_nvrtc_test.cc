@@ -225,6 +225,7 @@ TEST(DecodeKernelKeysTest, TwoCtasAnSmFromAnSmsWorthOfPairs) {
   tailor::internal::DecodeShape llama = qwen3;
   llama.group = 4;
   llama.num_kv_heads = 8;
+  llama.group = 4;
   EXPECT_EQ(DecodeCtasPerSm(llama, 16, 132, kSharedSm90), 1);  // 128 pairs
   EXPECT_EQ(DecodeCtasPerSm(llama, 17, 132, kSharedSm90), 2);
   tailor::internal::DecodeShape wide = qwen3;
@@ -294,6 +295,24 @@ TEST(DecodeKernelKeysTest, HeadGroupsForLargeBatchesWhereTheKernelRunsThem) {
   EXPECT_EQ(DecodeHeadGroupFor(qwen3, b1, 132, true, 4), 4);
   EXPECT_EQ(DecodeHeadGroupFor(qwen3, b8, 264, true, 1), 1);
   EXPECT_EQ(DecodeHeadGroupFor(qwen3, {}, 264, true, 1), 4);
+}
+
+// Groups may split from 96 tiles of 64 tokens a worker (25344 on 264
+// workers): Qwen3 B=128 L=4096 (32768 tiles over its 4 heads) and Llama's 8
+// heads at B=8 L=32768 (32768) do, Qwen3 B=8 L=32768 (16384) does not; one
+// sequence of 405504 tokens is exactly 25344 tiles of 4 heads.
+TEST(DecodeKernelKeysTest, HeadGroupsSplitOnlyOverLongStreams) {
+  const tailor::internal::DecodeShape qwen3 = Qwen3DecodeShape();
+  tailor::internal::DecodeShape llama = qwen3;
+  llama.num_kv_heads = 8;
+  llama.group = 4;
+  const std::vector<int32_t> b128(128, 4096), b8(8, 32768);
+  EXPECT_TRUE(DecodeHeadGroupsSplit(qwen3, b128, 264));
+  EXPECT_TRUE(DecodeHeadGroupsSplit(llama, b8, 264));
+  EXPECT_FALSE(DecodeHeadGroupsSplit(qwen3, b8, 264));
+  EXPECT_TRUE(DecodeHeadGroupsSplit(qwen3, {405504}, 264));
+  EXPECT_FALSE(DecodeHeadGroupsSplit(qwen3, {405503}, 264));
+  EXPECT_FALSE(DecodeHeadGroupsSplit(qwen3, {}, 264));
 }
 
 // The checker (and so the descriptor pool) accepts the cache maps of every
