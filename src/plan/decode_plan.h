@@ -95,7 +95,8 @@ inline constexpr int64_t kMaxDecodeWorkers = int64_t{1} << 16;
 //                     Llama B=128 L=1024 196.4 -> 192.5 us, Qwen3 B=256
 //                     L=2048 379.0 -> 369.6; split groups cost their
 //                     pieces' merges, each pair in up to 4x the pieces:
-//                     Qwen3 B=8 L=32768 197.1 -> 205.7.)
+//                     Qwen3 B=8 L=32768 197.5 -> 204.2. A backend whose
+//                     split groups pay sets head_group_always.)
 struct DecodePlanParams {
   int32_t num_kv_heads = 0;
   int32_t num_workers = 0;
