@@ -545,8 +545,8 @@ struct Row {
   bool ok = true;
 };
 
-DecodeLimits LimitsOf(const Model& m) {
-  return {.max_batch = 256,
+DecodeLimits LimitsOf(const Model& m, int64_t max_batch = 256) {
+  return {.max_batch = max_batch,
           .num_qo_heads = m.qo_heads,
           .num_kv_heads = m.kv_heads,
           .head_dim = kHeadDim,
@@ -557,18 +557,20 @@ DecodeLimits LimitsOf(const Model& m) {
 // ReserveDecodeWorkspace, or BindDecodeWorkspace on bench memory while the
 // CUDA backend has no AllocateDevice.
 std::unique_ptr<DeviceBuffer> Reserve(CudaTestRuntime& env, const Model& m,
-                                      DecodeWorkspace& ws, CUstream stream) {
+                                      DecodeWorkspace& ws, CUstream stream,
+                                      int64_t max_batch = 256) {
   absl::Status reserved =
-      ReserveDecodeWorkspace(env.runtime(), LimitsOf(m), ws);
+      ReserveDecodeWorkspace(env.runtime(), LimitsOf(m, max_batch), ws);
   if (reserved.ok()) return nullptr;
   if (reserved.code() != absl::StatusCode::kUnimplemented) {
     Die(reserved, "ReserveDecodeWorkspace");
   }
   absl::StatusOr<int64_t> bytes =
-      DecodeWorkspaceBytes(env.runtime(), LimitsOf(m));
+      DecodeWorkspaceBytes(env.runtime(), LimitsOf(m, max_batch));
   if (!bytes.ok()) Die(bytes.status(), "DecodeWorkspaceBytes");
   auto memory = std::make_unique<DeviceBuffer>(env.api(), *bytes);
-  if (absl::Status s = BindDecodeWorkspace(env.runtime(), LimitsOf(m),
+  if (absl::Status s = BindDecodeWorkspace(env.runtime(),
+                                           LimitsOf(m, max_batch),
                                            memory->data(), *bytes, ws, stream);
       !s.ok()) {
     Die(s, "BindDecodeWorkspace");
@@ -790,9 +792,14 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
         CudaTestRuntime::Create();
     if (!env.ok()) Die(env.status(), "CudaTestRuntime");
-    DecodeWorkspace ws;
+    // B = 1 runs on a workspace for one sequence, as a server that
+    // captures a graph per batch size would reserve (its launch may then
+    // use clusters); every other batch on one for 256.
+    DecodeWorkspace ws, ws1;
     TestStream setup((*env)->api());
     std::unique_ptr<DeviceBuffer> bound = Reserve(**env, m, ws, setup.get());
+    std::unique_ptr<DeviceBuffer> bound1 =
+        Reserve(**env, m, ws1, setup.get(), 1);
     const ReadKernel reader(**env);
     auto kv_bytes = [&](const Case& c) {
       int64_t sum_len = 0;
@@ -812,7 +819,7 @@ int Main(int argc, char** argv) {
       for (int32_t n : c.lens) row.sum_len += n;
       row.floor_us =
           2.0 * row.sum_len * m.kv_heads * kHeadDim * 2 / bandwidth * 1e6;
-      TimeAuto(**env, reader, m, c, opt, ws, row);
+      TimeAuto(**env, reader, m, c, opt, c.lens.size() == 1 ? ws1 : ws, row);
       TimeRead(**env, reader, contiguous, kv_bytes(c), opt, row);
       rows.push_back(row);
     }
@@ -822,7 +829,8 @@ int Main(int argc, char** argv) {
         m.name, ": ", it == stats.specializations_per_op.end() ? 0 : it->second,
         " decode kernel variant(s) for the whole grid (auto path)"));
     for (size_t i = first; i < rows.size(); ++i) {
-      TimeCpAsync(**env, m, cases[i - first], opt, ws, rows[i]);
+      TimeCpAsync(**env, m, cases[i - first], opt,
+                  cases[i - first].lens.size() == 1 ? ws1 : ws, rows[i]);
     }
   }
   std::printf(

@@ -13,8 +13,9 @@
 // Likewise ClusterSync() after the mbarriers are initialized, before any
 // peer arrives on them (FenceMbarrierInit first).
 //
-// PTX used (ISA 8.0+, sm_90): %cluster_ctarank, %clusterid, %nclusterid,
-// barrier.cluster.arrive/wait, mapa, st.shared::cluster,
+// PTX used (ISA 8.0+, sm_90; st.async 8.1+): %cluster_ctarank,
+// %cluster_nctarank, %clusterid, %nclusterid, barrier.cluster.arrive/wait,
+// mapa, st.shared::cluster, st.async,
 // red.shared::cluster, mbarrier.arrive(.release.cluster) on shared::cluster,
 // mbarrier.try_wait.parity.acquire.cluster, cp.async.bulk.tensor ...
 // .multicast::cluster.
@@ -50,6 +51,24 @@ TAILOR_DEVICE int ClusterCountX() {
   return static_cast<int>(r);
 }
 
+// CTAs in this CTA's cluster (1 in a launch without clusters).
+TAILOR_DEVICE unsigned ClusterCtaCount() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+
+// The cluster barrier in two halves, for a kernel whose CTAs only need to
+// know that the others started (their mbarriers initialized, after
+// FenceMbarrierInit): every thread arrives early, and a thread waits once,
+// before its first remote operation. A thread that exits counts as arrived.
+TAILOR_DEVICE void ClusterArriveRelaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+TAILOR_DEVICE void ClusterWait() {
+  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // Every thread of every CTA of the cluster: release what this thread wrote
 // (shared or global), wait for all, acquire what the others wrote. Not
 // .aligned, so threads of one warp may arrive from different branches.
@@ -79,6 +98,29 @@ TAILOR_DEVICE void PeerAdd(unsigned* local, unsigned rank, unsigned value) {
                    PeerAddress(local, rank)),
                "r"(value)
                : "memory");
+}
+
+// Stores `value` at `local`'s offset in CTA `rank` asynchronously: the
+// store completes its bytes of the transaction on `bar`'s copy there (which
+// that CTA arms with ArriveExpectTx, before or after the bytes land), so the
+// data is visible to whoever waits on that barrier's phase. The sender
+// needs no fence and may exit once it issued the store.
+TAILOR_DEVICE void PeerStoreAsync(void* local, unsigned rank, uint4 value,
+                                  Mbarrier* bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32"
+      " [%0], {%1, %2, %3, %4}, [%5];" ::"r"(PeerAddress(local, rank)),
+      "r"(value.x), "r"(value.y), "r"(value.z), "r"(value.w),
+      "r"(PeerAddress(bar, rank))
+      : "memory");
+}
+TAILOR_DEVICE void PeerStoreAsync(float* local, unsigned rank, float value,
+                                  Mbarrier* bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32"
+      " [%0], %1, [%2];" ::"r"(PeerAddress(local, rank)),
+      "r"(__float_as_uint(value)), "r"(PeerAddress(bar, rank))
+      : "memory");
 }
 
 // Arrives once on `bar`'s copy in CTA `rank`, ordered after this thread's

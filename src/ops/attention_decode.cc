@@ -131,7 +131,8 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
   if (buffers != nullptr) {
     w->launch_flags =
         config.launch_flags |
-        (w->plan.params().head_group > 1 ? config.head_group_flags : 0);
+        (w->plan.params().head_group > 1 ? config.head_group_flags : 0) |
+        (w->plan.cluster_merges() ? config.cluster_flags : 0);
     TAILOR_RETURN_IF_ERROR(Upload(runtime, *kernels, w->plan, w->launch_flags,
                                   *buffers, args.stream));
   } else {
@@ -155,6 +156,7 @@ namespace {
 internal::DecodeWorkRef WorkOf(DecodeWorkspaceImpl& w) {
   internal::DecodeWorkRef work;
   work.num_workers = w.plan.params().num_workers;
+  work.cluster_workers = w.plan.params().cluster_workers;
   if (!w.device) {
     work.host_plan = &w.plan;
     work.partial_out = w.partial_out.data();

@@ -66,6 +66,9 @@ struct DecodePlanConfig {
   // shape may get, which sizes the work list and the partial slots.
   int32_t head_group = 1;
   bool head_group_always = false;  // plan::DecodePlanParams's
+  // Workers come in clusters of this many (plan::DecodePlanParams's; 0:
+  // none). Fixed per workspace, like num_workers: the launch's shape.
+  int32_t cluster_workers = 0;
   // The backend's own bits for this plan's launch (CUDA: kDecodeLaunch*,
   // templates/cuda/decode_params.h). Device backends get them uploaded
   // after the plan's worker_begin, so a captured graph follows each plan.
@@ -73,6 +76,9 @@ struct DecodePlanConfig {
   // Bits added to launch_flags when the built plan groups heads (its
   // params().head_group > 1: the planner decides, see head_group).
   int32_t head_group_flags = 0;
+  // Bits added to launch_flags when the built plan's split pairs merge in
+  // clusters (plan::DecodePlan::cluster_merges).
+  int32_t cluster_flags = 0;
 };
 
 // Where one RunDecode finds its plan and scratch.
@@ -89,6 +95,7 @@ struct DecodeWorkRef {
   void* scratch = nullptr;   // ScratchBytes(max_partials)
   int64_t max_partials = 0;  // slots the scratch holds
   int32_t num_workers = 0;
+  int32_t cluster_workers = 0;  // the plan's (DecodePlanConfig)
 };
 
 struct DecodeLaunch {

@@ -53,7 +53,8 @@ plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
           .item_cost_tokens = config.item_cost_tokens,
           .cut_workers = config.cut_workers,
           .head_group = config.head_group,
-          .head_group_always = config.head_group_always};
+          .head_group_always = config.head_group_always,
+          .cluster_workers = config.cluster_workers};
 }
 
 DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
@@ -151,15 +152,17 @@ DecodePlanSummary DecodeWorkspace::plan() const {
           .tokens = s.tokens,
           .max_worker_cost = s.max_worker_cost,
           .mean_worker_cost = s.mean_worker_cost,
-          .head_group = impl_->plan.params().head_group};
+          .head_group = impl_->plan.params().head_group,
+          .cluster_workers = impl_->plan.params().cluster_workers};
 }
 
 std::string DecodePlanSummary::ToString() const {
   return absl::StrFormat(
       "batch=%d workers=%d/%d items=%d split_pairs=%d partials=%d tokens=%d "
-      "max_worker_cost=%d mean_worker_cost=%.1f head_group=%d",
+      "max_worker_cost=%d mean_worker_cost=%.1f head_group=%d "
+      "cluster_workers=%d",
       batch, busy_workers, workers, items, split_pairs, partials, tokens,
-      max_worker_cost, mean_worker_cost, head_group);
+      max_worker_cost, mean_worker_cost, head_group, cluster_workers);
 }
 
 size_t DecodeWorkspace::CapacityBytes() const {

@@ -44,9 +44,33 @@ int64_t PiecesFor(int64_t len, int64_t piece_tiles, int64_t tile) {
   return tiles <= 1 ? 1 : (tiles + piece_tiles - 1) / piece_tiles;
 }
 
+// The first worker of a unit of `pieces` pieces whose predecessor ended
+// before worker `w`: w, or with clusters (DecodePlanParams::cluster_workers)
+// the next cluster's first when the pieces do not fit what is left of w's.
+int64_t UnitStart(int64_t w, int64_t pieces, const DecodePlanParams& params) {
+  const int64_t cluster = params.cluster_workers;
+  if (cluster == 0 || w % cluster + pieces <= cluster) return w;
+  return (w / cluster + 1) * cluster;
+}
+
+// Workers the whole-workers cut with `piece_tiles` takes (the last one used,
+// plus one).
+int64_t WholeWorkersUsed(absl::Span<const int32_t> seq_lens,
+                         const DecodePlanParams& params, int64_t piece_tiles) {
+  int64_t w = 0;
+  for (int32_t len : seq_lens) {
+    const int64_t pieces = PiecesFor(len, piece_tiles, params.tile_tokens);
+    for (int32_t u = 0; u < UnitsPerSeq(params); ++u) {
+      w = UnitStart(w, pieces, params) + pieces;
+    }
+  }
+  return w;
+}
+
 // The whole-workers cut (see BuildDecodePlan): the fewest tiles per piece
-// such that every unit's pieces get a worker each, or -1 when there are
-// more units than workers.
+// such that every unit's pieces get a worker each (with clusters: at most a
+// cluster's workers, all in one cluster), or -1 when there are more units
+// than workers.
 int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
                                const DecodePlanParams& params) {
   const int64_t units = UnitsPerSeq(params), tile = params.tile_tokens;
@@ -54,14 +78,17 @@ int64_t WholeWorkersPieceTiles(absl::Span<const int32_t> seq_lens,
   if (static_cast<int64_t>(seq_lens.size()) * units > cut_workers) {
     return -1;
   }
+  // lo: with clusters, at most a cluster's workers a unit.
+  const int64_t cluster = params.cluster_workers;
   int64_t lo = 1, hi = 1;  // hi: one piece per pair, always fits
-  for (int32_t len : seq_lens)
-    hi = std::max<int64_t>(hi, (len + tile - 1) / tile);
+  for (int32_t len : seq_lens) {
+    const int64_t tiles = (len + tile - 1) / tile;
+    hi = std::max(hi, tiles);
+    if (cluster > 0) lo = std::max(lo, (tiles + cluster - 1) / cluster);
+  }
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    int64_t workers = 0;
-    for (int32_t len : seq_lens) workers += units * PiecesFor(len, mid, tile);
-    if (workers <= cut_workers) {
+    if (WholeWorkersUsed(seq_lens, params, mid) <= cut_workers) {
       hi = mid;
     } else {
       lo = mid + 1;
@@ -160,6 +187,14 @@ absl::Status ValidateDecodePlanParams(const DecodePlanParams& p) {
         absl::StrCat("params.head_group: must divide num_kv_heads (",
                      p.num_kv_heads, "), got ", p.head_group));
   }
+  if (p.cluster_workers != 0 &&
+      (p.cluster_workers < 2 || p.cluster_workers > kMaxDecodeClusterWorkers ||
+       p.num_workers % p.cluster_workers != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.cluster_workers: must be 0 or in [2, ",
+                     kMaxDecodeClusterWorkers, "] and divide num_workers (",
+                     p.num_workers, "), got ", p.cluster_workers));
+  }
   return absl::OkStatus();
 }
 
@@ -184,6 +219,8 @@ void DecodePlan::Clear() {
   num_merge_groups_ = 0;
   num_partials_ = 0;
   last_worker_ = 0;
+  whole_workers_ = false;
+  cluster_merges_ = false;
 }
 
 absl::Status DecodePlan::Reserve(int64_t max_batch,
@@ -364,22 +401,25 @@ void DecodePlan::CutStream(int64_t total) {
 }
 
 // The whole-workers cut: unit after unit, each split evenly over its tiles
-// into PiecesFor(len, piece_tiles) pieces, one worker per piece.
+// into PiecesFor(len, piece_tiles) pieces, one worker per piece (a unit
+// that would straddle two clusters starts the next one).
 void DecodePlan::CutWholeWorkers(int64_t piece_tiles) {
   worker_cost_.assign(params_.num_workers, 0);
   const int64_t tile = params_.tile_tokens;
-  int32_t w = 0;
+  int64_t w = 0;
   for (size_t b = 0; b < seq_lens_.size(); ++b) {
     const int32_t len = seq_lens_[b];
     const int64_t tiles = (len + tile - 1) / tile;
     const int64_t pieces = PiecesFor(len, piece_tiles, tile);
     for (int32_t u = 0; u < UnitsPerSeq(params_); ++u) {
+      w = UnitStart(w, pieces, params_);
       const size_t first_item = num_items_;
       for (int64_t j = 0; j < pieces; ++j) {
         const int64_t begin = j * tiles / pieces * tile;
         const int64_t end =
             std::min<int64_t>((j + 1) * tiles / pieces * tile, len);
-        EmitUnit(static_cast<int32_t>(b), u, begin, end, w++);
+        EmitUnit(static_cast<int32_t>(b), u, begin, end,
+                 static_cast<int32_t>(w++));
       }
       NumberPieces(first_item);
     }
@@ -407,8 +447,11 @@ int64_t DecodePlan::MaxWorkerCost() const {
   return max_cost;
 }
 
-// Opens the idle workers at the end and copies each worker's first item.
+// Opens the idle workers at the end and copies each worker's first item;
+// says whether split pairs merge in clusters.
 void DecodePlan::FinishWorkers() {
+  cluster_merges_ =
+      params_.cluster_workers > 0 && (whole_workers_ || num_merge_groups_ == 0);
   const int64_t workers = params_.num_workers;
   while (static_cast<int64_t>(worker_begin_.size()) <= workers) {
     worker_begin_.push_back(static_cast<int32_t>(num_items_));
@@ -475,6 +518,7 @@ absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
 void DecodePlan::Cut(absl::Span<const int32_t> seq_lens,
                      const DecodePlanParams& params, int64_t total) {
   params_ = params;
+  whole_workers_ = false;
   CutStream(total);
   // With no more pairs than workers, a pair may instead get whole workers:
   // one piece each, so no worker pays two items' fixed costs (a worker that
@@ -486,7 +530,10 @@ void DecodePlan::Cut(absl::Span<const int32_t> seq_lens,
   const int64_t piece_tiles = WholeWorkersPieceTiles(seq_lens, params);
   const int64_t workers_cost =
       piece_tiles > 0 ? WholeWorkersMaxCost(seq_lens, params, piece_tiles) : -1;
-  const bool whole_workers = workers_cost >= 0 && workers_cost <= stream_cost;
+  const int64_t allowed = params.cluster_workers > 0
+                              ? kDecodeClusterCostRatio * stream_cost
+                              : stream_cost;
+  const bool whole_workers = workers_cost >= 0 && workers_cost <= allowed;
   const int64_t best_cost = whole_workers ? workers_cost : stream_cost;
   // And a cut at pair boundaries only, when it costs no more than the
   // better of those: no pair split, so no partials and no merges.
@@ -497,6 +544,7 @@ void DecodePlan::Cut(absl::Span<const int32_t> seq_lens,
   } else if (whole_workers) {
     ResetItems();
     CutWholeWorkers(piece_tiles);
+    whole_workers_ = true;
   }
 }
 

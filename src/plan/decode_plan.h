@@ -73,6 +73,14 @@ inline constexpr int64_t kMaxDecodeSeqLen = int64_t{1} << 30;
 inline constexpr int64_t kMaxDecodeBatch = int64_t{1} << 20;
 inline constexpr int64_t kMaxDecodeKvHeads = 1024;
 inline constexpr int64_t kMaxDecodeWorkers = int64_t{1} << 16;
+inline constexpr int32_t kMaxDecodeClusterWorkers = 16;
+// How much busier than the stream cut's a cluster-aligned whole-workers
+// cut's busiest worker may be and still be taken (cluster_workers). H100,
+// bench/results/decode_h100.txt, session 19: 64 CTAs stream 8-64 MiB within
+// 2 % of 128 (a CTA keeps 128 KB in flight), so at B = 1 half the workers
+// read as fast as all of them, and the merge in shared memory takes ~1 us
+// less than the one through L2.
+inline constexpr int64_t kDecodeClusterCostRatio = 2;
 
 // How to cut. An aggregate; rules (ValidateDecodePlanParams):
 //   num_kv_heads      in [1, kMaxDecodeKvHeads]
@@ -109,6 +117,15 @@ struct DecodePlanParams {
   // tests, and a backend that knows its split groups pay (the CUDA one, for
   // long streams a worker: cuda::DecodeHeadGroupsSplit).
   bool head_group_always = false;
+  // 0, or in [2, kMaxDecodeClusterWorkers] dividing num_workers: workers
+  // come in clusters of this many (CUDA thread-block clusters, whose CTAs
+  // merge a pair's pieces in on-chip memory when all of them run in one
+  // cluster). The whole-workers cut then gives a pair at most this many
+  // pieces and never splits one over two clusters (a pair that does not
+  // fit what is left of a cluster starts the next), and it is taken when
+  // its busiest worker costs at most kDecodeClusterCostRatio times the
+  // stream cut's: the on-chip merge saves more than the imbalance costs.
+  int32_t cluster_workers = 0;
   friend bool operator==(const DecodePlanParams&,
                          const DecodePlanParams&) = default;
 };
@@ -195,6 +212,11 @@ class DecodePlan {
     return {merge_groups_.data(), num_merge_groups_};
   }
   int32_t num_partials() const { return num_partials_; }
+  // With clusters (params().cluster_workers): whether every split pair's
+  // pieces run on consecutive workers of one cluster, piece i on the
+  // worker of piece 0 plus i (the whole-workers cut, or nothing split).
+  // Other cuts may skip a worker between two pieces.
+  bool cluster_merges() const { return cluster_merges_; }
   DecodePlanStats stats() const;
 
   // Grows every buffer for plans of up to `max_batch` sequences with
@@ -236,7 +258,9 @@ class DecodePlan {
   std::vector<DecodeMergeGroup> merge_groups_;  // [>= num_merge_groups_]
   size_t num_merge_groups_ = 0;
   int32_t num_partials_ = 0;
-  int32_t last_worker_ = 0;  // worker of the last emitted item
+  int32_t last_worker_ = 0;     // worker of the last emitted item
+  bool whole_workers_ = false;  // the last Cut took CutWholeWorkers
+  bool cluster_merges_ = false;
 };
 
 // Plans `seq_lens` ([batch] lengths, each in [0, kMaxDecodeSeqLen]; batch

@@ -421,22 +421,21 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   }
 }
 
-// The end of an item: merges the consumer warps' states and writes out /
-// lse or the partial slot; the last piece of a split pair merges the pair.
-// All consumer threads call it; it ends with a consumer barrier, after
-// which the query rows, merge buffers and flag may be reused.
-template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
-TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
-                                    const DecodeWorkItem& item,
-                                    const DecodeWarpState<kHeadDim>& st,
-                                    unsigned char* smem,
-                                    const DecodeSmemLayout layout, int warp,
-                                    int lane) {
+// The first half of an item's end: every consumer warp publishes its
+// state's rows (merge_out, merge_max, merge_sum) and the warps' per-row
+// scales are computed (row_scale; merge_sum[r] then holds row r's lse,
+// log2). All consumer threads call it; it ends with a consumer barrier,
+// after which DecodeCombinedOctet and the lse can be read.
+template <int kHeadDim, int kGroup, bool kNamedSync>
+TAILOR_DEVICE void DecodeCombineWarps(const DecodeKernelParams& p,
+                                      const DecodeWarpState<kHeadDim>& st,
+                                      unsigned char* smem,
+                                      const DecodeSmemLayout layout, int warp,
+                                      int lane) {
   float* merge_out = reinterpret_cast<float*>(smem + layout.merge_out);
   float* merge_max = reinterpret_cast<float*>(smem + layout.merge_max);
   float* merge_sum = reinterpret_cast<float*>(smem + layout.merge_sum);
   float* row_scale = reinterpret_cast<float*>(smem + layout.row_scale);
-  int* flag = reinterpret_cast<int*>(smem + layout.flag);
   const int thread = warp * 32 + lane;
   const int r0 = lane / 4, r1 = r0 + 8;
   const unsigned row = layout.merge_row;
@@ -487,6 +486,52 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     merge_sum[thread] = total > 0 ? top + log2f(total) : NegativeInfinity();
   }
   DecodeConsumerSync<kNamedSync>();
+}
+
+// Values d .. d + 7 of row r of the item's output, from the warps' rows
+// (after DecodeCombineWarps).
+template <int kGroup>
+TAILOR_DEVICE void DecodeCombinedOctet(const unsigned char* smem,
+                                       const DecodeSmemLayout layout, int r,
+                                       int d, float (&v)[8]) {
+  static_assert(kGroup != kDecodeRuntimeDim, "a compile-time group");
+  const float* merge_out =
+      reinterpret_cast<const float*>(smem + layout.merge_out);
+  const float* row_scale =
+      reinterpret_cast<const float*>(smem + layout.row_scale);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kDecodeConsumerWarps; ++w) {
+    const float f = row_scale[w * 16 + r];
+    const float4* o = reinterpret_cast<const float4*>(
+        merge_out + (w * kGroup + r) * layout.merge_row + d);
+    const float4 a = o[0], b = o[1];
+    v[0] += f * a.x, v[1] += f * a.y, v[2] += f * a.z, v[3] += f * a.w;
+    v[4] += f * b.x, v[5] += f * b.y, v[6] += f * b.z, v[7] += f * b.w;
+  }
+}
+
+// The end of an item: merges the consumer warps' states and writes out /
+// lse or the partial slot; the last piece of a split pair merges the pair.
+// All consumer threads call it; it ends with a consumer barrier, after
+// which the query rows, merge buffers and flag may be reused.
+template <Half16 kType, int kHeadDim, int kGroup, bool kNamedSync>
+TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item,
+                                    const DecodeWarpState<kHeadDim>& st,
+                                    unsigned char* smem,
+                                    const DecodeSmemLayout layout, int warp,
+                                    int lane) {
+  DecodeCombineWarps<kHeadDim, kGroup, kNamedSync>(p, st, smem, layout, warp,
+                                                   lane);
+  const float* merge_out = reinterpret_cast<float*>(smem + layout.merge_out);
+  const float* merge_sum = reinterpret_cast<float*>(smem + layout.merge_sum);
+  const float* row_scale = reinterpret_cast<float*>(smem + layout.row_scale);
+  int* flag = reinterpret_cast<int*>(smem + layout.flag);
+  const int thread = warp * 32 + lane;
+  const unsigned row = layout.merge_row;
+  const int group = DecodeGroupOf<kGroup>(p);
   // ---- 3. combine; write out / lse or the partial slot ----------------------
   constexpr int kPairs = kHeadDim / 2;
   const long long head0 = static_cast<long long>(item.kv_head) * group;

@@ -73,6 +73,12 @@ inline constexpr int kDecodeLaunchEvictFirst = 1;
 //     Other kernels run the items one by one, as any plan's.
 inline constexpr int kDecodeLaunchHeadGroups = 2;
 
+//   kDecodeLaunchClusterMerges  the plan's split pairs each run on
+//     consecutive CTAs of one cluster (plan::DecodePlan::cluster_merges), so
+//     a TMA launch in clusters merges them in shared memory
+//     (DecodeClusterLayout). Without it, pairs merge through L2.
+inline constexpr int kDecodeLaunchClusterMerges = 4;
+
 // KV heads of a head group: one per consumer warp.
 inline constexpr int kDecodeHeadGroup = kDecodeConsumerWarps;
 
@@ -190,6 +196,39 @@ inline constexpr bool DecodeHeadGroupFits(int head_dim, int group, int stages) {
 inline constexpr unsigned DecodeSharedBytes(int head_dim, int group,
                                             int stages) {
   return MakeDecodeSmemLayout(head_dim, group, stages).total + 1024;
+}
+
+// Cluster merges (a TMA launch in clusters of `cluster` CTAs, plan::
+// DecodePlanParams::cluster_workers): a split pair whose pieces all run in
+// one cluster is merged in the shared memory of its first piece's CTA (the
+// receiver), past the layout. The other pieces store their partials there
+// (st.async, completing the barrier's transaction bytes) and are done: no
+// merge counter, no partial slot, no round trip through L2. A CTA receives
+// for at most one pair (a first piece is its worker's last item).
+struct DecodeClusterLayout {
+  unsigned slots;    // [cluster][group][D] partials, 16-bit, by piece
+  unsigned lse;      // [cluster][group] f32, log2 domain
+  unsigned barrier;  // u64 mbarrier: count 1 (the receiver), tx = the rest
+  unsigned total;    // bytes used, from the 1024-byte aligned base
+};
+
+inline constexpr DecodeClusterLayout MakeDecodeClusterLayout(int head_dim,
+                                                             int group,
+                                                             int stages,
+                                                             int cluster) {
+  DecodeClusterLayout l = {};
+  l.slots =
+      DecodeAlignUp(MakeDecodeSmemLayout(head_dim, group, stages).total, 16);
+  l.lse = l.slots + cluster * group * head_dim * 2;
+  l.barrier = DecodeAlignUp(l.lse + cluster * group * 4, 8);
+  l.total = l.barrier + 8;
+  return l;
+}
+
+// Dynamic shared memory of a launch in clusters of `cluster` CTAs.
+inline constexpr unsigned DecodeClusterSharedBytes(int head_dim, int group,
+                                                   int stages, int cluster) {
+  return MakeDecodeClusterLayout(head_dim, group, stages, cluster).total + 1024;
 }
 
 // Bytes of the merge counters and error words for `partials` slots.

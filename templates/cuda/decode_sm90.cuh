@@ -33,11 +33,16 @@
 // arrived on it, and consumers cannot pass s before the producer armed it.
 // Invalid boxes (bad page id, past the device length) are not loaded and
 // not counted in the transaction bytes; their tokens are masked.
+// Launched in clusters (decode_params.h, DecodeClusterLayout), a split
+// pair whose pieces all run in this CTA's cluster is merged in the shared
+// memory of its first piece's CTA instead of through L2 (FinishInCluster);
+// other pairs merge as without clusters.
 #ifndef TAILOR_TEMPLATES_CUDA_DECODE_SM90_CUH_
 #define TAILOR_TEMPLATES_CUDA_DECODE_SM90_CUH_
 
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/bulk_copy.cuh"
+#include "runtime/cuda/cluster.cuh"
 #include "runtime/cuda/entry.cuh"
 #include "runtime/cuda/mbarrier.cuh"
 #include "runtime/cuda/tma.cuh"
@@ -88,6 +93,16 @@ struct DecodeSm90Kernel {
     unsigned long long* masks;  // [kStages]
   };
 
+  // This CTA's cluster (size 1: a launch without clusters) and its
+  // receiver's buffers (DecodeClusterLayout).
+  struct Cluster {
+    unsigned size, rank;
+    uint4* slots;  // [size][kGroup][kHeadDim / 8]
+    float* lse;    // [size][kGroup]
+    Mbarrier* merged;
+  };
+  static constexpr unsigned kClusterSlots = DecodeAlignUp(kLayout.total, 16);
+
   static TAILOR_DEVICE Shared Carve() {
     extern __shared__ unsigned char decode_smem[];
     const unsigned misalign = SharedAddress(decode_smem) % 1024;
@@ -97,6 +112,18 @@ struct DecodeSm90Kernel {
     s.empty = s.full + kStages;
     s.masks = reinterpret_cast<unsigned long long*>(s.base + kLayout.masks);
     return s;
+  }
+
+  static TAILOR_DEVICE Cluster ClusterOf(const Shared& sh) {
+    Cluster c;
+    c.size = ClusterCtaCount();
+    c.rank = ClusterCtaRank();
+    c.slots = reinterpret_cast<uint4*>(sh.base + kClusterSlots);
+    const unsigned lse = kClusterSlots + c.size * kGroup * kHeadDim * 2;
+    c.lse = reinterpret_cast<float*>(sh.base + lse);
+    c.merged = reinterpret_cast<Mbarrier*>(
+        sh.base + (lse + c.size * kGroup * 4 + 7) / 8 * 8);
+    return c;
   }
 
   static TAILOR_DEVICE unsigned char* KTile(const Shared& sh, int stage) {
@@ -340,6 +367,120 @@ struct DecodeSm90Kernel {
     }
   }
 
+  // ---- cluster merges
+  // ----------------------------------------------------------
+  // Whether every piece of `item`'s pair runs in this CTA's cluster: plans
+  // flagged kDecodeLaunchClusterMerges put piece i on worker first + i, so
+  // the pair's pieces run on CTAs [c - i, c - i + pieces) (c = blockIdx.x;
+  // clusters are aligned runs of `size` CTAs).
+  static TAILOR_DEVICE bool MergesInCluster(const Cluster& cl, int flags,
+                                            const DecodeWorkItem& item) {
+    if (cl.size < 2 || item.partial < 0 ||
+        !(flags & kDecodeLaunchClusterMerges)) {
+      return false;
+    }
+    const int first =
+        static_cast<int>(blockIdx.x) - (item.partial - item.first_partial);
+    return first / static_cast<int>(cl.size) ==
+           (first + item.pieces - 1) / static_cast<int>(cl.size);
+  }
+
+  // The end of a piece that MergesInCluster: the warps combine, piece i
+  // stores its partial (16-bit rows, lse) in slot i of the receiver (the
+  // CTA of piece 0, rank rank - i) and is done; the receiver writes its own
+  // slot 0, waits for the others' bytes and merges. Same contract as
+  // DecodeFinishItem (all consumer threads; ends with a consumer barrier).
+  static TAILOR_DEVICE void FinishInCluster(const Params& p, const Shared& sh,
+                                            const Cluster& cl,
+                                            const DecodeWorkItem& item,
+                                            const DecodeWarpState<kHeadDim>& st,
+                                            int warp, int lane) {
+    constexpr int kOctets = kHeadDim / 8;
+    constexpr unsigned kSlotBytes = kGroup * kHeadDim * 2 + kGroup * 4;
+    DecodeCombineWarps<kHeadDim, kGroup, true>(p, st, sh.base, kLayout, warp,
+                                               lane);
+    const int thread = warp * 32 + lane;
+    const int piece = item.partial - item.first_partial;
+    const unsigned receiver = cl.rank - piece;
+    for (int e = thread; e < kGroup * kOctets; e += kDecodeConsumerWarps * 32) {
+      float v[8];
+      DecodeCombinedOctet<kGroup>(sh.base, kLayout, e / kOctets,
+                                  (e % kOctets) * 8, v);
+      const uint4 packed =
+          make_uint4(Pack2<kType>(v[0], v[1]), Pack2<kType>(v[2], v[3]),
+                     Pack2<kType>(v[4], v[5]), Pack2<kType>(v[6], v[7]));
+      uint4* slot = cl.slots + piece * kGroup * kOctets + e;
+      if (piece == 0) {
+        *slot = packed;
+      } else {
+        PeerStoreAsync(slot, receiver, packed, cl.merged);
+      }
+    }
+    if (thread < kGroup) {
+      const float lse2 =
+          reinterpret_cast<const float*>(sh.base + kLayout.merge_sum)[thread];
+      float* slot = cl.lse + piece * kGroup + thread;
+      if (piece == 0) {
+        *slot = lse2;
+      } else {
+        PeerStoreAsync(slot, receiver, lse2, cl.merged);
+      }
+    }
+    if (piece == 0) {
+      DecodeConsumerSync<true>();  // slot 0, before every thread's reads
+      if (thread == 0)
+        cl.merged->ArriveExpectTx((item.pieces - 1) * kSlotBytes);
+      while (!TryWaitFromCluster(cl.merged, 0)) {
+      }
+      MergeSlots(p, cl, item, thread);
+    }
+    DecodeConsumerSync<true>();
+  }
+
+  // The receiver's merge of slots [0, item.pieces) into out / lse: each
+  // thread folds its octets of the output over the pieces as
+  // DecodeMergePieces does, from shared memory.
+  static TAILOR_DEVICE void MergeSlots(const Params& p, const Cluster& cl,
+                                       const DecodeWorkItem& item, int thread) {
+    constexpr int kOctets = kHeadDim / 8;
+    for (int e = thread; e < kGroup * kOctets; e += kDecodeConsumerWarps * 32) {
+      const int row = e / kOctets, d = (e % kOctets) * 8;
+      float top = NegativeInfinity(), sum = 0.0f, acc[8] = {};
+      for (int i = 0; i < item.pieces; ++i) {
+        const float x = cl.lse[i * kGroup + row];
+        const uint4 o = cl.slots[i * kGroup * kOctets + e];
+        const float m = fmaxf(top, x);
+        const float base = m == NegativeInfinity() ? 0.0f : m;
+        const float rescale = Exp2(top - base), w = Exp2(x - base);
+        const unsigned pairs[4] = {o.x, o.y, o.z, o.w};
+        sum = sum * rescale + w;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          float lo, hi;
+          Unpack2<kType>(pairs[q], lo, hi);
+          acc[2 * q] = acc[2 * q] * rescale + w * lo;
+          acc[2 * q + 1] = acc[2 * q + 1] * rescale + w * hi;
+        }
+        top = m;
+      }
+      const float scale = sum > 0 ? 1.0f / sum : 0.0f;
+      const long long head =
+          static_cast<long long>(item.kv_head) * kGroup + row;
+      unsigned short* out = static_cast<unsigned short*>(p.out) +
+                            item.seq * p.out_stride_b + head * p.out_stride_h +
+                            d;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        DecodeStore2<kType>(out + 2 * q, acc[2 * q] * scale,
+                            acc[2 * q + 1] * scale);
+      }
+      if (d == 0 && p.lse != nullptr) {
+        p.lse[item.seq * p.lse_stride_b + head] =
+            sum > 0 ? (top + log2f(sum)) * kDecodeLn2 : NegativeInfinity();
+      }
+    }
+  }
+
   static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh,
                                     int first, int last,
                                     const DecodeWorkItem& head, int flags,
@@ -351,6 +492,11 @@ struct DecodeSm90Kernel {
       }
     }
     const unsigned q_rows = SharedAddress(sh.base + kLayout.q);
+    const Cluster cl = ClusterOf(sh);
+    // Once, before any remote store: the cluster's CTAs have initialized
+    // their receivers' barriers (Run). They started together, so this costs
+    // nothing next to the first tile's load.
+    if (cl.size > 1) ClusterWait();
     unsigned k = 0;  // tiles consumed so far
     DecodeWarpState<kHeadDim> st;
     for (int i = first; i < last; ++i) {
@@ -382,8 +528,12 @@ struct DecodeSm90Kernel {
         if (lane == 0) sh.empty[stage].Arrive();
       }
       if (warp == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceFinish);
-      DecodeFinishItem<kType, kHeadDim, kGroup, /*kNamedSync=*/true>(
-          p, item, st, sh.base, kLayout, warp, lane);
+      if (MergesInCluster(cl, flags, item)) {
+        FinishInCluster(p, sh, cl, item, st, warp, lane);
+      } else {
+        DecodeFinishItem<kType, kHeadDim, kGroup, /*kNamedSync=*/true>(
+            p, item, st, sh.base, kLayout, warp, lane);
+      }
     }
     if (warp == 0 && lane == 0) TAILOR_DECODE_MARK(kTraceEnd);
   }
@@ -410,14 +560,17 @@ struct DecodeSm90Kernel {
     for (unsigned i = threadIdx.x; i < kLayout.q_bytes / 16; i += kThreads) {
       reinterpret_cast<uint4*>(sh.base + kLayout.q)[i] = make_uint4(0, 0, 0, 0);
     }
+    const bool clustered = ClusterCtaCount() > 1;
     if (threadIdx.x == 0) {
       for (int s = 0; s < kStages; ++s) {
         sh.full[s].Init(1);
         sh.empty[s].Init(kDecodeConsumerWarps);
       }
+      if (clustered) ClusterOf(sh).merged->Init(1);
       FenceMbarrierInit();
     }
     __syncthreads();
+    if (clustered) ClusterArriveRelaxed();  // ClusterWait: Consume
     if (warp == kProducerWarp) {
       Produce(p, sh, first, last, head, flags, lane);
     } else {

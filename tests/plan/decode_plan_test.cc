@@ -106,6 +106,26 @@ void ExpectValidPlan(const DecodePlan& plan, const std::vector<int32_t>& lens,
       EXPECT_GT(worker_of[i], worker_of[i - g]) << "item " << i;
     }
   }
+  // Cluster merges (the kernel's contract): piece i of a split pair on the
+  // worker of piece 0 plus i, all of them in one cluster.
+  if (plan.cluster_merges()) {
+    const int32_t cluster = params.cluster_workers;
+    ASSERT_GT(cluster, 0);
+    for (const auto& [key, pieces] : pairs) {
+      if (pieces.size() < 2) continue;
+      std::vector<int32_t> workers;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (items[i].seq == key.first && items[i].kv_head == key.second) {
+          workers.push_back(worker_of[i]);
+        }
+      }
+      for (size_t i = 0; i < workers.size(); ++i) {
+        EXPECT_EQ(workers[i], workers[0] + static_cast<int32_t>(i));
+      }
+      EXPECT_EQ(workers.front() / cluster, workers.back() / cluster)
+          << "seq " << key.first << " head " << key.second;
+    }
+  }
   // Head groups: items come in runs of g on one worker, heads h0 .. h0 + g
   // - 1 (h0 a multiple of g) of one sequence over one token range.
   ASSERT_EQ(items.size() % g, 0u);
@@ -355,6 +375,69 @@ TEST(DecodePlanTest, CutWorkersLeaveTheRestIdle) {
   EXPECT_THAT(BuildDecodePlan({1}, narrow, &plan),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "params.cut_workers: must be in [0, 264], got 265"));
+}
+
+// Clusters of 16 on 112 workers (the H100's 7 co-resident clusters of 16):
+// B = 1 with Qwen3's 4 KV heads takes 16 pieces a head, head h on cluster h
+// (the stream cut's busiest worker costs less, but not half as much); a
+// unit that does not fit what is left of a cluster starts the next; with
+// few heads the stream cut costs under half and is taken, flagged.
+TEST(DecodePlanTest, ClustersHoldWholePairs) {
+  DecodePlan plan;
+  DecodePlanParams params = Params(4, 112, 64, 16, 128);
+  params.cluster_workers = 16;
+  TAILOR_ASSERT_OK(BuildDecodePlan({4096}, params, &plan));
+  ExpectValidPlan(plan, {4096}, params);
+  EXPECT_TRUE(plan.cluster_merges());
+  ASSERT_EQ(plan.merge_groups().size(), 4u);
+  for (const DecodeMergeGroup& group : plan.merge_groups()) {
+    EXPECT_EQ(group.pieces, 16);
+  }
+  EXPECT_EQ(plan.first_items()[16 * 3 + 15].kv_head, 3);
+  EXPECT_EQ(plan.stats().max_worker_cost, 128 + 256);
+  // 3 heads of 10 tiles on clusters of 8: 5 pieces each, at workers 0-4,
+  // 8-12 and 16-20 (5-9 would straddle two clusters).
+  params = Params(3, 32, 64, 16, 128);
+  params.cluster_workers = 8;
+  TAILOR_ASSERT_OK(BuildDecodePlan({640}, params, &plan));
+  ExpectValidPlan(plan, {640}, params);
+  EXPECT_TRUE(plan.cluster_merges());
+  EXPECT_EQ(plan.first_items()[8].kv_head, 1);
+  EXPECT_EQ(plan.first_items()[16].kv_head, 2);
+  EXPECT_EQ(plan.worker_begin()[6], plan.worker_begin()[8]);  // 5..7 idle
+  // 2 heads: 16 pieces of 2048 tokens against the stream cut's 56 pieces of
+  // ~600: the stream cut, whose pieces may skip a worker.
+  params = Params(2, 112, 64, 16, 128);
+  params.cluster_workers = 16;
+  TAILOR_ASSERT_OK(BuildDecodePlan({32768}, params, &plan));
+  ExpectValidPlan(plan, {32768}, params);
+  EXPECT_FALSE(plan.cluster_merges());
+  EXPECT_GT(plan.stats().split_pairs, 0);
+  // Nothing split: nothing to merge anywhere.
+  TAILOR_ASSERT_OK(BuildDecodePlan({0, 17, 64}, params, &plan));
+  EXPECT_TRUE(plan.cluster_merges());
+  // Random small batches keep the contract.
+  std::mt19937 rng(TestSeed());
+  for (int trial = 0; trial < 200; ++trial) {
+    params = Params(1 + rng() % 8, 16 * (1 + rng() % 8), 64, 16, 128);
+    params.cluster_workers = rng() % 2 ? 8 : 16;
+    std::vector<int32_t> lens(1 + rng() % 3);
+    for (int32_t& n : lens) n = rng() % 3 == 0 ? rng() % 100 : rng() % 40000;
+    SCOPED_TRACE(absl::StrCat("trial ", trial));
+    TAILOR_ASSERT_OK(BuildDecodePlan(lens, params, &plan));
+    ExpectValidPlan(plan, lens, params);
+  }
+  params = Params(4, 112, 64, 16, 128);
+  params.cluster_workers = 3;
+  EXPECT_THAT(BuildDecodePlan({1}, params, &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.cluster_workers: must be 0 or in [2, 16] and "
+                       "divide num_workers (112), got 3"));
+  params.cluster_workers = 32;
+  EXPECT_THAT(BuildDecodePlan({1}, params, &plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "params.cluster_workers: must be 0 or in [2, 16] and "
+                       "divide num_workers (112), got 32"));
 }
 
 TEST(DecodePlanTest, ShortSequencesStayWhole) {

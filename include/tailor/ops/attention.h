@@ -136,6 +136,10 @@ struct DecodePlanSummary {
   // KV heads whose pieces run together on one worker (CUDA sm_90a: one TMA
   // copy loads a page of 4 heads); 1: each (sequence, KV head) on its own.
   int32_t head_group = 1;
+  // CUDA sm_90a: workers launch in clusters of this many CTAs, and a split
+  // pair whose pieces all run in one cluster merges in its shared memory
+  // (small batch buckets); 0: no clusters.
+  int32_t cluster_workers = 0;
   std::string ToString() const;  // "batch=1 workers=132/132 items=140 ..."
 };
 

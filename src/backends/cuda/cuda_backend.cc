@@ -25,6 +25,8 @@ using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 
 constexpr uint32_t kMaxThreadsPerBlock = 1024;
+// Larger clusters need CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED.
+constexpr uint32_t kMaxPortableClusterCtas = 8;
 
 // The compute capability (major * 10 + minor) an op's CUDA template needs,
 // and whether it needs the arch-specific target (sm_90a). Ops without a CUDA
@@ -165,6 +167,18 @@ absl::Status CudaKernel::EnsureDynamicSharedLimit(uint32_t bytes) const {
       absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ", bytes,
                    ")")));
   dynamic_shared_limit_.store(bytes, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernel::AllowNonPortableClusters() const {
+  if (non_portable_clusters_.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      context_->api().cuFuncSetAttribute(
+          function_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+      "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)"));
+  non_portable_clusters_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -371,6 +385,9 @@ absl::Status CudaBackend::Launch(const Kernel& kernel,
   TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
   TAILOR_RETURN_IF_ERROR(
       cuda_kernel->EnsureDynamicSharedLimit(config.shared_bytes));
+  if (config.cluster.count() > kMaxPortableClusterCtas) {
+    TAILOR_RETURN_IF_ERROR(cuda_kernel->AllowNonPortableClusters());
+  }
 
   CUlaunchAttribute cluster_attribute = {};
   CUlaunchConfig launch = {};

@@ -113,6 +113,9 @@ class CudaKernel final : public tailor::internal::Kernel {
   // Raises the kernel's dynamic shared memory limit to `bytes` if it is lower
   // (thread-safe; lock-free once the limit is high enough).
   absl::Status EnsureDynamicSharedLimit(uint32_t bytes) const;
+  // Lets the kernel launch in clusters of more than 8 CTAs (the portable
+  // size), once (thread-safe).
+  absl::Status AllowNonPortableClusters() const;
 
  private:
   std::shared_ptr<const DeviceContext> context_;
@@ -121,6 +124,7 @@ class CudaKernel final : public tailor::internal::Kernel {
   mutable std::atomic<uint32_t> dynamic_shared_limit_{48 *
                                                       1024};  // driver default
   mutable absl::Mutex limit_mu_;
+  mutable std::atomic<bool> non_portable_clusters_{false};
 };
 
 class CudaBackend final : public tailor::internal::Backend {

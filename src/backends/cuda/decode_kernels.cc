@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -374,13 +375,66 @@ absl::Status CudaDecodeKernels::QueryDevice() {
           backend_.device_context().device()),
       "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
   shared_limit_.store(shared);
+  const DecodeClusterCapacity clusters = QueryClusterCapacity(shared);
+  clusters_of8_.store(clusters.of8);
+  clusters_of16_.store(clusters.of16);
   multiprocessors_.store(sms);
   return absl::OkStatus();
 }
 
+DecodeClusterCapacity CudaDecodeKernels::QueryClusterCapacity(
+    int shared_limit) {
+  DecodeClusterCapacity capacity;
+  if (backend_.compute_capability() < 90) return capacity;
+  const KernelSource probe = {
+      .code = "extern \"C\" __global__ void tailor_cluster_probe() {}\n",
+      .entry = "tailor_cluster_probe"};
+  const SpecKey key;  // the backend's arch
+  absl::StatusOr<std::string> cubin = backend_.Compile(key, probe);
+  absl::StatusOr<std::shared_ptr<Kernel>> kernel =
+      cubin.ok() ? backend_.Load(key, probe, *cubin)
+                 : absl::StatusOr<std::shared_ptr<Kernel>>(cubin.status());
+  const auto* cuda =
+      kernel.ok() ? dynamic_cast<const CudaKernel*>(kernel->get()) : nullptr;
+  absl::Status status = kernel.status();
+  if (cuda != nullptr) {
+    status = cuda->EnsureDynamicSharedLimit(shared_limit);
+    if (status.ok()) status = cuda->AllowNonPortableClusters();
+  }
+  for (int size : {8, 16}) {
+    if (!status.ok()) break;
+    CUlaunchAttribute cluster = {};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = size;
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = size;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = (kDecodeConsumerWarps + 1) * 32;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = shared_limit;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int count = 0;
+    status = CudaResultToStatus(
+        backend_.device_context().api().cuOccupancyMaxActiveClusters(
+            &count, cuda->function(), &config),
+        "cuOccupancyMaxActiveClusters");
+    (size == 8 ? capacity.of8 : capacity.of16) = count;
+  }
+  if (!status.ok()) {
+    tailor::internal::Logger().warn(
+        "attention.decode: no cluster launches ({})", status.message());
+    return {};
+  }
+  return capacity;
+}
+
 absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
                                                const char* stages,
-                                               const char* head_group) {
+                                               const char* head_group,
+                                               const char* cluster) {
   auto parse = [](const char* name, const char* text, int lo, int hi,
                   int& out) -> absl::Status {
     if (text == nullptr) return absl::OkStatus();
@@ -406,6 +460,13 @@ absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
         absl::StrCat("TAILOR_DECODE_HEAD_GROUP: must be 1 or ",
                      kDecodeHeadGroup, ", got \"", head_group, "\""));
   }
+  TAILOR_RETURN_IF_ERROR(
+      parse("TAILOR_DECODE_CLUSTER", cluster, 1, 16, tuning.cluster));
+  if (tuning.cluster != 0 && tuning.cluster != 1 && tuning.cluster != 8 &&
+      tuning.cluster != 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TAILOR_DECODE_CLUSTER: must be 1, 8 or 16, got \"", cluster, "\""));
+  }
   return tuning;
 }
 
@@ -414,7 +475,8 @@ DecodeTuning TuningFromEnv() {
   absl::StatusOr<DecodeTuning> tuning =
       ParseDecodeTuning(std::getenv("TAILOR_DECODE_WORKERS_PER_SM"),
                         std::getenv("TAILOR_DECODE_STAGES"),
-                        std::getenv("TAILOR_DECODE_HEAD_GROUP"));
+                        std::getenv("TAILOR_DECODE_HEAD_GROUP"),
+                        std::getenv("TAILOR_DECODE_CLUSTER"));
   if (tuning.ok()) return *tuning;
   tailor::internal::Logger().warn("{}; using the defaults",
                                   tuning.status().message());
@@ -445,6 +507,22 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
                      " allows ", shared_limit_.load()));
   }
   return stages;
+}
+
+int DecodeClusterWorkersFor(const DecodeShape& shape, int64_t bucket, bool tma,
+                            int stages, int64_t shared_limit,
+                            const DecodeClusterCapacity& capacity, int forced) {
+  if (!tma || forced == 1) return 0;
+  const int64_t pairs = bucket * shape.num_kv_heads;
+  for (const auto& [size, count] :
+       {std::pair{16, capacity.of16}, std::pair{8, capacity.of8}}) {
+    if (forced != 0 && forced != size) continue;
+    const bool fits = DecodeClusterSharedBytes(static_cast<int>(shape.head_dim),
+                                               static_cast<int>(shape.group),
+                                               stages, size) <= shared_limit;
+    if (pairs <= count && fits) return size;
+  }
+  return 0;
 }
 
 int DecodeCutWorkers(const DecodeShape& shape,
@@ -486,6 +564,29 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
   }
   TAILOR_ASSIGN_OR_RETURN(const int stages,
                           StagesFor(shape, config.num_workers));
+  config.launch_flags = flags;
+  config.head_group_flags = kDecodeLaunchHeadGroups;
+  // Small buckets: one CTA an SM in clusters, no head groups (those pay
+  // over long streams a worker, never at these batches).
+  const int cluster =
+      tuning_.workers_per_sm != 0
+          ? 0
+          : DecodeClusterWorkersFor(
+                shape, bucket,
+                backend_.arch() == "sm_90a" &&
+                    DecodeTmaPageSize(shape.page_size),
+                stages, shared,
+                {.of8 = clusters_of8_.load(), .of16 = clusters_of16_.load()},
+                tuning_.cluster);
+  if (cluster > 0) {
+    const int count =
+        cluster == 16 ? clusters_of16_.load() : clusters_of8_.load();
+    config.num_workers = cluster * count;
+    config.cut_workers = 0;
+    config.cluster_workers = cluster;
+    config.cluster_flags = kDecodeLaunchClusterMerges;
+    return config;
+  }
   const int forced = forced_head_group_.load() != 0 ? forced_head_group_.load()
                                                     : tuning_.head_group;
   config.head_group = DecodeHeadGroupFor(
@@ -497,8 +598,6 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
       config.head_group > 1 &&
       (forced != 0 ||
        DecodeHeadGroupsSplit(shape, seq_lens, config.num_workers));
-  config.launch_flags = flags;
-  config.head_group_flags = kDecodeLaunchHeadGroups;
   return config;
 }
 
@@ -648,6 +747,15 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
   config.block.x = (kDecodeConsumerWarps + (tma ? 1 : 0)) * 32;
   config.shared_bytes = DecodeSharedBytes(
       static_cast<int>(shape.head_dim), static_cast<int>(shape.group), stages);
+  // The plan's clusters (the TMA kernel merges in them; any other runs the
+  // same plan without, merging through L2).
+  const int cluster = launch.work.cluster_workers;
+  if (tma && cluster > 1) {
+    config.cluster.x = static_cast<uint32_t>(cluster);
+    config.shared_bytes = DecodeClusterSharedBytes(
+        static_cast<int>(shape.head_dim), static_cast<int>(shape.group), stages,
+        cluster);
+  }
   return engine.Launch(key.op, *selected.kernel, config, params);
 }
 

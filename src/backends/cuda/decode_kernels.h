@@ -60,17 +60,45 @@ class CudaBackend;
 //     fits (default: the deepest that fits).
 //   TAILOR_DECODE_HEAD_GROUP  1 (never) or 4 (always where the kernel
 //     allows): head groups of plans (default: DecodeHeadGroupFor).
+//   TAILOR_DECODE_CLUSTER  1 (never), 8 or 16 (only that size): cluster
+//     launches of small buckets (default: DecodeClusterWorkersFor).
 struct DecodeTuning {
   int workers_per_sm = 0;  // 0: DecodeCtasPerSm
   int stages = 0;          // 0: the deepest pipeline that fits
   int head_group = 0;      // 0: DecodeHeadGroupFor
+  int cluster = 0;         // 0: DecodeClusterWorkersFor's rule
 };
 
 // Parses the variables' values (null: unset). InvalidArgument naming the
 // variable and its range for anything else.
-absl::StatusOr<DecodeTuning> ParseDecodeTuning(
-    const char* workers_per_sm, const char* stages,
-    const char* head_group = nullptr);
+absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
+                                               const char* stages,
+                                               const char* head_group = nullptr,
+                                               const char* cluster = nullptr);
+
+// How many clusters of 8 and of 16 CTAs (one an SM: the decode kernel's
+// shared memory) the device runs at once; 0 where it runs none.
+struct DecodeClusterCapacity {
+  int of8 = 0;
+  int of16 = 0;
+};
+
+// The cluster size of a workspace of `bucket` sequences
+// (plan::DecodePlanParams::cluster_workers; its launch has that size times
+// capacity's count of CTAs): 16 when the bucket's (sequence, KV head) pairs
+// fit one cluster each of those the device runs at once, else 8 when they
+// fit those, else 0 (no clusters). `forced` (DecodeTuning::cluster): 1
+// never, 8 or 16 only that size. Only where `tma` (the TMA kernel may run:
+// sm_90a, its page sizes) and the receiver's slots fit beside a `stages`
+// deep pipeline in `shared_limit` bytes.
+// Why: at B = 1 a split pair's merge is the tail of the launch; in the
+// shared memory of one cluster it skips the merge counter's and the
+// partials' round trips through L2 (H100, bench/results/decode_h100.txt,
+// session 19).
+int DecodeClusterWorkersFor(const tailor::internal::DecodeShape& shape,
+                            int64_t bucket, bool tma, int stages,
+                            int64_t shared_limit,
+                            const DecodeClusterCapacity& capacity, int forced);
 
 class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  public:
@@ -114,8 +142,13 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   }
 
  private:
-  // SM count and opt-in shared memory per block, queried once.
+  // SM count, opt-in shared memory per block and cluster capacity, queried
+  // once.
   absl::Status QueryDevice();
+  // DecodeClusterCapacity of the device (sm_90+; else zeros): the occupancy
+  // of a kernel that does nothing, compiled for the purpose, with all of an
+  // SM's shared memory. A failure is logged and leaves zeros.
+  DecodeClusterCapacity QueryClusterCapacity(int shared_limit);
   // The depth of a launch of `workers` CTAs: what two co-resident CTAs fit
   // when there are more workers than SMs (and two fit), else what one fits.
   absl::StatusOr<int> StagesFor(const tailor::internal::DecodeShape& shape,
@@ -126,6 +159,8 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   std::atomic<int> multiprocessors_{0};
   std::atomic<int> shared_limit_{0};
   std::atomic<int64_t> l2_bytes_{0};
+  std::atomic<int> clusters_of8_{0};
+  std::atomic<int> clusters_of16_{0};
   std::atomic<Path> forced_{Path::kAuto};
   std::atomic<int> forced_head_group_{0};
   std::atomic<Path> last_{Path::kAuto};

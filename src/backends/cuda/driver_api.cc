@@ -209,6 +209,7 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuFuncSetAttribute, kCuda12_0);
   TAILOR_RESOLVE(cuLaunchKernelEx, kCuda12_0);
   TAILOR_RESOLVE(cuLaunchKernel, kCuda12_0);
+  TAILOR_RESOLVE(cuOccupancyMaxActiveClusters, kCuda12_0);
   TAILOR_RESOLVE(cuMemAlloc, kCuda12_0);
   TAILOR_RESOLVE(cuMemFree, kCuda12_0);
   TAILOR_RESOLVE(cuMemcpyHtoD, kCuda12_0);

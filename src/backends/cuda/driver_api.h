@@ -84,6 +84,8 @@ struct DriverApi {
   decltype(&::cuFuncSetAttribute) cuFuncSetAttribute = nullptr;
   decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
   decltype(&::cuLaunchKernel) cuLaunchKernel = nullptr;
+  decltype(&::cuOccupancyMaxActiveClusters) cuOccupancyMaxActiveClusters =
+      nullptr;
 
   // Memory.
   decltype(&::cuMemAlloc) cuMemAlloc = nullptr;

@@ -73,6 +73,98 @@ TEST_F(DecodeGpuTest, HeadGroupsMatchTheReference) {
   }
 }
 
+// Cluster merges: workspaces of 1-3 sequences launch in clusters on Hopper
+// (Qwen3's 4 KV heads at B = 1 in clusters of 16, Llama's 8 or Qwen3's B =
+// 2 in clusters of 8), and a split pair's pieces merge in the shared memory
+// of its first piece's CTA; short pairs are not split; the cp.async path
+// runs the same plan without clusters.
+TEST_F(DecodeGpuTest, ClusterMergesMatchTheReference) {
+  std::vector<PagedCase> cases;
+  uint64_t seed = TestSeed() + 40;
+  for (const std::vector<int32_t>& lens :
+       {std::vector<int32_t>{4096}, std::vector<int32_t>{32768},
+        std::vector<int32_t>{577}, std::vector<int32_t>{0},
+        std::vector<int32_t>{1}, std::vector<int32_t>{17, 20000},
+        std::vector<int32_t>{0, 1, 5000}}) {
+    for (int64_t kv_heads : {4, 8}) {
+      cases.push_back(
+          {.lens = lens,
+           .page_size = 16,
+           .num_qo_heads = 32,
+           .num_kv_heads = kv_heads,
+           .head_dim = 128,
+           .dtype = kv_heads == 4 ? DType::kBF16 : DType::kF16,
+           .layout = kv_heads == 4 ? KvLayout::kHnd : KvLayout::kNhd,
+           .shared_prefix_pages = 1,
+           .seed = seed++});
+    }
+  }
+  for (const PagedCase& c : cases) {
+    // 4 pairs fit the clusters of any Hopper (H100: 7 of 16, 15 of 8).
+    CheckEveryPath(c, "cluster ", 0, c.batch() * c.num_kv_heads <= 4);
+  }
+}
+
+// A graph captured on a workspace of one sequence (a cluster launch on
+// Hopper) replays plans of new lengths: pieces of 16 or 8 a pair, none.
+TEST_F(DecodeGpuTest, GraphReplaysClusterPlans) {
+  constexpr int32_t kLongest = 20000;
+  auto make = [&](int32_t len, uint64_t seed) {
+    PagedCase c = {.lens = {len},
+                   .page_size = 16,
+                   .num_qo_heads = 32,
+                   .num_kv_heads = 4,
+                   .head_dim = 128,
+                   .dtype = DType::kBF16,
+                   .layout = KvLayout::kNhd,
+                   .extra_pages = 0,
+                   .seed = seed};
+    PagedBatch p = BuildPagedBatch(c);
+    // Every step's cache and table are as large as the longest step's.
+    const int64_t pages = kLongest / 16 + 1;
+    p.k.resize(pages * p.cache_strides[0], 0);
+    p.v.resize(pages * p.cache_strides[0], 0);
+    p.num_pages = pages;
+    p.block_table.resize(pages, -3);
+    p.max_pages = pages;
+    return p;
+  };
+  PagedBatch first = make(kLongest, TestSeed() + 50);
+  DeviceBatch d(api(), first);
+  TAILOR_ASSERT_OK(d.Upload(first));
+  DecodeWorkspace ws;
+  Reserve(LimitsOf(first.c, 1), ws);
+  TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(first, stream()), ws));
+  const RunDecodeArgs args = d.Args(first, device(), stream());
+  TAILOR_ASSERT_OK(RunDecode(runtime(), args, ws));  // compile outside
+  TAILOR_ASSERT_OK(stream_->Synchronize());
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(
+      api().cuStreamBeginCapture(stream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      CUDA_SUCCESS);
+  const absl::Status captured = RunDecode(runtime(), args, ws);
+  ASSERT_EQ(api().cuStreamEndCapture(stream(), &graph), CUDA_SUCCESS);
+  TAILOR_ASSERT_OK(captured);
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  int step = 0;
+  for (int32_t len : {4096, 0, 577, kLongest, 1, 1500}) {
+    PagedBatch p = make(len, TestSeed() + 60 + step);
+    SCOPED_TRACE(absl::StrCat("step ", step++, ": ", p.c.ToString()));
+    TAILOR_ASSERT_OK(d.Upload(p));
+    TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
+    ASSERT_EQ(api().cuGraphLaunch(exec, stream()), CUDA_SUCCESS);
+    TAILOR_ASSERT_OK(stream_->Synchronize());
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
+    const Errors err = Check(d, p, 1.0 / std::sqrt(128.0));
+    std::printf("cluster graph rel %.2e | %s\n", err.out_rel,
+                ws.plan().ToString().c_str());
+    EXPECT_LE(err.out_rel, Bound(DType::kBF16)) << err.worst;
+  }
+  api().cuGraphExecDestroy(exec);
+  api().cuGraphDestroy(graph);
+}
+
 TEST_F(DecodeGpuTest, AutoPicksTmaOnHopperWhenLegal) {
   PagedCase c = {.lens = {100, 3},
                  .page_size = 16,

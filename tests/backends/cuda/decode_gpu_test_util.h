@@ -83,8 +83,10 @@ class DecodeGpuTest : public ::testing::Test {
   // Plans `c` and runs it on every path the device has (TMA where legal,
   // cp.async), each against the fp64 reference, one line each prefixed by
   // `label`. `head_group` > 0: the plan's head group must be that.
-  void CheckEveryPath(const PagedCase& c, const char* label,
-                      int head_group = 0);
+  // `clusters`: the plan must launch in clusters on Hopper (none
+  // elsewhere).
+  void CheckEveryPath(const PagedCase& c, const char* label, int head_group = 0,
+                      bool clusters = false);
 
   std::unique_ptr<CudaTestRuntime> env_;
   CudaDecodeKernels* kernels_ = nullptr;
@@ -264,7 +266,7 @@ inline std::vector<PagedCase> Cases() {
 }
 
 inline void DecodeGpuTest::CheckEveryPath(const PagedCase& c, const char* label,
-                                          int head_group) {
+                                          int head_group, bool clusters) {
   PagedBatch p = BuildPagedBatch(c);
   DeviceBatch d(api(), p);
   TAILOR_ASSERT_OK(d.Upload(p));
@@ -273,6 +275,10 @@ inline void DecodeGpuTest::CheckEveryPath(const PagedCase& c, const char* label,
   TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
   if (head_group > 0) {
     EXPECT_EQ(ws.plan().head_group, head_group);
+  }
+  if (clusters) {
+    const bool hopper = env_->backend().arch() == "sm_90a";
+    EXPECT_EQ(ws.plan().cluster_workers > 0, hopper);
   }
   const bool tma_legal = env_->backend().arch() == "sm_90a" &&
                          cuda::DecodeTmaPageSize(c.page_size);

@@ -181,6 +181,18 @@ TEST(DecodeTuningTest, DefaultsAndRanges) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "TAILOR_DECODE_HEAD_GROUP: must be an integer in [1, "
                        "4], got \"8\""));
+  EXPECT_EQ(unset->cluster, 0);  // DecodeClusterWorkersFor
+  absl::StatusOr<DecodeTuning> clustered =
+      ParseDecodeTuning(nullptr, nullptr, nullptr, "16");
+  ASSERT_TRUE(clustered.ok()) << clustered.status();
+  EXPECT_EQ(clustered->cluster, 16);
+  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, nullptr, "4"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TAILOR_DECODE_CLUSTER: must be 1, 8 or 16, got \"4\""));
+  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, nullptr, "32"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TAILOR_DECODE_CLUSTER: must be an integer in [1, "
+                       "16], got \"32\""));
 }
 
 TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
@@ -313,6 +325,34 @@ TEST(DecodeKernelKeysTest, HeadGroupsSplitOnlyOverLongStreams) {
   EXPECT_TRUE(DecodeHeadGroupsSplit(qwen3, {405504}, 264));
   EXPECT_FALSE(DecodeHeadGroupsSplit(qwen3, {405503}, 264));
   EXPECT_FALSE(DecodeHeadGroupsSplit(qwen3, {}, 264));
+}
+
+// The H100 runs 15 clusters of 8 and 7 of 16 at one CTA an SM: a bucket of
+// one Qwen3 sequence (4 pairs) gets clusters of 16, of two (8 pairs) or one
+// Llama sequence (8) clusters of 8, of four Qwen3 sequences (16) none.
+TEST(DecodeKernelKeysTest, ClustersForSmallBuckets) {
+  const tailor::internal::DecodeShape qwen3 = Qwen3DecodeShape();
+  tailor::internal::DecodeShape llama = qwen3;
+  llama.num_kv_heads = 8;
+  llama.group = 4;
+  const DecodeClusterCapacity h100 = {.of8 = 15, .of16 = 7};
+  auto cluster = [&](const tailor::internal::DecodeShape& shape, int64_t bucket,
+                     int forced = 0, bool tma = true,
+                     int64_t shared = kSharedSm90) {
+    return DecodeClusterWorkersFor(shape, bucket, tma, 4, shared, h100, forced);
+  };
+  EXPECT_EQ(cluster(qwen3, 1), 16);
+  EXPECT_EQ(cluster(qwen3, 2), 8);
+  EXPECT_EQ(cluster(qwen3, 4), 0);
+  EXPECT_EQ(cluster(llama, 1), 8);
+  EXPECT_EQ(cluster(llama, 2), 0);
+  EXPECT_EQ(cluster(qwen3, 1, /*forced=*/1), 0);
+  EXPECT_EQ(cluster(qwen3, 1, /*forced=*/8), 8);
+  EXPECT_EQ(cluster(llama, 1, /*forced=*/16), 0);
+  EXPECT_EQ(cluster(qwen3, 1, 0, /*tma=*/false), 0);
+  // The receiver's slots must fit beside the pipeline.
+  EXPECT_EQ(cluster(qwen3, 1, 0, true, DecodeSharedBytes(128, 8, 4)), 0);
+  EXPECT_EQ(DecodeClusterWorkersFor(qwen3, 1, true, 4, kSharedSm90, {}, 0), 0);
 }
 
 // The checker (and so the descriptor pool) accepts the cache maps of every
