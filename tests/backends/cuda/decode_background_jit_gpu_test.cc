@@ -176,26 +176,17 @@ TEST_F(DecodeGenericOnlyTest, GraphReplaysOnTheGenericKernel) {
   Errors err = RunChecked(runtime(), p, d, ws);  // warm-up, outside capture
   EXPECT_LE(err.out_rel, Bound(c.dtype));
   const RunDecodeArgs args = d.Args(p, device(), stream());
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ASSERT_EQ(
-      api().cuStreamBeginCapture(stream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-      CUDA_SUCCESS);
-  const absl::Status captured = RunDecode(runtime(), args, ws);
-  ASSERT_EQ(api().cuStreamEndCapture(stream(), &graph), CUDA_SUCCESS);
-  TAILOR_ASSERT_OK(captured);
-  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  DecodeGraph graph(api());
+  TAILOR_ASSERT_OK(graph.Capture(runtime(), args, ws));
   for (int step = 0; step < 3; ++step) {
     c.seed = TestSeed() + 100 + step;  // same lengths, new data
     PagedBatch next = BuildPagedBatch(c);
     TAILOR_ASSERT_OK(d.Upload(next));
-    ASSERT_EQ(api().cuGraphLaunch(exec, stream()), CUDA_SUCCESS);
+    ASSERT_EQ(graph.Launch(stream()), CUDA_SUCCESS);
     TAILOR_ASSERT_OK(stream_->Synchronize());
     err = Check(d, next, 1.0 / std::sqrt(128.0));
     EXPECT_LE(err.out_rel, Bound(c.dtype)) << "step " << step;
   }
-  api().cuGraphExecDestroy(exec);
-  api().cuGraphDestroy(graph);
   EXPECT_EQ(runtime().stats().compiles, 0u);
 }
 

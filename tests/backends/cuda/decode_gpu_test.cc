@@ -138,22 +138,15 @@ TEST_F(DecodeGpuTest, GraphReplaysClusterPlans) {
   const RunDecodeArgs args = d.Args(first, device(), stream());
   TAILOR_ASSERT_OK(RunDecode(runtime(), args, ws));  // compile outside
   TAILOR_ASSERT_OK(stream_->Synchronize());
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ASSERT_EQ(
-      api().cuStreamBeginCapture(stream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-      CUDA_SUCCESS);
-  const absl::Status captured = RunDecode(runtime(), args, ws);
-  ASSERT_EQ(api().cuStreamEndCapture(stream(), &graph), CUDA_SUCCESS);
-  TAILOR_ASSERT_OK(captured);
-  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  DecodeGraph graph(api());
+  TAILOR_ASSERT_OK(graph.Capture(runtime(), args, ws));
   int step = 0;
   for (int32_t len : {4096, 0, 577, kLongest, 1, 1500}) {
     PagedBatch p = make(len, TestSeed() + 60 + step);
     SCOPED_TRACE(absl::StrCat("step ", step++, ": ", p.c.ToString()));
     TAILOR_ASSERT_OK(d.Upload(p));
     TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
-    ASSERT_EQ(api().cuGraphLaunch(exec, stream()), CUDA_SUCCESS);
+    ASSERT_EQ(graph.Launch(stream()), CUDA_SUCCESS);
     TAILOR_ASSERT_OK(stream_->Synchronize());
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
     const Errors err = Check(d, p, 1.0 / std::sqrt(128.0));
@@ -161,8 +154,6 @@ TEST_F(DecodeGpuTest, GraphReplaysClusterPlans) {
                 ws.plan().ToString().c_str());
     EXPECT_LE(err.out_rel, Bound(DType::kBF16)) << err.worst;
   }
-  api().cuGraphExecDestroy(exec);
-  api().cuGraphDestroy(graph);
 }
 
 TEST_F(DecodeGpuTest, AutoPicksTmaOnHopperWhenLegal) {
@@ -241,15 +232,8 @@ TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
   TAILOR_ASSERT_OK(RunDecode(runtime(), args, ws));
   TAILOR_ASSERT_OK(stream_->Synchronize());
 
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ASSERT_EQ(
-      api().cuStreamBeginCapture(stream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-      CUDA_SUCCESS);
-  const absl::Status captured = RunDecode(runtime(), args, ws);
-  ASSERT_EQ(api().cuStreamEndCapture(stream(), &graph), CUDA_SUCCESS);
-  TAILOR_ASSERT_OK(captured);
-  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  DecodeGraph graph(api());
+  TAILOR_ASSERT_OK(graph.Capture(runtime(), args, ws));
 
   for (int step = 0; step < 6; ++step) {
     const int batch = step == 0 ? 1 : 1 + static_cast<int>(rng() % kRows);
@@ -261,7 +245,7 @@ TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
                                                      : 1);
     TAILOR_ASSERT_OK(d.Upload(p));  // same buffers, new contents
     TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
-    ASSERT_EQ(api().cuGraphLaunch(exec, stream()), CUDA_SUCCESS);
+    ASSERT_EQ(graph.Launch(stream()), CUDA_SUCCESS);
     TAILOR_ASSERT_OK(stream_->Synchronize());
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
     const Errors err = Check(d, p, 1.0 / std::sqrt(128.0));
@@ -270,8 +254,6 @@ TEST_F(DecodeGpuTest, GraphReplaysNewPlansInTheCapturedBuffers) {
                 ws.plan().ToString().c_str());
     EXPECT_LE(err.out_rel, Bound(DType::kBF16)) << err.worst;
   }
-  api().cuGraphExecDestroy(exec);
-  api().cuGraphDestroy(graph);
 }
 
 // Holds a stream at a host callback until Release() or a timeout, so that a

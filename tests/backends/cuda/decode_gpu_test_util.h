@@ -129,6 +129,47 @@ struct DeviceBatch {
   DeviceBuffer q, k, v, table, lens, out, lse;
 };
 
+// One RunDecode captured in a CUDA graph on its args' stream, for the
+// graph tests: Capture once, then Launch after each new plan; the graph and
+// its executable go with the object.
+class DecodeGraph {
+ public:
+  explicit DecodeGraph(const cuda::DriverApi& api) : api_(api) {}
+  DecodeGraph(const DecodeGraph&) = delete;
+  DecodeGraph& operator=(const DecodeGraph&) = delete;
+  ~DecodeGraph() {
+    if (exec_ != nullptr) api_.cuGraphExecDestroy(exec_);
+    if (graph_ != nullptr) api_.cuGraphDestroy(graph_);
+  }
+
+  absl::Status Capture(Runtime& runtime, const RunDecodeArgs& args,
+                       DecodeWorkspace& ws) {
+    CUstream stream = static_cast<CUstream>(args.stream);
+    if (api_.cuStreamBeginCapture(
+            stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) {
+      return absl::InternalError("cuStreamBeginCapture failed");
+    }
+    const absl::Status captured = RunDecode(runtime, args, ws);
+    if (api_.cuStreamEndCapture(stream, &graph_) != CUDA_SUCCESS) {
+      return absl::InternalError("cuStreamEndCapture failed");
+    }
+    TAILOR_RETURN_IF_ERROR(captured);
+    if (api_.cuGraphInstantiateWithFlags(&exec_, graph_, 0) != CUDA_SUCCESS) {
+      return absl::InternalError("cuGraphInstantiateWithFlags failed");
+    }
+    return absl::OkStatus();
+  }
+
+  CUresult Launch(CUstream stream) const {
+    return api_.cuGraphLaunch(exec_, stream);
+  }
+
+ private:
+  const cuda::DriverApi& api_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 inline PlanDecodeArgs PlanArgsOf(const PagedBatch& p, CUstream stream) {
   const PagedCase& c = p.c;
   return PlanDecodeArgs{.seq_lens = TensorRef::Contiguous(
