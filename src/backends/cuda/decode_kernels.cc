@@ -375,17 +375,26 @@ absl::Status CudaDecodeKernels::QueryDevice() {
           backend_.device_context().device()),
       "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
   shared_limit_.store(shared);
-  const DecodeClusterCapacity clusters = QueryClusterCapacity(shared);
-  clusters_of8_.store(clusters.of8);
-  clusters_of16_.store(clusters.of16);
   multiprocessors_.store(sms);
   return absl::OkStatus();
+}
+
+DecodeClusterCapacity CudaDecodeKernels::ClusterCapacity() {
+  std::call_once(cluster_query_, [this] {
+    cluster_capacity_ = QueryClusterCapacity(shared_limit_.load());
+  });
+  return cluster_capacity_;
 }
 
 DecodeClusterCapacity CudaDecodeKernels::QueryClusterCapacity(
     int shared_limit) {
   DecodeClusterCapacity capacity;
   if (backend_.compute_capability() < 90) return capacity;
+  if (absl::Status current = MakeCurrent(backend_); !current.ok()) {
+    tailor::internal::Logger().warn(
+        "attention.decode: no cluster launches ({})", current.message());
+    return capacity;
+  }
   const KernelSource probe = {
       .code = "extern \"C\" __global__ void tailor_cluster_probe() {}\n",
       .entry = "tailor_cluster_probe"};
@@ -566,29 +575,30 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
                           StagesFor(shape, config.num_workers));
   config.launch_flags = flags;
   config.head_group_flags = kDecodeLaunchHeadGroups;
+  const int forced = forced_head_group_.load() != 0 ? forced_head_group_.load()
+                                                    : tuning_.head_group;
   // Small buckets: one CTA an SM in clusters, no head groups (those pay
-  // over long streams a worker, never at these batches).
-  const int cluster =
-      tuning_.workers_per_sm != 0
-          ? 0
-          : DecodeClusterWorkersFor(
-                shape, bucket,
-                backend_.arch() == "sm_90a" &&
-                    DecodeTmaPageSize(shape.page_size),
-                stages, shared,
-                {.of8 = clusters_of8_.load(), .of16 = clusters_of16_.load()},
-                tuning_.cluster);
+  // over long streams a worker, never at these batches), unless head groups
+  // are forced. Only a bucket whose pairs could fit the clusters (at most
+  // one of 8 CTAs an 8 SMs) asks for the capacity, which compiles a kernel
+  // the first time.
+  const bool tma =
+      backend_.arch() == "sm_90a" && DecodeTmaPageSize(shape.page_size);
+  const bool may_cluster = tuning_.workers_per_sm == 0 &&
+                           tuning_.cluster != 1 && forced != kDecodeHeadGroup &&
+                           tma && bucket * shape.num_kv_heads * 8 <= sms;
+  const DecodeClusterCapacity capacity =
+      may_cluster ? ClusterCapacity() : DecodeClusterCapacity{};
+  const int cluster = DecodeClusterWorkersFor(
+      shape, bucket, tma, stages, shared, capacity, tuning_.cluster);
   if (cluster > 0) {
-    const int count =
-        cluster == 16 ? clusters_of16_.load() : clusters_of8_.load();
+    const int count = cluster == 16 ? capacity.of16 : capacity.of8;
     config.num_workers = cluster * count;
     config.cut_workers = 0;
     config.cluster_workers = cluster;
     config.cluster_flags = kDecodeLaunchClusterMerges;
     return config;
   }
-  const int forced = forced_head_group_.load() != 0 ? forced_head_group_.load()
-                                                    : tuning_.head_group;
   config.head_group = DecodeHeadGroupFor(
       shape, seq_lens, config.num_workers,
       DecodeHeadGroupsFit(shape, stages, backend_.arch()), forced);

@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,7 +60,8 @@ class CudaBackend;
 //   TAILOR_DECODE_STAGES  2..kDecodeMaxStages pipeline stages, at most what
 //     fits (default: the deepest that fits).
 //   TAILOR_DECODE_HEAD_GROUP  1 (never) or 4 (always where the kernel
-//     allows): head groups of plans (default: DecodeHeadGroupFor).
+//     allows, and no cluster launches): head groups of plans (default:
+//     DecodeHeadGroupFor).
 //   TAILOR_DECODE_CLUSTER  1 (never), 8 or 16 (only that size): cluster
 //     launches of small buckets (default: DecodeClusterWorkersFor).
 struct DecodeTuning {
@@ -129,8 +131,9 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   // where it is not legal), and see which one the last launch took.
   void ForcePathForTesting(Path path) { forced_.store(path); }
   // Tests: plans get this head group (1 or kDecodeHeadGroup) where the
-  // kernel allows head groups, whatever their lengths; 0 restores the
-  // default (DecodeTuning, then DecodeHeadGroupFor's rule).
+  // kernel allows head groups, whatever their lengths (kDecodeHeadGroup:
+  // and never clusters); 0 restores the default (DecodeTuning, then
+  // DecodeHeadGroupFor's rule).
   void ForceHeadGroupForTesting(int head_group) {
     forced_head_group_.store(head_group);
   }
@@ -142,9 +145,12 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   }
 
  private:
-  // SM count, opt-in shared memory per block and cluster capacity, queried
-  // once.
+  // SM count, opt-in shared memory per block and L2 size, queried once.
   absl::Status QueryDevice();
+  // The device's DecodeClusterCapacity, queried at the first call (after
+  // QueryDevice), so that only servers whose buckets could launch in
+  // clusters pay for its compile (~70 ms of NVRTC).
+  DecodeClusterCapacity ClusterCapacity();
   // DecodeClusterCapacity of the device (sm_90+; else zeros): the occupancy
   // of a kernel that does nothing, compiled for the purpose, with all of an
   // SM's shared memory. A failure is logged and leaves zeros.
@@ -159,8 +165,8 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   std::atomic<int> multiprocessors_{0};
   std::atomic<int> shared_limit_{0};
   std::atomic<int64_t> l2_bytes_{0};
-  std::atomic<int> clusters_of8_{0};
-  std::atomic<int> clusters_of16_{0};
+  std::once_flag cluster_query_;
+  DecodeClusterCapacity cluster_capacity_;  // written once, under it
   std::atomic<Path> forced_{Path::kAuto};
   std::atomic<int> forced_head_group_{0};
   std::atomic<Path> last_{Path::kAuto};
