@@ -18,7 +18,7 @@ import statistics
 import sys
 
 MARKS = ["table", "first_tma", "first_full", "last_full", "finish",
-         "arrived", "merged", "end", "dump"]
+         "combined", "arrived", "merged", "end", "dump"]
 
 
 def parse(path):

@@ -4,7 +4,7 @@
 // developer knob that also keeps such kernels out of the normal cache
 // entries); then TAILOR_DECODE_MARK(m) records clock64 at mark m, and at
 // its end every CTA prints one line
-//   TRACE cta sm items globaltimer_start d1 .. d9 globaltimer_end
+//   TRACE cta sm items globaltimer_start d1 .. d10 globaltimer_end
 // with d_m the clock64 cycles from the CTA's start to mark m (-1: never
 // reached). bench/decode_trace.py summarizes the lines of a launch, e.g.
 //   TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_TRACE cuda_decode_bench --reps=3 \
@@ -26,17 +26,20 @@ namespace tailor::cuda {
 
 // Marks, in the order a CTA normally reaches them.
 enum DecodeTraceMark {
-  kTraceStart = 0,     // kernel entry (thread 0)
-  kTraceTable = 1,     // producer: first block-table window in registers
-  kTraceFirstTma = 2,  // producer: first tile's copies issued
+  kTraceStart = 0,      // kernel entry (thread 0)
+  kTraceTable = 1,      // producer: first block-table window in registers
+  kTraceFirstTma = 2,   // producer: first tile's copies issued
   kTraceFirstFull = 3,  // consumers: first tile landed
   kTraceLastFull = 4,   // consumers: last tile landed
   kTraceFinish = 5,     // consumers: last item's tiles computed
-  kTraceArrived = 6,    // a piece: partial written, merge counter bumped
-  kTraceMerged = 7,     // the last piece: pair merged
-  kTraceEnd = 8,        // consumers done
-  kTraceDump = 9,       // the line is printed
-  kTraceMarks = 10,
+  kTraceCombined = 6,   // the last item's warps combined
+  kTraceArrived = 7,    // a piece: partial written, merge counter bumped
+                        // (in a cluster: a sender's stores issued, the
+                        // receiver's wait for every slot over)
+  kTraceMerged = 8,     // the merging piece: pair merged
+  kTraceEnd = 9,        // consumers done
+  kTraceDump = 10,      // the line is printed
+  kTraceMarks = 11,
 };
 
 TAILOR_DEVICE unsigned long long* DecodeTraceSlots() {
@@ -90,9 +93,10 @@ TAILOR_DEVICE void DecodeTraceDump(unsigned long long start_ns, int items) {
         slots[m] != 0 ? static_cast<long long>(slots[m] - slots[0]) : -1;
   }
   line.end_ns = DecodeTraceGlobalTimer();
-  vprintf("TRACE %d %d %d %llu %lld %lld %lld %lld %lld %lld %lld %lld %lld "
-          "%llu\n",
-          reinterpret_cast<const char*>(&line));
+  vprintf(
+      "TRACE %d %d %d %llu %lld %lld %lld %lld %lld %lld %lld %lld %lld "
+      "%lld %llu\n",
+      reinterpret_cast<const char*>(&line));
 }
 
 }  // namespace tailor::cuda
