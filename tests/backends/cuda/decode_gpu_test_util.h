@@ -145,19 +145,16 @@ class DecodeGraph {
   absl::Status Capture(Runtime& runtime, const RunDecodeArgs& args,
                        DecodeWorkspace& ws) {
     CUstream stream = static_cast<CUstream>(args.stream);
-    if (api_.cuStreamBeginCapture(
-            stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) {
-      return absl::InternalError("cuStreamBeginCapture failed");
-    }
+    TAILOR_RETURN_IF_ERROR(cuda::CudaResultToStatus(
+        api_.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture"));
     const absl::Status captured = RunDecode(runtime, args, ws);
-    if (api_.cuStreamEndCapture(stream, &graph_) != CUDA_SUCCESS) {
-      return absl::InternalError("cuStreamEndCapture failed");
-    }
+    TAILOR_RETURN_IF_ERROR(cuda::CudaResultToStatus(
+        api_.cuStreamEndCapture(stream, &graph_), "cuStreamEndCapture"));
     TAILOR_RETURN_IF_ERROR(captured);
-    if (api_.cuGraphInstantiateWithFlags(&exec_, graph_, 0) != CUDA_SUCCESS) {
-      return absl::InternalError("cuGraphInstantiateWithFlags failed");
-    }
-    return absl::OkStatus();
+    return cuda::CudaResultToStatus(
+        api_.cuGraphInstantiateWithFlags(&exec_, graph_, 0),
+        "cuGraphInstantiateWithFlags");
   }
 
   CUresult Launch(CUstream stream) const {
