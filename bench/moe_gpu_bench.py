@@ -21,11 +21,15 @@ H=7168 and E=8 k=2 H=4096: tailor's against the torch a server would write
 
 Timing: CUDA events around one call after an L2 flush (bench()), median of
 repeats after warm-ups. With --rounds R the GEMM methods (tailor, grouped_mm,
-loop) are each timed R times, round after round, and keep their best median
-(the Triton anchor keeps the best of its config sweep): at large T an H100
-runs at its 700 W power limit and its SM clock drifts by 10-20 % between
-back-to-back runs, so one median per method measures its place in the order
-as much as the method. Usage, on the GPU machine from the repository root
+loop) are each timed R times, round after round, in the reverse order every
+other round, and keep their best median (the Triton anchor keeps the best
+of its config sweep): at large T an H100 runs at its 700 W power limit and
+its SM clock drifts by 10-20 % between back-to-back runs, so one median per
+method measures its place in the order as much as the method. The place
+alone moved one tailor launch by up to 10 % (session 21: two runtimes with
+the same kernel, timed in turn, the first read faster in either order, e.g.
+Mixtral T=4096 down 1.43 / 1.52 ms and 1.40 / 1.54 ms), hence the reversal;
+use an even R. Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
@@ -146,9 +150,10 @@ def rel_err(x, ref):
 def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
     methods, c = gemm_methods(rt, ws, a, w, counts, tpb)
     samples = {m: [] for m in methods}
-    for _ in range(_rounds):
-        for m, f in methods.items():
-            samples[m].append(bench(f, 3, 20))
+    order = list(methods)
+    for r in range(_rounds):
+        for m in order if r % 2 == 0 else order[::-1]:
+            samples[m].append(bench(methods[m], 3, 20))
     times = {m: min(v) for m, v in samples.items()}
     ref = reference(a, w, counts)
     methods["tailor"]()
@@ -291,8 +296,9 @@ def main():
                     help="dirty: do_bench's flush (the anchors' protocol); "
                          "clean: the fill then a 256 MiB read (see bench())")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="time each GEMM method this many times, in turn, "
-                         "and keep its best median (see the docstring)")
+                    help="time each GEMM method this many times, in turn "
+                         "(reversed every other round), and keep its best "
+                         "median (see the docstring)")
     ap.add_argument("--tile-rows", type=int, default=0,
                     help="tailor's routing tile rows (0: the cost model's "
                          "choice; 64 or 128 on Hopper compare the kernels)")
