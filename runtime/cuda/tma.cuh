@@ -105,18 +105,32 @@ TAILOR_DEVICE unsigned long long L2EvictFirstPolicy() {
   return policy;
 }
 
-// TmaLoad<5> with an L2 cache policy (L2EvictFirstPolicy).
-TAILOR_DEVICE void TmaLoad5Hinted(void* smem_dst, const TensorMap* map,
-                                  const int (&coords)[5], Mbarrier* bar,
-                                  unsigned long long policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
-      "complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(
-          SharedAddress(smem_dst)),
-      "l"(GenericAddress(map)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2]),
-      "r"(coords[3]), "r"(coords[4]), "r"(SharedAddress(bar)), "l"(policy)
-      : "memory");
+// TmaLoad<kRank> (2 or 5, the ranks tailor's kernels read with a policy)
+// with an L2 cache policy (L2EvictFirstPolicy).
+template <int kRank>
+TAILOR_DEVICE void TmaLoadHinted(void* smem_dst, const TensorMap* map,
+                                 const int (&coords)[kRank], Mbarrier* bar,
+                                 unsigned long long policy) {
+  static_assert(kRank == 2 || kRank == 5, "hinted TMA loads: rank 2 or 5");
+  const unsigned dst = SharedAddress(smem_dst);
+  const unsigned mbar = SharedAddress(bar);
+  const unsigned long long tmap = GenericAddress(map);
+  if constexpr (kRank == 2) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+        "complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"(tmap), "r"(coords[0]), "r"(coords[1]), "r"(mbar), "l"(policy)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
+        "complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(dst),
+        "l"(tmap), "r"(coords[0]), "r"(coords[1]), "r"(coords[2]),
+        "r"(coords[3]), "r"(coords[4]), "r"(mbar), "l"(policy)
+        : "memory");
+  }
 }
 
 // Copies `smem_src` (one box) to the box at `coords` of `map`, dropping

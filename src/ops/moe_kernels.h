@@ -71,6 +71,7 @@ struct GemmConfig {
   int32_t cta_rows = 0, cta_cols = 0, k_tile = 0, stages = 0, ctas = 0;
   bool tma_store = false, split_k = false;
   int32_t cluster = 1;
+  bool w_evict_first = false;
 };
 
 struct GroupedGemmLaunch {

@@ -103,7 +103,8 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
                    .ctas = c.ctas,
                    .tma_store = c.tma_store,
                    .split_k = c.split_k,
-                   .cluster = c.cluster});
+                   .cluster = c.cluster,
+                   .w_evict_first = c.w_evict_first});
   }
   return out;
 }
@@ -152,6 +153,7 @@ std::string GemmChoice::ToString() const {
   if (tma_store) absl::StrAppend(&s, " tma_store");
   if (split_k) absl::StrAppend(&s, " split_k");
   if (cluster > 1) absl::StrAppend(&s, " cluster=", cluster);
+  if (w_evict_first) absl::StrAppend(&s, " w_evict_first");
   return s;
 }
 

@@ -143,8 +143,8 @@ struct DecodeSm90Kernel {
     unsigned char* v_dst = k_dst + kLayout.tile_bytes;
     if (evict_first) {
       const unsigned long long policy = L2EvictFirstPolicy();
-      TmaLoad5Hinted(k_dst, k_map, coords, full, policy);
-      TmaLoad5Hinted(v_dst, v_map, coords, full, policy);
+      TmaLoadHinted<5>(k_dst, k_map, coords, full, policy);
+      TmaLoadHinted<5>(v_dst, v_map, coords, full, policy);
     } else {
       TmaLoad<5>(k_dst, k_map, coords, full);
       TmaLoad<5>(v_dst, v_map, coords, full);

@@ -77,6 +77,11 @@
 // rank 1's producer (PeerMailbox). A unit past the last tile (odd tile
 // count) gives rank 1 rank 0's tile again, computed and not stored.
 //
+// Steps whose every expert is one plan tile and whose active experts' W fits
+// in the L2 (p.w_evict_first: MoeSm90EvictFirstW, e.g. Qwen3-30B-A3B at one
+// token) stream W with an L2 evict-first policy, so that it leaves the L2's
+// other lines (dirty ones above all) in place.
+//
 // Params: MoeGroupedGemmSm90Params (templates/cuda/moe_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
 #define TAILOR_TEMPLATES_CUDA_MOE_GROUPED_GEMM_SM90_CUH_
@@ -226,6 +231,7 @@ struct MoeGroupedGemmSm90 {
     PrefetchTensorMap(&p.a_map);
     PrefetchTensorMap(&p.w_map);
     PipelineCursor c;
+    const unsigned long long w_policy = L2EvictFirstPolicy();
     int t = FirstTile();
     while (t < schedule.units) {
       const Unit u = UnitOf(schedule, t);
@@ -243,8 +249,13 @@ struct MoeGroupedGemmSm90 {
         TmaLoad<2>(stage, &p.a_map, {kb * kBK, item.row_begin}, full);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          TmaLoad<2>(stage + kABytes + q * kBoxBytes, &p.w_map,
-                     {kb * kBK, WBoxRow(item.group, coord.n_tile, q)}, full);
+          unsigned char* box = stage + kABytes + q * kBoxBytes;
+          const int coords[2] = {kb * kBK, WBoxRow(item.group, coord.n_tile, q)};
+          if (p.w_evict_first) {
+            TmaLoadHinted<2>(box, &p.w_map, coords, full, w_policy);
+          } else {
+            TmaLoad<2>(box, &p.w_map, coords, full);
+          }
         }
         c.Advance(kStages);
       }

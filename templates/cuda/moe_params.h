@@ -149,6 +149,9 @@ struct MoeGroupedGemmSm90Params {
   int split_k;
   float* partials;      // [split tiles * S][2][kMoeSm90SplitSlotFloats / 2]
   int* split_arrivals;  // [2 * tiles]
+  // 1: W's copies carry an L2 evict-first policy (MoeSm90EvictFirstW; the
+  // host sets it only for launches without clusters).
+  int w_evict_first;
 };
 
 // out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
@@ -371,6 +374,26 @@ constexpr bool MoeSm90ExpertGroups(long long assignments, long long experts,
                                    int cta_rows) {
   return experts > 0 && 2 * assignments >= cta_rows * experts &&
          assignments < 2LL * cta_rows * experts;
+}
+
+// Whether a step streams W with an L2 evict-first policy (params
+// w_evict_first): when every expert's rows fit one plan tile (`rows`, the
+// step's R, at most `tile_rows`: each W tile is read once, so there is
+// nothing in it to reuse) and the weights of the experts that can be active
+// (min(E, R) of `expert_w_bytes` each) fit in the L2. Then the stream does
+// not push out what the L2 holds: in a server, lines the step's earlier
+// kernels left dirty, whose write-back would share the DRAM with it (the
+// benches' flush leaves the L2 full of them too). Longer streams lose by it:
+// on the H100 (bench/results/moe_gpu_h100.txt, session 23; one process,
+// 3 rounds, best of each) W evict-first took Qwen3-30B-A3B T=1 gate/up
+// (50 MB of W) 28.7 -> 25.7 us and down (25 MB) 17.8 -> 17.2 us, but cost
+// 2-16 % from 176 MB up (DeepSeek-V3 T=1 down, 235 MB: 93.9 -> 99.6 us;
+// Mixtral T=256 down: 0.350 -> 0.405 ms).
+constexpr bool MoeSm90EvictFirstW(long long rows, long long tile_rows,
+                                  long long experts, long long expert_w_bytes,
+                                  long long l2_bytes) {
+  const long long active = rows < experts ? rows : experts;
+  return rows > 0 && rows <= tile_rows && active * expert_w_bytes <= l2_bytes;
 }
 
 // CTAs of a launch of at most `max_tiles` plan tiles on `sms` SMs: enough

@@ -558,6 +558,14 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
         EXPECT_EQ(plan.gemms.back().kernel, "cuda.sm90_tma_wgmma_swap_ab");
         EXPECT_EQ(plan.gemms.back().cta_rows, tile);
         EXPECT_EQ(plan.gemms.back().stages, 6);
+        // W evict-first (MoeSm90EvictFirstW): at T=1 (2 rows, at most 25 MB
+        // of W) on every Hopper L2; never where an expert may hold 2 tiles.
+        if (g.tokens == 1) {
+          EXPECT_TRUE(plan.gemms.back().w_evict_first);
+        }
+        if (kTopk * g.tokens > tile) {
+          EXPECT_FALSE(plan.gemms.back().w_evict_first);
+        }
       }
     }
   }

@@ -163,6 +163,10 @@ struct GemmChoice {
   // CTAs per thread-block cluster: 2 when a pair of CTAs shares each W tile
   // by TMA multicast (templates/cuda/moe_grouped_gemm_sm90.cuh), else 1.
   int32_t cluster = 1;
+  // W streamed with an L2 evict-first policy: steps whose experts are one
+  // tile each and whose active weights fit in the L2
+  // (templates/cuda/moe_params.h, MoeSm90EvictFirstW).
+  bool w_evict_first = false;
   std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."
 };
 

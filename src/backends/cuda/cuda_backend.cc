@@ -186,7 +186,8 @@ absl::Status CudaKernel::AllowNonPortableClusters() const {
 
 CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
                          int device_index, NvrtcCompiler compiler,
-                         int compute_capability, int multiprocessors)
+                         int compute_capability, int multiprocessors,
+                         int64_t l2_bytes)
     : context_(std::move(context)),
       device_{.type = DeviceType::kCuda, .index = device_index},
       compiler_(std::move(compiler)),
@@ -199,8 +200,8 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
           {"runtime/cuda/", "templates/cuda/"})),
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
-      moe_kernels_(*this, multiprocessors, arch_ == "sm_90a", descriptor_pool_,
-                   generic_kernels_) {}
+      moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",
+                   descriptor_pool_, generic_kernels_) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -233,6 +234,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
       int multiprocessors,
       DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device,
                       "multiprocessor count"));
+  TAILOR_ASSIGN_OR_RETURN(
+      int l2_bytes, DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                                    device, "L2 cache size"));
   // Line tables let compute-sanitizer and ncu name source lines.
   const char* line_info = std::getenv("TAILOR_CUDA_LINEINFO");
   absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create(
@@ -241,7 +245,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),
-      major * 10 + minor, multiprocessors));
+      major * 10 + minor, multiprocessors, l2_bytes));
 }
 
 absl::Status CudaBackend::Supports(const SpecKey& key) const {

@@ -190,7 +190,7 @@ class CudaBackend final : public tailor::internal::Backend {
  private:
   CudaBackend(std::shared_ptr<DeviceContext> context, int device_index,
               NvrtcCompiler compiler, int compute_capability,
-              int multiprocessors);
+              int multiprocessors, int64_t l2_bytes);
 
   std::shared_ptr<DeviceContext> context_;
   Device device_;

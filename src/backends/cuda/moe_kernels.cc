@@ -515,11 +515,13 @@ absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
 }
 
 CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
-                               int multiprocessors, bool hopper,
+                               int multiprocessors, int64_t l2_bytes,
+                               bool hopper,
                                DescriptorPool& descriptors,
                                CudaGenericKernels& generics)
     : backend_(backend),
       multiprocessors_(multiprocessors),
+      l2_bytes_(l2_bytes),
       hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
       pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
       tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
@@ -531,6 +533,9 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
                                                        : 0),
       expert_groups_(EnvIs("TAILOR_MOE_GEMM_EXPERT_GROUPS", "off")  ? kOff
                      : EnvIs("TAILOR_MOE_GEMM_EXPERT_GROUPS", "on") ? kOn
+                                                                    : kAuto),
+      w_evict_first_(EnvIs("TAILOR_MOE_GEMM_W_EVICT_FIRST", "off")  ? kOff
+                     : EnvIs("TAILOR_MOE_GEMM_W_EVICT_FIRST", "on") ? kOn
                                                                     : kAuto),
       descriptors_(descriptors),
       generics_(generics) {}
@@ -622,6 +627,13 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
   const int cluster =
       HopperClusterFor(cluster_, cta_rows, max_tiles, l.k, multiprocessors_);
+  p.w_evict_first =
+      cluster == 1 &&
+      (w_evict_first_ == kOn ||
+       (w_evict_first_ == kAuto &&
+        MoeSm90EvictFirstW(l.rows, l.tile_rows, l.experts,
+                           l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)),
+                           l2_bytes_)));
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kHopperGemm, pipeline_checks_, tma_store, cluster, swap_ab);
@@ -647,7 +659,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
                  .ctas = static_cast<int32_t>(ctas),
                  .tma_store = tma_store,
                  .split_k = split_k_ && cluster == 1,
-                 .cluster = cluster};
+                 .cluster = cluster,
+                 .w_evict_first = p.w_evict_first != 0};
   }
   LaunchConfig config =
       Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(a_rows, tma_store),

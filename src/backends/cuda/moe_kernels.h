@@ -77,11 +77,12 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   static constexpr int32_t kMaxTileRows = 128;
 
   // `backend` fills and copies device memory; `multiprocessors` sizes the
-  // persistent GEMM grids; `hopper` (an sm_90a device) enables the TMA +
+  // persistent GEMM grids and `l2_bytes` its W cache policy; `hopper` (an
+  // sm_90a device) enables the TMA +
   // wgmma GEMM, whose tensor maps come from `descriptors`; `generics` serve
   // background JIT.
   CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors,
-                 bool hopper, DescriptorPool& descriptors,
+                 int64_t l2_bytes, bool hopper, DescriptorPool& descriptors,
                  CudaGenericKernels& generics);
 
   // Tests: keys of `op` (moe.route, moe.pack, moe.grouped_gemm,
@@ -149,6 +150,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
 
   tailor::internal::Backend& backend_;
   int multiprocessors_;
+  int64_t l2_bytes_;
   bool hopper_;
   bool pipeline_checks_;
   bool tma_store_;         // full Hopper tiles may leave by TMA stores
@@ -157,7 +159,10 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool swap_ab_;           // Hopper tiles of <= 32 rows run swap-AB
   int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 0 auto, 1 or 2
   // TAILOR_MOE_GEMM_EXPERT_GROUPS: auto (MoeSm90ExpertGroups), off or on.
-  enum ExpertGroups { kAuto, kOff, kOn } expert_groups_;
+  enum AutoKnob { kAuto, kOff, kOn } expert_groups_;
+  // TAILOR_MOE_GEMM_W_EVICT_FIRST: auto (MoeSm90EvictFirstW), off or on
+  // (every launch without clusters).
+  AutoKnob w_evict_first_;
   DescriptorPool& descriptors_;
   CudaGenericKernels& generics_;
   // SetGeneratorForTesting: route, pack, grouped GEMM, combine.

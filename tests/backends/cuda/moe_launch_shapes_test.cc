@@ -107,6 +107,27 @@ TEST(MoeSm90LaunchShapes, SwapABLastWavesOfFortyTilesOrMoreStayWhole) {
   EXPECT_EQ(MoeSm90ScheduleOf(20, 48, 32, true, true).splits, 2);
 }
 
+// W evict-first: only steps whose experts are one plan tile each and whose
+// active experts' W fits in the L2 (an H100's 50 MiB).
+TEST(MoeSm90LaunchShapes, OnlyOneTileExpertsWhoseWeightsFitTheL2EvictW) {
+  constexpr long long kL2 = 50LL << 20;
+  constexpr long long kBf16 = 2;
+  // Qwen3-30B-A3B T=1 (8 rows, 8-row swap-AB tiles, 128 experts).
+  EXPECT_TRUE(MoeSm90EvictFirstW(8, 8, 128, 1536 * 2048 * kBf16, kL2));
+  EXPECT_TRUE(MoeSm90EvictFirstW(8, 8, 128, 2048 * 768 * kBf16, kL2));
+  // T=2: 16 rows on 8-row tiles, so an expert may hold two tiles.
+  EXPECT_FALSE(MoeSm90EvictFirstW(16, 8, 128, 2048 * 768 * kBf16, kL2));
+  // DeepSeek-V3 T=1: 8 experts x 58.7 MB; Mixtral T=1: 2 x 235 MB.
+  EXPECT_FALSE(MoeSm90EvictFirstW(8, 8, 256, 4096LL * 7168 * kBf16, kL2));
+  EXPECT_FALSE(MoeSm90EvictFirstW(2, 8, 8, 28672LL * 4096 * kBf16, kL2));
+  // At most E experts are active, however many rows: 2 x 20 MB fit.
+  EXPECT_TRUE(MoeSm90EvictFirstW(8, 8, 2, 20LL << 20, kL2));
+  EXPECT_FALSE(MoeSm90EvictFirstW(8, 8, 3, 20LL << 20, kL2));
+  // Exactly the L2, and nothing to stream.
+  EXPECT_TRUE(MoeSm90EvictFirstW(1, 8, 8, kL2, kL2));
+  EXPECT_FALSE(MoeSm90EvictFirstW(0, 8, 8, 1, kL2));
+}
+
 TEST(MoeSm90LaunchShapes, APartialLastWaveOfAtMostHalfTheGridIsSplit) {
   // Mixtral T=256 down: ~10 items x 16 N tiles = 160 tiles, 224 K blocks:
   // one whole wave, then the 28 tiles left split 4 ways (112 units).
