@@ -77,10 +77,10 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   static constexpr int32_t kMaxTileRows = 128;
 
   // `backend` fills and copies device memory; `multiprocessors` sizes the
-  // persistent GEMM grids and `l2_bytes` its W cache policy; `hopper` (an
-  // sm_90a device) enables the TMA +
-  // wgmma GEMM, whose tensor maps come from `descriptors`; `generics` serve
-  // background JIT.
+  // persistent GEMM grids and `l2_bytes` (the device's L2) picks their W
+  // cache policy; `hopper` (an sm_90a device) enables the TMA + wgmma GEMM,
+  // whose tensor maps come from `descriptors`; `generics` serve background
+  // JIT.
   CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors,
                  int64_t l2_bytes, bool hopper, DescriptorPool& descriptors,
                  CudaGenericKernels& generics);
