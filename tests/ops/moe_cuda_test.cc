@@ -562,6 +562,7 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
         // of W) on every Hopper L2; never where an expert may hold 2 tiles.
         if (g.tokens == 1) {
           EXPECT_TRUE(plan.gemms.back().w_evict_first);
+          EXPECT_THAT(plan.ToString(), HasSubstr(" w_evict_first"));
         }
         if (kTopk * g.tokens > tile) {
           EXPECT_FALSE(plan.gemms.back().w_evict_first);

@@ -320,6 +320,34 @@ TEST(MoePlanSummaryTest, RecordsTheGemmChoicesOfTheLastLaunches) {
   EXPECT_TRUE(ws.plan().gemms.empty());
 }
 
+// A choice's string names its options, e.g. a decode step's swap-AB launch
+// that splits K and streams W evict-first.
+TEST(MoePlanSummaryTest, GemmChoiceNamesItsOptions) {
+  const GemmChoice swap = {.kernel = "cuda.sm90_tma_wgmma_swap_ab",
+                           .n = 1536,
+                           .k = 2048,
+                           .cta_rows = 8,
+                           .cta_cols = 256,
+                           .k_tile = 64,
+                           .stages = 6,
+                           .ctas = 96,
+                           .split_k = true,
+                           .w_evict_first = true};
+  EXPECT_EQ(swap.ToString(),
+            "cuda.sm90_tma_wgmma_swap_ab N=1536 K=2048 cta=8x256 k_tile=64 "
+            "stages=6 ctas=96 split_k w_evict_first");
+  const GemmChoice pair = {.kernel = "cuda.sm90_tma_wgmma",
+                           .n = 4096,
+                           .k = 14336,
+                           .cta_rows = 128,
+                           .cta_cols = 256,
+                           .tma_store = true,
+                           .cluster = 2};
+  EXPECT_EQ(pair.ToString(),
+            "cuda.sm90_tma_wgmma N=4096 K=14336 cta=128x256 tma_store "
+            "cluster=2");
+}
+
 // ---- rejected inputs --------------------------------------------------------
 
 class MoeExpertsErrorTest : public ::testing::Test {
