@@ -29,7 +29,12 @@ method measures its place in the order as much as the method. The place
 alone moved one tailor launch by up to 10 % (session 21: two runtimes with
 the same kernel, timed in turn, the first read faster in either order, e.g.
 Mixtral T=4096 down 1.43 / 1.52 ms and 1.40 / 1.54 ms), hence the reversal;
-use an even R. Usage, on the GPU machine from the repository root
+use an even R. Session 24 found the cause: the first method timed after a
+pause (tailor's kernels compiling, the GPU idle) runs on a cool GPU. Three
+runtimes with the same kernel, timed in turn after their compiles, read
+Mixtral T=4096 gate_up 2.76 / 3.03 / 3.11 ms; with one untimed round of
+every method first, 2.95 / 2.94 / 3.00. So every projection starts with
+such a round. Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
@@ -151,6 +156,11 @@ def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
     methods, c = gemm_methods(rt, ws, a, w, counts, tpb)
     samples = {m: [] for m in methods}
     order = list(methods)
+    # One untimed round first: tailor compiles its kernels in its first
+    # warm-ups, and the GPU, idle meanwhile, cools; the method timed next ran
+    # up to 10 % faster at the power-limited launches (docstring).
+    for m in order:
+        bench(methods[m], 3, 20)
     for r in range(_rounds):
         for m in order if r % 2 == 0 else order[::-1]:
             samples[m].append(bench(methods[m], 3, 20))
