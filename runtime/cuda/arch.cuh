@@ -79,6 +79,26 @@ TAILOR_DEVICE bool NamedBarrierOr(int id, bool value) {
   return result != 0;
 }
 
+// The GPU's global timer, in nanoseconds (coarse ticks; for timeouts and
+// traces, not for timing short code).
+TAILOR_DEVICE unsigned long long GlobalTimerNs() {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  return ns;
+}
+
+// A GPU-scope relaxed load of a counter others update with atomics: it
+// always reads memory (an int the compiler may not cache in a register), and
+// orders nothing.
+TAILOR_DEVICE int LoadRelaxed(const int* counter) {
+  int value;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];"
+               : "=r"(value)
+               : "l"(GlobalAddress(counter))
+               : "memory");
+  return value;
+}
+
 // Adds 1 to a GPU-scope arrival counter in global memory and returns the
 // count before it, with release semantics for the writes ordered before the
 // call and acquire semantics for the reads after it. The "last one out"

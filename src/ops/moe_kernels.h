@@ -72,6 +72,7 @@ struct GemmConfig {
   bool tma_store = false, split_k = false;
   int32_t cluster = 1;
   bool w_evict_first = false;
+  bool wave_sync = false;
 };
 
 struct GroupedGemmLaunch {

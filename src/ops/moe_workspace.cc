@@ -104,7 +104,8 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
                    .tma_store = c.tma_store,
                    .split_k = c.split_k,
                    .cluster = c.cluster,
-                   .w_evict_first = c.w_evict_first});
+                   .w_evict_first = c.w_evict_first,
+                   .wave_sync = c.wave_sync});
   }
   return out;
 }
@@ -154,6 +155,7 @@ std::string GemmChoice::ToString() const {
   if (split_k) absl::StrAppend(&s, " split_k");
   if (cluster > 1) absl::StrAppend(&s, " cluster=", cluster);
   if (w_evict_first) absl::StrAppend(&s, " w_evict_first");
+  if (wave_sync) absl::StrAppend(&s, " wave_sync");
   return s;
 }
 

@@ -53,12 +53,6 @@ TAILOR_DEVICE unsigned long long DecodeTraceClock() {
   return c;
 }
 
-TAILOR_DEVICE unsigned long long DecodeTraceGlobalTimer() {
-  unsigned long long g;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-  return g;
-}
-
 TAILOR_DEVICE void DecodeMark(int mark) {
   DecodeTraceSlots()[mark] = DecodeTraceClock();
 }
@@ -68,7 +62,7 @@ TAILOR_DEVICE unsigned long long DecodeTraceStart() {
   unsigned long long* slots = DecodeTraceSlots();
   for (int m = 0; m < kTraceMarks; ++m) slots[m] = 0;
   slots[kTraceStart] = DecodeTraceClock();
-  return DecodeTraceGlobalTimer();
+  return GlobalTimerNs();
 }
 
 // Thread 0, after a CTA barrier at the end of the kernel.
@@ -92,7 +86,7 @@ TAILOR_DEVICE void DecodeTraceDump(unsigned long long start_ns, int items) {
     line.cycles[m - 1] =
         slots[m] != 0 ? static_cast<long long>(slots[m] - slots[0]) : -1;
   }
-  line.end_ns = DecodeTraceGlobalTimer();
+  line.end_ns = GlobalTimerNs();
   vprintf(
       "TRACE %d %d %d %llu %lld %lld %lld %lld %lld %lld %lld %lld %lld "
       "%lld %llu\n",

@@ -62,6 +62,12 @@
 // sit in one thread's accumulators: 128 rows, the 128 gate rows then the
 // 128 up rows; 64 rows, per consumer its 64 gate rows then their 64 up rows.
 //
+// Long-K launches of the 128-row kernel (p.wave_sync: MoeSm90WaveSync) run
+// the static order in waves that start together instead: tile t on CTA t %
+// gridDim.x, whose producer issues wave t / gridDim.x's first copy once all
+// producers have issued the wave before (gemm_tiles_issued), so the tiles
+// that share A or W tiles walk K side by side and find them in the L2.
+//
 // Clusters (kCluster = 2, 128-row tiles, no split-K): the CTAs of a cluster
 // take plan tiles 2 v and 2 v + 1 of cluster unit v: consecutive items of one
 // raster group with the same N tile, so almost always one expert's W tile.
@@ -201,24 +207,41 @@ struct MoeGroupedGemmSm90 {
     return 2 * v + 1 < tiles ? 2 * v + 1 : 2 * v;
   }
 
-  // The tile after `t`: static, t + gridDim.x; dynamic, the next of a
-  // counter shared by the CTAs (past the first wave), so the tiles in flight
-  // are always about one wave of consecutive tiles, however the CTAs drift.
-  // With clusters the same, over cluster units.
+  // The tile after `t`: static (and wave sync), t + gridDim.x; dynamic, the
+  // next of a counter shared by the CTAs (past the first wave), so the tiles
+  // in flight are always about one wave of consecutive tiles, however the
+  // CTAs drift. With clusters the same, over cluster units.
   static int Workers() { return kPaired ? ClusterCountX() : gridDim.x; }
   static int FirstTile() { return kPaired ? ClusterIdX() : blockIdx.x; }
   static int NextTile(const Params& p, int t) {
-    if (!p.dynamic_schedule) return t + Workers();
+    if (p.wave_sync || !p.dynamic_schedule) return t + Workers();
     return Workers() + atomicAdd(&p.header->gemm_next_tile, 1);
   }
 
-  // Dynamic schedule: the last CTA out resets the counters for the next
-  // launch (every CTA took its last tile before it counts itself done).
+  // Wave sync (MoeSm90WaveSync): before the first copy of tile t, wait until
+  // the producers have issued every tile of the waves before t's (each
+  // counts its tiles in gemm_tiles_issued), for at most kMoeSm90WaveWaitNs.
+  static void WaitForWave(const Params& p, int t) {
+    const int issued = t / Workers() * Workers();
+    if (!p.wave_sync || issued == 0) return;
+    const unsigned long long start = GlobalTimerNs();
+    while (LoadRelaxed(&p.header->gemm_tiles_issued) < issued &&
+           GlobalTimerNs() - start < kMoeSm90WaveWaitNs) {
+    }
+  }
+  static void CountIssued(const Params& p) {
+    if (p.wave_sync) atomicAdd(&p.header->gemm_tiles_issued, 1);
+  }
+
+  // Dynamic schedule and wave sync: the last CTA out resets the counters for
+  // the next launch (every CTA took and issued its last tile before it counts
+  // itself done).
   static void ResetSchedule(const Params& p) {
-    if (!p.dynamic_schedule) return;
+    if (!p.dynamic_schedule && !p.wave_sync) return;
     // This thread took the CTA's tiles: its counter reads precede the release.
     if (ArriveAcqRel(&p.header->gemm_ctas_done) == Workers() - 1) {
       p.header->gemm_next_tile = 0;
+      p.header->gemm_tiles_issued = 0;
       p.header->gemm_ctas_done = 0;
     }
   }
@@ -234,6 +257,7 @@ struct MoeGroupedGemmSm90 {
     const unsigned long long w_policy = L2EvictFirstPolicy();
     int t = FirstTile();
     while (t < schedule.units) {
+      WaitForWave(p, t);
       const Unit u = UnitOf(schedule, t);
       const TileCoord coord =
           TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
@@ -259,6 +283,7 @@ struct MoeGroupedGemmSm90 {
         }
         c.Advance(kStages);
       }
+      CountIssued(p);
       t = next;
     }
     Close(ring, c);
@@ -278,6 +303,8 @@ struct MoeGroupedGemmSm90 {
     unsigned mail = 0;  // units mailed (rank 0) or received (rank 1)
     int v = FirstTile();
     while (v < PairUnits(tiles)) {
+      // Rank 0 schedules for the pair (rank 1 waits for its mail).
+      if (rank == 0) WaitForWave(p, v);
       const TileCoord first =
           TileOf(2 * v, p.work, num_work, kNTiles, p.expert_groups != 0);
       const TileCoord second = TileOf(PeerTile(v, tiles), p.work, num_work,
@@ -312,6 +339,7 @@ struct MoeGroupedGemmSm90 {
         }
         c.Advance(kStages);
       }
+      if (rank == 0) CountIssued(p);
       if (rank == 1) next = mailbox.Receive(mail++, /*from=*/0);
       v = next;
     }

@@ -58,12 +58,13 @@ struct MoeRouteHeader {
   int num_work;     // work items of the last plan
   int num_rows;     // R
   int blocks_done;  // count blocks finished (the last one plans); 0 between
-  // The Hopper grouped GEMM's dynamic tile scheduler: tiles handed out so far
-  // past the first wave, and CTAs finished; the last CTA resets both to 0, so
-  // they are 0 between launches (the route scratch starts zeroed).
+  // The Hopper grouped GEMM's tile schedulers: tiles handed out so far past
+  // the first wave (dynamic), tiles whose copies every producer has issued
+  // (wave sync), and CTAs finished; the last CTA resets them to 0, so they
+  // are 0 between launches (the route scratch starts zeroed).
   int gemm_next_tile;
   int gemm_ctas_done;
-  int reserved;
+  int gemm_tiles_issued;
 };
 
 // The route kernels (SpecKey::variant of moe.route).
@@ -152,6 +153,9 @@ struct MoeGroupedGemmSm90Params {
   // 1: W's copies carry an L2 evict-first policy (MoeSm90EvictFirstW; the
   // host sets it only for launches without clusters).
   int w_evict_first;
+  // 1: static schedule in waves that start together (MoeSm90WaveSync); it
+  // takes precedence over dynamic_schedule.
+  int wave_sync;
 };
 
 // out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
@@ -394,6 +398,32 @@ constexpr bool MoeSm90EvictFirstW(long long rows, long long tile_rows,
                                   long long l2_bytes) {
   const long long active = rows < experts ? rows : experts;
   return rows > 0 && rows <= tile_rows && active * expert_w_bytes <= l2_bytes;
+}
+
+// Whether a launch runs its tiles in waves that start together (params
+// wave_sync): the 128-row kernel without swap-AB, at K of
+// kMoeSm90WaveSyncKBlocks blocks or more. Tile t then runs on CTA (or
+// cluster) t % workers, and its producer issues the first copy of wave
+// t / workers only once every producer has issued all of the wave before,
+// so the tiles that share an A or W tile (the raster group's) walk K side by
+// side and meet in the L2. The dynamic schedule lets them drift apart by up
+// to a tile's time, beyond the L2's reach: on the H100 (ncu, DeepSeek-V3
+// T=16384 gate/up) DRAM reads fell from 29.5 to 25.4 GB and the launch from
+// 13.2 to 12.5 ms. The wait at each wave's start costs more than that saves
+// on short tiles: forced on everywhere, Qwen3-30B-A3B (K = 768, 2048) ran
+// 10-20 % slower, DeepSeek-V3 down (K = 2048) 3-8 %, Mixtral gate/up
+// (K = 4096) -6..+2 %. At K = 7168 and 14336 (one process, on vs off in
+// both orders, an untimed round then 4): DeepSeek-V3 gate/up T=1024, 4096,
+// 16384 2.7 %, 2.9-4.4 %, 1.3-5.9 % faster, Mixtral down T=1024 1.9-2.2 %,
+// T=16384 even (bench/results/moe_gpu_h100.txt, session 24). A producer
+// waits at most kMoeSm90WaveWaitNs: the order, not the results, depends on
+// the wait, so a CTA that is not yet resident (another kernel holds its SM)
+// costs the others at most that per wave.
+inline constexpr int kMoeSm90WaveSyncKBlocks = 96;
+inline constexpr long long kMoeSm90WaveWaitNs = 50000;
+constexpr bool MoeSm90WaveSync(int cta_rows, bool swap_ab, long long k) {
+  return cta_rows == kMoeSm90MaxRows && !swap_ab &&
+         (k + kMoeSm90KTile - 1) / kMoeSm90KTile >= kMoeSm90WaveSyncKBlocks;
 }
 
 // CTAs of a launch of at most `max_tiles` plan tiles on `sms` SMs: enough

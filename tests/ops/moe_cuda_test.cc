@@ -607,24 +607,32 @@ TEST_F(MoeCudaSplitTest, GroupedGemmFullTilesWithEveryTailSize) {
   }
 }
 
-// The Hopper kernel with clusters of two CTAs that share each W tile by TMA
-// multicast, forced (TAILOR_MOE_GEMM_CLUSTER=2, read when a runtime is
-// created) on a runtime of its own: the cost model picks clusters only for
-// launches too large for an fp64 reference here (>= 16 waves, K >= 2048).
-class MoeCudaClusterTest : public MoeCudaSplitTest {
+// A runtime of its own, created with `knobs` set in the environment (the
+// CUDA backend reads its TAILOR_MOE_GEMM_* knobs when a runtime is created).
+class MoeCudaKnobTest : public MoeCudaSplitTest {
  protected:
-  void SetUp() override {
+  void SetUpWith(
+      const std::vector<std::pair<const char*, const char*>>& knobs) {
     MoeCudaSplitTest::SetUp();
     if (IsSkipped()) return;
-    setenv("TAILOR_MOE_GEMM_CLUSTER", "2", 1);
-    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> paired =
+    for (const auto& [name, value] : knobs) setenv(name, value, 1);
+    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> own =
         CudaTestRuntime::Create();
-    unsetenv("TAILOR_MOE_GEMM_CLUSTER");
-    ASSERT_TRUE(paired.ok()) << paired.status();
-    paired_ = *std::move(paired);
-    env_ = paired_.get();
+    for (const auto& knob : knobs) unsetenv(knob.first);
+    ASSERT_TRUE(own.ok()) << own.status();
+    own_ = *std::move(own);
+    env_ = own_.get();
   }
-  std::unique_ptr<CudaTestRuntime> paired_;
+  std::unique_ptr<CudaTestRuntime> own_;
+};
+
+// The Hopper kernel with clusters of two CTAs that share each W tile by TMA
+// multicast, forced (TAILOR_MOE_GEMM_CLUSTER=2): the cost model picks
+// clusters only for launches too large for an fp64 reference here (>= 16
+// waves, K >= 2048).
+class MoeCudaClusterTest : public MoeCudaKnobTest {
+ protected:
+  void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_CLUSTER", "2"}}); }
 };
 
 // 5 N tiles (gated, 640 outputs) per item make odd tile counts likely (the
@@ -647,6 +655,66 @@ TEST_F(MoeCudaClusterTest, GroupedGemmPairsCtas) {
       EXPECT_EQ(plan.gemms.back().cluster, 2) << plan.ToString();
       EXPECT_FALSE(plan.gemms.back().split_k) << plan.ToString();
       EXPECT_EQ(plan.gemms.back().ctas % 2, 0) << plan.ToString();
+    }
+  }
+}
+
+// Waves that start together, forced on every Hopper launch
+// (TAILOR_MOE_GEMM_WAVE_SYNC=on; the cost model takes them only at K >=
+// 6144, too large for an fp64 reference of many waves here), with and
+// without clusters. On an H100 (132 CTAs, 66 clusters): T = 2001 and 4500
+// run 2-3 waves of tiles (256 and ~360); T = 1300 one whole wave, then ~60
+// tiles split in halves (without clusters; the split units make a second
+// wave); T = 3 one wave, nothing to wait for; T = 17 the swap-AB kernel.
+class MoeCudaWaveSyncTest : public MoeCudaKnobTest {
+ protected:
+  void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_WAVE_SYNC", "on"}}); }
+  void CheckWaves() {
+    std::mt19937_64 rng(TestSeed());
+    for (const Case& g :
+         std::vector<Case>{{3, 1280, 256, Epilogue::kSiluAndMul},
+                           {17, 2048, 1024, Epilogue::kNone},
+                           {1300, 2048, 1088, Epilogue::kNone},
+                           {2001, 2048, 264, Epilogue::kNone},
+                           {4500, 1280, 128, Epilogue::kSiluAndMul}}) {
+      SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+      Workspace ws;
+      CheckTwoLaunches(g, Spread::kUniform, rng, ws);
+      const PlanSummary plan = ws.plan();
+      ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+      if (env_->backend().arch() == "sm_90a") {
+        EXPECT_TRUE(plan.gemms.back().wave_sync) << plan.ToString();
+      }
+    }
+  }
+};
+TEST_F(MoeCudaWaveSyncTest, GroupedGemmStartsWavesTogether) { CheckWaves(); }
+
+class MoeCudaWaveSyncClusterTest : public MoeCudaWaveSyncTest {
+ protected:
+  void SetUp() override {
+    SetUpWith({{"TAILOR_MOE_GEMM_WAVE_SYNC", "on"},
+               {"TAILOR_MOE_GEMM_CLUSTER", "2"}});
+  }
+};
+TEST_F(MoeCudaWaveSyncClusterTest, GroupedGemmStartsClusterWavesTogether) {
+  CheckWaves();
+}
+
+// The cost model's choice: 128-row tiles (50 rows an expert) at K = 6144
+// (96 K blocks) sync their waves, at K = 6080 (95) they do not.
+TEST_F(MoeCudaSplitTest, GroupedGemmSyncsWavesFromNinetySixKBlocks) {
+  std::mt19937_64 rng(TestSeed());
+  for (const int64_t k : {int64_t{6080}, int64_t{6144}}) {
+    SCOPED_TRACE(absl::StrCat("K=", k));
+    Workspace ws;
+    CheckTwoLaunches({200, 256, k, Epilogue::kNone}, Spread::kUniform, rng,
+                     ws);
+    const PlanSummary plan = ws.plan();
+    ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+    if (env_->backend().arch() == "sm_90a") {
+      EXPECT_EQ(plan.tile_rows, 128) << plan.ToString();
+      EXPECT_EQ(plan.gemms.back().wave_sync, k == 6144) << plan.ToString();
     }
   }
 }

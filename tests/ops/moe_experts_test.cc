@@ -342,10 +342,11 @@ TEST(MoePlanSummaryTest, GemmChoiceNamesItsOptions) {
                            .cta_rows = 128,
                            .cta_cols = 256,
                            .tma_store = true,
-                           .cluster = 2};
+                           .cluster = 2,
+                           .wave_sync = true};
   EXPECT_EQ(pair.ToString(),
             "cuda.sm90_tma_wgmma N=4096 K=14336 cta=128x256 tma_store "
-            "cluster=2");
+            "cluster=2 wave_sync");
 }
 
 // ---- rejected inputs --------------------------------------------------------

@@ -167,6 +167,10 @@ struct GemmChoice {
   // tile each and whose active weights fit in the L2
   // (templates/cuda/moe_params.h, MoeSm90EvictFirstW).
   bool w_evict_first = false;
+  // Tiles run in waves that start together, so that the tiles sharing A or
+  // W tiles walk K side by side: long-K launches of the 128-row kernel
+  // (templates/cuda/moe_params.h, MoeSm90WaveSync).
+  bool wave_sync = false;
   std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."
 };
 

@@ -537,6 +537,9 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       w_evict_first_(EnvIs("TAILOR_MOE_GEMM_W_EVICT_FIRST", "off")  ? kOff
                      : EnvIs("TAILOR_MOE_GEMM_W_EVICT_FIRST", "on") ? kOn
                                                                     : kAuto),
+      wave_sync_(EnvIs("TAILOR_MOE_GEMM_WAVE_SYNC", "off")  ? kOff
+                 : EnvIs("TAILOR_MOE_GEMM_WAVE_SYNC", "on") ? kOn
+                                                            : kAuto),
       descriptors_(descriptors),
       generics_(generics) {}
 
@@ -615,6 +618,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
+  p.wave_sync = wave_sync_ == kOn ||
+                (wave_sync_ == kAuto && MoeSm90WaveSync(cta_rows, swap_ab, l.k));
   p.expert_groups =
       expert_groups_ == kOn ||
       (expert_groups_ == kAuto &&
@@ -660,7 +665,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
                  .tma_store = tma_store,
                  .split_k = split_k_ && cluster == 1,
                  .cluster = cluster,
-                 .w_evict_first = p.w_evict_first != 0};
+                 .w_evict_first = p.w_evict_first != 0,
+                 .wave_sync = p.wave_sync != 0};
   }
   LaunchConfig config =
       Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(a_rows, tma_store),

@@ -187,6 +187,20 @@ TEST(MoeSm90LaunchShapes, CtasCoverTheMostUnitsOfAnyTileCount) {
   }
 }
 
+// Waves start together for the 128-row kernel at K >= 96 K blocks:
+// DeepSeek-V3 gate/up (K = 7168) and Mixtral-8x7B down (K = 14336), not
+// K = 4096 or 2048, nor the 64-row and swap-AB kernels.
+TEST(MoeSm90LaunchShapes, LongKLaunchesOfTheLargeTileSyncTheirWaves) {
+  EXPECT_TRUE(MoeSm90WaveSync(128, false, 7168));
+  EXPECT_TRUE(MoeSm90WaveSync(128, false, 14336));
+  EXPECT_TRUE(MoeSm90WaveSync(128, false, 96 * 64));
+  EXPECT_TRUE(MoeSm90WaveSync(128, false, 95 * 64 + 1));  // 96 blocks
+  EXPECT_FALSE(MoeSm90WaveSync(128, false, 95 * 64));
+  EXPECT_FALSE(MoeSm90WaveSync(128, false, 4096));
+  EXPECT_FALSE(MoeSm90WaveSync(64, false, 7168));
+  EXPECT_FALSE(MoeSm90WaveSync(32, true, 14336));
+}
+
 TEST(MoeSm90LaunchShapes, SplitAreaHoldsArrivalsThenAlignedSlots) {
   // Two arrival counters per slot, padded to 256 bytes, then one f32 slot
   // (2 consumers x 128 threads x 128 accumulators) per SM.
