@@ -531,17 +531,19 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       cluster_(EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")   ? 1
                : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2") ? 2
                                                        : 0),
-      expert_groups_(EnvIs("TAILOR_MOE_GEMM_EXPERT_GROUPS", "off")  ? kOff
-                     : EnvIs("TAILOR_MOE_GEMM_EXPERT_GROUPS", "on") ? kOn
-                                                                    : kAuto),
-      w_evict_first_(EnvIs("TAILOR_MOE_GEMM_W_EVICT_FIRST", "off")  ? kOff
-                     : EnvIs("TAILOR_MOE_GEMM_W_EVICT_FIRST", "on") ? kOn
-                                                                    : kAuto),
-      wave_sync_(EnvIs("TAILOR_MOE_GEMM_WAVE_SYNC", "off")  ? kOff
-                 : EnvIs("TAILOR_MOE_GEMM_WAVE_SYNC", "on") ? kOn
-                                                            : kAuto),
+      expert_groups_(KnobFromEnv("TAILOR_MOE_GEMM_EXPERT_GROUPS")),
+      w_evict_first_(KnobFromEnv("TAILOR_MOE_GEMM_W_EVICT_FIRST")),
+      wave_sync_(KnobFromEnv("TAILOR_MOE_GEMM_WAVE_SYNC")),
       descriptors_(descriptors),
       generics_(generics) {}
+
+CudaMoeKernels::AutoKnob CudaMoeKernels::KnobFromEnv(const char* name) {
+  return EnvIs(name, "off") ? kOff : EnvIs(name, "on") ? kOn : kAuto;
+}
+
+bool CudaMoeKernels::Decide(AutoKnob knob, bool rule) {
+  return knob == kOn || (knob == kAuto && rule);
+}
 
 int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
                                         int64_t max_expert_rows) const {
@@ -618,12 +620,9 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
-  p.wave_sync = wave_sync_ == kOn ||
-                (wave_sync_ == kAuto && MoeSm90WaveSync(cta_rows, swap_ab, l.k));
-  p.expert_groups =
-      expert_groups_ == kOn ||
-      (expert_groups_ == kAuto &&
-       MoeSm90ExpertGroups(l.rows, l.experts, cta_rows));
+  p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(cta_rows, swap_ab, l.k));
+  p.expert_groups = Decide(
+      expert_groups_, MoeSm90ExpertGroups(l.rows, l.experts, cta_rows));
   p.split_k = split_k_ ? 1 : 0;
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
@@ -634,11 +633,11 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
       HopperClusterFor(cluster_, cta_rows, max_tiles, l.k, multiprocessors_);
   p.w_evict_first =
       cluster == 1 &&
-      (w_evict_first_ == kOn ||
-       (w_evict_first_ == kAuto &&
-        MoeSm90EvictFirstW(l.rows, l.tile_rows, l.experts,
-                           l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)),
-                           l2_bytes_)));
+      Decide(w_evict_first_,
+             MoeSm90EvictFirstW(
+                 l.rows, l.tile_rows, l.experts,
+                 l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)),
+                 l2_bytes_));
   const SpecKey key =
       GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
               kHopperGemm, pipeline_checks_, tma_store, cluster, swap_ab);

@@ -158,8 +158,13 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool split_k_;           // Hopper launches of few tiles split K
   bool swap_ab_;           // Hopper tiles of <= 32 rows run swap-AB
   int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 0 auto, 1 or 2
+  // A knob whose unset value leaves the choice to a rule of the cost model:
+  // $name=off or on overrides it (comparisons, tests); Decide applies it.
+  enum AutoKnob { kAuto, kOff, kOn };
+  static AutoKnob KnobFromEnv(const char* name);
+  static bool Decide(AutoKnob knob, bool rule);
   // TAILOR_MOE_GEMM_EXPERT_GROUPS: auto (MoeSm90ExpertGroups), off or on.
-  enum AutoKnob { kAuto, kOff, kOn } expert_groups_;
+  AutoKnob expert_groups_;
   // TAILOR_MOE_GEMM_W_EVICT_FIRST: auto (MoeSm90EvictFirstW), off or on
   // (every launch without clusters).
   AutoKnob w_evict_first_;
