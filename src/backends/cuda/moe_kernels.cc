@@ -76,9 +76,6 @@ TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
       .l2_promotion = TensorMapL2Promotion::k256B};
 }
 
-// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
-// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
-// aligned); if so, fills `c_map`.
 // The static half of HopperStoresByTma (what warm-up can know): the plan
 // tile is the CTA tile and C's rows are whole 16-byte vectors.
 bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
@@ -88,6 +85,9 @@ bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
          out_n % 8 == 0;
 }
 
+// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
+// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
+// aligned); if so, fills `c_map`.
 bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
                        const GroupedGemmLaunch& l, TensorMap& c_map) {
   const int64_t out_n =
@@ -597,80 +597,94 @@ absl::Status CudaMoeKernels::LaunchKernel(
   return engine.Launch(key.op, *selected.kernel, config, params, params_size);
 }
 
-absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
-                                               const GroupedGemmLaunch& l) {
-  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
-  const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
-  if (max_tiles == 0) return absl::OkStatus();
-  const int cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
-  const bool swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
-  const int a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), swap_ab);
-  MoeGroupedGemmSm90Params p = {};
+absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
+    const GroupedGemmLaunch& l, int64_t max_tiles,
+    MoeGroupedGemmSm90Params& p) {
+  HopperVariant v;
+  v.cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
+  v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
+  v.a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), v.swap_ab);
   TAILOR_ASSIGN_OR_RETURN(
       const TensorMapBytes* a_map,
-      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, a_rows)));
+      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, v.a_rows)));
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
                           descriptors_.GetOrEncode(Bf16Rows(
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
   std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
   std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
-  const bool tma_store =
-      !swap_ab && HopperStoresByTma(descriptors_, tma_store_, l, p.c_map);
+  v.tma_store =
+      !v.swap_ab && HopperStoresByTma(descriptors_, tma_store_, l, p.c_map);
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
+  // The schedule: the cost model's rules, unless a knob overrides them.
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
-  p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(cta_rows, swap_ab, l.k));
+  p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(v.cta_rows, v.swap_ab, l.k));
   p.expert_groups = Decide(
-      expert_groups_, MoeSm90ExpertGroups(l.rows, l.experts, cta_rows));
+      expert_groups_, MoeSm90ExpertGroups(l.rows, l.experts, v.cta_rows));
   p.split_k = split_k_ ? 1 : 0;
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
   p.split_arrivals = reinterpret_cast<int*>(split_area);
   p.partials = reinterpret_cast<float*>(
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
-  const int cluster =
-      HopperClusterFor(cluster_, cta_rows, max_tiles, l.k, multiprocessors_);
+  v.cluster =
+      HopperClusterFor(cluster_, v.cta_rows, max_tiles, l.k, multiprocessors_);
   p.w_evict_first =
-      cluster == 1 &&
+      v.cluster == 1 &&
       Decide(w_evict_first_,
              MoeSm90EvictFirstW(
                  l.rows, l.tile_rows, l.experts,
                  l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)),
                  l2_bytes_));
-  const SpecKey key =
-      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
-              kHopperGemm, pipeline_checks_, tma_store, cluster, swap_ab);
+  v.ctas = static_cast<uint32_t>(
+      v.cluster > 1 ? MoeSm90ClusterCtas(max_tiles, multiprocessors_)
+                    : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_,
+                                  v.swap_ab));
+  return v;
+}
+
+tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
+    const GroupedGemmLaunch& l, const HopperVariant& v,
+    const MoeGroupedGemmSm90Params& p) const {
+  return {.kernel = v.swap_ab ? "cuda.sm90_tma_wgmma_swap_ab"
+                              : "cuda.sm90_tma_wgmma",
+          .n = l.n,
+          .k = l.k,
+          .cta_rows = v.a_rows,
+          .cta_cols = kMoeSm90WRows,
+          .k_tile = kMoeSm90KTile,
+          .stages = MoeSm90Stages(v.a_rows, v.tma_store),
+          .ctas = static_cast<int32_t>(v.ctas),
+          .tma_store = v.tma_store,
+          .split_k = split_k_ && v.cluster == 1,
+          .cluster = v.cluster,
+          .w_evict_first = p.w_evict_first != 0,
+          .wave_sync = p.wave_sync != 0};
+}
+
+absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
+                                               const GroupedGemmLaunch& l) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  MoeGroupedGemmSm90Params p = {};
+  TAILOR_ASSIGN_OR_RETURN(const HopperVariant v,
+                          HopperParams(l, max_tiles, p));
+  const SpecKey key = GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows,
+                              l.epilogue, kHopperGemm, pipeline_checks_,
+                              v.tma_store, v.cluster, v.swap_ab);
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,
                                  GenericGemmId(l.dtype, l.k, l.epilogue)));
   if (selected.generic) {
     return PortableGroupedGemm(engine, l, *selected.kernel, /*generic=*/true);
   }
-  const uint32_t ctas = static_cast<uint32_t>(
-      cluster > 1 ? MoeSm90ClusterCtas(max_tiles, multiprocessors_)
-                  : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_,
-                                swap_ab));
-  if (l.config != nullptr) {
-    *l.config = {.kernel = swap_ab ? "cuda.sm90_tma_wgmma_swap_ab"
-                                   : "cuda.sm90_tma_wgmma",
-                 .n = l.n,
-                 .k = l.k,
-                 .cta_rows = a_rows,
-                 .cta_cols = kMoeSm90WRows,
-                 .k_tile = kMoeSm90KTile,
-                 .stages = MoeSm90Stages(a_rows, tma_store),
-                 .ctas = static_cast<int32_t>(ctas),
-                 .tma_store = tma_store,
-                 .split_k = split_k_ && cluster == 1,
-                 .cluster = cluster,
-                 .w_evict_first = p.w_evict_first != 0,
-                 .wave_sync = p.wave_sync != 0};
-  }
+  if (l.config != nullptr) *l.config = HopperConfig(l, v, p);
   LaunchConfig config =
-      Config(ctas, 1, kMoeSm90Threads, MoeSm90SharedBytes(a_rows, tma_store),
-             l.stream);
-  config.cluster = {.x = static_cast<uint32_t>(cluster)};
+      Config(v.ctas, 1, kMoeSm90Threads,
+             MoeSm90SharedBytes(v.a_rows, v.tma_store), l.stream);
+  config.cluster = {.x = static_cast<uint32_t>(v.cluster)};
   return engine.Launch(key.op, *selected.kernel, config, p);
 }
 

@@ -48,6 +48,7 @@
 #include "core/backend.h"
 #include "core/engine.h"
 #include "ops/moe_kernels.h"
+#include "templates/cuda/moe_params.h"
 
 namespace tailor::cuda {
 
@@ -130,6 +131,26 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   absl::Status HopperGroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
+  // What a Hopper launch runs: the kernel's variant and its grid.
+  struct HopperVariant {
+    int cta_rows = 0;  // the CTA tile's rows (64 or 128)
+    int a_rows = 0;    // the A box's rows (swap-AB: the tokens, 8 to 32)
+    bool swap_ab = false;
+    bool tma_store = false;
+    int cluster = 1;
+    uint32_t ctas = 0;
+  };
+  // Fills the params of `launch` (of at most `max_tiles` tiles): its tensor
+  // maps, work list, scratch and schedule, each by the cost model's rule or
+  // its knob; returns the variant that runs them.
+  absl::StatusOr<HopperVariant> HopperParams(
+      const tailor::internal::GroupedGemmLaunch& launch, int64_t max_tiles,
+      MoeGroupedGemmSm90Params& params);
+  // The plan summary's record of that launch.
+  tailor::internal::GemmConfig HopperConfig(
+      const tailor::internal::GroupedGemmLaunch& launch,
+      const HopperVariant& variant,
+      const MoeGroupedGemmSm90Params& params) const;
   // The portable grouped GEMM's launch with `kernel`: specialized for
   // `launch` (`generic` false) or the generic one.
   absl::Status PortableGroupedGemm(
