@@ -29,7 +29,8 @@
 // the ring counts fills armed and releases per stage in shared memory, and
 //   - ArmFull traps unless `bytes` is the ring's stage byte count;
 //   - WaitEmpty traps if a stage is about to be refilled before every
-//     consumer group released its previous fill;
+//     consumer group released its previous fill (or after more releases
+//     than a round ahead);
 //   - WaitFull traps if it waits, past a bounded spin, for a fill the
 //     producer never armed;
 // each trap prints "tailor pipeline: ..." naming the stage and round.
@@ -120,10 +121,18 @@ TAILOR_DEVICE unsigned VolatileRead(const unsigned* p) {
 template <int kStages>
 TAILOR_DEVICE void WaitEmpty(PipelineRing<kStages>& ring,
                              const PipelineCursor& c) {
+#if !TAILOR_PIPELINE_CHECKS
   ring.empty[c.stage].Wait(c.phase ^ 1);
-#if TAILOR_PIPELINE_CHECKS
+#else
+  // Acquire at cluster scope: a peer's count (ReleasePeer) is visible.
+  while (!TryWaitFromCluster(&ring.empty[c.stage], c.phase ^ 1)) {
+  }
+  // Every group released the previous fill; across a cluster a peer's groups
+  // may also have released their next one already (a peer whose copies do
+  // not wait for this CTA's runs up to a round ahead), never more.
   const unsigned released = VolatileRead(&ring.released[c.stage]);
-  if (released != c.round * ring.consumer_groups) {
+  if (released < c.round * ring.consumer_groups ||
+      released > (c.round + 1) * ring.consumer_groups) {
     printf("tailor pipeline: stage %d refilled (round %u) after %u of %u "
            "consumer releases\n",
            c.stage, c.round, released, c.round * ring.consumer_groups);
@@ -200,9 +209,13 @@ template <int kStages>
 TAILOR_DEVICE void ReleasePeer(PipelineRing<kStages>& ring,
                                const PipelineCursor& c, unsigned rank) {
 #if TAILOR_PIPELINE_CHECKS
+  // The count lands before the arrival (a release at cluster scope: checked
+  // builds only, it costs a memory barrier).
   PeerAdd(&ring.released[c.stage], rank, 1u);
-#endif
+  PeerArriveRelease(&ring.empty[c.stage], rank);
+#else
   PeerArrive(&ring.empty[c.stage], rank);
+#endif
 }
 
 }  // namespace tailor::cuda
