@@ -173,38 +173,41 @@ TAILOR_DEVICE void TmaLoadMulticast2d(void* smem_dst, const TensorMap* map,
       : "memory");
 }
 
-// Ints sent in order from one thread of CTA `from` to one thread of CTA `to`
-// (e.g. a tile scheduler's decisions): two slots, each with a "full"
-// barrier on the receiver and an "empty" one on the sender, so the sender
-// runs at most two messages ahead. Both CTAs hold the struct at the same
-// offset; Init on each (one thread, then FenceMbarrierInit and
-// ClusterSync). Message n uses slot n % 2 at parity (n / 2) % 2.
+// Ints sent in order from one thread of rank 0 to one thread of each of
+// ranks 1 .. receivers (e.g. a tile scheduler's decisions): two slots, each
+// with a "full" barrier on every receiver and an "empty" one on the sender
+// (counting the receivers), so the sender runs at most two messages ahead.
+// Every CTA holds the struct at the same offset; Init(receivers) on each
+// (one thread, then FenceMbarrierInit and ClusterSync). Message n uses slot
+// n % 2 at parity (n / 2) % 2.
 struct PeerMailbox {
   int value[2];
   Mbarrier full[2];   // receiver side: the sender wrote the slot
-  Mbarrier empty[2];  // sender side: the receiver took the slot
+  Mbarrier empty[2];  // sender side: every receiver took the slot
 
-  TAILOR_DEVICE void Init() {
+  TAILOR_DEVICE void Init(unsigned receivers) {
     for (int i = 0; i < 2; ++i) {
       full[i].Init(1);
-      empty[i].Init(1);
+      empty[i].Init(receivers);
     }
   }
 
-  // Message n to CTA `to`.
-  TAILOR_DEVICE void Send(unsigned n, unsigned to, int message) {
+  // Message n, from rank 0 to ranks 1 .. receivers.
+  TAILOR_DEVICE void Send(unsigned n, unsigned receivers, int message) {
     while (!TryWaitFromCluster(&empty[n % 2], ((n / 2) & 1u) ^ 1u)) {
     }  // a fresh slot passes
-    PeerStore(&value[n % 2], to, message);
-    PeerArriveRelease(&full[n % 2], to);  // the store lands first
+    for (unsigned to = 1; to <= receivers; ++to) {
+      PeerStore(&value[n % 2], to, message);
+      PeerArriveRelease(&full[n % 2], to);  // the store lands first
+    }
   }
 
-  // Message n, from CTA `from`.
-  TAILOR_DEVICE int Receive(unsigned n, unsigned from) {
+  // Message n, on a receiver (from rank 0).
+  TAILOR_DEVICE int Receive(unsigned n) {
     while (!TryWaitFromCluster(&full[n % 2], (n / 2) & 1u)) {
     }
     const int message = *static_cast<volatile int*>(&value[n % 2]);
-    PeerArriveRelease(&empty[n % 2], from);  // the read is done first
+    PeerArriveRelease(&empty[n % 2], 0);  // the read is done first
     return message;
   }
 };

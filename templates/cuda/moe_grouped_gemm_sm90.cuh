@@ -68,20 +68,25 @@
 // producers have issued the wave before (gemm_tiles_issued), so the tiles
 // that share A or W tiles walk K side by side and find them in the L2.
 //
-// Clusters (kCluster = 2, 128-row tiles, no split-K): the CTAs of a cluster
-// take plan tiles 2 v and 2 v + 1 of cluster unit v: consecutive items of one
-// raster group with the same N tile, so almost always one expert's W tile.
-// Each CTA's producer loads its own A box and, when the two tiles share W,
-// half of the W boxes (rank r: boxes 2 r, 2 r + 1) multicast into both CTAs;
-// otherwise all four of its own. L2 then serves each shared W box once per
-// cluster instead of once per CTA: a third less L2 traffic for the
-// compute-bound large-T launches, whose L2 was 85-91 % busy (ncu,
-// DeepSeek-V3 T=16384, Mixtral T=1024). Every stage is written by both
-// producers, so each CTA's empty barriers count the consumer groups of both
-// CTAs (each group releases to both). Rank 0's producer takes the units
-// from the same counter as CTA tiles, one per cluster, and mails each to
-// rank 1's producer (PeerMailbox). A unit past the last tile (odd tile
-// count) gives rank 1 rank 0's tile again, computed and not stored.
+// Clusters (kCluster = 2 or 4, 128-row tiles, no split-K): a cluster takes
+// a cluster unit (MoeSm90ClusterUnits), one plan tile per CTA. 2: two
+// consecutive items of one raster group with the same N tile, so almost
+// always one expert's W tile; 4: those two items x two neighbouring N tiles
+// (ClusterTileOf). CTAs whose tiles need the same box get it by one TMA
+// multicast into each of them, issued by one of them (CopiesOf): with 2 the
+// pair's W boxes (when the items share an expert), with 4 also each item's
+// A box (its two CTAs). L2 then serves a shared box once per cluster
+// instead of once per CTA: per CTA and K block 48 KiB without clusters,
+// 32 KiB with 2, 24 KiB with 4. On the H100 that no longer pays (every CTA
+// of a cluster waits for the slowest): the cost model takes no clusters
+// (HopperClusterFor in backends/cuda/moe_kernels.cc has the numbers), and
+// $TAILOR_MOE_GEMM_CLUSTER forces them for comparisons. Any CTA's stage may be
+// written by every producer of the cluster, so each CTA's empty barriers
+// count the consumer groups of all its CTAs (each group releases to all).
+// Rank 0's producer takes the units from the same counter as CTA tiles, one
+// per cluster, and mails each to the other ranks' producers (PeerMailbox).
+// Past the last item or N tile a rank repeats the unit's first, computed
+// and not stored.
 //
 // Steps whose every expert is one plan tile and whose active experts' W fits
 // in the L2 (p.w_evict_first: MoeSm90EvictFirstW, e.g. Qwen3-30B-A3B at one
@@ -118,9 +123,10 @@ struct MoeGroupedGemmSm90 {
   static_assert(kEpilogue != kMoeEpilogueSiluAndMul || kN % 2 == 0,
                 "silu_and_mul needs an even N (gate | up)");
   static_assert(kTmaStore == 0 || kTmaStore == 1, "kTmaStore is 0 or 1");
-  static_assert(kCluster == 1 || (kCluster == 2 && kTileRows > 64),
-                "clusters of 2 share W tiles of the 128-row kernel");
-  static constexpr bool kPaired = kCluster == 2;
+  static_assert(kCluster == 1 ||
+                    ((kCluster == 2 || kCluster == 4) && kTileRows > 64),
+                "clusters of 2 or 4 share tiles of the 128-row kernel");
+  static constexpr bool kClustered = kCluster > 1;
   static_assert(kSwapAB == 0 ||
                     (kSwapAB == 1 && kTileRows <= kMoeSm90SwapMaxRows &&
                      kTmaStore == 0 && kCluster == 1),
@@ -201,18 +207,38 @@ struct MoeGroupedGemmSm90 {
             (split + 1) * kKBlocks / s.splits};
   }
 
-  // Cluster units over `tiles` plan tiles, and rank 1's tile of unit v.
-  static int PairUnits(int tiles) { return (tiles + 1) / 2; }
-  static int PeerTile(int v, int tiles) {
-    return 2 * v + 1 < tiles ? 2 * v + 1 : 2 * v;
+  // Clusters: CTA `rank`'s tile of cluster unit v (MoeSm90ClusterItems x
+  // MoeSm90ClusterNs tiles): item rank % items of the unit's column tiles
+  // (N tiles taken kClusterNs at a time, in TileOf's raster order), N tile
+  // rank / items of the column. Past the last item or N tile a rank repeats
+  // the unit's first, computed and not stored.
+  static constexpr int kClusterNs = MoeSm90ClusterNs(kCluster);
+  static constexpr int kClusterItems = MoeSm90ClusterItems(kCluster);
+  static constexpr int kColumnNTiles = (kNTiles + kClusterNs - 1) / kClusterNs;
+  struct ClusterTile {
+    TileCoord coord;
+    bool store;
+  };
+  static ClusterTile ClusterTileOf(const Params& p, int num_work, int v,
+                                   unsigned rank) {
+    const int columns = num_work * kColumnNTiles;
+    int column = kClusterItems * v + static_cast<int>(rank) % kClusterItems;
+    const bool item_repeat = column >= columns;
+    if (item_repeat) column = kClusterItems * v;
+    const TileCoord c =
+        TileOf(column, p.work, num_work, kColumnNTiles, p.expert_groups != 0);
+    int n_tile = c.n_tile * kClusterNs + static_cast<int>(rank) / kClusterItems;
+    const bool n_repeat = n_tile >= kNTiles;
+    if (n_repeat) n_tile = c.n_tile * kClusterNs;
+    return {{c.item, n_tile}, !item_repeat && !n_repeat};
   }
 
   // The tile after `t`: static (and wave sync), t + gridDim.x; dynamic, the
   // next of a counter shared by the CTAs (past the first wave), so the tiles
   // in flight are always about one wave of consecutive tiles, however the
   // CTAs drift. With clusters the same, over cluster units.
-  static int Workers() { return kPaired ? ClusterCountX() : gridDim.x; }
-  static int FirstTile() { return kPaired ? ClusterIdX() : blockIdx.x; }
+  static int Workers() { return kClustered ? ClusterCountX() : gridDim.x; }
+  static int FirstTile() { return kClustered ? ClusterIdX() : blockIdx.x; }
   static int NextTile(const Params& p, int t) {
     if (p.wave_sync || !p.dynamic_schedule) return t + Workers();
     return Workers() + atomicAdd(&p.header->gemm_next_tile, 1);
@@ -290,57 +316,99 @@ struct MoeGroupedGemmSm90 {
     ResetSchedule(p);
   }
 
-  // A cluster CTA's producer: cluster unit v is plan tiles 2 v (rank 0)
-  // and 2 v + 1 (rank 1; 2 v again past the end). Rank 0 schedules and mails
-  // each next unit to rank 1.
-  static void ProducePair(const Params& p, unsigned char* stages,
-                          PipelineRing<kStages>& ring, PeerMailbox& mailbox,
-                          int num_work, int tiles) {
+  // The copies of a cluster unit's stages: slot 0 is the A box, slot 1 + q
+  // W box q. CTAs whose tiles need the same box (same A rows, same W rows)
+  // get it by one multicast into each of them (`mask`, bit r: rank r),
+  // issued by one of them: member j % members of slot j's mask, so the
+  // issues spread over the CTAs. Every CTA computes the same masks.
+  struct ClusterCopies {
+    unsigned short mask[5];
+    bool issue[5];  // this CTA issues the slot's copy
+  };
+  static void SlotKeys(const Params& p, const TileCoord& coord,
+                       int (&keys)[5]) {
+    const MoeWorkItem item = p.work[coord.item];
+    keys[0] = item.row_begin;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      keys[1 + q] = WBoxRow(item.group, coord.n_tile, q);
+    }
+  }
+  static ClusterCopies CopiesOf(const Params& p, int num_work, int v,
+                                unsigned rank, int (&mine)[5]) {
+    SlotKeys(p, ClusterTileOf(p, num_work, v, rank).coord, mine);
+    ClusterCopies copies = {};
+#pragma unroll 1
+    for (unsigned r = 0; r < kCluster; ++r) {
+      int keys[5];
+      SlotKeys(p, ClusterTileOf(p, num_work, v, r).coord, keys);
+#pragma unroll
+      for (int j = 0; j < 5; ++j) {
+        if (keys[j] == mine[j]) copies.mask[j] |= 1u << r;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 5; ++j) {
+      unsigned members = copies.mask[j];
+      for (int skip = j % __popc(members); skip > 0; --skip) {
+        members &= members - 1;  // drop the lowest member
+      }
+      copies.issue[j] = (__ffs(members) - 1) == static_cast<int>(rank);
+    }
+    return copies;
+  }
+  static void CopyBox(void* box, const TensorMap* map, int x, int y,
+                      Mbarrier* full, unsigned short mask) {
+    if (__popc(mask) == 1) {
+      TmaLoad<2>(box, map, {x, y}, full);
+    } else {
+      TmaLoadMulticast2d(box, map, x, y, full, mask);
+    }
+  }
+
+  // A cluster CTA's producer: CTA `rank` fills its stages for its tile of
+  // each cluster unit, its copies shared as CopiesOf says. Rank 0 schedules
+  // and mails each next unit to the other ranks.
+  static void ProduceClustered(const Params& p, unsigned char* stages,
+                               PipelineRing<kStages>& ring,
+                               PeerMailbox& mailbox, int num_work) {
     PrefetchTensorMap(&p.a_map);
     PrefetchTensorMap(&p.w_map);
     const unsigned rank = ClusterCtaRank();
+    const int units =
+        static_cast<int>(MoeSm90ClusterUnits(num_work, kNTiles, kCluster));
     PipelineCursor c;
-    unsigned mail = 0;  // units mailed (rank 0) or received (rank 1)
+    unsigned mail = 0;  // units mailed (rank 0) or received (the others)
     int v = FirstTile();
-    while (v < PairUnits(tiles)) {
-      // Rank 0 schedules for the pair (rank 1 waits for its mail).
+    while (v < units) {
       if (rank == 0) WaitForWave(p, v);
-      const TileCoord first =
-          TileOf(2 * v, p.work, num_work, kNTiles, p.expert_groups != 0);
-      const TileCoord second = TileOf(PeerTile(v, tiles), p.work, num_work,
-                                      kNTiles, p.expert_groups != 0);
-      const MoeWorkItem item0 = p.work[first.item];
-      const MoeWorkItem item1 = p.work[second.item];
-      const bool share_w =
-          item0.group == item1.group && first.n_tile == second.n_tile;
-      const MoeWorkItem& mine = rank == 0 ? item0 : item1;
-      const int n_tile = rank == 0 ? first.n_tile : second.n_tile;
+      int keys[5];  // this CTA's A row and W rows
+      const ClusterCopies copies = CopiesOf(p, num_work, v, rank, keys);
       int next = 0;
       for (int kb = 0; kb < kKBlocks; ++kb) {
         if (rank == 0 && kb == kKBlocks - 1) {
           next = NextTile(p, v);
-          mailbox.Send(mail++, /*to=*/1, next);
+          mailbox.Send(mail++, kCluster - 1, next);
         }
         WaitEmpty(ring, c);
         ArmFull(ring, c, kStageBytes, v);
         unsigned char* stage = stages + c.stage * kStageBytes;
         Mbarrier* full = &ring.full[c.stage];
         const int k = kb * kBK;
-        TmaLoad<2>(stage, &p.a_map, {k, mine.row_begin}, full);
+        if (copies.issue[0]) {
+          CopyBox(stage, &p.a_map, k, keys[0], full, copies.mask[0]);
+        }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          unsigned char* box = stage + kABytes + q * kBoxBytes;
-          const int row = WBoxRow(mine.group, n_tile, q);
-          if (!share_w) {
-            TmaLoad<2>(box, &p.w_map, {k, row}, full);
-          } else if (q / 2 == static_cast<int>(rank)) {
-            TmaLoadMulticast2d(box, &p.w_map, k, row, full, 0b11);
+          if (copies.issue[1 + q]) {
+            CopyBox(stage + kABytes + q * kBoxBytes, &p.w_map, k, keys[1 + q],
+                    full, copies.mask[1 + q]);
           }
         }
         c.Advance(kStages);
       }
       if (rank == 0) CountIssued(p);
-      if (rank == 1) next = mailbox.Receive(mail++, /*from=*/0);
+      if (rank != 0) next = mailbox.Receive(mail++);
       v = next;
     }
     Close(ring, c);
@@ -588,21 +656,24 @@ struct MoeGroupedGemmSm90 {
   }
 
   // A consumer group's release of a stage (any thread of the group, after
-  // its MMAs on the stage are done): thread 0 to its own ring, and with
-  // clusters thread 1 to the peer's, whose producer multicast into it.
+  // its MMAs on the stage are done): thread r of the group to rank r's ring
+  // (its own: Release; a peer's, whose producer may have multicast into it:
+  // ReleasePeer).
   static void ReleaseStage(PipelineRing<kStages>& ring, const PipelineCursor& c,
                            unsigned rank) {
-    const int i = threadIdx.x % 128;
-    if (i == 0) Release(ring, c);
-    if (kPaired && i == 1) ReleasePeer(ring, c, rank ^ 1u);
+    const unsigned i = threadIdx.x % 128;
+    if (i == rank) {
+      Release(ring, c);
+    } else if (i < kCluster) {
+      ReleasePeer(ring, c, i);
+    }
   }
 
   static void Consume(const Params& p, unsigned char* stages,
                       unsigned char* store_boxes, PipelineRing<kStages>& ring,
                       int num_work, const MoeSm90Schedule& schedule,
                       int consumer) {
-    const unsigned rank = kPaired ? ClusterCtaRank() : 0;
-    const int tiles = num_work * kNTiles;
+    const unsigned rank = kClustered ? ClusterCtaRank() : 0;
     const bool leader = threadIdx.x % 128 == 0;
     unsigned char* boxes = store_boxes + consumer * 2 * kMoeSm90StoreBoxBytes;
     unsigned boxes_done = 0;
@@ -617,12 +688,20 @@ struct MoeGroupedGemmSm90 {
       // stage to the producer, who writes the next one there.
       NamedBarrierSync<128>(1 + consumer);
       if (t == kPipelineClosed) break;
-      // With clusters t is the cluster unit; a repeated tile is not stored.
-      const int plan_t = !kPaired ? t : rank == 0 ? 2 * t : PeerTile(t, tiles);
-      const bool store = !kPaired || rank == 0 || plan_t != 2 * t;
-      const Unit u = UnitOf(schedule, plan_t);
-      const TileCoord coord =
-          TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
+      // With clusters t is the cluster unit (whole tiles); a repeated tile
+      // is not stored.
+      Unit u = {t, -1, 0, 1, 0, kKBlocks};
+      TileCoord coord;
+      bool store = true;
+      if constexpr (kClustered) {
+        const ClusterTile tile = ClusterTileOf(p, num_work, t, rank);
+        coord = tile.coord;
+        store = tile.store;
+      } else {
+        u = UnitOf(schedule, t);
+        coord = TileOf(u.plan_tile, p.work, num_work, kNTiles,
+                       p.expert_groups != 0);
+      }
       const MoeWorkItem item = p.work[coord.item];
       PipelineCursor previous;
       for (int kb = u.k_begin; kb < u.k_end; ++kb) {
@@ -663,29 +742,29 @@ struct MoeGroupedGemmSm90 {
         store_boxes + MoeSm90StoreBytes(kTmaStore));
     auto* mailbox = reinterpret_cast<PeerMailbox*>(ring + 1);
     if (threadIdx.x == 0) {
-      // With clusters each CTA's empty barriers count both CTAs' consumers.
+      // With clusters each CTA's empty barriers count all its CTAs' consumers.
       ring->Init(/*groups=*/2 * kCluster, kStageBytes);
-      if constexpr (kPaired) mailbox->Init();
+      if constexpr (kClustered) mailbox->Init(kCluster - 1);
       FenceMbarrierInit();
     }
-    if constexpr (kPaired) {
+    if constexpr (kClustered) {
       ClusterSync();  // the peer's barriers exist before anyone arrives
     } else {
       __syncthreads();
     }
     const int num_work = p.header->num_work;
-    // Clusters: whole tiles only (no split-K), units are tile pairs.
+    // Clusters: whole tiles only (no split-K), in cluster units.
     const MoeSm90Schedule schedule =
         MoeSm90ScheduleOf(num_work * kNTiles, gridDim.x, kKBlocks,
-                          !kPaired && p.split_k != 0, kSwap);
+                          !kClustered && p.split_k != 0, kSwap);
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
       SetMaxRegistersDecrease<kProducerRegisters>();
       if (threadIdx.x == 0) {
-        if constexpr (!kPaired) {
+        if constexpr (!kClustered) {
           Produce(p, stages, *ring, num_work, schedule);
         } else {
-          ProducePair(p, stages, *ring, *mailbox, num_work, num_work * kNTiles);
+          ProduceClustered(p, stages, *ring, *mailbox, num_work);
         }
       }
     } else {
@@ -693,7 +772,7 @@ struct MoeGroupedGemmSm90 {
       Consume(p, stages, store_boxes, *ring, num_work, schedule, warpgroup - 1);
     }
     // A CTA's shared memory must outlive its peer's arrivals and copies.
-    if constexpr (kPaired) ClusterSync();
+    if constexpr (kClustered) ClusterSync();
   }
 };
 

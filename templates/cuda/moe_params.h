@@ -443,13 +443,33 @@ constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,
   const long long ctas = max_tiles * splits;
   return static_cast<int>(ctas < sms ? ctas : sms);
 }
-// CTAs of a launch with clusters of 2 (no split-K): a cluster per tile pair,
-// at most one CTA per SM. Hopper's SMs come in pairs (TPCs) within a GPC, so
-// sms / 2 clusters of 2 are resident at once.
-constexpr int MoeSm90ClusterCtas(long long max_tiles, int sms) {
-  const long long pairs = (max_tiles + 1) / 2;
-  const long long clusters = pairs < sms / 2 ? pairs : sms / 2;
-  return static_cast<int>(2 * clusters);
+// Clusters of the 128-row kernel (no split-K) take cluster units: a unit
+// is MoeSm90ClusterItems(c) consecutive items (of one raster group) x
+// MoeSm90ClusterNs(c) consecutive N tiles, one plan tile per CTA. 2: two
+// items of one N tile (sharing W when they share an expert); 4: two items
+// x two N tiles (each item's A shared by its two CTAs, each W tile by the
+// two items' CTAs as with 2).
+constexpr int MoeSm90ClusterNs(int cluster) { return cluster == 4 ? 2 : 1; }
+constexpr int MoeSm90ClusterItems(int cluster) {
+  return cluster / MoeSm90ClusterNs(cluster);
+}
+// Units of `items` work items of `n_tiles` N tiles each.
+constexpr long long MoeSm90ClusterUnits(long long items, int n_tiles,
+                                        int cluster) {
+  const long long ns = MoeSm90ClusterNs(cluster);
+  const long long columns = items * ((n_tiles + ns - 1) / ns);
+  const long long per_unit = MoeSm90ClusterItems(cluster);
+  return (columns + per_unit - 1) / per_unit;
+}
+// CTAs of a launch of at most `max_items` items with clusters of `cluster`
+// CTAs, at most `max_clusters` of which are resident at once (the
+// occupancy query's count; Hopper's SMs come in pairs (TPCs) within a GPC,
+// so sms / 2 clusters of 2 always are).
+constexpr int MoeSm90ClusterCtas(long long max_items, int n_tiles, int cluster,
+                                 int max_clusters) {
+  const long long units = MoeSm90ClusterUnits(max_items, n_tiles, cluster);
+  return static_cast<int>(cluster *
+                          (units < max_clusters ? units : max_clusters));
 }
 // Split-K area of the route scratch (after its header): arrivals [2 slots]
 // (zeroed with the header), padded to 256 bytes, then the partial slots.

@@ -626,35 +626,66 @@ class MoeCudaKnobTest : public MoeCudaSplitTest {
   std::unique_ptr<CudaTestRuntime> own_;
 };
 
-// The Hopper kernel with clusters of two CTAs that share each W tile by TMA
-// multicast, forced (TAILOR_MOE_GEMM_CLUSTER=2): the cost model picks
-// clusters only for launches too large for an fp64 reference here (>= 16
-// waves, K >= 2048).
+// The Hopper kernel in clusters whose CTAs share tiles by TMA multicast,
+// forced (TAILOR_MOE_GEMM_CLUSTER=2 or 4): the cost model picks clusters
+// only for launches too large for an fp64 reference here (>= 16 waves, K >=
+// 2048).
 class MoeCudaClusterTest : public MoeCudaKnobTest {
+ protected:
+  // 5 N tiles (gated, 640 outputs) per item make odd tile counts likely
+  // (the last unit's spare ranks then repeat a tile without storing it; with
+  // clusters of 4 the last N tile pair is half empty too); 8 experts put
+  // some units across an expert boundary (no W shared); K = 200 ends on a
+  // partial K block; T = 3 has fewer tiles than CTAs.
+  void CheckClusters(int cluster) {
+    std::mt19937_64 rng(TestSeed());
+    for (const Case& g :
+         std::vector<Case>{{3, 1280, 256, Epilogue::kSiluAndMul},
+                           {577, 1280, 200, Epilogue::kSiluAndMul},
+                           {2001, 2048, 264, Epilogue::kNone},
+                           {4500, 1280, 128, Epilogue::kSiluAndMul}}) {
+      SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+      Workspace ws;
+      CheckTwoLaunches(g, Spread::kUniform, rng, ws);
+      const PlanSummary plan = ws.plan();
+      ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
+      if (env_->backend().arch() == "sm_90a" && plan.tile_rows == 128) {
+        EXPECT_EQ(plan.gemms.back().cluster, cluster) << plan.ToString();
+        EXPECT_FALSE(plan.gemms.back().split_k) << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().ctas % cluster, 0) << plan.ToString();
+      }
+    }
+  }
+};
+
+class MoeCudaPairClusterTest : public MoeCudaClusterTest {
  protected:
   void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_CLUSTER", "2"}}); }
 };
+TEST_F(MoeCudaPairClusterTest, GroupedGemmPairsCtas) { CheckClusters(2); }
 
-// 5 N tiles (gated, 640 outputs) per item make odd tile counts likely (the
-// last cluster's rank 1 then repeats rank 0's tile without storing it); 8
-// experts put some tile pairs across an expert boundary (no W shared); K =
-// 200 ends on a partial K block; T = 3 has fewer tiles than CTAs.
-TEST_F(MoeCudaClusterTest, GroupedGemmPairsCtas) {
+class MoeCudaQuadClusterTest : public MoeCudaClusterTest {
+ protected:
+  void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_CLUSTER", "4"}}); }
+};
+TEST_F(MoeCudaQuadClusterTest, GroupedGemmSharesAAndWInFours) {
+  CheckClusters(4);
+}
+
+// Clusters of 4 over tails of every size (1 to 127 rows beside full tiles
+// and an empty expert): a tail's A box is multicast to its two CTAs, and
+// units straddle experts.
+TEST_F(MoeCudaQuadClusterTest, GroupedGemmFullTilesWithEveryTailSize) {
   std::mt19937_64 rng(TestSeed());
+  const HostTensor ids = IdsWithCounts({129, 64, 65, 127, 0, 319, 32, 96});
   for (const Case& g :
-       std::vector<Case>{{3, 1280, 256, Epilogue::kSiluAndMul},
-                         {577, 1280, 200, Epilogue::kSiluAndMul},
-                         {2001, 2048, 264, Epilogue::kNone},
-                         {4500, 1280, 128, Epilogue::kSiluAndMul}}) {
-    SCOPED_TRACE(absl::StrCat("T=", g.tokens, " N=", g.n, " K=", g.k));
+       std::vector<Case>{{416, 1280, 4160, Epilogue::kSiluAndMul},
+                         {416, 1536, 256, Epilogue::kNone}}) {
+    SCOPED_TRACE(absl::StrCat("N=", g.n, " K=", g.k));
     Workspace ws;
-    CheckTwoLaunches(g, Spread::kUniform, rng, ws);
-    const PlanSummary plan = ws.plan();
-    ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
-    if (env_->backend().arch() == "sm_90a" && plan.tile_rows == 128) {
-      EXPECT_EQ(plan.gemms.back().cluster, 2) << plan.ToString();
-      EXPECT_FALSE(plan.gemms.back().split_k) << plan.ToString();
-      EXPECT_EQ(plan.gemms.back().ctas % 2, 0) << plan.ToString();
+    CheckTwoLaunches(g, ids, rng, ws);
+    if (env_->backend().arch() == "sm_90a") {
+      EXPECT_EQ(ws.plan().gemms.back().cluster, 4) << ws.plan().ToString();
     }
   }
 }
@@ -698,6 +729,17 @@ class MoeCudaWaveSyncClusterTest : public MoeCudaWaveSyncTest {
   }
 };
 TEST_F(MoeCudaWaveSyncClusterTest, GroupedGemmStartsClusterWavesTogether) {
+  CheckWaves();
+}
+
+class MoeCudaWaveSyncQuadTest : public MoeCudaWaveSyncTest {
+ protected:
+  void SetUp() override {
+    SetUpWith({{"TAILOR_MOE_GEMM_WAVE_SYNC", "on"},
+               {"TAILOR_MOE_GEMM_CLUSTER", "4"}});
+  }
+};
+TEST_F(MoeCudaWaveSyncQuadTest, GroupedGemmStartsQuadWavesTogether) {
   CheckWaves();
 }
 

@@ -145,8 +145,7 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   const std::string g = "moe.grouped_gemm/cuda/sm_90a/bf16,bf16,f32/";
   // Route (fused for steps of one segment, else count+plan then scatter),
   // pack, the Hopper GEMMs (tile.n = 2; variant: epilogue | 512, full tiles
-  // leave by TMA stores) at the cost model's 64 and 128 rows (and clusters
-  // of 2 for 128 rows and K >= 2048, the large batches'), its swap-AB tiles
+  // leave by TMA stores) at the cost model's 64 and 128 rows, its swap-AB tiles
   // of 8 and 32 rows (variant: epilogue | 1024), combine, and
   // the decode variants (cp.async, TMA) for one CTA an SM (4 stages) and
   // two (2 stages).
@@ -160,7 +159,6 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
           g + "N=1536,K=2048/b0/t0/m64n2k0/v513",
           g + "N=2048,K=768/b0/t0/m64n2k0/v512",
           g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
-          g + "N=1536,K=2048/b0/t0/m128n2k0c2/v513",
           g + "N=2048,K=768/b0/t0/m128n2k0/v512",
           g + "N=1536,K=2048/b0/t0/m8n2k0/v1025",
           g + "N=2048,K=768/b0/t0/m8n2k0/v1024",

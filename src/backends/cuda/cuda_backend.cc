@@ -370,6 +370,48 @@ absl::StatusOr<std::shared_ptr<Kernel>> CudaBackend::Load(
   return std::make_shared<CudaKernel>(context_, module, function);
 }
 
+absl::StatusOr<std::vector<int>> CudaBackend::MaxActiveClusters(
+    absl::Span<const int> sizes, int threads, int shared_bytes) {
+  if (compute_capability_ < 90) {
+    return absl::FailedPreconditionError(
+        "thread-block clusters need sm_90 or newer");
+  }
+  TAILOR_RETURN_IF_ERROR(context_->MakeCurrent());
+  const KernelSource probe = {
+      .code = "extern \"C\" __global__ void tailor_cluster_probe() {}\n",
+      .entry = "tailor_cluster_probe"};
+  const SpecKey key;  // this backend's arch
+  TAILOR_ASSIGN_OR_RETURN(const std::string cubin, Compile(key, probe));
+  TAILOR_ASSIGN_OR_RETURN(const std::shared_ptr<Kernel> kernel,
+                          Load(key, probe, cubin));
+  const auto& cuda = static_cast<const CudaKernel&>(*kernel);
+  TAILOR_RETURN_IF_ERROR(cuda.EnsureDynamicSharedLimit(shared_bytes));
+  TAILOR_RETURN_IF_ERROR(cuda.AllowNonPortableClusters());
+  std::vector<int> counts;
+  for (const int size : sizes) {
+    CUlaunchAttribute cluster = {};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = size;
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = size;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = shared_bytes;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int count = 0;
+    TAILOR_RETURN_IF_ERROR(
+        CudaResultToStatus(context_->api().cuOccupancyMaxActiveClusters(
+                               &count, cuda.function(), &config),
+                           "cuOccupancyMaxActiveClusters"));
+    counts.push_back(count);
+  }
+  return counts;
+}
+
 absl::Status CudaBackend::Launch(const Kernel& kernel,
                                  const LaunchConfig& config, const void* params,
                                  size_t params_size) {

@@ -38,9 +38,11 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "backends/cuda/decode_kernels.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/generic_kernels.h"
@@ -175,6 +177,12 @@ class CudaBackend final : public tailor::internal::Backend {
                             void* stream) override;
 
   tailor::internal::MoeKernels* moe_kernels() override { return &moe_kernels_; }
+  // How many clusters of each of `sizes` CTAs (1D) of `threads` threads
+  // and `shared_bytes` of dynamic shared memory the device runs at once:
+  // the occupancy of a kernel that does nothing, compiled for the purpose
+  // (~70 ms of NVRTC), so callers query once. sm_90 or newer.
+  absl::StatusOr<std::vector<int>> MaxActiveClusters(
+      absl::Span<const int> sizes, int threads, int shared_bytes);
 
   // TMA descriptors of this device, encoded once per spec (checked first).
   DescriptorPool& descriptor_pool() { return descriptor_pool_; }

@@ -390,53 +390,16 @@ DecodeClusterCapacity CudaDecodeKernels::QueryClusterCapacity(
     int shared_limit) {
   DecodeClusterCapacity capacity;
   if (backend_.compute_capability() < 90) return capacity;
-  if (absl::Status current = MakeCurrent(backend_); !current.ok()) {
+  const absl::StatusOr<std::vector<int>> counts = backend_.MaxActiveClusters(
+      {8, 16}, (kDecodeConsumerWarps + 1) * 32, shared_limit);
+  if (!counts.ok()) {
     tailor::internal::Logger().warn(
-        "attention.decode: no cluster launches ({})", current.message());
+        "attention.decode: no cluster launches ({})",
+        counts.status().message());
     return capacity;
   }
-  const KernelSource probe = {
-      .code = "extern \"C\" __global__ void tailor_cluster_probe() {}\n",
-      .entry = "tailor_cluster_probe"};
-  const SpecKey key;  // the backend's arch
-  absl::StatusOr<std::string> cubin = backend_.Compile(key, probe);
-  absl::StatusOr<std::shared_ptr<Kernel>> kernel =
-      cubin.ok() ? backend_.Load(key, probe, *cubin)
-                 : absl::StatusOr<std::shared_ptr<Kernel>>(cubin.status());
-  const auto* cuda =
-      kernel.ok() ? dynamic_cast<const CudaKernel*>(kernel->get()) : nullptr;
-  absl::Status status = kernel.status();
-  if (cuda != nullptr) {
-    status = cuda->EnsureDynamicSharedLimit(shared_limit);
-    if (status.ok()) status = cuda->AllowNonPortableClusters();
-  }
-  for (int size : {8, 16}) {
-    if (!status.ok()) break;
-    CUlaunchAttribute cluster = {};
-    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = size;
-    cluster.value.clusterDim.y = 1;
-    cluster.value.clusterDim.z = 1;
-    CUlaunchConfig config = {};
-    config.gridDimX = size;
-    config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = (kDecodeConsumerWarps + 1) * 32;
-    config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = shared_limit;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int count = 0;
-    status = CudaResultToStatus(
-        backend_.device_context().api().cuOccupancyMaxActiveClusters(
-            &count, cuda->function(), &config),
-        "cuOccupancyMaxActiveClusters");
-    (size == 8 ? capacity.of8 : capacity.of16) = count;
-  }
-  if (!status.ok()) {
-    tailor::internal::Logger().warn(
-        "attention.decode: no cluster launches ({})", status.message());
-    return {};
-  }
+  capacity.of8 = (*counts)[0];
+  capacity.of16 = (*counts)[1];
   return capacity;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "backends/cuda/cuda_backend.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe_params.h"
 
@@ -233,26 +234,25 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
 }
 
 // Clusters of the Hopper kernel (templates/cuda/moe_grouped_gemm_sm90.cuh):
-// `mode` 1 or 2 forces (TAILOR_MOE_GEMM_CLUSTER), 0 chooses. Pairs of CTAs
-// share W tiles by multicast on the 128-row kernel when a launch may have
-// kClusterWaves waves of tiles of at least kClusterKBlocks K blocks: long,
-// compute-bound launches whose L2 is the busiest unit (ncu: 85-91 %).
-// Measured on the H100 (bench/results/moe_gpu_h100.txt, session 9): DeepSeek-V3
-// T=16384 4 % faster (both GEMMs), Mixtral T=16384 2 % / 10 %; Mixtral T=4096
-// gate_up 3-4 % slower, the other T=1024-4096 launches within 1 %; Qwen3's
-// down projection (K = 768: 12 K blocks, where the pair's lockstep at every
-// tile boundary costs more than the L2 it saves) 2-4 % slower, hence K.
-// Fewer tiles keep single CTAs, whose partial last wave split-K can fill.
-constexpr int64_t kClusterWaves = 16;
-constexpr int64_t kClusterKBlocks = 32;
-bool ClusterKIsLong(int64_t k) {
-  return (k + kMoeSm90KTile - 1) / kMoeSm90KTile >= kClusterKBlocks;
+// 2 or 4 CTAs that share A and W tiles by TMA multicast, on the 128-row
+// kernel, only where $TAILOR_MOE_GEMM_CLUSTER=2 or 4 forces them
+// (comparisons, tests). The cost model takes none. Measured on the H100
+// (bench/results/moe_gpu_h100.txt, session 26; one process, both orders):
+// without clusters DeepSeek-V3 T=16384 gate/up ran 8-10 % faster than in
+// pairs, T=4096 4-7 % (both GEMMs), Qwen3-30B-A3B T=16384 gate/up 10-12 %,
+// Mixtral T=16384 down 5 %; Mixtral gate/up was even and DeepSeek-V3
+// T=16384 down 2 % slower. Pairs paid (session 9) before the dynamic
+// schedule and wave sync kept the tiles that share A or W in the L2
+// together. Clusters of 4, with 25 % fewer L2 bytes per CTA than pairs,
+// ran 4-10 % slower than pairs: a cluster CTA's stage waits for copies
+// issued by 2 to 4 SMs, and every CTA for the slowest.
+int ClusterFromEnv() {
+  return EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2")   ? 2
+         : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "4") ? 4
+                                                 : 1;
 }
-int HopperClusterFor(int mode, int cta_rows, int64_t max_tiles, int64_t k,
-                     int sms) {
-  if (cta_rows != kMoeSm90MaxRows) return 1;
-  if (mode != 0) return mode;
-  return max_tiles >= kClusterWaves * sms && ClusterKIsLong(k) ? 2 : 1;
+int HopperClusterFor(int forced, int cta_rows) {
+  return cta_rows == kMoeSm90MaxRows ? forced : 1;
 }
 
 // Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
@@ -334,6 +334,7 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
         "] (or 0: the backend's choice), got ", layer.policy.tile_rows));
   }
   const bool checks = EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
+  const int cluster = ClusterFromEnv();
   // Full tiles leave by TMA stores unless C is misaligned at run time (or
   // its map is refused): warm-up lists the TMA-store variant then.
   const bool tma_store_enabled = !EnvIs("TAILOR_MOE_GEMM_STORE", "registers");
@@ -360,12 +361,12 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
           HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
       add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
                   checks, tma_store, /*cluster=*/1, swap));
-      // Large batches of the 128-row kernel with a long K launch clusters.
+      // Forced clusters: the 128-row launches run them.
       if (kernel == kHopperGemm &&
-          MoeSm90CtaRows(static_cast<int>(tile_rows)) == kMoeSm90MaxRows &&
-          ClusterKIsLong(k) && !EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")) {
+          HopperClusterFor(cluster,
+                           MoeSm90CtaRows(static_cast<int>(tile_rows))) > 1) {
         add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
-                    checks, tma_store, /*cluster=*/2));
+                    checks, tma_store, cluster));
       }
     }
   }
@@ -514,9 +515,8 @@ absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
                       &p, sizeof(p));
 }
 
-CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
-                               int multiprocessors, int64_t l2_bytes,
-                               bool hopper,
+CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
+                               int64_t l2_bytes, bool hopper,
                                DescriptorPool& descriptors,
                                CudaGenericKernels& generics)
     : backend_(backend),
@@ -528,9 +528,7 @@ CudaMoeKernels::CudaMoeKernels(tailor::internal::Backend& backend,
       dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
       split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
       swap_ab_(SwapABEnabled()),
-      cluster_(EnvIs("TAILOR_MOE_GEMM_CLUSTER", "1")   ? 1
-               : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2") ? 2
-                                                       : 0),
+      cluster_(ClusterFromEnv()),
       expert_groups_(KnobFromEnv("TAILOR_MOE_GEMM_EXPERT_GROUPS")),
       w_evict_first_(KnobFromEnv("TAILOR_MOE_GEMM_W_EVICT_FIRST")),
       wave_sync_(KnobFromEnv("TAILOR_MOE_GEMM_WAVE_SYNC")),
@@ -600,6 +598,7 @@ absl::Status CudaMoeKernels::LaunchKernel(
 absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
     const GroupedGemmLaunch& l, int64_t max_tiles,
     MoeGroupedGemmSm90Params& p) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   HopperVariant v;
   v.cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
   v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
@@ -628,8 +627,7 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   p.split_arrivals = reinterpret_cast<int*>(split_area);
   p.partials = reinterpret_cast<float*>(
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
-  v.cluster =
-      HopperClusterFor(cluster_, v.cta_rows, max_tiles, l.k, multiprocessors_);
+  v.cluster = HopperClusterFor(cluster_, v.cta_rows);
   p.w_evict_first =
       v.cluster == 1 &&
       Decide(w_evict_first_,
@@ -637,11 +635,32 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
                  l.rows, l.tile_rows, l.experts,
                  l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)),
                  l2_bytes_));
-  v.ctas = static_cast<uint32_t>(
-      v.cluster > 1 ? MoeSm90ClusterCtas(max_tiles, multiprocessors_)
-                    : MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_,
-                                  v.swap_ab));
+  if (v.cluster > 1) {
+    TAILOR_ASSIGN_OR_RETURN(const int max_clusters, MaxClusters(v.cluster));
+    v.ctas = static_cast<uint32_t>(MoeSm90ClusterCtas(
+        l.plan.max_work, MoeSm90NTiles(gated, l.n), v.cluster, max_clusters));
+  } else {
+    v.ctas = static_cast<uint32_t>(
+        MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_, v.swap_ab));
+  }
   return v;
+}
+
+absl::StatusOr<int> CudaMoeKernels::MaxClusters(int cluster) {
+  if (cluster == 2) return multiprocessors_ / 2;
+  std::call_once(quads_query_, [this] {
+    const int shared = std::max(MoeSm90SharedBytes(kMoeSm90MaxRows, false),
+                                MoeSm90SharedBytes(kMoeSm90MaxRows, true));
+    absl::StatusOr<std::vector<int>> counts =
+        backend_.MaxActiveClusters({4}, kMoeSm90Threads, shared);
+    max_quads_ = counts.ok() ? absl::StatusOr<int>((*counts)[0])
+                             : absl::StatusOr<int>(counts.status());
+    if (max_quads_.ok() && *max_quads_ < 1) {
+      max_quads_ = absl::FailedPreconditionError(
+          "moe.grouped_gemm: the device runs no cluster of 4 CTAs");
+    }
+  });
+  return max_quads_;
 }
 
 tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(

@@ -17,7 +17,7 @@
 //                     swap-AB), tile.n = the kernel: 2 Hopper (sm_90a, bf16,
 //                     K % 8 == 0: TMA + wgmma, moe_grouped_gemm_sm90.cuh),
 //                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT;
-//                     tile.cluster = 2 for clusters of 2 Hopper CTAs
+//                     tile.cluster = 2 or 4 for clusters of Hopper CTAs
 // The Hopper kernel stores full tiles by TMA when the plan tile is its CTA
 // tile (64 or 128 rows), N % 8 == 0 and C is 16-byte aligned; it runs
 // swap-AB (W rows as wgmma's M, the tile's tokens as its N) for plan tiles
@@ -41,6 +41,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "backends/cuda/generic_kernels.h"
@@ -51,6 +52,8 @@
 #include "templates/cuda/moe_params.h"
 
 namespace tailor::cuda {
+
+class CudaBackend;
 
 // The source of a MoE key (moe.route, moe.pack, moe.grouped_gemm,
 // moe.combine); Unimplemented for other ops. For tests and tools that
@@ -77,13 +80,14 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
  public:
   static constexpr int32_t kMaxTileRows = 128;
 
-  // `backend` fills and copies device memory; `multiprocessors` sizes the
+  // `backend` fills and copies device memory and counts resident clusters;
+  // `multiprocessors` sizes the
   // persistent GEMM grids and `l2_bytes` (the device's L2) picks their W
   // cache policy; `hopper` (an sm_90a device) enables the TMA + wgmma GEMM,
   // whose tensor maps come from `descriptors`; `generics` serve background
   // JIT.
-  CudaMoeKernels(tailor::internal::Backend& backend, int multiprocessors,
-                 int64_t l2_bytes, bool hopper, DescriptorPool& descriptors,
+  CudaMoeKernels(CudaBackend& backend, int multiprocessors, int64_t l2_bytes,
+                 bool hopper, DescriptorPool& descriptors,
                  CudaGenericKernels& generics);
 
   // Tests: keys of `op` (moe.route, moe.pack, moe.grouped_gemm,
@@ -169,7 +173,13 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
       tailor::internal::Engine& engine, const tailor::internal::SpecKey& key,
       tailor::internal::KernelGeneratorFn generate, GenericKernelId id);
 
-  tailor::internal::Backend& backend_;
+  // How many clusters of `cluster` CTAs of the 128-row kernel the device
+  // runs at once: sms / 2 for pairs (an SM pair, a TPC, always fits); for
+  // 4, the occupancy query's count (a GPC of 18 SMs fits 4 clusters of 4),
+  // queried at the first launch that needs it.
+  absl::StatusOr<int> MaxClusters(int cluster);
+
+  CudaBackend& backend_;
   int multiprocessors_;
   int64_t l2_bytes_;
   bool hopper_;
@@ -178,7 +188,9 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   bool dynamic_schedule_;  // Hopper tiles from a counter, not blockIdx strides
   bool split_k_;           // Hopper launches of few tiles split K
   bool swap_ab_;           // Hopper tiles of <= 32 rows run swap-AB
-  int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 0 auto, 1 or 2
+  int cluster_;            // TAILOR_MOE_GEMM_CLUSTER: 1 (unset), 2 or 4
+  std::once_flag quads_query_;
+  absl::StatusOr<int> max_quads_ = 0;  // clusters of 4: written once, under it
   // A knob whose unset value leaves the choice to a rule of the cost model:
   // $name=off or on overrides it (comparisons, tests); Decide applies it.
   enum AutoKnob { kAuto, kOff, kOn };

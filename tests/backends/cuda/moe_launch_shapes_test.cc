@@ -210,14 +210,26 @@ TEST(MoeSm90LaunchShapes, SplitAreaHoldsArrivalsThenAlignedSlots) {
             1280 + kH100Sms * 2LL * 128 * 128 * 4);
 }
 
-// Clusters of 2: a cluster per tile pair, never more CTAs than SMs (an even
-// count: Hopper's SMs pair up in TPCs).
-TEST(MoeSm90LaunchShapes, ClusterCtasPairTilesUpToTheSms) {
-  EXPECT_EQ(MoeSm90ClusterCtas(1, 132), 2);
-  EXPECT_EQ(MoeSm90ClusterCtas(3, 132), 4);
-  EXPECT_EQ(MoeSm90ClusterCtas(131, 132), 132);
-  EXPECT_EQ(MoeSm90ClusterCtas(100000, 132), 132);
-  EXPECT_EQ(MoeSm90ClusterCtas(100000, 133), 132);
+// Clusters of 2: a unit is two items of one N tile; of 4, two items x two
+// N tiles (an odd item or N tile count leaves a unit half empty).
+TEST(MoeSm90LaunchShapes, ClusterUnitsCoverItemsAndNTiles) {
+  EXPECT_EQ(MoeSm90ClusterUnits(1, 1, 2), 1);
+  EXPECT_EQ(MoeSm90ClusterUnits(3, 5, 2), 8);    // 15 tiles
+  EXPECT_EQ(MoeSm90ClusterUnits(4, 16, 4), 16);  // 64 tiles
+  EXPECT_EQ(MoeSm90ClusterUnits(3, 5, 4), 5);    // 3 items x 3 N pairs
+  EXPECT_EQ(MoeSm90ClusterUnits(1, 1, 4), 1);
+  EXPECT_EQ(MoeSm90ClusterUnits(0, 16, 4), 0);
+}
+
+// A cluster per unit, never more than the device runs at once (66 pairs on
+// an H100's 132 SMs; 32 clusters of 4 where GPCs of 18 SMs fit 4 each).
+TEST(MoeSm90LaunchShapes, ClusterCtasCoverUnitsUpToTheResidentClusters) {
+  EXPECT_EQ(MoeSm90ClusterCtas(1, 1, 2, 66), 2);
+  EXPECT_EQ(MoeSm90ClusterCtas(3, 1, 2, 66), 4);
+  EXPECT_EQ(MoeSm90ClusterCtas(131, 1, 2, 66), 132);
+  EXPECT_EQ(MoeSm90ClusterCtas(100000, 1, 2, 66), 132);
+  EXPECT_EQ(MoeSm90ClusterCtas(3, 5, 4, 32), 20);
+  EXPECT_EQ(MoeSm90ClusterCtas(100000, 16, 4, 32), 128);
 }
 
 // Raster groups end at expert boundaries while the average expert has half
