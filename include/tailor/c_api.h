@@ -314,7 +314,8 @@ typedef struct tailor_moe_workspace_info {
   tailor_tensor offsets;     /* [E + 1] i32 */
   tailor_tensor permutation; /* [R] i32 */
   tailor_tensor inverse;     /* [T, k] i32 */
-  /* PlanSummary: counts are -1 on device backends. */
+  /* PlanSummary: counts are -1 on device backends. Its GEMM records:
+   * tailor_moe_workspace_gemm_count / tailor_moe_workspace_get_gemm. */
   int32_t tile_rows;
   int32_t core_tiles;
   int32_t tail_pieces;
@@ -325,6 +326,54 @@ typedef struct tailor_moe_workspace_info {
 
 TAILOR_C_EXPORT tailor_status tailor_moe_workspace_get_info(
     const tailor_moe_workspace* ws, tailor_moe_workspace_info* out);
+
+/* Bytes of tailor_moe_gemm_choice.kernel, its NUL included. */
+#define TAILOR_MOE_GEMM_KERNEL_SIZE 64
+
+/* One GroupedGemm configuration as the backend chose it
+ * (tailor::moe::GemmChoice): the kernel family and its tiling. Fields a
+ * family does not have are 0 (cluster: 1). */
+typedef struct tailor_moe_gemm_choice {
+  /* "cpu", "cuda.sm90_tma_wgmma", "cuda.sm80_mma", "hip.mfma", ...;
+   * NUL-terminated. A longer name (no backend has one) is cut to its first
+   * TAILOR_MOE_GEMM_KERNEL_SIZE - 1 bytes. */
+  char kernel[TAILOR_MOE_GEMM_KERNEL_SIZE];
+  int64_t n;        /* W rows per expert */
+  int64_t k;        /* reduction dim */
+  int32_t cta_rows; /* A rows of one CTA (work-group) tile */
+  int32_t cta_cols; /* W rows of one CTA tile */
+  int32_t k_tile;   /* K per pipeline stage */
+  int32_t stages;   /* shared-memory pipeline depth */
+  int32_t ctas;     /* grid size (persistent kernels: <= the SMs) */
+  int32_t cluster;  /* CTAs per thread-block cluster */
+  /* Flags, 0 or 1 (see GemmChoice in tailor/ops/moe.h). */
+  int32_t tma_store;
+  int32_t split_k;
+  int32_t w_evict_first;
+  int32_t wave_sync;
+} tailor_moe_gemm_choice;
+
+/* The GEMM records of `ws`'s plan summary (PlanSummary::gemms.size()),
+ * into *count: the GroupedGemm launches since the last Route, at most the
+ * last 2; 0 when `ws` is not routed. */
+TAILOR_C_EXPORT tailor_status
+tailor_moe_workspace_gemm_count(const tailor_moe_workspace* ws, int32_t* count);
+
+/* PlanSummary::gemms[index] into *out, oldest first: after an Experts step,
+ * index 0 is gate/up (w13) and 1 is down (w2). InvalidArgument for an
+ * index outside [0, count), the message naming `index` and the range.
+ *
+ * Example (C):
+ *   int32_t count = 0;
+ *   tailor_moe_workspace_gemm_count(ws, &count);
+ *   for (int32_t i = 0; i < count; ++i) {
+ *     tailor_moe_gemm_choice g;
+ *     if (tailor_moe_workspace_get_gemm(ws, i, &g) == TAILOR_STATUS_OK)
+ *       printf("%s N=%lld K=%lld\n", g.kernel, (long long)g.n,
+ *              (long long)g.k);
+ *   } */
+TAILOR_C_EXPORT tailor_status tailor_moe_workspace_get_gemm(
+    const tailor_moe_workspace* ws, int32_t index, tailor_moe_gemm_choice* out);
 
 /* ---- moe: ops (each mirrors its C++ function; see tailor/ops/moe.h) ---- */
 

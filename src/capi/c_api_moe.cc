@@ -1,4 +1,6 @@
 // The C ABI's MoE entries: workspaces and the ops of tailor/ops/moe.h.
+#include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +92,27 @@ absl::StatusOr<moe::ExpertsArgs> ToExpertsArgs(
   TAILOR_ASSIGN_OR_RETURN(out.policy, ToPolicy(in.policy));
   TAILOR_ASSIGN_OR_RETURN(out.out, ToTensorRef("out", in.out));
   out.stream = in.stream;
+  return out;
+}
+
+// The C record of `g`; a kernel name longer than the C field is cut to its
+// first TAILOR_MOE_GEMM_KERNEL_SIZE - 1 bytes (c_api.h).
+tailor_moe_gemm_choice ToGemmChoice(const moe::GemmChoice& g) {
+  tailor_moe_gemm_choice out = {};
+  const size_t kept = std::min(g.kernel.size(), sizeof(out.kernel) - 1);
+  std::memcpy(out.kernel, g.kernel.data(), kept);  // zero-filled: NUL ends it
+  out.n = g.n;
+  out.k = g.k;
+  out.cta_rows = g.cta_rows;
+  out.cta_cols = g.cta_cols;
+  out.k_tile = g.k_tile;
+  out.stages = g.stages;
+  out.ctas = g.ctas;
+  out.cluster = g.cluster;
+  out.tma_store = g.tma_store ? 1 : 0;
+  out.split_k = g.split_k ? 1 : 0;
+  out.w_evict_first = g.w_evict_first ? 1 : 0;
+  out.wave_sync = g.wave_sync ? 1 : 0;
   return out;
 }
 
@@ -195,6 +218,34 @@ tailor_status tailor_moe_workspace_get_info(const tailor_moe_workspace* ws,
     out->variants = plan.variants;
     out->useful_rows = plan.useful_rows;
     out->executed_rows = plan.executed_rows;
+    return absl::OkStatus();
+  });
+}
+
+tailor_status tailor_moe_workspace_gemm_count(const tailor_moe_workspace* ws,
+                                              int32_t* count) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", ws));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("count", count));
+    *count = static_cast<int32_t>(ws->workspace.plan().gemms.size());
+    return absl::OkStatus();
+  });
+}
+
+tailor_status tailor_moe_workspace_get_gemm(const tailor_moe_workspace* ws,
+                                            int32_t index,
+                                            tailor_moe_gemm_choice* out) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", ws));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("out", out));
+    const moe::PlanSummary plan = ws->workspace.plan();
+    const int64_t count = static_cast<int64_t>(plan.gemms.size());
+    if (index < 0 || index >= count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("index: must be in [0, ", count,
+                       ") (the GEMM records of ws), got ", index));
+    }
+    *out = tailor::capi::ToGemmChoice(plan.gemms[index]);
     return absl::OkStatus();
   });
 }

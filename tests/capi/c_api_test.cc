@@ -279,6 +279,107 @@ TEST_F(CApiTest, ExpertsMatchesRouteThenStepByStep) {
   EXPECT_EQ(0, std::memcmp(out_.data(), fused.data(), out_.size() * 4));
 }
 
+// The plan summary's GEMM records through C: one per GroupedGemm launch
+// since the last Route (Experts: gate/up, then down), each the CPU
+// backend's configuration for that launch's N and K.
+TEST_F(CApiTest, GemmChoicesRecordEachLaunch) {
+  static_assert(sizeof(tailor_moe_gemm_choice) ==
+                    TAILOR_MOE_GEMM_KERNEL_SIZE + 2 * 8 + 10 * 4,
+                "no padding: records compare bytewise, ctypes mirrors them");
+  auto gemms = [&] {
+    int32_t count = -1;
+    EXPECT_EQ(tailor_moe_workspace_gemm_count(ws_, &count), TAILOR_STATUS_OK);
+    std::vector<tailor_moe_gemm_choice> out(std::max(count, 0));
+    for (int32_t i = 0; i < count; ++i) {
+      EXPECT_EQ(tailor_moe_workspace_get_gemm(ws_, i, &out[i]),
+                TAILOR_STATUS_OK)
+          << LastError();
+    }
+    return out;
+  };
+  EXPECT_TRUE(gemms().empty());  // never routed
+
+  FillInputs();
+  tailor_moe_experts_args args = ExpertsArgs();
+  ASSERT_EQ(tailor_moe_experts(runtime_, &args, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  tailor_moe_workspace_info info;
+  ASSERT_EQ(tailor_moe_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+  const std::vector<tailor_moe_gemm_choice> experts = gemms();
+  ASSERT_EQ(experts.size(), 2u);
+  const int64_t n[2] = {2 * kI, kH}, k[2] = {kH, kI};  // gate/up, down
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const tailor_moe_gemm_choice& g = experts[i];
+    EXPECT_STREQ(g.kernel, "cpu");
+    EXPECT_EQ(g.n, n[i]);
+    EXPECT_EQ(g.k, k[i]);
+    EXPECT_EQ(g.cta_rows, info.tile_rows);
+    EXPECT_GT(g.cta_cols, 0);
+    EXPECT_EQ(g.k_tile, 0);  // the CPU kernel has no pipeline or grid
+    EXPECT_EQ(g.stages, 0);
+    EXPECT_EQ(g.ctas, 0);
+    EXPECT_EQ(g.cluster, 1);
+    EXPECT_EQ(g.tma_store + g.split_k + g.w_evict_first + g.wave_sync, 0);
+  }
+
+  // A Route starts the records over; one GroupedGemm adds one.
+  tailor_moe_route_args route = {};
+  route.topk_ids = args.topk_ids;
+  route.num_experts = kE;
+  ASSERT_EQ(tailor_moe_route(runtime_, &route, ws_), TAILOR_STATUS_OK);
+  EXPECT_TRUE(gemms().empty());
+  const int64_t rows = kT * kK;
+  std::vector<float> a(rows * kH), c(rows * kI);
+  const int64_t a_dims[2] = {rows, kH}, c_dims[2] = {rows, kI};
+  tailor_moe_grouped_gemm_args gemm = {};
+  gemm.a = tailor_tensor_contiguous(a.data(), TAILOR_DTYPE_F32, 2, a_dims);
+  gemm.w = args.w13;
+  gemm.c = tailor_tensor_contiguous(c.data(), TAILOR_DTYPE_F32, 2, c_dims);
+  gemm.epilogue = TAILOR_MOE_EPILOGUE_SILU_AND_MUL;
+  ASSERT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  const std::vector<tailor_moe_gemm_choice> one = gemms();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(0, std::memcmp(&one[0], &experts[0], sizeof(one[0])));
+}
+
+TEST_F(CApiTest, GemmChoiceErrorsNameTheArgument) {
+  int32_t count = 0;
+  tailor_moe_gemm_choice g;
+  EXPECT_EQ(tailor_moe_workspace_gemm_count(nullptr, &count),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "ws: must not be null");
+  EXPECT_EQ(tailor_moe_workspace_gemm_count(ws_, nullptr),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "count: must not be null");
+  EXPECT_EQ(tailor_moe_workspace_get_gemm(nullptr, 0, &g),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "ws: must not be null");
+  EXPECT_EQ(tailor_moe_workspace_get_gemm(ws_, 0, nullptr),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "out: must not be null");
+  EXPECT_EQ(tailor_moe_workspace_get_gemm(ws_, 0, &g),
+            TAILOR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(),
+            "index: must be in [0, 0) (the GEMM records of ws), got 0");
+
+  FillInputs();
+  tailor_moe_experts_args args = ExpertsArgs();
+  ASSERT_EQ(tailor_moe_experts(runtime_, &args, ws_), TAILOR_STATUS_OK)
+      << LastError();
+  for (int32_t index : {-1, 2, INT32_MAX}) {
+    EXPECT_EQ(tailor_moe_workspace_get_gemm(ws_, index, &g),
+              TAILOR_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(LastError(),
+              "index: must be in [0, 2) (the GEMM records of "
+              "ws), got " +
+                  std::to_string(index));
+  }
+  EXPECT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &g), TAILOR_STATUS_OK);
+  EXPECT_EQ(LastError(), "");
+}
+
 TEST_F(CApiTest, OpErrorsCarryTheCppMessage) {
   FillInputs();
   tailor_moe_experts_args args = ExpertsArgs();

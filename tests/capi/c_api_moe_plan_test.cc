@@ -1,0 +1,122 @@
+// The C ABI's GEMM records against the C++ PlanSummary they convert
+// (internal: the test reads the workspace behind the C handle): every field
+// of every record equal, and a kernel name longer than the C field cut, not
+// overflowed.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "capi/c_api_internal.h"
+#include "ops/moe_workspace.h"
+
+namespace tailor::capi {
+namespace {
+
+constexpr int64_t kT = 5, kH = 64, kI = 32, kE = 3, kK = 2;
+
+class CApiMoePlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tailor_runtime_options options = {};
+    options.backend = TAILOR_BACKEND_CPU;
+    options.log_level = "error";
+    options.cache_dir = TAILOR_CAPI_TEST_CACHE_DIR;
+    ASSERT_EQ(tailor_runtime_create(&options, &runtime_), TAILOR_STATUS_OK)
+        << tailor_last_error();
+    ASSERT_EQ(tailor_moe_workspace_create(&ws_), TAILOR_STATUS_OK);
+  }
+  void TearDown() override {
+    tailor_moe_workspace_destroy(ws_);
+    tailor_runtime_destroy(runtime_);
+  }
+
+  // One f32 Experts step through C: token t goes to experts t % E and
+  // (t + 1) % E.
+  void RunExperts() {
+    for (int64_t t = 0; t < kT; ++t) {
+      ids_[t * kK] = static_cast<int32_t>(t % kE);
+      ids_[t * kK + 1] = static_cast<int32_t>((t + 1) % kE);
+    }
+    const int64_t hd[2] = {kT, kH}, w13d[3] = {kE, 2 * kI, kH},
+                  w2d[3] = {kE, kH, kI}, kd[2] = {kT, kK};
+    tailor_moe_experts_args args = {};
+    args.hidden = tailor_tensor_contiguous(x_.data(), TAILOR_DTYPE_F32, 2, hd);
+    args.w13 = tailor_tensor_contiguous(w13_.data(), TAILOR_DTYPE_F32, 3, w13d);
+    args.w2 = tailor_tensor_contiguous(w2_.data(), TAILOR_DTYPE_F32, 3, w2d);
+    args.topk_weights =
+        tailor_tensor_contiguous(tw_.data(), TAILOR_DTYPE_F32, 2, kd);
+    args.topk_ids =
+        tailor_tensor_contiguous(ids_.data(), TAILOR_DTYPE_I32, 2, kd);
+    args.out = tailor_tensor_contiguous(y_.data(), TAILOR_DTYPE_F32, 2, hd);
+    ASSERT_EQ(tailor_moe_experts(runtime_, &args, ws_), TAILOR_STATUS_OK)
+        << tailor_last_error();
+  }
+
+  tailor_runtime* runtime_ = nullptr;
+  tailor_moe_workspace* ws_ = nullptr;
+  std::vector<float> x_ = std::vector<float>(kT * kH, 0.5f),
+                     w13_ = std::vector<float>(kE * 2 * kI * kH, 0.25f),
+                     w2_ = std::vector<float>(kE * kH * kI, 0.25f),
+                     tw_ = std::vector<float>(kT * kK, 0.5f),
+                     y_ = std::vector<float>(kT * kH);
+  std::vector<int32_t> ids_ = std::vector<int32_t>(kT * kK);
+};
+
+TEST_F(CApiMoePlanTest, RecordsEqualThePlanSummary) {
+  RunExperts();
+  const moe::PlanSummary plan = ws_->workspace.plan();
+  ASSERT_EQ(plan.gemms.size(), 2u);
+  int32_t count = -1;
+  ASSERT_EQ(tailor_moe_workspace_gemm_count(ws_, &count), TAILOR_STATUS_OK);
+  ASSERT_EQ(count, 2);
+  for (int32_t i = 0; i < count; ++i) {
+    SCOPED_TRACE(plan.gemms[i].ToString());
+    const moe::GemmChoice& want = plan.gemms[i];
+    tailor_moe_gemm_choice got;
+    std::memset(&got, 0x7f, sizeof(got));  // every byte must be written
+    ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, i, &got), TAILOR_STATUS_OK);
+    EXPECT_EQ(std::string(got.kernel), want.kernel);
+    EXPECT_EQ(got.n, want.n);
+    EXPECT_EQ(got.k, want.k);
+    EXPECT_EQ(got.cta_rows, want.cta_rows);
+    EXPECT_EQ(got.cta_cols, want.cta_cols);
+    EXPECT_EQ(got.k_tile, want.k_tile);
+    EXPECT_EQ(got.stages, want.stages);
+    EXPECT_EQ(got.ctas, want.ctas);
+    EXPECT_EQ(got.cluster, want.cluster);
+    EXPECT_EQ(got.tma_store, want.tma_store ? 1 : 0);
+    EXPECT_EQ(got.split_k, want.split_k ? 1 : 0);
+    EXPECT_EQ(got.w_evict_first, want.w_evict_first ? 1 : 0);
+    EXPECT_EQ(got.wave_sync, want.wave_sync ? 1 : 0);
+  }
+}
+
+// No backend names a kernel in 64 bytes or more; were one to, the C record
+// holds its first 63 bytes and a NUL, and every flag still converts.
+TEST_F(CApiMoePlanTest, LongKernelNamesAreCutToTheField) {
+  RunExperts();
+  static const std::string kLong(100, 'x');
+  ws_->workspace.impl()->RecordGemm({.kernel = kLong.c_str(),
+                                     .n = 7,
+                                     .k = 9,
+                                     .tma_store = true,
+                                     .split_k = true,
+                                     .cluster = 2,
+                                     .w_evict_first = true,
+                                     .wave_sync = true});
+  tailor_moe_gemm_choice got;
+  std::memset(&got, 0x7f, sizeof(got));
+  ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK)
+      << tailor_last_error();
+  EXPECT_EQ(got.kernel[TAILOR_MOE_GEMM_KERNEL_SIZE - 1], '\0');
+  EXPECT_EQ(std::string(got.kernel), kLong.substr(0, 63));
+  EXPECT_EQ(got.n, 7);
+  EXPECT_EQ(got.k, 9);
+  EXPECT_EQ(got.cluster, 2);
+  EXPECT_EQ(got.tma_store + got.split_k + got.w_evict_first + got.wave_sync, 4);
+}
+
+}  // namespace
+}  // namespace tailor::capi
