@@ -81,6 +81,17 @@ class WorkspaceInfo(ctypes.Structure):
                 ("executed_rows", _i64)]
 
 
+GEMM_KERNEL_SIZE = 64  # TAILOR_MOE_GEMM_KERNEL_SIZE
+
+
+class GemmChoice(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char * GEMM_KERNEL_SIZE), ("n", _i64),
+                ("k", _i64), ("cta_rows", _i32), ("cta_cols", _i32),
+                ("k_tile", _i32), ("stages", _i32), ("ctas", _i32),
+                ("cluster", _i32), ("tma_store", _i32), ("split_k", _i32),
+                ("w_evict_first", _i32), ("wave_sync", _i32)]
+
+
 _TensorP = ctypes.POINTER(Tensor)
 
 
@@ -162,6 +173,9 @@ _SIGNATURES = {
         _vp, _P(WorkspaceLimits), _vp, _i64, _vp, _vp]),
     "tailor_moe_take_routing_errors": (ctypes.c_int, [_vp, _vp, _vp]),
     "tailor_moe_workspace_get_info": (ctypes.c_int, [_vp, _P(WorkspaceInfo)]),
+    "tailor_moe_workspace_gemm_count": (ctypes.c_int, [_vp, _P(_i32)]),
+    "tailor_moe_workspace_get_gemm": (ctypes.c_int,
+                                      [_vp, _i32, _P(GemmChoice)]),
     "tailor_moe_route": (ctypes.c_int, [_vp, _P(RouteArgs), _vp]),
     "tailor_moe_pack": (ctypes.c_int, [_vp, _P(PackArgs)]),
     "tailor_moe_grouped_gemm": (ctypes.c_int, [_vp, _P(GroupedGemmArgs), _vp]),

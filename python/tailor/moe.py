@@ -73,7 +73,8 @@ class Workspace:
     def info(self):
         """routed, num_tokens, topk, num_experts, num_rows, capacity_bytes
         and the plan summary (tile_rows, core_tiles, tail_pieces, variants,
-        useful_rows, executed_rows) as a dict."""
+        useful_rows, executed_rows) as a dict. The summary's GEMM records:
+        gemms()."""
         info = _capi.WorkspaceInfo()
         check(lib.tailor_moe_workspace_get_info(self._handle,
                                                 ctypes.byref(info)))
@@ -82,6 +83,31 @@ class Workspace:
                  "variants", "useful_rows", "executed_rows")
         out = {name: getattr(info, name) for name in names}
         out["routed"] = bool(info.routed)
+        return out
+
+    def gemms(self):
+        """The configuration of each GroupedGemm launch since the last
+        Route, at most the last two, oldest first (experts(): gate/up, then
+        down), as dicts: kernel ("cpu", "cuda.sm90_tma_wgmma", ...), n, k,
+        cta_rows, cta_cols, k_tile, stages, ctas, cluster (ints; 0 where
+        the kernel family has no such field) and tma_store, split_k,
+        w_evict_first, wave_sync (bools). [] when not routed."""
+        count = ctypes.c_int32()
+        check(lib.tailor_moe_workspace_gemm_count(self._handle,
+                                                  ctypes.byref(count)))
+        out = []
+        for index in range(count.value):
+            g = _capi.GemmChoice()
+            check(lib.tailor_moe_workspace_get_gemm(self._handle, index,
+                                                    ctypes.byref(g)))
+            record = {"kernel": g.kernel.decode("utf-8", "replace")}
+            for name in ("n", "k", "cta_rows", "cta_cols", "k_tile", "stages",
+                         "ctas", "cluster"):
+                record[name] = getattr(g, name)
+            for name in ("tma_store", "split_k", "w_evict_first",
+                         "wave_sync"):
+                record[name] = bool(getattr(g, name))
+            out.append(record)
         return out
 
     def _views(self):

@@ -108,6 +108,42 @@ def test_step_by_step_equals_experts(runtime, rng):
     np.testing.assert_array_equal(out, fused)
 
 
+def test_gemms_record_each_grouped_gemm(runtime, rng):
+    x, w13, w2, tw, ids = moe_inputs(rng)
+    ws = tailor.moe.Workspace()
+    assert ws.gemms() == []
+    tailor.moe.experts(runtime, x, w13, w2, tw, ids, np.empty_like(x), ws)
+    gemms = ws.gemms()
+    H, I = x.shape[1], w2.shape[2]
+    # gate/up, then down
+    assert [(g["kernel"], g["n"], g["k"]) for g in gemms] == [
+        ("cpu", 2 * I, H), ("cpu", H, I)]
+    flags = ("tma_store", "split_k", "w_evict_first", "wave_sync")
+    for g in gemms:
+        assert set(g) == {"kernel", "n", "k", "cta_rows", "cta_cols",
+                          "k_tile", "stages", "ctas", "cluster", *flags}
+        assert g["cta_rows"] == ws.info()["tile_rows"] and g["cta_cols"] > 0
+        assert (g["k_tile"], g["stages"], g["ctas"], g["cluster"]) == (
+            0, 0, 0, 1)
+        assert [g[f] for f in flags] == [False] * 4
+
+    # A route starts the records over; each grouped_gemm adds one.
+    tailor.moe.route(runtime, ids, w13.shape[0], ws)
+    assert ws.gemms() == []
+    a = np.zeros((ids.size, H), np.float32)
+    c = np.empty((ids.size, I), np.float32)
+    tailor.moe.grouped_gemm(runtime, a, w13, c, ws, epilogue="silu_and_mul")
+    assert ws.gemms() == gemms[:1]
+
+
+def test_gemms_of_a_closed_workspace_is_invalid_argument():
+    ws = tailor.moe.Workspace()
+    ws.close()
+    with pytest.raises(tailor.InvalidArgumentError) as e:
+        ws.gemms()
+    assert str(e.value) == "INVALID_ARGUMENT: ws: must not be null"
+
+
 def test_errors_carry_the_status_text(runtime, rng):
     x, w13, w2, tw, ids = moe_inputs(rng)
     ids[3, 1] = 99
