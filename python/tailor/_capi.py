@@ -225,16 +225,28 @@ def load_library():
         raise OSError("tailor: cannot load libtailor_c.so (set TAILOR_LIBRARY "
                       "to its path, or build it first):\n  " +
                       "\n  ".join(errors))
+    declare(lib, candidate)
+    lib.path = candidate
+    return lib
+
+
+def declare(lib, path):
+    """Checks that `lib` (loaded from `path`) speaks this package's C ABI and
+    has every entry, and declares them; raises OSError naming what is off
+    (a library built before an entry was added lacks it)."""
+    version = lib.tailor_c_api_version()
+    if version != C_API_VERSION:
+        raise OSError(f"tailor: {path} speaks C ABI {version}, this "
+                      f"package {C_API_VERSION}")
+    missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
+    if missing:
+        raise OSError(f"tailor: {path} lacks {', '.join(missing)}: it is "
+                      "older than this package; rebuild it (or set "
+                      "TAILOR_LIBRARY to a current build)")
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
-    version = lib.tailor_c_api_version()
-    if version != C_API_VERSION:
-        raise OSError(f"tailor: {candidate} speaks C ABI {version}, this "
-                      f"package {C_API_VERSION}")
-    lib.path = candidate
-    return lib
 
 
 lib = load_library()

@@ -15,6 +15,30 @@ def test_version_and_library():
     assert "libtailor_c.so" in tailor.library_path
 
 
+class _OldLibrary:
+    """A library of this C ABI version built before its newest entries."""
+
+    def __init__(self, version):
+        self.version = version
+
+    def tailor_c_api_version(self):
+        return self.version
+
+
+def test_an_older_library_is_named_with_what_it_lacks():
+    from tailor import _capi
+    with pytest.raises(OSError) as error:
+        _capi.declare(_OldLibrary(_capi.C_API_VERSION), "/old/libtailor_c.so.2")
+    message = str(error.value)
+    assert message.startswith("tailor: /old/libtailor_c.so.2 lacks ")
+    assert "tailor_moe_workspace_get_gemm" in message
+    assert message.endswith("it is older than this package; rebuild it (or "
+                            "set TAILOR_LIBRARY to a current build)")
+    with pytest.raises(OSError, match=r"^tailor: /x\.so speaks C ABI 1, "
+                                      r"this package 2$"):
+        _capi.declare(_OldLibrary(1), "/x.so")
+
+
 def test_runtime_properties(runtime):
     assert runtime.backend == "cpu"
     assert runtime.device == "cpu"
