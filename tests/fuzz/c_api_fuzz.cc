@@ -245,6 +245,26 @@ void CheckRouting(const tailor_moe_workspace_info& info) {
              info.permutation.dims[0] == info.num_rows);
 }
 
+// The GEMM records of `ws` agree with themselves whatever the steps before
+// did: at most the last 2, none when not routed, each readable with a
+// NUL-terminated kernel name, and the index past the last refused.
+void CheckGemmRecords(const tailor_moe_workspace* ws) {
+  int32_t count = -1;
+  FUZZ_CHECK(tailor_moe_workspace_gemm_count(ws, &count) == TAILOR_STATUS_OK)
+      << tailor_last_error();
+  FUZZ_CHECK(count >= 0 && count <= 2) << count;
+  if (!MoeInfo(ws).routed) FUZZ_CHECK(count == 0) << count;
+  tailor_moe_gemm_choice g;
+  for (int32_t i = 0; i < count; ++i) {
+    std::memset(&g, 0xff, sizeof(g));
+    FUZZ_CHECK(tailor_moe_workspace_get_gemm(ws, i, &g) == TAILOR_STATUS_OK)
+        << tailor_last_error();
+    FUZZ_CHECK(std::memchr(g.kernel, '\0', sizeof(g.kernel)) != nullptr);
+  }
+  FUZZ_CHECK(tailor_moe_workspace_get_gemm(ws, count, &g) ==
+             TAILOR_STATUS_INVALID_ARGUMENT);
+}
+
 void RunRoute(CTensors& call, const MoeModel& m, tailor_moe_workspace* ws) {
   FuzzInput& in = call.in();
   tailor_moe_route_args args = {};
@@ -804,6 +824,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       default:
         if (in.OneIn(4)) RunCreate(in);
     }
+    CheckGemmRecords(handles.moe);  // consumes no input
   }
   return 0;
 }
