@@ -93,19 +93,26 @@ TEST_F(CApiMoePlanTest, RecordsEqualThePlanSummary) {
   }
 }
 
-// No backend names a kernel in 64 bytes or more; were one to, the C record
-// holds its first 63 bytes and a NUL, and every flag still converts.
-TEST_F(CApiMoePlanTest, LongKernelNamesAreCutToTheField) {
+// Every field lands in its own C field (a record with a distinct value in
+// each, which no CPU launch makes: its pipeline fields are 0), and a kernel
+// name of 64 bytes or more (no backend has one) is cut to its first 63 bytes
+// and a NUL.
+TEST_F(CApiMoePlanTest, EveryFieldConvertsAndLongNamesAreCut) {
   RunExperts();
   static const std::string kLong(100, 'x');
   ws_->workspace.impl()->RecordGemm({.kernel = kLong.c_str(),
                                      .n = 7,
                                      .k = 9,
+                                     .cta_rows = 11,
+                                     .cta_cols = 13,
+                                     .k_tile = 17,
+                                     .stages = 19,
+                                     .ctas = 23,
                                      .tma_store = true,
-                                     .split_k = true,
+                                     .split_k = false,
                                      .cluster = 2,
                                      .w_evict_first = true,
-                                     .wave_sync = true});
+                                     .wave_sync = false});
   tailor_moe_gemm_choice got;
   std::memset(&got, 0x7f, sizeof(got));
   ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK)
@@ -114,8 +121,24 @@ TEST_F(CApiMoePlanTest, LongKernelNamesAreCutToTheField) {
   EXPECT_EQ(std::string(got.kernel), kLong.substr(0, 63));
   EXPECT_EQ(got.n, 7);
   EXPECT_EQ(got.k, 9);
+  EXPECT_EQ(got.cta_rows, 11);
+  EXPECT_EQ(got.cta_cols, 13);
+  EXPECT_EQ(got.k_tile, 17);
+  EXPECT_EQ(got.stages, 19);
+  EXPECT_EQ(got.ctas, 23);
   EXPECT_EQ(got.cluster, 2);
-  EXPECT_EQ(got.tma_store + got.split_k + got.w_evict_first + got.wave_sync, 4);
+  EXPECT_EQ(got.tma_store, 1);
+  EXPECT_EQ(got.split_k, 0);
+  EXPECT_EQ(got.w_evict_first, 1);
+  EXPECT_EQ(got.wave_sync, 0);
+  // The same record with the other flags set: each flag is its own.
+  ws_->workspace.impl()->RecordGemm({.kernel = "cuda.sm90_tma_wgmma",
+                                     .split_k = true,
+                                     .wave_sync = true});
+  ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK);
+  EXPECT_STREQ(got.kernel, "cuda.sm90_tma_wgmma");
+  EXPECT_EQ(got.tma_store + got.w_evict_first, 0);
+  EXPECT_EQ(got.split_k + got.wave_sync, 2);
 }
 
 }  // namespace
