@@ -256,7 +256,10 @@ constexpr int MoeSm90CtaRows(int tile_rows) {
 // Swap-AB (plan tiles of at most 32 rows: decode steps): the W tile is
 // wgmma's M and the tile's tokens its N, rounded up to 8, 16 or 32, so a
 // 1-token item computes 8 columns instead of 64 rows. Each consumer computes
-// its 128 W rows (2 x m64nNk16) x all N tokens.
+// its 128 W rows (2 x m64nNk16) x all N tokens. (CTA tiles of 128 W rows,
+// twice the CTAs on steps of fewer tiles than SMs, measured no faster on the
+// H100: Qwen3-30B-A3B T=1 gate/up 26.0 us with 54 or 108 CTAs; T=16
+// gate/up 8 % slower; bench/results/moe_gpu_h100.txt, session 28.)
 inline constexpr int kMoeSm90SwapMaxRows = 32;
 constexpr int MoeSm90SwapTokens(int tile_rows) {
   return tile_rows <= 8 ? 8 : tile_rows <= 16 ? 16 : 32;
@@ -392,7 +395,13 @@ constexpr bool MoeSm90ExpertGroups(long long assignments, long long experts,
 // 3 rounds, best of each) W evict-first took Qwen3-30B-A3B T=1 gate/up
 // (50 MB of W) 28.7 -> 25.7 us and down (25 MB) 17.8 -> 17.2 us, but cost
 // 2-16 % from 176 MB up (DeepSeek-V3 T=1 down, 235 MB: 93.9 -> 99.6 us;
-// Mixtral T=256 down: 0.350 -> 0.405 ms).
+// Mixtral T=256 down: 0.350 -> 0.405 ms). Session 28 found the same with
+// today's kernel (3-11 % at T=1 and 16 from 176 MB up) and that the policy,
+// not the hinted copy, costs it: W hinted evict_unchanged ran as fast as
+// unhinted, evict_normal 2-4 % slower, evict-first on half the lines 7-10 %.
+// (At those launches the flush's dirty lines cost every method 5-10 us of
+// write-back: tailor's geomean of T <= 256 is 0.90 of the floor, 0.94 with
+// a clean L2.)
 constexpr bool MoeSm90EvictFirstW(long long rows, long long tile_rows,
                                   long long experts, long long expert_w_bytes,
                                   long long l2_bytes) {
