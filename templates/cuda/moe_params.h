@@ -245,6 +245,11 @@ constexpr int MoeMmaSharedBytes(int tile_rows) {
 // tile (one plan tile of up to 64 or 128 rows) x 256 W rows x 64 K. With
 // 128 rows each consumer computes 64 rows x all 256 W rows (m64n256k16);
 // with 64 rows each computes all 64 rows x its 128 W rows (m64n128k16).
+// (A wider CTA tile, 128 x 384 W rows with three consumer warpgroups of 2 x
+// m64n128k16 each, 512 threads, 3 stages: 11 % fewer L2 bytes per MMA,
+// measured 2-14 % slower on the H100 from T = 1024 up, 38 % at K = 768;
+// bench/results/moe_gpu_h100.txt, session 29. At 512 threads ptxas refuses
+// an m64n256k16: it needs 154 registers, more than the launch's 128.)
 inline constexpr int kMoeSm90Threads = 384;
 inline constexpr int kMoeSm90MaxRows = 128;
 inline constexpr int kMoeSm90WRows = 256;
