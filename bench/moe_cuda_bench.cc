@@ -14,9 +14,11 @@
 // its time, as a fraction of the copy bandwidth measured in this run.
 //
 // Usage: moe_cuda_bench [mixtral|deepseek_v3|qwen3_30b_a3b ...] [--tokens=T]
-// (--tokens: only that T, e.g. to profile one shape with ncu). Prints
-// "skipped" and exits 0 without a device.
+// [--step] (--tokens: only that T, e.g. to profile one shape with ncu;
+// --step: each op's time alone, on the host, queued and graph-replayed,
+// ReportStep says how). Prints "skipped" and exits 0 without a device.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -120,6 +122,92 @@ double TimeMs(const cuda::DriverApi& api, CUstream stream,
   return times[times.size() / 2];
 }
 
+// ---- --step: where a small step's time goes ------------------------------
+// For each op, microseconds per call measured four ways:
+//   alone   events around one call (TimeMs): host work + launch + kernels,
+//           what an eager server pays for an op on an idle stream
+//   host    the host's wall time to issue one call (kStepCalls back to
+//           back, no sync): the CPU cost of tailor's launch path
+//   queued  events around kStepCalls back-to-back calls: the GPU's time when
+//           the host keeps ahead of it, else the host's issue rate
+//   graph   a CUDA graph of kStepCalls calls, replayed: the kernels and the
+//           gaps between them, no host work (what a graph-captured server
+//           pays)
+constexpr int kStepCalls = 32;
+
+struct StepOp {
+  const char* name;
+  std::function<void()> run;
+};
+
+double EventsUs(const cuda::DriverApi& api, CUstream stream,
+                const std::function<void()>& run) {
+  CUevent start, stop;
+  CheckCu(api.cuEventCreate(&start, 0), "event");
+  CheckCu(api.cuEventCreate(&stop, 0), "event");
+  CheckCu(api.cuEventRecord(start, stream), "record");
+  run();
+  CheckCu(api.cuEventRecord(stop, stream), "record");
+  CheckCu(api.cuEventSynchronize(stop), "sync");
+  float ms = 0;
+  CheckCu(api.cuEventElapsedTime(&ms, start, stop), "elapsed");
+  api.cuEventDestroy(start);
+  api.cuEventDestroy(stop);
+  return ms * 1e3;
+}
+
+// Median over 5 measurements of `measure`, each of kStepCalls calls.
+double MedianPerCall(const std::function<double()>& measure) {
+  std::vector<double> us;
+  for (int i = 0; i < 5; ++i) us.push_back(measure() / kStepCalls);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+void ReportStep(const cuda::DriverApi& api, CUstream stream, const char* model,
+                int64_t tokens, const std::vector<StepOp>& ops) {
+  auto calls = [](const std::function<void()>& run) {
+    for (int i = 0; i < kStepCalls; ++i) run();
+  };
+  for (const StepOp& op : ops) {
+    const double alone = TimeMs(api, stream, op.run) * 1e3;
+    const double host = MedianPerCall([&] {
+      CheckCu(api.cuStreamSynchronize(stream), "sync");
+      const auto start = std::chrono::steady_clock::now();
+      calls(op.run);
+      const std::chrono::duration<double, std::micro> us =
+          std::chrono::steady_clock::now() - start;
+      CheckCu(api.cuStreamSynchronize(stream), "sync");
+      return us.count();
+    });
+    const double queued = MedianPerCall(
+        [&] { return EventsUs(api, stream, [&] { calls(op.run); }); });
+    CUgraph graph;
+    CUgraphExec exec;
+    CheckCu(
+        api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture");
+    calls(op.run);
+    CheckCu(api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    CheckCu(api.cuGraphInstantiateWithFlags(&exec, graph, 0),
+            "cuGraphInstantiateWithFlags");
+    CheckCu(api.cuGraphLaunch(exec, stream), "cuGraphLaunch");  // warm
+    const double graphed = MedianPerCall([&] {
+      return EventsUs(api, stream, [&] {
+        CheckCu(api.cuGraphLaunch(exec, stream), "launch");
+      });
+    });
+    api.cuGraphExecDestroy(exec);
+    api.cuGraphDestroy(graph);
+    std::printf(
+        "%-14s T=%5lld %-8s alone %8.1f us | host %6.1f us | queued %8.1f us "
+        "| graph %8.1f us\n",
+        model, static_cast<long long>(tokens), op.name, alone, host, queued,
+        graphed);
+  }
+  std::fflush(stdout);
+}
+
 double CopyBandwidth(const cuda::DriverApi& api, CUstream stream) {
   const size_t bytes = size_t{1} << 30;
   DeviceBuffer a(api, bytes), b(api, bytes);
@@ -137,7 +225,7 @@ TensorRef View(const DeviceBuffer& b, DType dtype,
 }
 
 void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
-              double copy_bw, int64_t only_tokens) {
+              double copy_bw, int64_t only_tokens, bool step) {
   const cuda::DriverApi& api = env.api();
   std::mt19937_64 rng(1234);
   const int64_t E = m.experts, k = m.topk, H = m.hidden, I = m.intermediate;
@@ -173,27 +261,28 @@ void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
     const TensorRef act = View(rows_i, DType::kBF16, {rows, I});
     const TensorRef ids_t = View(ids_d, DType::kI32, {t, k});
     const TensorRef w_t = View(weights_d, DType::kF32, {t, k});
-    const moe::RouteArgs route = {
+    const moe::RouteArgs route_args = {
         .topk_ids = ids_t, .num_experts = E, .stream = stream};
-    auto route_ms = TimeMs(api, stream, [&] {
-      Check(moe::Route(env.runtime(), route, ws), "Route");
-    });
-    auto rpc_ms = TimeMs(api, stream, [&] {
-      Check(moe::Route(env.runtime(), route, ws), "Route");
+    const std::function<void()> route = [&] {
+      Check(moe::Route(env.runtime(), route_args, ws), "Route");
+    };
+    const std::function<void()> pack = [&] {
       Check(moe::Pack(env.runtime(), {.hidden = x,
                                       .permutation = ws.permutation(),
                                       .topk = k,
                                       .a = a,
                                       .stream = stream}),
             "Pack");
+    };
+    const std::function<void()> combine = [&] {
       Check(moe::Combine(env.runtime(), {.c = a,
                                          .topk_weights = w_t,
                                          .inverse = ws.inverse(),
                                          .out = y,
                                          .stream = stream}),
             "Combine");
-    });
-    auto gemm13_ms = TimeMs(api, stream, [&] {
+    };
+    const std::function<void()> gemm13 = [&] {
       Check(moe::GroupedGemm(env.runtime(),
                              {.a = a,
                               .w = View(w13, DType::kBF16, {E, 2 * I, H}),
@@ -202,8 +291,8 @@ void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
                               .stream = stream},
                              ws),
             "GroupedGemm 13");
-    });
-    auto gemm2_ms = TimeMs(api, stream, [&] {
+    };
+    const std::function<void()> gemm2 = [&] {
       Check(moe::GroupedGemm(env.runtime(),
                              {.a = act,
                               .w = View(w2, DType::kBF16, {E, H, I}),
@@ -211,8 +300,8 @@ void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
                               .stream = stream},
                              ws),
             "GroupedGemm 2");
-    });
-    auto experts_ms = TimeMs(api, stream, [&] {
+    };
+    const std::function<void()> experts = [&] {
       Check(moe::Experts(env.runtime(),
                          {.hidden = x,
                           .w13 = View(w13, DType::kBF16, {E, 2 * I, H}),
@@ -223,7 +312,26 @@ void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
                           .stream = stream},
                          ws),
             "Experts");
+    };
+    if (step) {
+      ReportStep(api, stream, m.name, t,
+                 {{"route", route},
+                  {"pack", pack},
+                  {"gemm13", gemm13},
+                  {"gemm2", gemm2},
+                  {"combine", combine},
+                  {"experts", experts}});
+      continue;
+    }
+    const double route_ms = TimeMs(api, stream, route);
+    const double rpc_ms = TimeMs(api, stream, [&] {
+      route();
+      pack();
+      combine();
     });
+    const double gemm13_ms = TimeMs(api, stream, gemm13);
+    const double gemm2_ms = TimeMs(api, stream, gemm2);
+    const double experts_ms = TimeMs(api, stream, experts);
     const double bytes13 = 2.0 * (active * 2 * I * H + rows * H + rows * I);
     const double bytes2 = 2.0 * (active * H * I + rows * I + rows * H);
     const double flops13 = 2.0 * rows * H * 2 * I, flops2 = 2.0 * rows * I * H;
@@ -232,11 +340,10 @@ void RunModel(CudaTestRuntime& env, CUstream stream, const Model& m,
         "| gemm13 %8.3f ms %5.0f TF/s bw %3.0f%% | gemm2 %8.3f ms %5.0f TF/s "
         "bw %3.0f%% | experts %8.3f ms\n",
         m.name, static_cast<long long>(t), static_cast<long long>(rows),
-        static_cast<long long>(active), route_ms * 1e3, rpc_ms * 1e3,
-        gemm13_ms, flops13 / gemm13_ms / 1e9,
-        100 * bytes13 / (gemm13_ms * 1e-3) / copy_bw, gemm2_ms,
-        flops2 / gemm2_ms / 1e9, 100 * bytes2 / (gemm2_ms * 1e-3) / copy_bw,
-        experts_ms);
+        static_cast<long long>(active), route_ms * 1e3, rpc_ms * 1e3, gemm13_ms,
+        flops13 / gemm13_ms / 1e9, 100 * bytes13 / (gemm13_ms * 1e-3) / copy_bw,
+        gemm2_ms, flops2 / gemm2_ms / 1e9,
+        100 * bytes2 / (gemm2_ms * 1e-3) / copy_bw, experts_ms);
     std::fflush(stdout);
   }
 }
@@ -259,11 +366,14 @@ int main(int argc, char** argv) {
   std::printf("moe_cuda_bench: %s, copy bandwidth %.2f TB/s (read + write)\n",
               (*env)->runtime().arch().c_str(), copy_bw / 1e12);
   int64_t only_tokens = 0;
+  bool step = false;
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--tokens=", 0) == 0) {
       only_tokens = std::stoll(arg.substr(9));
+    } else if (arg == "--step") {
+      step = true;
     } else {
       models.push_back(arg);
     }
@@ -272,7 +382,7 @@ int main(int argc, char** argv) {
     const bool wanted =
         models.empty() ||
         std::find(models.begin(), models.end(), m.name) != models.end();
-    if (wanted) RunModel(**env, stream.get(), m, copy_bw, only_tokens);
+    if (wanted) RunModel(**env, stream.get(), m, copy_bw, only_tokens, step);
   }
   return 0;
 }
