@@ -16,7 +16,8 @@
 //                      equal experts before it (warp __match_any_sync, then
 //                      a per-expert running count across warps and rounds),
 //                      so row = base + rank is the host's stable order
-//   MoeRouteFused      both in one block, for a single segment
+//   MoeRouteFused      both in one block, for a single segment, with the
+//                      counts and bases in shared memory (no histogram)
 //
 // counts, offsets, permutation and inverse are bit-identical to the host
 // Route (src/ops/moe_route.cc); the work list has the host planner's items
@@ -161,15 +162,20 @@ struct MoeRoutePlanner {
     __syncthreads();
   }
 
-  static void Run(const MoeRouteParams& p, int (&warp_sums)[33]) {
-    CountsAndSegmentPrefix(p);
+  // The plan from counts[e] (global p.counts, or the fused kernel's shared
+  // copy): offsets, the work list, the header and permutation[R..T*k) = -1.
+  // first_row(e, row, count) is called once for each expert by the thread
+  // that owns it, after that thread's last read of counts[e].
+  template <typename FirstRow>
+  static void Plan(const MoeRouteParams& p, const int* counts,
+                   int (&warp_sums)[33], FirstRow first_row) {
     // Each thread owns a contiguous run of experts, so one scan orders them.
     const int per_thread = CeilDiv(p.experts, static_cast<int>(blockDim.x));
     const int e0 = Min(static_cast<int>(threadIdx.x) * per_thread, p.experts);
     const int e1 = Min(e0 + per_thread, p.experts);
     int rows = 0, items = 0;
     for (int e = e0; e < e1; ++e) {
-      const int count = p.counts[e];
+      const int count = counts[e];
       rows += count;
       items += count / p.tile_rows + (count % p.tile_rows != 0);
     }
@@ -177,14 +183,13 @@ struct MoeRoutePlanner {
     int row = BlockExclusiveSum(rows, warp_sums, total_rows);
     int item = BlockExclusiveSum(items, warp_sums, total_items);
     for (int e = e0; e < e1; ++e) {
-      const int count = p.counts[e], core = count / p.tile_rows;
+      const int count = counts[e], core = count / p.tile_rows;
       const int rest = count % p.tile_rows;
       p.offsets[e] = row;
-      for (int s = 0; s < p.segments; ++s) {
-        p.histogram[static_cast<long long>(s) * p.experts + e] += row;
-      }
+      first_row(e, row, count);
       for (int j = 0; j < core; ++j) {
-        p.work[item + j] = MoeWorkItem{row + j * p.tile_rows, p.tile_rows, e, 0};
+        p.work[item + j] =
+            MoeWorkItem{row + j * p.tile_rows, p.tile_rows, e, 0};
       }
       if (rest != 0) {
         p.work[item + core] = MoeWorkItem{row + core * p.tile_rows, rest, e,
@@ -203,28 +208,37 @@ struct MoeRoutePlanner {
     }
     __syncthreads();
   }
+
+  // Many segments: counts from the histogram, which then holds each
+  // segment's first row per expert for MoeRouteScatter.
+  static void Run(const MoeRouteParams& p, int (&warp_sums)[33]) {
+    CountsAndSegmentPrefix(p);
+    Plan(p, p.counts, warp_sums, [&](int e, int row, int) {
+      for (int s = 0; s < p.segments; ++s) {
+        p.histogram[static_cast<long long>(s) * p.experts + e] += row;
+      }
+    });
+  }
 };
 
-// ---- scatter: stable rows of one segment's assignments ------------------------
-// The block has kWarps warps; `smem` holds (1 + kWarps) ints per expert.
-template <int kWarps>
-TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
-                                  int valid, int* smem) {
+// ---- scatter: stable rows of one segment's assignments -----------------------
+// The rounds of a block of kWarps warps over segment `segment`:
+// expert_of(round, i) is assignment i's local expert (-1 dropped, -2 past the
+// step). running [E] holds each expert's next row, warp_count [kWarps, E]
+// zeros; both in shared memory, visible to the whole block.
+template <int kWarps, typename ExpertOf>
+TAILOR_DEVICE void ScatterRounds(const MoeRouteParams& p, int segment,
+                                 int* running, int* warp_count,
+                                 ExpertOf expert_of) {
   constexpr int kThreads = 32 * kWarps;
   static_assert(kMoeRouteSegment % kThreads == 0, "whole rounds per segment");
-  int* running = smem;                // [E] next row per expert
-  int* warp_count = smem + p.experts;  // [kWarps, E]
-  const int* bases = p.histogram + static_cast<long long>(segment) * p.experts;
-  for (int e = threadIdx.x; e < p.experts; e += kThreads) {
-    running[e] = LoadCg(bases + e);
-    for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
-  }
-  __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int first = segment * kMoeRouteSegment;
+#pragma unroll
   for (int round = 0; round < kMoeRouteSegment / kThreads; ++round) {
-    const int i = segment * kMoeRouteSegment + round * kThreads +
-                  static_cast<int>(threadIdx.x);
-    const int e = i < p.assignments ? LocalExpert<false>(p, i, valid) : -2;
+    if (first + round * kThreads >= p.assignments) break;  // block-uniform
+    const int i = first + round * kThreads + static_cast<int>(threadIdx.x);
+    const int e = expert_of(round, i);
     const unsigned peers = __match_any_sync(kFullWarp, e);
     const int leader = __ffs(peers) - 1;
     const bool lead = lane == leader && e >= 0;
@@ -252,6 +266,24 @@ TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
   }
 }
 
+// One segment of many: the bases come from the planned histogram.
+// `smem` holds (1 + kWarps) ints per expert.
+template <int kWarps>
+TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
+                                  int valid, int* smem) {
+  int* running = smem;                 // [E] next row per expert
+  int* warp_count = smem + p.experts;  // [kWarps, E]
+  const int* bases = p.histogram + static_cast<long long>(segment) * p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += 32 * kWarps) {
+    running[e] = LoadCg(bases + e);
+    for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
+  }
+  __syncthreads();
+  ScatterRounds<kWarps>(p, segment, running, warp_count, [&](int, int i) {
+    return i < p.assignments ? LocalExpert<false>(p, i, valid) : -2;
+  });
+}
+
 // =============================================================================
 // MoeRouteCountPlan: grid = segments; the last block to finish plans.
 // =============================================================================
@@ -277,22 +309,46 @@ struct MoeRouteCountPlan {
 
 // =============================================================================
 // MoeRouteFused: one block routes a single segment (count, plan, scatter).
+// Each thread reads its assignments' ids once, into registers; the counts
+// and the scatter's bases stay in shared memory, so the only global reads
+// are the ids (and the expert map): a decode step's route is latency.
 // =============================================================================
 struct MoeRouteFused {
   using Params = MoeRouteParams;
   static constexpr int kThreads = kMoeRouteCountThreads;
   static constexpr int kWarps = kThreads / 32;
+  static constexpr int kRounds = kMoeRouteSegment / kThreads;
   static constexpr int kMinBlocksPerSm = 1;
 
   // Dynamic shared memory: (1 + kWarps) ints per local expert.
   static void Run(const Params& p) {
     extern __shared__ int fused_smem[];
     __shared__ int warp_sums[33];
-    const int valid = ValidAssignments(p);
-    CountSegment(p, 0, valid, fused_smem);
+    int* counts = fused_smem;  // [E]: counts, then each expert's next row
+    int* warp_count = fused_smem + p.experts;  // [kWarps, E]
+    for (int e = threadIdx.x; e < p.experts; e += kThreads) {
+      counts[e] = 0;
+      for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
+    }
     __syncthreads();
-    MoeRoutePlanner::Run(p, warp_sums);
-    ScatterSegment<kWarps>(p, 0, valid, fused_smem);
+    const int valid = ValidAssignments(p);
+    int expert[kRounds];  // assignment round * kThreads + threadIdx.x
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      const int i = r * kThreads + static_cast<int>(threadIdx.x);
+      expert[r] = i < p.assignments ? LocalExpert<true>(p, i, valid) : -2;
+    }
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      if (expert[r] >= 0) atomicAdd(&counts[expert[r]], 1);
+    }
+    __syncthreads();
+    MoeRoutePlanner::Plan(p, counts, warp_sums, [&](int e, int row, int count) {
+      p.counts[e] = count;
+      counts[e] = row;
+    });
+    ScatterRounds<kWarps>(p, 0, counts, warp_count,
+                          [&](int round, int) { return expert[round]; });
   }
 };
 
