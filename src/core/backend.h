@@ -44,6 +44,11 @@ struct LaunchConfig {
   Dim3 cluster = {};          // GPU thread-block cluster; {1,1,1} = none
   uint32_t shared_bytes = 0;  // dynamic shared memory
   void* stream = nullptr;     // CUstream / hipStream_t; CPU runs synchronously
+  // The kernel waits for its predecessors itself before it touches global
+  // memory (TAILOR_CUDA_ENTRY's WaitForPrerequisiteGrids), so it may start
+  // while the previous kernel on the stream finishes (programmatic dependent
+  // launch, sm_90+). Set it only for kernels built with that entry.
+  bool overlap_predecessor = false;
 };
 
 class DecodeKernels;  // ops/attention_kernels.h

@@ -142,6 +142,7 @@ struct MoeGroupedGemmSm90 {
   static constexpr int kARows = MoeSm90ARows(kTileRows, kSwap);  // A box
   static constexpr int kThreads = kMoeSm90Threads;
   static constexpr int kMinBlocksPerSm = 1;  // register cap for setmaxnreg
+  static constexpr bool kWaitsForPrerequisites = true;  // after the prologue
   static constexpr int kStages = MoeSm90Stages(kARows, kTmaStore);
   static constexpr int kBK = kMoeSm90KTile;
   static constexpr int kKBlocks = (kK + kBK - 1) / kBK;
@@ -277,8 +278,6 @@ struct MoeGroupedGemmSm90 {
   static void Produce(const Params& p, unsigned char* stages,
                       PipelineRing<kStages>& ring, int num_work,
                       const MoeSm90Schedule& schedule) {
-    PrefetchTensorMap(&p.a_map);
-    PrefetchTensorMap(&p.w_map);
     PipelineCursor c;
     const unsigned long long w_policy = L2EvictFirstPolicy();
     int t = FirstTile();
@@ -372,8 +371,6 @@ struct MoeGroupedGemmSm90 {
   static void ProduceClustered(const Params& p, unsigned char* stages,
                                PipelineRing<kStages>& ring,
                                PeerMailbox& mailbox, int num_work) {
-    PrefetchTensorMap(&p.a_map);
-    PrefetchTensorMap(&p.w_map);
     const unsigned rank = ClusterCtaRank();
     const int units =
         static_cast<int>(MoeSm90ClusterUnits(num_work, kNTiles, kCluster));
@@ -747,11 +744,19 @@ struct MoeGroupedGemmSm90 {
       if constexpr (kClustered) mailbox->Init(kCluster - 1);
       FenceMbarrierInit();
     }
+    if (threadIdx.x == 0) {  // the producer's maps, under the predecessor
+      PrefetchTensorMap(&p.a_map);
+      PrefetchTensorMap(&p.w_map);
+    }
     if constexpr (kClustered) {
       ClusterSync();  // the peer's barriers exist before anyone arrives
     } else {
       __syncthreads();
     }
+    // The prologue above read only params: the predecessor's writes (the
+    // work list, A) are visible from here.
+    WaitForPrerequisiteGrids();
+    AllowDependentLaunch();
     const int num_work = p.header->num_work;
     // Clusters: whole tiles only (no split-K), in cluster units.
     const MoeSm90Schedule schedule =

@@ -98,6 +98,13 @@ std::vector<std::string> ExtraNvrtcFlagsFromEnv() {
   return absl::StrSplit(env, absl::ByAnyChar(" \t"), absl::SkipEmpty());
 }
 
+// TAILOR_CUDA_PDL=off: no launch overlaps its predecessor (comparisons, and
+// a way out should a driver mishandle programmatic dependent launch).
+bool OverlapDisabledByEnvironment() {
+  const char* env = std::getenv("TAILOR_CUDA_PDL");
+  return env != nullptr && std::string_view(env) == "off";
+}
+
 }  // namespace
 
 std::string ArchForComputeCapability(int major, int minor) {
@@ -170,6 +177,18 @@ absl::Status CudaKernel::EnsureDynamicSharedLimit(uint32_t bytes) const {
   return absl::OkStatus();
 }
 
+bool CudaKernel::BuiltForSm90() const {
+  int version = ptx_version_.load(std::memory_order_acquire);
+  if (version < 0) {
+    // A failed query reads as "not built for sm_90": never overlap then.
+    version = 0;
+    context_->api().cuFuncGetAttribute(&version, CU_FUNC_ATTRIBUTE_PTX_VERSION,
+                                       function_);
+    ptx_version_.store(version, std::memory_order_release);
+  }
+  return version >= 90;
+}
+
 absl::Status CudaKernel::AllowNonPortableClusters() const {
   if (non_portable_clusters_.load(std::memory_order_acquire)) {
     return absl::OkStatus();
@@ -201,7 +220,8 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
       moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",
-                   descriptor_pool_, generic_kernels_) {}
+                   descriptor_pool_, generic_kernels_),
+      overlap_enabled_(!OverlapDisabledByEnvironment()) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -435,7 +455,7 @@ absl::Status CudaBackend::Launch(const Kernel& kernel,
     TAILOR_RETURN_IF_ERROR(cuda_kernel->AllowNonPortableClusters());
   }
 
-  CUlaunchAttribute cluster_attribute = {};
+  CUlaunchAttribute attributes[2] = {};  // a cluster shape, an overlap
   CUlaunchConfig launch = {};
   launch.gridDimX = config.grid.x;
   launch.gridDimY = config.grid.y;
@@ -445,13 +465,19 @@ absl::Status CudaBackend::Launch(const Kernel& kernel,
   launch.blockDimZ = config.block.z;
   launch.sharedMemBytes = config.shared_bytes;
   launch.hStream = static_cast<CUstream>(config.stream);
+  launch.attrs = attributes;
   if (config.cluster.count() != 1) {
-    cluster_attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster_attribute.value.clusterDim.x = config.cluster.x;
-    cluster_attribute.value.clusterDim.y = config.cluster.y;
-    cluster_attribute.value.clusterDim.z = config.cluster.z;
-    launch.attrs = &cluster_attribute;
-    launch.numAttrs = 1;
+    CUlaunchAttribute& cluster = attributes[launch.numAttrs++];
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = config.cluster.x;
+    cluster.value.clusterDim.y = config.cluster.y;
+    cluster.value.clusterDim.z = config.cluster.z;
+  }
+  if (config.overlap_predecessor && overlap_enabled_ &&
+      cuda_kernel->BuiltForSm90()) {
+    CUlaunchAttribute& serialization = attributes[launch.numAttrs++];
+    serialization.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    serialization.value.programmaticStreamSerializationAllowed = 1;
   }
   // The kernel ABI (core/backend.h): one params struct, passed by value; the
   // driver copies the kernel's parameter size from `params`.

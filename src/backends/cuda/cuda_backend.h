@@ -13,7 +13,11 @@
 //   Launch  : cuLaunchKernelEx on config.stream (a CUstream; null = the
 //             legacy default stream) with the params struct as the kernel's
 //             one argument; CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION when
-//             config.cluster is not {1,1,1}; raises the kernel's
+//             config.cluster is not {1,1,1};
+//             CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION when
+//             config.overlap_predecessor and the kernel was built for sm_90+
+//             (the kernel's prologue then runs under its predecessor's tail;
+//             $TAILOR_CUDA_PDL=off never overlaps); raises the kernel's
 //             MAX_DYNAMIC_SHARED_SIZE_BYTES the first time a launch needs
 //             more than 48 KiB. No allocation, no synchronization.
 //
@@ -118,6 +122,11 @@ class CudaKernel final : public tailor::internal::Kernel {
   // Lets the kernel launch in clusters of more than 8 CTAs (the portable
   // size), once (thread-safe).
   absl::Status AllowNonPortableClusters() const;
+  // Whether the kernel's code was built for sm_90 or later (its PTX
+  // version), where griddepcontrol exists: a kernel built from PTX for an
+  // older target (the generic image's compute_80 PTX on a newer GPU) has no
+  // wait for its predecessors and must not overlap them. Queried once.
+  bool BuiltForSm90() const;
 
  private:
   std::shared_ptr<const DeviceContext> context_;
@@ -127,6 +136,7 @@ class CudaKernel final : public tailor::internal::Kernel {
                                                       1024};  // driver default
   mutable absl::Mutex limit_mu_;
   mutable std::atomic<bool> non_portable_clusters_{false};
+  mutable std::atomic<int> ptx_version_{-1};  // -1: not queried yet
 };
 
 class CudaBackend final : public tailor::internal::Backend {
@@ -211,6 +221,7 @@ class CudaBackend final : public tailor::internal::Backend {
   CudaGenericKernels generic_kernels_{*this};
   CudaMoeKernels moe_kernels_;
   CudaDecodeKernels decode_kernels_{*this};
+  bool overlap_enabled_;  // false: $TAILOR_CUDA_PDL=off
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.

@@ -207,6 +207,7 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuModuleUnload, kCuda12_0);
   TAILOR_RESOLVE(cuModuleGetFunction, kCuda12_0);
   TAILOR_RESOLVE(cuFuncSetAttribute, kCuda12_0);
+  TAILOR_RESOLVE(cuFuncGetAttribute, kCuda12_0);
   TAILOR_RESOLVE(cuLaunchKernelEx, kCuda12_0);
   TAILOR_RESOLVE(cuLaunchKernel, kCuda12_0);
   TAILOR_RESOLVE(cuOccupancyMaxActiveClusters, kCuda12_0);

@@ -82,6 +82,7 @@ struct DriverApi {
   decltype(&::cuModuleUnload) cuModuleUnload = nullptr;
   decltype(&::cuModuleGetFunction) cuModuleGetFunction = nullptr;
   decltype(&::cuFuncSetAttribute) cuFuncSetAttribute = nullptr;
+  decltype(&::cuFuncGetAttribute) cuFuncGetAttribute = nullptr;
   decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
   decltype(&::cuLaunchKernel) cuLaunchKernel = nullptr;
   decltype(&::cuOccupancyMaxActiveClusters) cuOccupancyMaxActiveClusters =

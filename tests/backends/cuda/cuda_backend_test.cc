@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -13,12 +16,14 @@
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
+#include "tailor/status.h"
 #include "templates/cuda/test_kernels_params.h"
 #include "test_util.h"
 
 namespace tailor::cuda {
 namespace {
 
+using tailor::cuda::testing::CudaTestRuntime;
 using tailor::cuda::testing::DeviceBuffer;
 using tailor::cuda::testing::MakeLaunchConfig;
 using tailor::cuda::testing::TestStream;
@@ -322,6 +327,162 @@ TEST(CudaBackendGpuTest, DescriptorPoolCountsReachRuntimeStats) {
   StatsSnapshot stats = env->runtime().stats();
   EXPECT_EQ(stats.descriptor_encodes, 1u);
   EXPECT_EQ(stats.descriptor_reuses, 1u);
+}
+
+// ---- Programmatic dependent launch ------------------------------------------
+// A writer spins, then fills `data` with `value`; a reader copies data to out.
+// Both entries but the last come from TAILOR_CUDA_ENTRY, so they wait for
+// their predecessors and let their dependents start early; the last reader
+// does not wait (the control).
+constexpr char kOverlapSource[] = R"(
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/entry.cuh"
+struct OverlapParams {
+  unsigned* data;
+  unsigned* out;
+  unsigned value;
+  int count;
+  unsigned long long spin_ns;
+};
+TAILOR_DEVICE void CopyData(const OverlapParams& p) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.count;
+       i += gridDim.x * blockDim.x) {
+    p.out[i] = p.data[i];
+  }
+}
+struct SlowWriter {
+  using Params = OverlapParams;
+  static constexpr int kThreads = 256;
+  static constexpr int kMinBlocksPerSm = 1;
+  static __device__ void Run(const Params& p) {
+    if (threadIdx.x == 0) {
+      const unsigned long long start = tailor::cuda::GlobalTimerNs();
+      while (tailor::cuda::GlobalTimerNs() - start < p.spin_ns) {
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < p.count; i += blockDim.x) p.data[i] = p.value;
+  }
+};
+struct Reader {
+  using Params = OverlapParams;
+  static constexpr int kThreads = 256;
+  static constexpr int kMinBlocksPerSm = 1;
+  static __device__ void Run(const Params& p) { CopyData(p); }
+};
+TAILOR_CUDA_ENTRY(tailor_slow_writer, (SlowWriter))
+TAILOR_CUDA_ENTRY(tailor_reader, (Reader))
+extern "C" __global__ void tailor_unwaiting_reader(
+    const __grid_constant__ OverlapParams p) {
+  CopyData(p);
+}
+)";
+
+struct OverlapParams {
+  CUdeviceptr data;
+  CUdeviceptr out;
+  uint32_t value;
+  int32_t count;
+  uint64_t spin_ns;
+};
+
+class OverlapKernels {
+ public:
+  static constexpr int kCount = 4096;
+
+  explicit OverlapKernels(CudaTestRuntime& env)
+      : env_(env),
+        data_(env.api(), kCount * 4),
+        out_(env.api(), kCount * 4),
+        stream_(env.api()) {}
+
+  absl::Status Load() {
+    const SpecKey key = env_.engine().MakeKey(OpKind::kTestEmpty);
+    tailor::internal::KernelSource source = {.code = kOverlapSource,
+                                             .entry = "tailor_slow_writer"};
+    TAILOR_ASSIGN_OR_RETURN(const std::string cubin,
+                            env_.backend().Compile(key, source));
+    TAILOR_ASSIGN_OR_RETURN(writer_, env_.backend().Load(key, source, cubin));
+    source.entry = "tailor_reader";
+    TAILOR_ASSIGN_OR_RETURN(reader_, env_.backend().Load(key, source, cubin));
+    source.entry = "tailor_unwaiting_reader";
+    TAILOR_ASSIGN_OR_RETURN(unwaiting_,
+                            env_.backend().Load(key, source, cubin));
+    return absl::OkStatus();
+  }
+
+  // Zeroes data and out, launches the 200 us writer and then `reader` with
+  // overlap_predecessor set, and returns how many of out's words hold
+  // `value`.
+  absl::StatusOr<int> WriteThenRead(bool waiting_reader, uint32_t value) {
+    TAILOR_RETURN_IF_ERROR(data_.Fill(0));
+    TAILOR_RETURN_IF_ERROR(out_.Fill(0));
+    OverlapParams p = {.data = data_.ptr(),
+                       .out = out_.ptr(),
+                       .value = value,
+                       .count = kCount,
+                       .spin_ns = 200'000};
+    TAILOR_RETURN_IF_ERROR(env_.backend().Launch(
+        *writer_, MakeLaunchConfig({1}, {256}, 0, stream_.get()), &p,
+        sizeof(p)));
+    LaunchConfig read = MakeLaunchConfig({8}, {256}, 0, stream_.get());
+    read.overlap_predecessor = true;
+    TAILOR_RETURN_IF_ERROR(env_.backend().Launch(
+        waiting_reader ? *reader_ : *unwaiting_, read, &p, sizeof(p)));
+    TAILOR_RETURN_IF_ERROR(stream_.Synchronize());
+    TAILOR_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, out_.Download());
+    std::vector<uint32_t> out(kCount);
+    std::memcpy(out.data(), bytes.data(), kCount * 4);
+    return static_cast<int>(std::count(out.begin(), out.end(), value));
+  }
+
+ private:
+  CudaTestRuntime& env_;
+  DeviceBuffer data_, out_;
+  TestStream stream_;
+  std::shared_ptr<Kernel> writer_, reader_, unwaiting_;
+};
+
+TEST(CudaBackendGpuTest, OverlappedLaunchWaitsForItsPredecessor) {
+  TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+  if (env->backend().compute_capability() < 90) {
+    GTEST_SKIP() << "programmatic dependent launch needs sm_90";
+  }
+  OverlapKernels kernels(*env);
+  TAILOR_ASSERT_OK(kernels.Load());
+  // The control: a reader that does not wait reads the data before the
+  // writer's spin ends, so the launches below do overlap.
+  absl::StatusOr<int> fresh = kernels.WriteThenRead(false, 7);
+  TAILOR_ASSERT_OK(fresh.status());
+  if (*fresh == OverlapKernels::kCount) {
+    GTEST_SKIP() << "the launches did not overlap here ($TAILOR_CUDA_PDL=off, "
+                    "or a tool that serializes kernels)";
+  }
+  for (uint32_t value : {1u, 0xdeadbeefu, 42u}) {
+    absl::StatusOr<int> read = kernels.WriteThenRead(true, value);
+    TAILOR_ASSERT_OK(read.status());
+    EXPECT_EQ(*read, OverlapKernels::kCount) << "value " << value;
+  }
+}
+
+TEST(CudaBackendGpuTest, PdlOffKnobSerializesEveryLaunch) {
+  ::setenv("TAILOR_CUDA_PDL", "off", 1);
+  auto env_or = CudaTestRuntime::Create();
+  ::unsetenv("TAILOR_CUDA_PDL");
+  if (!env_or.ok()) {
+    if (env_or.status().code() == absl::StatusCode::kUnavailable) {
+      GTEST_SKIP() << "no CUDA device here: " << env_or.status().message();
+    }
+    FAIL() << env_or.status();
+  }
+  std::unique_ptr<CudaTestRuntime> env = *std::move(env_or);
+  ASSERT_TRUE(env->backend().device_context().MakeCurrent().ok());
+  OverlapKernels kernels(*env);
+  TAILOR_ASSERT_OK(kernels.Load());
+  // Even the reader that does not wait sees the writer's data.
+  absl::StatusOr<int> read = kernels.WriteThenRead(false, 9);
+  TAILOR_ASSERT_OK(read.status());
+  EXPECT_EQ(*read, OverlapKernels::kCount);
 }
 
 // A cubin written by one runtime is loaded from disk by the next: no NVRTC.
