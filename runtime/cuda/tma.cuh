@@ -207,6 +207,17 @@ TAILOR_DEVICE void FenceSharedToAsyncProxy() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// Pulls the box at `coords` of `map` into the L2, without waiting and
+// without touching shared memory (a hint: boxes past the tensor's bounds
+// fetch nothing).
+TAILOR_DEVICE void TmaPrefetchL2(const TensorMap* map, const int (&coords)[2]) {
+  asm volatile(
+      "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
+          GenericAddress(map)),
+      "r"(coords[0]), "r"(coords[1])
+      : "memory");
+}
+
 // Hints the TMA unit to fetch `map` into its descriptor cache. `map` must be
 // in param, const or global memory; for a patched slot, call it after
 // AcquireTensorMap (runtime/cuda/tensormap_patch.cuh).

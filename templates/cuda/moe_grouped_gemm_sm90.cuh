@@ -273,6 +273,32 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
+  // Before the predecessor ends (params prefetch_w_kblocks): pulls the W of
+  // this CTA's first tile, its first K blocks, into the L2, so the first
+  // fills after the wait hit it. W never changes; the work list was planned
+  // by a route that ended before the predecessor began, but nothing relies
+  // on that: num_work is clamped to the list's capacity and the items only
+  // pick tensor-map coordinates, which the TMA unit bounds-checks.
+  static void PrefetchFirstW(const Params& p) {
+    const int num_work = Min(Max(LoadRelaxed(&p.header->num_work), 0),
+                             p.max_work);
+    const MoeSm90Schedule schedule = MoeSm90ScheduleOf(
+        num_work * kNTiles, gridDim.x, kKBlocks, p.split_k != 0, kSwap);
+    const int t = FirstTile();
+    if (t >= schedule.units) return;
+    const Unit u = UnitOf(schedule, t);
+    const TileCoord coord =
+        TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
+    const int expert = p.work[coord.item].group;
+    const int k_end = Min(u.k_end, u.k_begin + p.prefetch_w_kblocks);
+    for (int kb = u.k_begin; kb < k_end; ++kb) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        TmaPrefetchL2(&p.w_map, {kb * kBK, WBoxRow(expert, coord.n_tile, q)});
+      }
+    }
+  }
+
   // Fills the ring tile by tile; each tile's first fill carries its index as
   // the message; Close ends the stream.
   static void Produce(const Params& p, unsigned char* stages,
@@ -747,14 +773,17 @@ struct MoeGroupedGemmSm90 {
     if (threadIdx.x == 0) {  // the producer's maps, under the predecessor
       PrefetchTensorMap(&p.a_map);
       PrefetchTensorMap(&p.w_map);
+      if constexpr (!kClustered) {
+        if (p.prefetch_w_kblocks > 0) PrefetchFirstW(p);
+      }
     }
     if constexpr (kClustered) {
       ClusterSync();  // the peer's barriers exist before anyone arrives
     } else {
       __syncthreads();
     }
-    // The prologue above read only params: the predecessor's writes (the
-    // work list, A) are visible from here.
+    // The prologue above read only params, W and (as hints) the work list:
+    // the predecessor's writes (the work list, A) are visible from here.
     WaitForPrerequisiteGrids();
     AllowDependentLaunch();
     const int num_work = p.header->num_work;

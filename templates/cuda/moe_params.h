@@ -156,6 +156,12 @@ struct MoeGroupedGemmSm90Params {
   // 1: static schedule in waves that start together (MoeSm90WaveSync); it
   // takes precedence over dynamic_schedule.
   int wave_sync;
+  // > 0: the launch overlaps its predecessor (programmatic dependent launch),
+  // and each CTA pulls the W of its first tile's first prefetch_w_kblocks K
+  // blocks into the L2 while the predecessor finishes. max_work bounds the
+  // work list it reads then.
+  int prefetch_w_kblocks;
+  int max_work;
 };
 
 // out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
@@ -254,6 +260,15 @@ inline constexpr int kMoeSm90Threads = 384;
 inline constexpr int kMoeSm90MaxRows = 128;
 inline constexpr int kMoeSm90WRows = 256;
 inline constexpr int kMoeSm90KTile = 64;
+// K blocks of W a CTA pulls into the L2 under its predecessor's tail
+// (params prefetch_w_kblocks): 6 x 32 KiB a CTA, at most 25 MiB over 132
+// CTAs, half the H100's L2. The host asks for it where the launch overlaps
+// its predecessor and the active experts' W fits in the L2 (the
+// MoeSm90EvictFirstW steps): on the H100 (bench/results/moe_cuda_h100.txt,
+// session 30) it took Qwen3-30B-A3B's one-token layer 36.3 -> 34.9 us
+// replayed from a graph, but cost 1-2 % at T = 16 and at Mixtral and
+// DeepSeek-V3 one-token steps, whose W streams from DRAM anyway.
+inline constexpr int kMoeSm90PrefetchWKBlocks = 6;
 inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
 constexpr int MoeSm90CtaRows(int tile_rows) {
   return tile_rows <= 64 ? 64 : 128;

@@ -545,6 +545,7 @@ CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
       cluster_(ClusterFromEnv()),
       expert_groups_(KnobFromEnv("TAILOR_MOE_GEMM_EXPERT_GROUPS")),
       w_evict_first_(KnobFromEnv("TAILOR_MOE_GEMM_W_EVICT_FIRST")),
+      prefetch_w_(KnobFromEnv("TAILOR_MOE_GEMM_PREFETCH_W")),
       wave_sync_(KnobFromEnv("TAILOR_MOE_GEMM_WAVE_SYNC")),
       descriptors_(descriptors),
       generics_(generics) {}
@@ -642,13 +643,18 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   p.partials = reinterpret_cast<float*>(
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
   v.cluster = HopperClusterFor(cluster_, v.cta_rows);
-  p.w_evict_first =
+  // Steps whose experts are one tile each and whose active weights fit in
+  // the L2 (Qwen3-30B-A3B at one token) stream W evict-first, and pull their
+  // first W blocks in under the predecessor's tail (kMoeSm90PrefetchWKBlocks).
+  const bool w_fits_l2 = MoeSm90EvictFirstW(
+      l.rows, l.tile_rows, l.experts,
+      l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)), l2_bytes_);
+  p.w_evict_first = v.cluster == 1 && Decide(w_evict_first_, w_fits_l2);
+  p.max_work = static_cast<int>(l.plan.max_work);
+  const bool prefetch_w =
       v.cluster == 1 &&
-      Decide(w_evict_first_,
-             MoeSm90EvictFirstW(
-                 l.rows, l.tile_rows, l.experts,
-                 l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)),
-                 l2_bytes_));
+      Decide(prefetch_w_, w_fits_l2 && l.rows <= kMoeOverlapMaxRows);
+  p.prefetch_w_kblocks = prefetch_w ? kMoeSm90PrefetchWKBlocks : 0;
   if (v.cluster > 1) {
     TAILOR_ASSIGN_OR_RETURN(const int max_clusters, MaxClusters(v.cluster));
     v.ctas = static_cast<uint32_t>(MoeSm90ClusterCtas(

@@ -201,6 +201,9 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   // TAILOR_MOE_GEMM_W_EVICT_FIRST: auto (MoeSm90EvictFirstW), off or on
   // (every launch without clusters).
   AutoKnob w_evict_first_;
+  // TAILOR_MOE_GEMM_PREFETCH_W: auto (overlapped steps whose W fits in the
+  // L2, kMoeSm90PrefetchWKBlocks), off or on (every launch without clusters).
+  AutoKnob prefetch_w_;
   // TAILOR_MOE_GEMM_WAVE_SYNC: auto (MoeSm90WaveSync), off or on (every
   // Hopper launch).
   AutoKnob wave_sync_;
