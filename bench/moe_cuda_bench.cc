@@ -98,26 +98,31 @@ std::vector<int32_t> ZipfRouting(std::mt19937_64& rng, int64_t tokens,
   return ids;
 }
 
-// Median GPU milliseconds of `run` on `stream`.
+// GPU microseconds between events recorded around `run` on `stream`.
+double EventsUs(const cuda::DriverApi& api, CUstream stream,
+                const std::function<void()>& run) {
+  CUevent start, stop;
+  CheckCu(api.cuEventCreate(&start, 0), "event");
+  CheckCu(api.cuEventCreate(&stop, 0), "event");
+  CheckCu(api.cuEventRecord(start, stream), "record");
+  run();
+  CheckCu(api.cuEventRecord(stop, stream), "record");
+  CheckCu(api.cuEventSynchronize(stop), "sync");
+  float ms = 0;
+  CheckCu(api.cuEventElapsedTime(&ms, start, stop), "elapsed");
+  api.cuEventDestroy(start);
+  api.cuEventDestroy(stop);
+  return ms * 1e3;
+}
+
+// Median GPU milliseconds of `run` on `stream`, one call per measurement.
 double TimeMs(const cuda::DriverApi& api, CUstream stream,
               const std::function<void()>& run) {
   for (int i = 0; i < 3; ++i) run();
   CheckCu(api.cuStreamSynchronize(stream), "sync");
   std::vector<double> times;
-  CUevent start, stop;
-  CheckCu(api.cuEventCreate(&start, 0), "event");
-  CheckCu(api.cuEventCreate(&stop, 0), "event");
-  for (int i = 0; i < 20; ++i) {
-    CheckCu(api.cuEventRecord(start, stream), "record");
-    run();
-    CheckCu(api.cuEventRecord(stop, stream), "record");
-    CheckCu(api.cuEventSynchronize(stop), "sync");
-    float ms = 0;
-    CheckCu(api.cuEventElapsedTime(&ms, start, stop), "elapsed");
-    times.push_back(ms);
-  }
-  api.cuEventDestroy(start);
-  api.cuEventDestroy(stop);
+  for (int i = 0; i < 20; ++i)
+    times.push_back(EventsUs(api, stream, run) / 1e3);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -139,22 +144,6 @@ struct StepOp {
   const char* name;
   std::function<void()> run;
 };
-
-double EventsUs(const cuda::DriverApi& api, CUstream stream,
-                const std::function<void()>& run) {
-  CUevent start, stop;
-  CheckCu(api.cuEventCreate(&start, 0), "event");
-  CheckCu(api.cuEventCreate(&stop, 0), "event");
-  CheckCu(api.cuEventRecord(start, stream), "record");
-  run();
-  CheckCu(api.cuEventRecord(stop, stream), "record");
-  CheckCu(api.cuEventSynchronize(stop), "sync");
-  float ms = 0;
-  CheckCu(api.cuEventElapsedTime(&ms, start, stop), "elapsed");
-  api.cuEventDestroy(start);
-  api.cuEventDestroy(stop);
-  return ms * 1e3;
-}
 
 // Median over 5 measurements of `measure`, each of kStepCalls calls.
 double MedianPerCall(const std::function<double()>& measure) {
