@@ -261,13 +261,8 @@ inline constexpr int kMoeSm90MaxRows = 128;
 inline constexpr int kMoeSm90WRows = 256;
 inline constexpr int kMoeSm90KTile = 64;
 // K blocks of W a CTA pulls into the L2 under its predecessor's tail
-// (params prefetch_w_kblocks): 6 x 32 KiB a CTA, at most 25 MiB over 132
-// CTAs, half the H100's L2. The host asks for it where the launch overlaps
-// its predecessor and the active experts' W fits in the L2 (the
-// MoeSm90EvictFirstW steps): on the H100 (bench/results/moe_cuda_h100.txt,
-// session 30) it took Qwen3-30B-A3B's one-token layer 36.3 -> 34.9 us
-// replayed from a graph, but cost 1-2 % at T = 16 and at Mixtral and
-// DeepSeek-V3 one-token steps, whose W streams from DRAM anyway.
+// (params prefetch_w_kblocks, MoeSm90PrefetchWEarly): 6 x 32 KiB a CTA, at
+// most 25 MiB over 132 CTAs, half the H100's L2.
 inline constexpr int kMoeSm90PrefetchWKBlocks = 6;
 inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
 constexpr int MoeSm90CtaRows(int tile_rows) {
@@ -427,6 +422,30 @@ constexpr bool MoeSm90EvictFirstW(long long rows, long long tile_rows,
                                   long long l2_bytes) {
   const long long active = rows < experts ? rows : experts;
   return rows > 0 && rows <= tile_rows && active * expert_w_bytes <= l2_bytes;
+}
+
+// Whether a step's launches overlap their predecessors (programmatic
+// dependent launch, LaunchConfig::overlap_predecessor): steps of at most one
+// route segment of rows (T * k), the decode sizes, whose five kernels are
+// latency-bound. On the H100 (bench/results/moe_cuda_h100.txt, session 30)
+// it took Qwen3-30B-A3B's one-token layer 37.8 -> 36.3 us replayed from a
+// CUDA graph and 43.8 -> 38.8 us queued; at 4096 and 16384 tokens the layer
+// measured 1-2 % slower with it.
+constexpr bool MoeOverlapsPredecessor(long long step_rows) {
+  return step_rows <= kMoeRouteSegment;
+}
+
+// Whether the Hopper GEMM pulls its first W blocks into the L2 before its
+// predecessor ends (params prefetch_w_kblocks): overlapped steps whose
+// active experts' W fits in the L2 (MoeSm90EvictFirstW; Qwen3-30B-A3B at
+// one token: 36.3 -> 34.9 us replayed). Where W streams from DRAM anyway
+// (Qwen3 T=16, Mixtral and DeepSeek-V3 at one token) it cost 1-2 %.
+constexpr bool MoeSm90PrefetchWEarly(long long rows, long long tile_rows,
+                                     long long experts,
+                                     long long expert_w_bytes,
+                                     long long l2_bytes) {
+  return MoeOverlapsPredecessor(rows) &&
+         MoeSm90EvictFirstW(rows, tile_rows, experts, expert_w_bytes, l2_bytes);
 }
 
 // Whether a launch runs its tiles in waves that start together (params

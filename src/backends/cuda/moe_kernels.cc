@@ -198,16 +198,9 @@ GenericKernelId GenericGemmId(DType dtype, int64_t k, moe::Epilogue epilogue) {
                  gated);
 }
 
-// Steps of at most this many rows (T * k: one route segment, the decode
-// sizes) launch each kernel overlapping its predecessor's tail (programmatic
-// dependent launch; every MoE kernel is built with TAILOR_CUDA_ENTRY, which
-// waits for its predecessors before it reads or writes). There the layer's
-// five kernels are latency-bound: Qwen3-30B-A3B's T=1 layer replays in 36.3
-// instead of 37.8 us. Steps of 4096 and 16384 tokens measured 1-2 % slower
-// with it, so larger steps do not overlap (bench/results/moe_cuda_h100.txt).
-constexpr int64_t kMoeOverlapMaxRows = kMoeRouteSegment;
-
-// `step_rows`: the step's rows (T * k), for the overlap rule above.
+// `step_rows`: the step's rows (T * k), for MoeOverlapsPredecessor. Every
+// MoE kernel is built with TAILOR_CUDA_ENTRY, which waits for its
+// predecessors before it reads or writes, so any may overlap them.
 LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
                     uint32_t shared_bytes, void* stream, int64_t step_rows) {
   LaunchConfig config;
@@ -215,7 +208,7 @@ LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
   config.block = {.x = threads};
   config.shared_bytes = shared_bytes;
   config.stream = stream;
-  config.overlap_predecessor = step_rows <= kMoeOverlapMaxRows;
+  config.overlap_predecessor = MoeOverlapsPredecessor(step_rows);
   return config;
 }
 
@@ -643,17 +636,19 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   p.partials = reinterpret_cast<float*>(
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
   v.cluster = HopperClusterFor(cluster_, v.cta_rows);
-  // Steps whose experts are one tile each and whose active weights fit in
-  // the L2 (Qwen3-30B-A3B at one token) stream W evict-first, and pull their
-  // first W blocks in under the predecessor's tail (kMoeSm90PrefetchWKBlocks).
-  const bool w_fits_l2 = MoeSm90EvictFirstW(
-      l.rows, l.tile_rows, l.experts,
-      l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype)), l2_bytes_);
-  p.w_evict_first = v.cluster == 1 && Decide(w_evict_first_, w_fits_l2);
+  const int64_t expert_w_bytes =
+      l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype));
+  p.w_evict_first =
+      v.cluster == 1 &&
+      Decide(w_evict_first_,
+             MoeSm90EvictFirstW(l.rows, l.tile_rows, l.experts,
+                                expert_w_bytes, l2_bytes_));
   p.max_work = static_cast<int>(l.plan.max_work);
   const bool prefetch_w =
       v.cluster == 1 &&
-      Decide(prefetch_w_, w_fits_l2 && l.rows <= kMoeOverlapMaxRows);
+      Decide(prefetch_w_,
+             MoeSm90PrefetchWEarly(l.rows, l.tile_rows, l.experts,
+                                   expert_w_bytes, l2_bytes_));
   p.prefetch_w_kblocks = prefetch_w ? kMoeSm90PrefetchWKBlocks : 0;
   if (v.cluster > 1) {
     TAILOR_ASSIGN_OR_RETURN(const int max_clusters, MaxClusters(v.cluster));
