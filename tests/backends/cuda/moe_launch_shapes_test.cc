@@ -108,7 +108,8 @@ TEST(MoeSm90LaunchShapes, SwapABLastWavesOfFortyTilesOrMoreStayWhole) {
 }
 
 // W evict-first: only steps whose experts are one plan tile each and whose
-// active experts' W fits in the L2 (an H100's 50 MiB).
+// active experts' W fits in the L2 (an H100's 50 MiB); the early W prefetch:
+// those of them that overlap their predecessors.
 TEST(MoeSm90LaunchShapes, OnlyOneTileExpertsWhoseWeightsFitTheL2EvictW) {
   constexpr long long kL2 = 50LL << 20;
   constexpr long long kBf16 = 2;
@@ -126,6 +127,12 @@ TEST(MoeSm90LaunchShapes, OnlyOneTileExpertsWhoseWeightsFitTheL2EvictW) {
   // Exactly the L2, and nothing to stream.
   EXPECT_TRUE(MoeSm90EvictFirstW(1, 8, 8, kL2, kL2));
   EXPECT_FALSE(MoeSm90EvictFirstW(0, 8, 8, 1, kL2));
+  // The early W prefetch takes the same steps where they overlap their
+  // predecessors (decode sizes), and no others.
+  EXPECT_TRUE(MoeSm90PrefetchWEarly(8, 8, 128, 1536 * 2048 * kBf16, kL2));
+  EXPECT_FALSE(MoeSm90PrefetchWEarly(16, 8, 128, 2048 * 768 * kBf16, kL2));
+  EXPECT_TRUE(MoeSm90EvictFirstW(2048, 2048, 1, 1 << 20, kL2));
+  EXPECT_FALSE(MoeSm90PrefetchWEarly(2048, 2048, 1, 1 << 20, kL2));
 }
 
 // Programmatic dependent launch: decode-sized steps only (one route segment
@@ -136,21 +143,6 @@ TEST(MoeSm90LaunchShapes, OnlyDecodeSizedStepsOverlapTheirPredecessors) {
   EXPECT_TRUE(MoeOverlapsPredecessor(1024));  // T=128 at k=8
   EXPECT_FALSE(MoeOverlapsPredecessor(1025));
   EXPECT_FALSE(MoeOverlapsPredecessor(32768));  // T=4096 at k=8
-}
-
-// The early W prefetch: overlapped steps whose W fits in the L2 only.
-TEST(MoeSm90LaunchShapes, OnlyOverlappedStepsWhoseWeightsFitTheL2PrefetchW) {
-  constexpr long long kL2 = 50LL << 20;
-  constexpr long long kBf16 = 2;
-  // Qwen3-30B-A3B T=1, gate/up and down.
-  EXPECT_TRUE(MoeSm90PrefetchWEarly(8, 8, 128, 1536 * 2048 * kBf16, kL2));
-  EXPECT_TRUE(MoeSm90PrefetchWEarly(8, 8, 128, 2048 * 768 * kBf16, kL2));
-  // Qwen3 T=16 and DeepSeek-V3 T=1: W streams from DRAM.
-  EXPECT_FALSE(MoeSm90PrefetchWEarly(128, 8, 128, 2048 * 768 * kBf16, kL2));
-  EXPECT_FALSE(MoeSm90PrefetchWEarly(8, 8, 256, 4096LL * 7168 * kBf16, kL2));
-  // Weights that fit, on a step too large to overlap (one 2048-row tile).
-  EXPECT_TRUE(MoeSm90EvictFirstW(2048, 2048, 1, 1 << 20, kL2));
-  EXPECT_FALSE(MoeSm90PrefetchWEarly(2048, 2048, 1, 1 << 20, kL2));
 }
 
 TEST(MoeSm90LaunchShapes, APartialLastWaveOfAtMostHalfTheGridIsSplit) {
