@@ -8,8 +8,8 @@
 //                      atomicMin, so the lowest position wins) and counts
 //                      the segment's assignments per local expert into
 //                      histogram[segment, e]. The last block to finish
-//                      plans: counts, offsets, histogram[s, e] -> the first
-//                      row of segment s's assignments to e, the work list
+//                      plans: counts, offsets, histogram[s, e] -> the
+//                      assignments to e before segment s, the work list
 //                      (each expert's core tiles, then its tail) and
 //                      permutation[R..T*k) = -1
 //   MoeRouteScatter    grid = segments: each assignment's rank among the
@@ -141,21 +141,18 @@ struct MoeRoutePlanner {
     for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
       int* h = p.histogram + e;  // column e, stride E
       const long long stride = p.experts;
-      int sum = 0, s = 0;
-      for (; s + kUnroll <= p.segments; s += kUnroll) {
-        int count[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) count[u] = LoadCg(h + (s + u) * stride);
+      int sum = 0;
+      for (int s = 0; s < p.segments; s += kUnroll) {
+        int count[kUnroll];  // every load issued before the first is used
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          h[(s + u) * stride] = sum;
+          count[u] = s + u < p.segments ? LoadCg(h + (s + u) * stride) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (s + u < p.segments) h[(s + u) * stride] = sum;
           sum += count[u];
         }
-      }
-      for (; s < p.segments; ++s) {
-        const int count = LoadCg(h + s * stride);
-        h[s * stride] = sum;
-        sum += count;
       }
       p.counts[e] = sum;
     }
@@ -209,15 +206,11 @@ struct MoeRoutePlanner {
     __syncthreads();
   }
 
-  // Many segments: counts from the histogram, which then holds each
-  // segment's first row per expert for MoeRouteScatter.
+  // Many segments: counts from the histogram, which keeps each segment's
+  // assignments before it per expert; MoeRouteScatter adds offsets[e].
   static void Run(const MoeRouteParams& p, int (&warp_sums)[33]) {
     CountsAndSegmentPrefix(p);
-    Plan(p, p.counts, warp_sums, [&](int e, int row, int) {
-      for (int s = 0; s < p.segments; ++s) {
-        p.histogram[static_cast<long long>(s) * p.experts + e] += row;
-      }
-    });
+    Plan(p, p.counts, warp_sums, [](int, int, int) {});
   }
 };
 
@@ -266,7 +259,8 @@ TAILOR_DEVICE void ScatterRounds(const MoeRouteParams& p, int segment,
   }
 }
 
-// One segment of many: the bases come from the planned histogram.
+// One segment of many: each expert's base is its first row (offsets[e])
+// plus its assignments in the segments before (the planned histogram).
 // `smem` holds (1 + kWarps) ints per expert.
 template <int kWarps>
 TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
@@ -275,7 +269,7 @@ TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
   int* warp_count = smem + p.experts;  // [kWarps, E]
   const int* bases = p.histogram + static_cast<long long>(segment) * p.experts;
   for (int e = threadIdx.x; e < p.experts; e += 32 * kWarps) {
-    running[e] = LoadCg(bases + e);
+    running[e] = LoadCg(bases + e) + LoadCg(p.offsets + e);
     for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
   }
   __syncthreads();
