@@ -240,6 +240,17 @@ struct MoeGroupedGemmSm90 {
   // CTAs drift. With clusters the same, over cluster units.
   static int Workers() { return kClustered ? ClusterCountX() : gridDim.x; }
   static int FirstTile() { return kClustered ? ClusterIdX() : blockIdx.x; }
+
+  // The launch's units over num_work items (clusters: whole tiles only, no
+  // split-K, in cluster units).
+  static MoeSm90Schedule ScheduleOf(const Params& p, int num_work) {
+    return MoeSm90ScheduleOf(num_work * kNTiles, gridDim.x, kKBlocks,
+                             !kClustered && p.split_k != 0, kSwap);
+  }
+  // The item and N tile of a unit's plan tile (without clusters).
+  static TileCoord CoordOf(const Params& p, int num_work, const Unit& u) {
+    return TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
+  }
   static int NextTile(const Params& p, int t) {
     if (p.wave_sync || !p.dynamic_schedule) return t + Workers();
     return Workers() + atomicAdd(&p.header->gemm_next_tile, 1);
@@ -280,15 +291,13 @@ struct MoeGroupedGemmSm90 {
   // on that: num_work is clamped to the list's capacity and the items only
   // pick tensor-map coordinates, which the TMA unit bounds-checks.
   static void PrefetchFirstW(const Params& p) {
-    const int num_work = Min(Max(LoadRelaxed(&p.header->num_work), 0),
-                             p.max_work);
-    const MoeSm90Schedule schedule = MoeSm90ScheduleOf(
-        num_work * kNTiles, gridDim.x, kKBlocks, p.split_k != 0, kSwap);
+    const int num_work =
+        Min(Max(LoadRelaxed(&p.header->num_work), 0), p.max_work);
+    const MoeSm90Schedule schedule = ScheduleOf(p, num_work);
     const int t = FirstTile();
     if (t >= schedule.units) return;
     const Unit u = UnitOf(schedule, t);
-    const TileCoord coord =
-        TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
+    const TileCoord coord = CoordOf(p, num_work, u);
     const int expert = p.work[coord.item].group;
     const int k_end = Min(u.k_end, u.k_begin + p.prefetch_w_kblocks);
     for (int kb = u.k_begin; kb < k_end; ++kb) {
@@ -310,8 +319,7 @@ struct MoeGroupedGemmSm90 {
     while (t < schedule.units) {
       WaitForWave(p, t);
       const Unit u = UnitOf(schedule, t);
-      const TileCoord coord =
-          TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
+      const TileCoord coord = CoordOf(p, num_work, u);
       const MoeWorkItem item = p.work[coord.item];
       int next = 0;
       for (int kb = u.k_begin; kb < u.k_end; ++kb) {
@@ -722,8 +730,7 @@ struct MoeGroupedGemmSm90 {
         store = tile.store;
       } else {
         u = UnitOf(schedule, t);
-        coord = TileOf(u.plan_tile, p.work, num_work, kNTiles,
-                       p.expert_groups != 0);
+        coord = CoordOf(p, num_work, u);
       }
       const MoeWorkItem item = p.work[coord.item];
       PipelineCursor previous;
@@ -787,10 +794,7 @@ struct MoeGroupedGemmSm90 {
     WaitForPrerequisiteGrids();
     AllowDependentLaunch();
     const int num_work = p.header->num_work;
-    // Clusters: whole tiles only (no split-K), in cluster units.
-    const MoeSm90Schedule schedule =
-        MoeSm90ScheduleOf(num_work * kNTiles, gridDim.x, kKBlocks,
-                          !kClustered && p.split_k != 0, kSwap);
+    const MoeSm90Schedule schedule = ScheduleOf(p, num_work);
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
       SetMaxRegistersDecrease<kProducerRegisters>();
