@@ -22,6 +22,9 @@
 // stores m in message[s] before its arrival (release), so a consumer reads it
 // after WaitFull(s) (acquire). Close(s) ends the stream: a fill of no bytes
 // whose message is kPipelineClosed; consumers stop there without releasing.
+// A message is an int, or (the ring's MessageType) a small struct whose
+// first member is that int and whose others carry what the producer already
+// derived from it, so the consumers need not look it up again.
 // Every thread of a group must have read the message before the group's
 // Release (a group barrier between them): the next fill rewrites it.
 //
@@ -67,12 +70,12 @@ namespace tailor::cuda {
 
 inline constexpr int kPipelineClosed = -1;
 
-template <int kStages>
+template <int kStages, typename MessageType = int>
 struct PipelineRing {
   static_assert(kStages >= 2, "a ring needs two stages to overlap");
-  Mbarrier full[kStages];   // producer -> consumers: the fill landed
-  Mbarrier empty[kStages];  // consumers -> producer: the stage is free
-  int message[kStages];     // producer -> consumers, with the fill
+  Mbarrier full[kStages];        // producer -> consumers: the fill landed
+  Mbarrier empty[kStages];       // consumers -> producer: the stage is free
+  MessageType message[kStages];  // producer -> consumers, with the fill
 #if TAILOR_PIPELINE_CHECKS
   unsigned armed[kStages];     // fills armed so far
   unsigned released[kStages];  // consumer-group releases so far
@@ -118,8 +121,8 @@ TAILOR_DEVICE unsigned VolatileRead(const unsigned* p) {
 }
 #endif
 
-template <int kStages>
-TAILOR_DEVICE void WaitEmpty(PipelineRing<kStages>& ring,
+template <int kStages, typename M>
+TAILOR_DEVICE void WaitEmpty(PipelineRing<kStages, M>& ring,
                              const PipelineCursor& c) {
 #if !TAILOR_PIPELINE_CHECKS
   ring.empty[c.stage].Wait(c.phase ^ 1);
@@ -141,9 +144,10 @@ TAILOR_DEVICE void WaitEmpty(PipelineRing<kStages>& ring,
 #endif
 }
 
-template <int kStages>
-TAILOR_DEVICE void ArmFull(PipelineRing<kStages>& ring, const PipelineCursor& c,
-                           unsigned bytes, int message = 0) {
+template <int kStages, typename M>
+TAILOR_DEVICE void ArmFull(PipelineRing<kStages, M>& ring,
+                           const PipelineCursor& c, unsigned bytes,
+                           const M& message = M{}) {
 #if TAILOR_PIPELINE_CHECKS
   if (bytes != ring.stage_bytes) {
     printf("tailor pipeline: stage %d (round %u) armed with %u bytes, the "
@@ -159,25 +163,27 @@ TAILOR_DEVICE void ArmFull(PipelineRing<kStages>& ring, const PipelineCursor& c,
 
 // The producer's last fill: waits for the stage like any fill, carries no
 // bytes and the message kPipelineClosed.
-template <int kStages>
-TAILOR_DEVICE void Close(PipelineRing<kStages>& ring, const PipelineCursor& c) {
+template <int kStages, typename M>
+TAILOR_DEVICE void Close(PipelineRing<kStages, M>& ring,
+                         const PipelineCursor& c) {
   WaitEmpty(ring, c);
 #if TAILOR_PIPELINE_CHECKS
   atomicAdd(&ring.armed[c.stage], 1u);
 #endif
-  ring.message[c.stage] = kPipelineClosed;
+  ring.message[c.stage] = M{kPipelineClosed};
   ring.full[c.stage].Arrive();
 }
 
 // The message of the fill a consumer waited for (WaitFull first).
-template <int kStages>
-TAILOR_DEVICE int Message(const PipelineRing<kStages>& ring,
-                          const PipelineCursor& c) {
-  return *static_cast<const volatile int*>(&ring.message[c.stage]);
+// (WaitFull's wait is a compiler memory barrier: the read stays after it.)
+template <int kStages, typename M>
+TAILOR_DEVICE M Message(const PipelineRing<kStages, M>& ring,
+                        const PipelineCursor& c) {
+  return ring.message[c.stage];
 }
 
-template <int kStages>
-TAILOR_DEVICE void WaitFull(PipelineRing<kStages>& ring,
+template <int kStages, typename M>
+TAILOR_DEVICE void WaitFull(PipelineRing<kStages, M>& ring,
                             const PipelineCursor& c) {
 #if TAILOR_PIPELINE_CHECKS
   for (long long spin = 0; !ring.full[c.stage].TryWait(c.phase); ++spin) {
@@ -194,8 +200,8 @@ TAILOR_DEVICE void WaitFull(PipelineRing<kStages>& ring,
 }
 
 // One thread per consumer group, after the group finished reading the stage.
-template <int kStages>
-TAILOR_DEVICE void Release(PipelineRing<kStages>& ring,
+template <int kStages, typename M>
+TAILOR_DEVICE void Release(PipelineRing<kStages, M>& ring,
                            const PipelineCursor& c) {
 #if TAILOR_PIPELINE_CHECKS
   atomicAdd(&ring.released[c.stage], 1u);
@@ -205,8 +211,8 @@ TAILOR_DEVICE void Release(PipelineRing<kStages>& ring,
 
 // Release to the same ring of CTA `rank` of the cluster (whose producer
 // multicast into this CTA's stage).
-template <int kStages>
-TAILOR_DEVICE void ReleasePeer(PipelineRing<kStages>& ring,
+template <int kStages, typename M>
+TAILOR_DEVICE void ReleasePeer(PipelineRing<kStages, M>& ring,
                                const PipelineCursor& c, unsigned rank) {
 #if TAILOR_PIPELINE_CHECKS
   // The count lands before the arrival (a release at cluster scope: checked

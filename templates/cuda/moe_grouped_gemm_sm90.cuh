@@ -157,11 +157,23 @@ struct MoeGroupedGemmSm90 {
   static constexpr int kAccumulators = kSwap ? kARows : kConsumerWRows / 2;
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
+
+  // What the producer tells the consumers with a tile's fills: its unit and
+  // (without clusters) its plan tile's coordinate, which the producer looked
+  // up to load it. With expert groups that lookup is a chain of dependent
+  // reads of the work list; made by the consumers too, it held both
+  // warpgroups at the start of every tile (within 1.5 % at the launches the
+  // rule groups, up to 5 % with groups forced on: session 31).
+  struct TileMessage {
+    int unit;  // kPipelineClosed: the stream's end
+    int item, n_tile;
+  };
+  using Ring = PipelineRing<kStages, TileMessage>;
+
   static_assert(kStageBytes == kABytes + 4 * kBoxBytes,
                 "A box + 4 W boxes per stage");
   static_assert(kStages * kStageBytes + MoeSm90StoreBytes(kTmaStore) +
-                        sizeof(PipelineRing<kStages>) + sizeof(PeerMailbox) +
-                        1024 <=
+                        sizeof(Ring) + sizeof(PeerMailbox) + 1024 <=
                     MoeSm90SharedBytes(kARows, kTmaStore),
                 "shared memory layout");
   // TMA-store epilogue: a full tile's rows fill the CTA (the plan tile is the
@@ -308,11 +320,11 @@ struct MoeGroupedGemmSm90 {
     }
   }
 
-  // Fills the ring tile by tile; each tile's first fill carries its index as
-  // the message; Close ends the stream.
-  static void Produce(const Params& p, unsigned char* stages,
-                      PipelineRing<kStages>& ring, int num_work,
-                      const MoeSm90Schedule& schedule) {
+  // Fills the ring tile by tile; each fill carries its tile's unit and
+  // coordinate as the message (the consumers read the first one's); Close
+  // ends the stream.
+  static void Produce(const Params& p, unsigned char* stages, Ring& ring,
+                      int num_work, const MoeSm90Schedule& schedule) {
     PipelineCursor c;
     const unsigned long long w_policy = L2EvictFirstPolicy();
     int t = FirstTile();
@@ -326,14 +338,15 @@ struct MoeGroupedGemmSm90 {
         // Asked one fill early: the counter's latency hides behind the wait.
         if (kb == u.k_end - 1) next = NextTile(p, t);
         WaitEmpty(ring, c);
-        ArmFull(ring, c, kStageBytes, t);
+        ArmFull(ring, c, kStageBytes, TileMessage{t, coord.item, coord.n_tile});
         unsigned char* stage = stages + c.stage * kStageBytes;
         Mbarrier* full = &ring.full[c.stage];
         TmaLoad<2>(stage, &p.a_map, {kb * kBK, item.row_begin}, full);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           unsigned char* box = stage + kABytes + q * kBoxBytes;
-          const int coords[2] = {kb * kBK, WBoxRow(item.group, coord.n_tile, q)};
+          const int coords[2] = {kb * kBK,
+                                 WBoxRow(item.group, coord.n_tile, q)};
           if (p.w_evict_first) {
             TmaLoadHinted<2>(box, &p.w_map, coords, full, w_policy);
           } else {
@@ -403,8 +416,7 @@ struct MoeGroupedGemmSm90 {
   // each cluster unit, its copies shared as CopiesOf says. Rank 0 schedules
   // and mails each next unit to the other ranks.
   static void ProduceClustered(const Params& p, unsigned char* stages,
-                               PipelineRing<kStages>& ring,
-                               PeerMailbox& mailbox, int num_work) {
+                               Ring& ring, PeerMailbox& mailbox, int num_work) {
     const unsigned rank = ClusterCtaRank();
     const int units =
         static_cast<int>(MoeSm90ClusterUnits(num_work, kNTiles, kCluster));
@@ -422,7 +434,7 @@ struct MoeGroupedGemmSm90 {
           mailbox.Send(mail++, kCluster - 1, next);
         }
         WaitEmpty(ring, c);
-        ArmFull(ring, c, kStageBytes, v);
+        ArmFull(ring, c, kStageBytes, TileMessage{v, 0, 0});
         unsigned char* stage = stages + c.stage * kStageBytes;
         Mbarrier* full = &ring.full[c.stage];
         const int k = kb * kBK;
@@ -690,8 +702,7 @@ struct MoeGroupedGemmSm90 {
   // its MMAs on the stage are done): thread r of the group to rank r's ring
   // (its own: Release; a peer's, whose producer may have multicast into it:
   // ReleasePeer).
-  static void ReleaseStage(PipelineRing<kStages>& ring, const PipelineCursor& c,
-                           unsigned rank) {
+  static void ReleaseStage(Ring& ring, const PipelineCursor& c, unsigned rank) {
     const unsigned i = threadIdx.x % 128;
     if (i == rank) {
       Release(ring, c);
@@ -701,9 +712,8 @@ struct MoeGroupedGemmSm90 {
   }
 
   static void Consume(const Params& p, unsigned char* stages,
-                      unsigned char* store_boxes, PipelineRing<kStages>& ring,
-                      int num_work, const MoeSm90Schedule& schedule,
-                      int consumer) {
+                      unsigned char* store_boxes, Ring& ring, int num_work,
+                      const MoeSm90Schedule& schedule, int consumer) {
     const unsigned rank = kClustered ? ClusterCtaRank() : 0;
     const bool leader = threadIdx.x % 128 == 0;
     unsigned char* boxes = store_boxes + consumer * 2 * kMoeSm90StoreBoxBytes;
@@ -714,24 +724,24 @@ struct MoeGroupedGemmSm90 {
     for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
     for (;;) {
       WaitFull(ring, c);  // the tile's first fill names the tile
-      const int t = Message(ring, c);
+      const TileMessage m = Message(ring, c);
       // Every thread has read the message before the leader can release the
       // stage to the producer, who writes the next one there.
       NamedBarrierSync<128>(1 + consumer);
-      if (t == kPipelineClosed) break;
-      // With clusters t is the cluster unit (whole tiles); a repeated tile
-      // is not stored.
-      Unit u = {t, -1, 0, 1, 0, kKBlocks};
-      TileCoord coord;
+      if (m.unit == kPipelineClosed) break;
+      // With clusters the unit is a cluster unit (whole tiles); a repeated
+      // tile is not stored.
+      Unit u = {m.unit, -1, 0, 1, 0, kKBlocks};
+      TileCoord coord = {m.item, m.n_tile};
       bool store = true;
       if constexpr (kClustered) {
-        const ClusterTile tile = ClusterTileOf(p, num_work, t, rank);
+        const ClusterTile tile = ClusterTileOf(p, num_work, m.unit, rank);
         coord = tile.coord;
         store = tile.store;
       } else {
-        u = UnitOf(schedule, t);
-        coord = CoordOf(p, num_work, u);
+        u = UnitOf(schedule, m.unit);
       }
+      // Read now, needed after the K loop: its latency hides behind the MMAs.
       const MoeWorkItem item = p.work[coord.item];
       PipelineCursor previous;
       for (int kb = u.k_begin; kb < u.k_end; ++kb) {
@@ -768,8 +778,8 @@ struct MoeGroupedGemmSm90 {
     unsigned char* stages = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<unsigned long long>(sm90_smem) + 1023) & ~1023ull);
     unsigned char* store_boxes = stages + kStages * kStageBytes;
-    auto* ring = reinterpret_cast<PipelineRing<kStages>*>(
-        store_boxes + MoeSm90StoreBytes(kTmaStore));
+    auto* ring =
+        reinterpret_cast<Ring*>(store_boxes + MoeSm90StoreBytes(kTmaStore));
     auto* mailbox = reinterpret_cast<PeerMailbox*>(ring + 1);
     if (threadIdx.x == 0) {
       // With clusters each CTA's empty barriers count all its CTAs' consumers.

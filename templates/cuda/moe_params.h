@@ -392,6 +392,10 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
 // larger L2 footprint costs more. Measured on the H100 (bench/results/
 // moe_gpu_h100.txt, session 15), gate/up and down: Mixtral T=256 -7.7 /
 // -6.4 %, DeepSeek-V3 T=4096 -2.7 / +1.3 %, Qwen3 T=1024 -1.0 / +0.6 %.
+// Session 31 measured groups past two tiles again (the consumers no longer
+// look each tile's group up): DeepSeek-V3 T=16384 -2..-4 / -3 %, but
+// Mixtral T=1024 gate/up +2..+5 %, Qwen3 T=16384 gate/up +1..+6 %, the rest
+// within +-1.5 %: no better in sum, so the bound stays.
 constexpr bool MoeSm90ExpertGroups(long long assignments, long long experts,
                                    int cta_rows) {
   return experts > 0 && 2 * assignments >= cta_rows * experts &&
