@@ -36,7 +36,8 @@
 //     than a round ahead);
 //   - WaitFull traps if it waits, past a bounded spin, for a fill the
 //     producer never armed;
-// each trap prints "tailor pipeline: ..." naming the stage and round.
+// each trap prints "tailor pipeline: ..." naming the stage and round
+// (tests/backends/cuda/pipeline_checks_test.cc watches the first two fire).
 //
 // Across a cluster (TMA multicast: a stage of each CTA is filled partly by
 // the peers' producers): every CTA's ring counts the consumer groups of all

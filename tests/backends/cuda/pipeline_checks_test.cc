@@ -1,8 +1,8 @@
 // The pipeline's protocol checks (runtime/cuda/pipeline.cuh, compiled with
 // TAILOR_PIPELINE_CHECKS=1 as the MoE tests build the Hopper GEMM) seen
-// failing: a producer that arms a stage with the wrong byte count traps with
-// a message naming the stage, and the same kernel arming the right count
-// runs through. GPU only (label "gpu"); skipped without a device.
+// failing: each misuse traps with a message naming the stage, and the same
+// kernel without one runs through. GPU only (label "gpu"); skipped without a
+// device.
 //
 // A trap leaves the CUDA context unusable, so each launch runs in a child
 // process (a gtest death test, re-executed: no CUDA state is forked), whose
@@ -26,37 +26,60 @@ using tailor::cuda::testing::MakeLaunchConfig;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 
-// One producer thread and one consumer group over a 2-stage ring of
-// 128-byte stages: the producer arms stage 0 with `bytes`.
+// One producer thread (thread 0) and one consumer group (thread 32 acting
+// for it) over a 2-stage ring of 128-byte stages, in one of two misuses:
+//   kArm      the producer arms stage 0 with `bytes` (128: no misuse);
+//   kRefill   the consumer frees stage 0 by a raw arrival, not Release, and
+//             the producer refills it: a refill no release accounts for.
+// (The third check, a consumer waiting for a fill never armed, fires after
+// 2^26 polls of the barrier: over 100 s on the H100, a bound set so that no
+// slow run under compute-sanitizer trips it; not run here.)
 constexpr char kMisuseSource[] = R"(
 #define TAILOR_PIPELINE_CHECKS 1
 #include "runtime/cuda/entry.cuh"
 #include "runtime/cuda/pipeline.cuh"
-struct ArmParams {
+struct MisuseParams {
+  int mode;
   unsigned bytes;
 };
-struct ArmOnce {
-  using Params = ArmParams;
-  static constexpr int kThreads = 128;
+struct Misuse {
+  using Params = MisuseParams;
+  static constexpr int kThreads = 64;
   static constexpr int kMinBlocksPerSm = 1;
   static __device__ void Run(const Params& p) {
-    __shared__ tailor::cuda::PipelineRing<2> ring;
+    using namespace tailor::cuda;
+    __shared__ PipelineRing<2> ring;
+    __shared__ volatile int filled;  // fills the producer has armed
     if (threadIdx.x == 0) {
       ring.Init(/*groups=*/1, /*bytes=*/128);
-      tailor::cuda::FenceMbarrierInit();
+      filled = 0;
+      FenceMbarrierInit();
     }
     __syncthreads();
+    PipelineCursor c;
     if (threadIdx.x == 0) {
-      tailor::cuda::PipelineCursor c;
-      tailor::cuda::WaitEmpty(ring, c);
-      tailor::cuda::ArmFull(ring, c, p.bytes);
+      const int fills = p.mode == 0 ? 1 : 3;
+      for (int i = 0; i < fills; ++i, c.Advance(2)) {
+        WaitEmpty(ring, c);
+        ArmFull(ring, c, p.bytes);
+        filled = i + 1;
+      }
+    } else if (threadIdx.x == 32 && p.mode == 1) {
+      // Frees stage 0 once it holds its first fill (earlier, the arrival
+      // would complete the phase the producer's first wait expects open).
+      while (filled < 1) {
+      }
+      ring.empty[0].Arrive();
     }
   }
 };
-TAILOR_CUDA_ENTRY(tailor_arm_once, (ArmOnce))
+TAILOR_CUDA_ENTRY(tailor_pipeline_misuse, (Misuse))
 )";
 
-struct ArmParams {
+enum class Misuse : int32_t { kArm = 0, kRefill = 1 };
+
+struct MisuseParams {
+  Misuse mode;
   uint32_t bytes;
 };
 
@@ -67,15 +90,15 @@ constexpr int kNoDevice = 4;
 // In the child: compiles and runs the kernel, then exits with kLaunchCompleted
 // or kLaunchFailed (kNoDevice, or 5 with the status on stderr, if it could not
 // get that far). Device printf goes to stdout: it is pointed at stderr first.
-[[noreturn]] void ArmAndExit(uint32_t bytes) {
+[[noreturn]] void RunAndExit(Misuse mode, uint32_t bytes = 128) {
   dup2(STDERR_FILENO, STDOUT_FILENO);
   absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
       CudaTestRuntime::Create();
   if (!env.ok()) std::_Exit(kNoDevice);
   absl::Status status = (*env)->backend().device_context().MakeCurrent();
   const SpecKey key = (*env)->engine().MakeKey(OpKind::kTestEmpty);
-  const tailor::internal::KernelSource source = {.code = kMisuseSource,
-                                                 .entry = "tailor_arm_once"};
+  const tailor::internal::KernelSource source = {
+      .code = kMisuseSource, .entry = "tailor_pipeline_misuse"};
   absl::StatusOr<std::string> cubin = (*env)->backend().Compile(key, source);
   if (status.ok()) status = cubin.status();
   absl::StatusOr<std::shared_ptr<tailor::internal::Kernel>> kernel;
@@ -87,9 +110,9 @@ constexpr int kNoDevice = 4;
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     std::_Exit(5);
   }
-  ArmParams p = {.bytes = bytes};
-  status = (*env)->backend().Launch(**kernel, MakeLaunchConfig({1}, {128}),
-                                    &p, sizeof(p));
+  MisuseParams p = {.mode = mode, .bytes = bytes};
+  status = (*env)->backend().Launch(**kernel, MakeLaunchConfig({1}, {64}), &p,
+                                    sizeof(p));
   const CUresult sync = (*env)->api().cuCtxSynchronize();
   std::fflush(stdout);
   std::fflush(stderr);
@@ -114,14 +137,22 @@ class PipelineChecksGpuTest : public ::testing::Test {
 };
 
 TEST_F(PipelineChecksGpuTest, ArmingTheStageBytesRunsThrough) {
-  EXPECT_EXIT(ArmAndExit(128), ::testing::ExitedWithCode(kLaunchCompleted),
-              "");
+  EXPECT_EXIT(RunAndExit(Misuse::kArm, 128),
+              ::testing::ExitedWithCode(kLaunchCompleted), "");
 }
 
 TEST_F(PipelineChecksGpuTest, ArmingOtherBytesTrapsNamingTheStage) {
-  EXPECT_EXIT(ArmAndExit(100), ::testing::ExitedWithCode(kLaunchFailed),
+  EXPECT_EXIT(RunAndExit(Misuse::kArm, 100),
+              ::testing::ExitedWithCode(kLaunchFailed),
               "tailor pipeline: stage 0 \\(round 0\\) armed with 100 bytes, "
               "the ring's stage has 128");
+}
+
+TEST_F(PipelineChecksGpuTest, RefillingAnUnreleasedStageTraps) {
+  EXPECT_EXIT(RunAndExit(Misuse::kRefill),
+              ::testing::ExitedWithCode(kLaunchFailed),
+              "tailor pipeline: stage 0 refilled \\(round 1\\) after 0 of 1 "
+              "consumer releases");
 }
 
 }  // namespace
