@@ -35,23 +35,6 @@ using tailor::testing::StatusIs;
 using tailor::testing::TestSeed;
 using ::testing::HasSubstr;
 
-// Declares `std::unique_ptr<CudaTestRuntime> name`, or skips the test when
-// the machine has no CUDA (and fails it on any other error).
-#define TAILOR_CUDA_RUNTIME_OR_SKIP(name)                                \
-  std::unique_ptr<::tailor::cuda::testing::CudaTestRuntime> name;        \
-  do {                                                                   \
-    auto name##_or = ::tailor::cuda::testing::CudaTestRuntime::Create(); \
-    if (!name##_or.ok()) {                                               \
-      if (name##_or.status().code() == absl::StatusCode::kUnavailable) { \
-        GTEST_SKIP() << "no CUDA device here: "                          \
-                     << name##_or.status().message();                    \
-      }                                                                  \
-      FAIL() << name##_or.status();                                      \
-    }                                                                    \
-    name = *std::move(name##_or);                                        \
-    ASSERT_TRUE(name->backend().device_context().MakeCurrent().ok());    \
-  } while (false)
-
 // Fails the test with the status when `expr` (a CUresult) is not CUDA_SUCCESS.
 #define TAILOR_ASSERT_CU(expr)                                \
   do {                                                        \
@@ -467,16 +450,9 @@ TEST(CudaBackendGpuTest, OverlappedLaunchWaitsForItsPredecessor) {
 
 TEST(CudaBackendGpuTest, PdlOffKnobSerializesEveryLaunch) {
   ::setenv("TAILOR_CUDA_PDL", "off", 1);
-  auto env_or = CudaTestRuntime::Create();
+  auto created = CudaTestRuntime::Create();
   ::unsetenv("TAILOR_CUDA_PDL");
-  if (!env_or.ok()) {
-    if (env_or.status().code() == absl::StatusCode::kUnavailable) {
-      GTEST_SKIP() << "no CUDA device here: " << env_or.status().message();
-    }
-    FAIL() << env_or.status();
-  }
-  std::unique_ptr<CudaTestRuntime> env = *std::move(env_or);
-  ASSERT_TRUE(env->backend().device_context().MakeCurrent().ok());
+  TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(env, std::move(created));
   OverlapKernels kernels(*env);
   TAILOR_ASSERT_OK(kernels.Load());
   // Even the reader that does not wait sees the writer's data.

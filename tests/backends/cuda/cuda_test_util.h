@@ -209,4 +209,27 @@ inline absl::StatusOr<TensorMap> EncodeTiled(const DriverApi& api,
 
 }  // namespace tailor::cuda::testing
 
+// For GoogleTest files (the macros expand to GTEST_SKIP, FAIL and ASSERT; the
+// benches never use them): declares `std::unique_ptr<CudaTestRuntime> name`
+// from `created` (an absl::StatusOr of one), with its context current, or
+// skips the test when the machine has no CUDA and fails it on any other
+// error. TAILOR_CUDA_RUNTIME_OR_SKIP creates it with the default options.
+#define TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(name, created)                  \
+  std::unique_ptr<::tailor::cuda::testing::CudaTestRuntime> name;        \
+  do {                                                                   \
+    auto name##_or = (created);                                          \
+    if (!name##_or.ok()) {                                               \
+      if (name##_or.status().code() == absl::StatusCode::kUnavailable) { \
+        GTEST_SKIP() << "no CUDA device here: "                          \
+                     << name##_or.status().message();                    \
+      }                                                                  \
+      FAIL() << name##_or.status();                                      \
+    }                                                                    \
+    name = *std::move(name##_or);                                        \
+    ASSERT_TRUE(name->backend().device_context().MakeCurrent().ok());    \
+  } while (false)
+#define TAILOR_CUDA_RUNTIME_OR_SKIP(name) \
+  TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(       \
+      name, ::tailor::cuda::testing::CudaTestRuntime::Create())
+
 #endif  // TAILOR_TESTS_BACKENDS_CUDA_CUDA_TEST_UTIL_H_

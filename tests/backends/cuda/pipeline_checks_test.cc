@@ -85,52 +85,48 @@ struct MisuseParams {
 
 constexpr int kLaunchCompleted = 0;
 constexpr int kLaunchFailed = 3;
-constexpr int kNoDevice = 4;
+constexpr int kNoLaunch = 5;  // the status is on stderr
 
-// In the child: compiles and runs the kernel, then exits with kLaunchCompleted
-// or kLaunchFailed (kNoDevice, or 5 with the status on stderr, if it could not
-// get that far). Device printf goes to stdout: it is pointed at stderr first.
-[[noreturn]] void RunAndExit(Misuse mode, uint32_t bytes = 128) {
-  dup2(STDERR_FILENO, STDOUT_FILENO);
-  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
-      CudaTestRuntime::Create();
-  if (!env.ok()) std::_Exit(kNoDevice);
-  absl::Status status = (*env)->backend().device_context().MakeCurrent();
-  const SpecKey key = (*env)->engine().MakeKey(OpKind::kTestEmpty);
+// Compiles and runs the kernel once; true when the launch completed.
+absl::StatusOr<bool> LaunchCompletes(Misuse mode, uint32_t bytes) {
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<CudaTestRuntime> env,
+                          CudaTestRuntime::Create());
+  TAILOR_RETURN_IF_ERROR(env->backend().device_context().MakeCurrent());
+  const SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
   const tailor::internal::KernelSource source = {
       .code = kMisuseSource, .entry = "tailor_pipeline_misuse"};
-  absl::StatusOr<std::string> cubin = (*env)->backend().Compile(key, source);
-  if (status.ok()) status = cubin.status();
-  absl::StatusOr<std::shared_ptr<tailor::internal::Kernel>> kernel;
-  if (status.ok()) {
-    kernel = (*env)->backend().Load(key, source, *cubin);
-    status = kernel.status();
-  }
-  if (!status.ok()) {
-    std::fprintf(stderr, "%s\n", status.ToString().c_str());
-    std::_Exit(5);
-  }
+  TAILOR_ASSIGN_OR_RETURN(const std::string cubin,
+                          env->backend().Compile(key, source));
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<tailor::internal::Kernel> kernel,
+                          env->backend().Load(key, source, cubin));
   MisuseParams p = {.mode = mode, .bytes = bytes};
-  status = (*env)->backend().Launch(**kernel, MakeLaunchConfig({1}, {64}), &p,
-                                    sizeof(p));
-  const CUresult sync = (*env)->api().cuCtxSynchronize();
+  const absl::Status launched = env->backend().Launch(
+      *kernel, MakeLaunchConfig({1}, {64}), &p, sizeof(p));
+  const CUresult sync = env->api().cuCtxSynchronize();
+  return launched.ok() && sync == CUDA_SUCCESS;
+}
+
+// In the child: exits with kLaunchCompleted, kLaunchFailed or kNoLaunch. Device
+// printf goes to stdout: it is pointed at stderr first.
+[[noreturn]] void RunAndExit(Misuse mode, uint32_t bytes = 128) {
+  dup2(STDERR_FILENO, STDOUT_FILENO);
+  const absl::StatusOr<bool> completed = LaunchCompletes(mode, bytes);
+  if (!completed.ok()) {
+    std::fprintf(stderr, "%s\n", completed.status().ToString().c_str());
+  }
   std::fflush(stdout);
   std::fflush(stderr);
-  std::_Exit(status.ok() && sync == CUDA_SUCCESS ? kLaunchCompleted
-                                                 : kLaunchFailed);
+  std::_Exit(!completed.ok() ? kNoLaunch
+             : *completed    ? kLaunchCompleted
+                             : kLaunchFailed);
 }
 
 class PipelineChecksGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
-        CudaTestRuntime::Create();
-    if (!env.ok() && env.status().code() == absl::StatusCode::kUnavailable) {
-      GTEST_SKIP() << "no CUDA device here: " << env.status().message();
-    }
-    ASSERT_TRUE(env.ok()) << env.status();
-    if ((*env)->backend().compute_capability() < 90) {
+    TAILOR_CUDA_RUNTIME_OR_SKIP(env);
+    if (env->backend().compute_capability() < 90) {
       GTEST_SKIP() << "the pipeline's mbarrier expect-tx needs sm_90";
     }
   }
