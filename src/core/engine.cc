@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/disk_eviction.h"
+#include "core/env.h"
 #include "core/fork_handlers.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
@@ -18,9 +19,7 @@ namespace tailor::internal {
 namespace {
 
 bool EnvFlag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr &&
-         (absl::string_view(v) == "1" || absl::string_view(v) == "true");
+  return EnvIs(name, "1") || EnvIs(name, "true");
 }
 
 absl::Status ValidateOptions(const Runtime::Options& o) {

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "backends/cuda/tma/tensor_map_driver_encoder.h"
 #include "core/embedded_files.h"
+#include "core/env.h"
 #include "tailor/status.h"
 
 namespace tailor::cuda {
@@ -18,6 +18,7 @@ namespace {
 
 using tailor::internal::Backend;
 using tailor::internal::BackendOptions;
+using tailor::internal::EnvIs;
 using tailor::internal::Kernel;
 using tailor::internal::KernelSource;
 using tailor::internal::LaunchConfig;
@@ -96,13 +97,6 @@ std::vector<std::string> ExtraNvrtcFlagsFromEnv() {
   const char* env = std::getenv("TAILOR_NVRTC_FLAGS");
   if (env == nullptr) return {};
   return absl::StrSplit(env, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-}
-
-// TAILOR_CUDA_PDL=off: no launch overlaps its predecessor (comparisons, and
-// a way out should a driver mishandle programmatic dependent launch).
-bool OverlapDisabledByEnvironment() {
-  const char* env = std::getenv("TAILOR_CUDA_PDL");
-  return env != nullptr && std::string_view(env) == "off";
 }
 
 }  // namespace
@@ -221,7 +215,10 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
                        DriverTensorMapEncoder(&context_->api())),
       moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",
                    descriptor_pool_, generic_kernels_),
-      overlap_enabled_(!OverlapDisabledByEnvironment()) {}
+      // TAILOR_CUDA_PDL=off: no launch overlaps its predecessor (comparisons,
+      // and a way out should a driver mishandle programmatic dependent
+      // launch).
+      overlap_enabled_(!EnvIs("TAILOR_CUDA_PDL", "off")) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -258,9 +255,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
       int l2_bytes, DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
                                     device, "L2 cache size"));
   // Line tables let compute-sanitizer and ncu name source lines.
-  const char* line_info = std::getenv("TAILOR_CUDA_LINEINFO");
   absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create(
-      {.line_info = line_info != nullptr && std::string_view(line_info) == "1",
+      {.line_info = EnvIs("TAILOR_CUDA_LINEINFO", "1"),
        .extra_flags = ExtraNvrtcFlagsFromEnv()});
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(

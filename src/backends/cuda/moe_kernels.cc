@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_backend.h"
+#include "core/env.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe_params.h"
 
@@ -21,6 +22,7 @@ namespace {
 using tailor::internal::CombineLaunch;
 using tailor::internal::DeviceRouteLaunch;
 using tailor::internal::Engine;
+using tailor::internal::EnvIs;
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::Kernel;
 using tailor::internal::KernelSource;
@@ -56,11 +58,6 @@ constexpr uint32_t kGemmTmaStore = 1u << 9;
 constexpr uint32_t kGemmSwapAB = 1u << 10;
 constexpr uint32_t kGemmVariantFlags =
     kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
-
-bool EnvIs(const char* name, absl::string_view value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && absl::string_view(v) == value;
-}
 
 // A 2D bf16 TMA map over a [rows, k] row-major matrix, boxes of 64 K x
 // `box_rows` rows, 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
