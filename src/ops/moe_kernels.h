@@ -73,6 +73,7 @@ struct GemmConfig {
   int32_t cluster = 1;
   bool w_evict_first = false;
   bool wave_sync = false;
+  int32_t expert_groups = 0;
 };
 
 struct GroupedGemmLaunch {

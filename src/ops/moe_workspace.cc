@@ -105,7 +105,8 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
                    .split_k = c.split_k,
                    .cluster = c.cluster,
                    .w_evict_first = c.w_evict_first,
-                   .wave_sync = c.wave_sync});
+                   .wave_sync = c.wave_sync,
+                   .expert_groups = c.expert_groups});
   }
   return out;
 }
@@ -156,6 +157,8 @@ std::string GemmChoice::ToString() const {
   if (cluster > 1) absl::StrAppend(&s, " cluster=", cluster);
   if (w_evict_first) absl::StrAppend(&s, " w_evict_first");
   if (wave_sync) absl::StrAppend(&s, " wave_sync");
+  if (expert_groups == 1) absl::StrAppend(&s, " groups=forward");
+  if (expert_groups == 2) absl::StrAppend(&s, " groups=back");
   return s;
 }
 

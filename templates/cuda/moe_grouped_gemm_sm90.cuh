@@ -239,7 +239,7 @@ struct MoeGroupedGemmSm90 {
     const bool item_repeat = column >= columns;
     if (item_repeat) column = kClusterItems * v;
     const TileCoord c =
-        TileOf(column, p.work, num_work, kColumnNTiles, p.expert_groups != 0);
+        TileOf(column, p.work, num_work, kColumnNTiles, p.expert_groups);
     int n_tile = c.n_tile * kClusterNs + static_cast<int>(rank) / kClusterItems;
     const bool n_repeat = n_tile >= kNTiles;
     if (n_repeat) n_tile = c.n_tile * kClusterNs;
@@ -261,7 +261,7 @@ struct MoeGroupedGemmSm90 {
   }
   // The item and N tile of a unit's plan tile (without clusters).
   static TileCoord CoordOf(const Params& p, int num_work, const Unit& u) {
-    return TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups != 0);
+    return TileOf(u.plan_tile, p.work, num_work, kNTiles, p.expert_groups);
   }
   static int NextTile(const Params& p, int t) {
     if (p.wave_sync || !p.dynamic_schedule) return t + Workers();

@@ -136,9 +136,10 @@ struct MoeGroupedGemmSm90Params {
   const MoeWorkItem* work;  // [max_work]
   MoeRouteHeader* header;   // num_work; the dynamic scheduler's counters
   int dynamic_schedule;     // 1: CTAs take tiles in order from a counter
-  // 1: raster groups end at expert boundaries (TileOf), so every M tile of
-  // an expert's W tile runs in the same wave; the host sets it for steps of
-  // few tiles per expert (MoeSm90ExpertGroups).
+  // Raster group bounds (TileOf, kMoeGroups*): fixed groups of kGroupItems
+  // items, or groups whose bounds move to expert starts, forward or back,
+  // so that an expert's M tiles of a W tile run in the same wave; the host
+  // picks them per step (MoeSm90ExpertGroups).
   int expert_groups;
   // Split-K (split_k set; MoeSm90ScheduleOf picks which tiles and S): split
   // s of split tile i (the i-th tile past the whole ones) computes K blocks
@@ -382,24 +383,52 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
   return {tiles - rest, splits, tiles - rest + rest * splits};
 }
 
-// Whether a step's raster groups end at expert boundaries (params
-// expert_groups): when the average expert has half a CTA tile of rows to
-// two tiles. An expert whose two tiles straddle a fixed group boundary runs
-// its second tile a group later and reads its W tile from DRAM again (ncu,
-// Mixtral-8x7B T=256 gate/up: 2.16 GB read for 1.89 GB of weights). Below
-// half a tile experts have one tile, and the group starts' loads only cost
-// (~1 us on a 77 us launch); from two tiles up whole groups grow and their
-// larger L2 footprint costs more. Measured on the H100 (bench/results/
-// moe_gpu_h100.txt, session 15), gate/up and down: Mixtral T=256 -7.7 /
-// -6.4 %, DeepSeek-V3 T=4096 -2.7 / +1.3 %, Qwen3 T=1024 -1.0 / +0.6 %.
-// Session 31 measured groups past two tiles again (the consumers no longer
-// look each tile's group up): DeepSeek-V3 T=16384 -2..-4 / -3 %, but
-// Mixtral T=1024 gate/up +2..+5 %, Qwen3 T=16384 gate/up +1..+6 %, the rest
-// within +-1.5 %: no better in sum, so the bound stays.
-constexpr bool MoeSm90ExpertGroups(long long assignments, long long experts,
-                                   int cta_rows) {
-  return experts > 0 && 2 * assignments >= cta_rows * experts &&
-         assignments < 2LL * cta_rows * experts;
+// Raster group bounds of the Hopper grouped GEMM (params expert_groups,
+// TileOf in moe_grouped_gemm.cuh). Tiles run group by group, N tile by N
+// tile within a group of work items, so a group's items share each W tile
+// in the L2 while it is read. An expert whose items straddle two groups has
+// its W read once per group; the bounds can move to expert starts:
+//   fixed    groups of kGroupItems (8) items;
+//   forward  each bound moves forward to the next expert start (at most
+//            kGroupItems - 1 items on): groups of 1 to 15 items;
+//   back     each bound moves back to the start of the expert it cuts (at
+//            most kGroupItems - 1 items back): groups of 1 to 15 items,
+//            most of them at most 8.
+// An expert longer than kGroupItems items fills whole groups anyway: its
+// bounds stay.
+inline constexpr int kMoeGroupsFixed = 0;
+inline constexpr int kMoeGroupsForward = 1;
+inline constexpr int kMoeGroupsBack = 2;
+
+// The bounds a step takes (params expert_groups), from its
+// assignments (rows), experts, CTA rows, one expert's W bytes and the L2.
+// Forward while the average expert has half a CTA tile of rows to two
+// tiles: an expert whose two tiles straddle a fixed bound runs its second
+// tile a group later and reads its W tile from DRAM again (ncu, Mixtral-8x7B
+// T=256 gate/up: 2.16 GB read for 1.89 GB of weights). Below half a tile
+// experts have one tile, and the group starts' loads only cost (~1 us on a
+// 77 us launch). Measured on the H100 (bench/results/moe_gpu_h100.txt,
+// session 15), gate/up and down: Mixtral T=256 -7.7 / -6.4 %, DeepSeek-V3
+// T=4096 -2.7 / +1.3 %, Qwen3 T=1024 -1.0 / +0.6 %.
+// Back from two tiles up, where an expert's W is at least twice the L2:
+// there a straddle re-reads the whole expert's W (1/E of the step's weight
+// bytes) from DRAM, while forward bounds grow groups to up to 15 items.
+// Session 32 (bench/moe_gpu_ab.py; three calls, 2 to 14 routing draws a
+// launch), back against fixed, geomean (range): Mixtral-8x7B T=1024
+// gate/up 0.96 (0.91-1.01), down 0.97 (0.93-1.04), T=4096 0.98 (0.95-1.03)
+// / 1.01 (0.98-1.04), T=16384 1.00 / 0.98; forward from two tiles up was no
+// better in sum (Mixtral T=1024 gate/up 0.91-1.05, T=4096 0.98-1.03). Where
+// one expert's W is near or below the L2 (DeepSeek-V3: 59 MB gate/up,
+// Qwen3-30B-A3B: 6 MB) back does not pay in sum: DeepSeek-V3 T=16384
+// gate/up 1.03, down 0.97; Qwen3 T=4096 1.00 / 1.02, T=16384 0.99 / 1.01.
+constexpr int MoeSm90ExpertGroups(long long assignments, long long experts,
+                                  int cta_rows, long long expert_w_bytes,
+                                  long long l2_bytes) {
+  if (experts <= 0 || 2 * assignments < cta_rows * experts) {
+    return kMoeGroupsFixed;
+  }
+  if (assignments < 2LL * cta_rows * experts) return kMoeGroupsForward;
+  return expert_w_bytes >= 2 * l2_bytes ? kMoeGroupsBack : kMoeGroupsFixed;
 }
 
 // Whether a step streams W with an L2 evict-first policy (params

@@ -690,6 +690,51 @@ TEST_F(MoeCudaQuadClusterTest, GroupedGemmFullTilesWithEveryTailSize) {
   }
 }
 
+// Raster group bounds moved to expert starts, forced
+// (TAILOR_MOE_GEMM_EXPERT_GROUPS=forward or back; the cost model takes back
+// bounds only for experts of at least twice the L2's weight bytes). 30 work
+// items of 128 rows over 8 experts of 2, 4, 1, 5, 13, 0, 4 and 1 items:
+// forward bounds make groups [0, 12) [12, 16) [16, 25) [25, 30), back
+// bounds [0, 7) [7, 12) [12, 24) [24, 30) (the 13-item expert keeps its
+// bound at 24). A tile the bounds skip leaves NaN-poisoned rows.
+class MoeCudaExpertGroupsTest : public MoeCudaKnobTest {
+ protected:
+  void CheckGroups(const char* bounds) {
+    std::mt19937_64 rng(TestSeed());
+    const HostTensor ids = IdsWithCounts({129, 500, 1, 640, 1600, 0, 385, 127});
+    for (const Case& g :
+         std::vector<Case>{{1691, 1280, 256, Epilogue::kSiluAndMul},
+                           {1691, 520, 136, Epilogue::kNone}}) {
+      SCOPED_TRACE(absl::StrCat("N=", g.n, " K=", g.k));
+      Workspace ws;
+      CheckTwoLaunches(g, ids, rng, ws);
+      if (env_->backend().arch() == "sm_90a") {
+        EXPECT_EQ(ws.plan().tile_rows, 128) << ws.plan().ToString();
+        EXPECT_THAT(ws.plan().gemms.back().ToString(),
+                    HasSubstr(absl::StrCat(" groups=", bounds)));
+      }
+    }
+  }
+};
+class MoeCudaForwardGroupsTest : public MoeCudaExpertGroupsTest {
+ protected:
+  void SetUp() override {
+    SetUpWith({{"TAILOR_MOE_GEMM_EXPERT_GROUPS", "forward"}});
+  }
+};
+TEST_F(MoeCudaForwardGroupsTest, GroupedGemmRunsEveryTileOnce) {
+  CheckGroups("forward");
+}
+class MoeCudaBackGroupsTest : public MoeCudaExpertGroupsTest {
+ protected:
+  void SetUp() override {
+    SetUpWith({{"TAILOR_MOE_GEMM_EXPERT_GROUPS", "back"}});
+  }
+};
+TEST_F(MoeCudaBackGroupsTest, GroupedGemmRunsEveryTileOnce) {
+  CheckGroups("back");
+}
+
 // Waves that start together, forced on every Hopper launch
 // (TAILOR_MOE_GEMM_WAVE_SYNC=on; the cost model takes them only at K >=
 // 6144, too large for an fp64 reference of many waves here), with and

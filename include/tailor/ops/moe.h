@@ -171,6 +171,10 @@ struct GemmChoice {
   // W tiles walk K side by side: long-K launches of the 128-row kernel
   // (templates/cuda/moe_params.h, MoeSm90WaveSync).
   bool wave_sync = false;
+  // Raster group bounds: 0 groups of 8 work items, 1 (forward) or 2 (back)
+  // moved to expert starts (templates/cuda/moe_params.h,
+  // MoeSm90ExpertGroups).
+  int32_t expert_groups = 0;
   std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."
 };
 

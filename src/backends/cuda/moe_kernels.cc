@@ -256,6 +256,16 @@ int HopperClusterFor(int forced, int cta_rows) {
   return cta_rows == kMoeSm90MaxRows ? forced : 1;
 }
 
+// $TAILOR_MOE_GEMM_EXPERT_GROUPS: the raster group bounds it forces
+// (kMoeGroups*), or -1 (unset or unknown: MoeSm90ExpertGroups decides).
+int ExpertGroupsFromEnv() {
+  const char* name = "TAILOR_MOE_GEMM_EXPERT_GROUPS";
+  if (EnvIs(name, "off")) return kMoeGroupsFixed;
+  if (EnvIs(name, "on") || EnvIs(name, "forward")) return kMoeGroupsForward;
+  if (EnvIs(name, "back")) return kMoeGroupsBack;
+  return -1;
+}
+
 // Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
 // $TAILOR_MOE_GEMM_SWAP_AB=off (comparisons).
 bool SwapABEnabled() { return !EnvIs("TAILOR_MOE_GEMM_SWAP_AB", "off"); }
@@ -533,7 +543,7 @@ CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
       split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
       swap_ab_(SwapABEnabled()),
       cluster_(ClusterFromEnv()),
-      expert_groups_(KnobFromEnv("TAILOR_MOE_GEMM_EXPERT_GROUPS")),
+      expert_groups_(ExpertGroupsFromEnv()),
       w_evict_first_(KnobFromEnv("TAILOR_MOE_GEMM_W_EVICT_FIRST")),
       prefetch_w_(KnobFromEnv("TAILOR_MOE_GEMM_PREFETCH_W")),
       wave_sync_(KnobFromEnv("TAILOR_MOE_GEMM_WAVE_SYNC")),
@@ -624,8 +634,6 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   // The schedule: the cost model's rules, unless a knob overrides them.
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
   p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(v.cta_rows, v.swap_ab, l.k));
-  p.expert_groups = Decide(
-      expert_groups_, MoeSm90ExpertGroups(l.rows, l.experts, v.cta_rows));
   p.split_k = split_k_ ? 1 : 0;
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
@@ -635,6 +643,11 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   v.cluster = HopperClusterFor(cluster_, v.cta_rows);
   const int64_t expert_w_bytes =
       l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype));
+  p.expert_groups =
+      expert_groups_ >= 0
+          ? expert_groups_
+          : MoeSm90ExpertGroups(l.rows, l.experts, v.cta_rows, expert_w_bytes,
+                                l2_bytes_);
   p.w_evict_first =
       v.cluster == 1 &&
       Decide(w_evict_first_,
@@ -691,7 +704,8 @@ tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
           .split_k = split_k_ && v.cluster == 1,
           .cluster = v.cluster,
           .w_evict_first = p.w_evict_first != 0,
-          .wave_sync = p.wave_sync != 0};
+          .wave_sync = p.wave_sync != 0,
+          .expert_groups = p.expert_groups};
 }
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,

@@ -196,8 +196,10 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   enum AutoKnob { kAuto, kOff, kOn };
   static AutoKnob KnobFromEnv(const char* name);
   static bool Decide(AutoKnob knob, bool rule);
-  // TAILOR_MOE_GEMM_EXPERT_GROUPS: auto (MoeSm90ExpertGroups), off or on.
-  AutoKnob expert_groups_;
+  // TAILOR_MOE_GEMM_EXPERT_GROUPS: unset, the rule (MoeSm90ExpertGroups);
+  // off, forward (or on) or back, those bounds for every Hopper launch
+  // (kMoeGroups*); -1 for the rule.
+  int expert_groups_;
   // TAILOR_MOE_GEMM_W_EVICT_FIRST: auto (MoeSm90EvictFirstW), off or on
   // (every launch without clusters).
   AutoKnob w_evict_first_;

@@ -249,20 +249,45 @@ TEST(MoeSm90LaunchShapes, ClusterCtasCoverUnitsUpToTheResidentClusters) {
   EXPECT_EQ(MoeSm90ClusterCtas(100000, 16, 4, 32), 128);
 }
 
-// Raster groups end at expert boundaries while the average expert has half
-// a CTA tile to two tiles of rows (the anchors' grid: Mixtral-8x7B T=256,
-// DeepSeek-V3 T=4096 on; Mixtral T=64 and T=1024, DeepSeek-V3 T=16384 off).
-TEST(MoeSm90LaunchShapes, ExpertGroupsWhileExpertsHaveHalfToTwoTiles) {
-  EXPECT_TRUE(MoeSm90ExpertGroups(256 * 2, 8, 128));
-  EXPECT_FALSE(MoeSm90ExpertGroups(64 * 2, 8, 64));
-  EXPECT_FALSE(MoeSm90ExpertGroups(1024 * 2, 8, 128));
-  EXPECT_TRUE(MoeSm90ExpertGroups(4096 * 8, 256, 128));
-  EXPECT_FALSE(MoeSm90ExpertGroups(16384 * 8, 256, 128));
-  EXPECT_FALSE(MoeSm90ExpertGroups(63, 1, 128));
-  EXPECT_TRUE(MoeSm90ExpertGroups(64, 1, 128));
-  EXPECT_TRUE(MoeSm90ExpertGroups(255, 1, 128));
-  EXPECT_FALSE(MoeSm90ExpertGroups(256, 1, 128));
-  EXPECT_FALSE(MoeSm90ExpertGroups(1, 0, 128));  // no experts: nothing to group
+// Raster group bounds (the anchors' grid on an H100's 50 MiB L2): forward
+// while the average expert has half a CTA tile to two tiles of rows
+// (Mixtral-8x7B T=256, DeepSeek-V3 T=4096, Qwen3-30B-A3B T=1024); back from
+// two tiles up where one expert's W is at least twice the L2 (Mixtral T=1024
+// and up: 235 MB gate/up, 117 MB down); else fixed (Mixtral T=64, DeepSeek-V3
+// T=16384 with 59 MB of W an expert, Qwen3 T=4096 with 6 MB).
+TEST(MoeSm90LaunchShapes, ExpertGroupsByTilesPerExpertAndWeightBytes) {
+  constexpr long long kL2 = 50LL << 20;
+  constexpr long long kMixtralUp = 2LL * 14336 * 4096 * 2;
+  constexpr long long kMixtralDown = 4096LL * 14336 * 2;
+  constexpr long long kDeepSeekUp = 2LL * 2048 * 7168 * 2;
+  constexpr long long kQwenUp = 2LL * 768 * 2048 * 2;
+  EXPECT_EQ(MoeSm90ExpertGroups(256 * 2, 8, 128, kMixtralUp, kL2),
+            kMoeGroupsForward);
+  EXPECT_EQ(MoeSm90ExpertGroups(64 * 2, 8, 64, kMixtralUp, kL2),
+            kMoeGroupsFixed);
+  EXPECT_EQ(MoeSm90ExpertGroups(1024 * 2, 8, 128, kMixtralUp, kL2),
+            kMoeGroupsBack);
+  EXPECT_EQ(MoeSm90ExpertGroups(16384 * 2, 8, 128, kMixtralDown, kL2),
+            kMoeGroupsBack);
+  EXPECT_EQ(MoeSm90ExpertGroups(4096 * 8, 256, 128, kDeepSeekUp, kL2),
+            kMoeGroupsForward);
+  EXPECT_EQ(MoeSm90ExpertGroups(16384 * 8, 256, 128, kDeepSeekUp, kL2),
+            kMoeGroupsFixed);
+  EXPECT_EQ(MoeSm90ExpertGroups(1024 * 8, 128, 128, kQwenUp, kL2),
+            kMoeGroupsForward);
+  EXPECT_EQ(MoeSm90ExpertGroups(4096 * 8, 128, 128, kQwenUp, kL2),
+            kMoeGroupsFixed);
+  // The bounds: half a tile, two tiles, twice the L2.
+  EXPECT_EQ(MoeSm90ExpertGroups(63, 1, 128, kMixtralUp, kL2), kMoeGroupsFixed);
+  EXPECT_EQ(MoeSm90ExpertGroups(64, 1, 128, kMixtralUp, kL2),
+            kMoeGroupsForward);
+  EXPECT_EQ(MoeSm90ExpertGroups(255, 1, 128, kMixtralUp, kL2),
+            kMoeGroupsForward);
+  EXPECT_EQ(MoeSm90ExpertGroups(256, 1, 128, 2 * kL2, kL2), kMoeGroupsBack);
+  EXPECT_EQ(MoeSm90ExpertGroups(256, 1, 128, 2 * kL2 - 1, kL2),
+            kMoeGroupsFixed);
+  // No experts: nothing to group.
+  EXPECT_EQ(MoeSm90ExpertGroups(1, 0, 128, kMixtralUp, kL2), kMoeGroupsFixed);
 }
 
 }  // namespace
