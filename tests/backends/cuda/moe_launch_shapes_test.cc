@@ -2,6 +2,8 @@
 // N tiles, the split-K choice and the split area of the route scratch. Pure
 // host code: the same constexpr functions size the launches and the device
 // loops, so they are pinned here without a GPU.
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "templates/cuda/moe_params.h"
@@ -261,33 +263,35 @@ TEST(MoeSm90LaunchShapes, ExpertGroupsByTilesPerExpertAndWeightBytes) {
   constexpr long long kMixtralDown = 4096LL * 14336 * 2;
   constexpr long long kDeepSeekUp = 2LL * 2048 * 7168 * 2;
   constexpr long long kQwenUp = 2LL * 768 * 2048 * 2;
-  EXPECT_EQ(MoeSm90ExpertGroups(256 * 2, 8, 128, kMixtralUp, kL2),
-            kMoeGroupsForward);
-  EXPECT_EQ(MoeSm90ExpertGroups(64 * 2, 8, 64, kMixtralUp, kL2),
-            kMoeGroupsFixed);
-  EXPECT_EQ(MoeSm90ExpertGroups(1024 * 2, 8, 128, kMixtralUp, kL2),
-            kMoeGroupsBack);
-  EXPECT_EQ(MoeSm90ExpertGroups(16384 * 2, 8, 128, kMixtralDown, kL2),
-            kMoeGroupsBack);
-  EXPECT_EQ(MoeSm90ExpertGroups(4096 * 8, 256, 128, kDeepSeekUp, kL2),
-            kMoeGroupsForward);
-  EXPECT_EQ(MoeSm90ExpertGroups(16384 * 8, 256, 128, kDeepSeekUp, kL2),
-            kMoeGroupsFixed);
-  EXPECT_EQ(MoeSm90ExpertGroups(1024 * 8, 128, 128, kQwenUp, kL2),
-            kMoeGroupsForward);
-  EXPECT_EQ(MoeSm90ExpertGroups(4096 * 8, 128, 128, kQwenUp, kL2),
-            kMoeGroupsFixed);
-  // The bounds: half a tile, two tiles, twice the L2.
-  EXPECT_EQ(MoeSm90ExpertGroups(63, 1, 128, kMixtralUp, kL2), kMoeGroupsFixed);
-  EXPECT_EQ(MoeSm90ExpertGroups(64, 1, 128, kMixtralUp, kL2),
-            kMoeGroupsForward);
-  EXPECT_EQ(MoeSm90ExpertGroups(255, 1, 128, kMixtralUp, kL2),
-            kMoeGroupsForward);
-  EXPECT_EQ(MoeSm90ExpertGroups(256, 1, 128, 2 * kL2, kL2), kMoeGroupsBack);
-  EXPECT_EQ(MoeSm90ExpertGroups(256, 1, 128, 2 * kL2 - 1, kL2),
-            kMoeGroupsFixed);
-  // No experts: nothing to group.
-  EXPECT_EQ(MoeSm90ExpertGroups(1, 0, 128, kMixtralUp, kL2), kMoeGroupsFixed);
+  struct Step {
+    long long assignments, experts;
+    int cta_rows;
+    long long expert_w_bytes;
+    int groups;
+  };
+  for (const Step& s : std::vector<Step>{
+           {256 * 2, 8, 128, kMixtralUp, kMoeGroupsForward},
+           {64 * 2, 8, 64, kMixtralUp, kMoeGroupsFixed},
+           {1024 * 2, 8, 128, kMixtralUp, kMoeGroupsBack},
+           {16384 * 2, 8, 128, kMixtralDown, kMoeGroupsBack},
+           {4096 * 8, 256, 128, kDeepSeekUp, kMoeGroupsForward},
+           {16384 * 8, 256, 128, kDeepSeekUp, kMoeGroupsFixed},
+           {1024 * 8, 128, 128, kQwenUp, kMoeGroupsForward},
+           {4096 * 8, 128, 128, kQwenUp, kMoeGroupsFixed},
+           // The bounds: half a tile, two tiles, twice the L2.
+           {63, 1, 128, kMixtralUp, kMoeGroupsFixed},
+           {64, 1, 128, kMixtralUp, kMoeGroupsForward},
+           {255, 1, 128, kMixtralUp, kMoeGroupsForward},
+           {256, 1, 128, 2 * kL2, kMoeGroupsBack},
+           {256, 1, 128, 2 * kL2 - 1, kMoeGroupsFixed},
+           // No experts: nothing to group.
+           {1, 0, 128, kMixtralUp, kMoeGroupsFixed}}) {
+    EXPECT_EQ(MoeSm90ExpertGroups(s.assignments, s.experts, s.cta_rows,
+                                  s.expert_w_bytes, kL2),
+              s.groups)
+        << s.assignments << " assignments, " << s.experts << " experts, "
+        << s.cta_rows << " CTA rows, " << s.expert_w_bytes << " W bytes";
+  }
 }
 
 }  // namespace
