@@ -58,7 +58,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_test_util.h"
-#include "backends/cuda/decode_kernels.h"
+#include "backends/cuda/attention/decode_kernels.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
 

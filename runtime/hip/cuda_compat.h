@@ -9,7 +9,7 @@
 //
 //   #include "runtime/hip/cuda_compat.h"
 //   TAILOR_HIP_REUSE_CUDA_BEGIN
-//   #include "templates/cuda/moe_pack.cuh"
+//   #include "templates/cuda/moe/pack.cuh"
 //   TAILOR_HIP_REUSE_CUDA_END
 //
 // What it does:

@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/c_api_internal.h"
-#include "ops/attention_workspace.h"
+#include "ops/attention/workspace.h"
 #include "tailor/c_api.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"

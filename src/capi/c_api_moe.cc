@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/c_api_internal.h"
-#include "ops/moe_workspace.h"
+#include "ops/moe/workspace.h"
 #include "tailor/c_api.h"
 #include "tailor/ops/moe.h"
 #include "tailor/status.h"

@@ -51,10 +51,10 @@ struct LaunchConfig {
   bool overlap_predecessor = false;
 };
 
-class DecodeKernels;  // ops/attention_kernels.h
+class DecodeKernels;  // ops/attention/kernels.h
 class Engine;         // core/engine.h
 class Kernel;
-class MoeKernels;  // ops/moe_kernels.h
+class MoeKernels;  // ops/moe/kernels.h
 
 // One launch of a batch (Backend::LaunchBatch).
 struct LaunchRequest {

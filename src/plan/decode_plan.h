@@ -45,7 +45,7 @@
 // Plan/run split: BuildDecodePlan refills a caller-owned DecodePlan; after
 // Reserve() (or once the buffers have grown to the largest batch seen) it
 // never allocates. Nothing here depends on a backend: the backend supplies
-// num_workers, tile_tokens and item_cost_tokens (ops/attention_kernels.h).
+// num_workers, tile_tokens and item_cost_tokens (ops/attention/kernels.h).
 //
 // Example (one KV head, 4 workers, tiles of 16 tokens, pages of 16, no item
 // cost): lengths {64, 0, 16} cost 64 + 0 + 16 = 80, 20 per worker. The

@@ -5,12 +5,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cpu/decode_kernels.h"
-#include "backends/cpu/moe_kernels.h"
-#include "backends/cuda/decode_kernels.h"
-#include "backends/cuda/moe_kernels.h"
-#include "ops/attention_kernels.h"
-#include "ops/moe_kernels.h"
+#include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/moe/kernels.h"
+#include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/moe/kernels.h"
+#include "ops/attention/kernels.h"
+#include "ops/moe/kernels.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "capi/c_api_internal.h"
-#include "ops/moe_workspace.h"
+#include "ops/moe/workspace.h"
 
 namespace tailor::capi {
 namespace {

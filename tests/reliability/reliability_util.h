@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ops/moe_test_util.h"
+#include "ops/moe/moe_test_util.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
 #include "test_util.h"

@@ -2,8 +2,8 @@
 // (built with the launch paths' own key builders), re-targeted history keys.
 #include "warmup/kernel_catalog.h"
 
-#include "backends/cpu/moe_kernels.h"
-#include "ops/moe_kernels.h"
+#include "backends/cpu/moe/kernels.h"
+#include "ops/moe/kernels.h"
 #include "test_util.h"
 
 namespace tailor::internal {

@@ -158,21 +158,21 @@ struct GemmChoice {
   int32_t ctas = 0;        // grid size (persistent kernels: <= the SMs)
   bool tma_store = false;  // full tiles leave by TMA stores
   // K split for launches of few tiles and for a partial last wave
-  // (templates/cuda/moe_params.h, MoeSm90ScheduleOf).
+  // (templates/cuda/moe/params.h, MoeSm90ScheduleOf).
   bool split_k = false;
   // CTAs per thread-block cluster: 2 when a pair of CTAs shares each W tile
-  // by TMA multicast (templates/cuda/moe_grouped_gemm_sm90.cuh), else 1.
+  // by TMA multicast (templates/cuda/moe/grouped_gemm_sm90.cuh), else 1.
   int32_t cluster = 1;
   // W streamed with an L2 evict-first policy: steps whose experts are one
   // tile each and whose active weights fit in the L2
-  // (templates/cuda/moe_params.h, MoeSm90EvictFirstW).
+  // (templates/cuda/moe/params.h, MoeSm90EvictFirstW).
   bool w_evict_first = false;
   // Tiles run in waves that start together, so that the tiles sharing A or
   // W tiles walk K side by side: long-K launches of the 128-row kernel
-  // (templates/cuda/moe_params.h, MoeSm90WaveSync).
+  // (templates/cuda/moe/params.h, MoeSm90WaveSync).
   bool wave_sync = false;
   // Raster group bounds: 0 groups of 8 work items, 1 (forward) or 2 (back)
-  // moved to expert starts (templates/cuda/moe_params.h,
+  // moved to expert starts (templates/cuda/moe/params.h,
   // MoeSm90ExpertGroups).
   int32_t expert_groups = 0;
   std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."

@@ -13,8 +13,8 @@
 
 #include "absl/strings/string_view.h"
 #include "backends/cpu/clang_compiler.h"
-#include "backends/cpu/decode_kernels.h"
-#include "backends/cpu/moe_kernels.h"
+#include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/moe/kernels.h"
 #include "backends/cpu/orc_loader.h"
 #include "core/backend.h"
 #include "core/thread_pool.h"

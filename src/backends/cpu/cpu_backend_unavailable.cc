@@ -1,7 +1,7 @@
 // Built instead of the CPU backend when TAILOR_ENABLE_CPU_JIT=OFF (e.g. the
 // GPU test bundle, which must not depend on LLVM).
-#include "backends/cpu/decode_kernels.h"
-#include "backends/cpu/moe_kernels.h"
+#include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/moe/kernels.h"
 #include "core/backend_registry.h"
 
 namespace tailor::internal {

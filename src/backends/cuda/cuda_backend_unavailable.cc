@@ -1,7 +1,7 @@
 // Built instead of the CUDA backend when the CUDA toolkit headers (cuda.h,
 // nvrtc.h) are not found at configure time (TAILOR_CUDA_HOME).
-#include "backends/cuda/decode_kernels.h"
-#include "backends/cuda/moe_kernels.h"
+#include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/moe/kernels.h"
 #include "core/backend_registry.h"
 
 namespace tailor::internal {

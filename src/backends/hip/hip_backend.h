@@ -12,8 +12,8 @@
 // every disk entry carries compiler_identity() (hiprtc version, library,
 // flags), so code objects of one ROCm are never loaded by another.
 //
-// Kernels: the MoE family (backends/hip/moe_kernels.h; templates/hip/) and
-// paged decode (backends/hip/decode_kernels.h). CDNA (wave64) processors
+// Kernels: the MoE family (backends/hip/moe/kernels.h; templates/hip/) and
+// paged decode (backends/hip/attention/decode_kernels.h). CDNA (wave64) processors
 // only: Supports says Unimplemented for other targets.
 //
 // Example:
@@ -27,10 +27,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "backends/hip/decode_kernels.h"
+#include "backends/hip/attention/decode_kernels.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hiprtc_compiler.h"
-#include "backends/hip/moe_kernels.h"
+#include "backends/hip/moe/kernels.h"
 #include "core/backend.h"
 #include "core/backend_registry.h"
 

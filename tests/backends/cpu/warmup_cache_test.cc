@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/cpu/moe_kernels.h"
+#include "backends/cpu/moe/kernels.h"
 #include "core/disk_cache.h"
 #include "core/disk_eviction.h"
 #include "core/engine.h"

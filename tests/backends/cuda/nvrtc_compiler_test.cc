@@ -14,12 +14,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/decode_kernels.h"
-#include "backends/cuda/moe_kernels.h"
+#include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
-#include "templates/cuda/decode_params.h"
+#include "templates/cuda/attention/decode_params.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
 
@@ -141,7 +141,7 @@ std::vector<TemplateCase> AllTemplateCases() {
        {"tensormap.cp_fenceproxy"}},
       {"decode_tma",
        DecodeKey(kDecodeVariantTma, 16),
-       "templates/cuda/decode_sm90.cuh",
+       "templates/cuda/attention/decode_sm90.cuh",
        {"cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
         "complete_tx::bytes",
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
@@ -149,7 +149,7 @@ std::vector<TemplateCase> AllTemplateCases() {
         "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"}},
       {"decode_cp_async",
        DecodeKey(kDecodeVariantCpAsync, 5),
-       "templates/cuda/decode_sm80.cuh",
+       "templates/cuda/attention/decode_sm80.cuh",
        {"cp.async.cg.shared.global", "cp.async.wait_group 3",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}},
       {"tma_copy_f32",
@@ -161,45 +161,45 @@ std::vector<TemplateCase> AllTemplateCases() {
       // The MoE family (templates/cuda/moe_*.cuh).
       {"moe_route_count_plan",
        MoeKey(OpKind::kMoeRoute, DType{}, {}, 0),
-       "templates/cuda/moe_route.cuh",
+       "templates/cuda/moe/route.cuh",
        {"atom.global.min.u64", "ld.global.cg.s32"}},
       {"moe_route_fused",
        MoeKey(OpKind::kMoeRoute, DType{}, {}, 1),
-       "templates/cuda/moe_route.cuh",
+       "templates/cuda/moe/route.cuh",
        {"match.any.sync.b32"}},
       {"moe_route_scatter",
        MoeKey(OpKind::kMoeRoute, DType{}, {8}, 2),
-       "templates/cuda/moe_route.cuh",
+       "templates/cuda/moe/route.cuh",
        {"match.any.sync.b32"}},
       {"moe_pack_bf16",
        MoeKey(OpKind::kMoePack, DType::kBF16, {4096}),
-       "templates/cuda/moe_pack.cuh",
+       "templates/cuda/moe/pack.cuh",
        {"ld.global.v4.u32"}},
       {"moe_pack_f32_odd",
        MoeKey(OpKind::kMoePack, DType::kF32, {17}),
-       "templates/cuda/moe_pack.cuh",
+       "templates/cuda/moe/pack.cuh",
        {"ld.global.u32"}},
       {"moe_combine_bf16",
        MoeKey(OpKind::kMoeCombine, DType::kBF16, {2048, 8}),
-       "templates/cuda/moe_combine.cuh",
+       "templates/cuda/moe/combine.cuh",
        {"ld.global.v4.u32"}},
       {"moe_gemm_mma_silu",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048}, 1, 64, 1),
-       "templates/cuda/moe_grouped_gemm.cuh",
+       "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
         "cp.async.cg.shared.global"}},
       {"moe_gemm_mma_ragged_n",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 72}, 0, 17, 1),
-       "templates/cuda/moe_grouped_gemm.cuh",
+       "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"mma.sync.aligned.m16n8k16"}},
       {"moe_gemm_sm90_rows64",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048}, 0, 64, 2),
-       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/grouped_gemm_sm90.cuh",
        {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_silu_rows128",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {4096, 7168}, 1, 128, 2),
-       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/grouped_gemm_sm90.cuh",
        {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
         "setmaxnreg.inc.sync.aligned.u32 232",
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
@@ -208,28 +208,28 @@ std::vector<TemplateCase> AllTemplateCases() {
       {"moe_gemm_sm90_tma_store_rows128",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048},
               0 | (1u << 9), 128, 2),
-       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/grouped_gemm_sm90.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "cp.async.bulk.wait_group.read 1", "fence.proxy.async.shared::cta",
         "bar.sync"}},
       {"moe_gemm_sm90_tma_store_silu_rows64",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048},
               1 | (1u << 9), 64, 2),
-       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/grouped_gemm_sm90.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_checks_ragged",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 40}, 0 | (1u << 8),
               17, 2),
-       "templates/cuda/moe_grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/grouped_gemm_sm90.cuh",
        {"wgmma.mma_async", "trap;"}},
       {"moe_gemm_simt_f32",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kF32, {64, 32}, 1, 16, 0),
-       "templates/cuda/moe_grouped_gemm.cuh",
+       "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
       {"moe_gemm_simt_bf16_unaligned",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {30, 17}, 0, 64, 0),
-       "templates/cuda/moe_grouped_gemm.cuh",
+       "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
   };
 }
@@ -272,7 +272,7 @@ TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
 }
 
 // The TMA decode kernel with its per-CTA trace on (-DTAILOR_DECODE_TRACE,
-// templates/cuda/decode_trace.cuh): it still compiles, and prints.
+// templates/cuda/attention/decode_trace.cuh): it still compiles, and prints.
 TEST_F(NvrtcCompilerTest, DecodeTraceCompiles) {
   absl::StatusOr<KernelSource> source =
       Generate(DecodeKey(kDecodeVariantTma, 16));

@@ -6,11 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "backends/hip/decode_kernels.h"
-#include "backends/hip/moe_kernels.h"
+#include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
-#include "templates/hip/decode_params.h"
-#include "templates/hip/moe_params.h"
+#include "templates/hip/attention/decode_params.h"
+#include "templates/hip/moe/params.h"
 #include "test_util.h"
 
 namespace tailor::hip {
@@ -127,7 +127,7 @@ TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
   absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ(source->code,
-            "#include \"templates/hip/moe_grouped_gemm.h\"\n"
+            "#include \"templates/hip/moe/grouped_gemm.h\"\n"
             "TAILOR_HIP_ENTRY(tailor_entry, "
             "(tailor::hip::MoeGroupedGemmMfma<1536, 2048, 64, 1>))\n");
   EXPECT_EQ(source->entry, "tailor_entry");

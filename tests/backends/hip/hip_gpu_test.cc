@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "backends/hip/hip_backend.h"
-#include "backends/hip/moe_kernels.h"
-#include "ops/moe_test_util.h"
+#include "backends/hip/moe/kernels.h"
+#include "ops/moe/moe_test_util.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
-#include "templates/hip/moe_params.h"
+#include "templates/hip/moe/params.h"
 #include "test_util.h"
 
 namespace tailor::hip {

@@ -20,10 +20,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backends/hip/decode_kernels.h"
+#include "backends/hip/attention/decode_kernels.h"
 #include "backends/hip/hip_api.h"
-#include "backends/hip/moe_kernels.h"
-#include "templates/hip/moe_params.h"
+#include "backends/hip/moe/kernels.h"
+#include "templates/hip/moe/params.h"
 #include "test_util.h"
 
 namespace tailor::hip {

@@ -1,0 +1,735 @@
+#include "backends/cuda/attention/decode_kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/tma/tensor_map_check.h"
+#include "backends/cuda/tma/tensor_map_spec.h"
+#include "core/logging.h"
+#include "tailor/status.h"
+#include "templates/cuda/attention/decode_params.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::DecodeErrors;
+using tailor::internal::DecodeLaunch;
+using tailor::internal::DecodePlanConfig;
+using tailor::internal::DecodeShape;
+using tailor::internal::Engine;
+using tailor::internal::Kernel;
+using tailor::internal::KernelJob;
+using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::SpecKey;
+
+// The kernels read the uploaded plan items as their own DecodeWorkItem.
+static_assert(sizeof(DecodeWorkItem) == sizeof(tailor::plan::DecodeWorkItem));
+static_assert(offsetof(DecodeWorkItem, seq) ==
+              offsetof(tailor::plan::DecodeWorkItem, seq));
+static_assert(offsetof(DecodeWorkItem, kv_head) ==
+              offsetof(tailor::plan::DecodeWorkItem, kv_head));
+static_assert(offsetof(DecodeWorkItem, kv_begin) ==
+              offsetof(tailor::plan::DecodeWorkItem, kv_begin));
+static_assert(offsetof(DecodeWorkItem, kv_end) ==
+              offsetof(tailor::plan::DecodeWorkItem, kv_end));
+static_assert(offsetof(DecodeWorkItem, seq_len) ==
+              offsetof(tailor::plan::DecodeWorkItem, seq_len));
+static_assert(offsetof(DecodeWorkItem, partial) ==
+              offsetof(tailor::plan::DecodeWorkItem, partial));
+static_assert(offsetof(DecodeWorkItem, first_partial) ==
+              offsetof(tailor::plan::DecodeWorkItem, first_partial));
+static_assert(offsetof(DecodeWorkItem, pieces) ==
+              offsetof(tailor::plan::DecodeWorkItem, pieces));
+
+// What an item costs besides its tokens, in tokens: query rows, the first
+// tile's block-table lookup and load, the warps' merge, the output row or
+// partial. Measured on the H100 (cuda_decode_bench, 16 / 128 / 320): 128
+// took the one-long-plus-short batches from 105 to 78 us (Llama) and 69 to
+// 52 us (Qwen3) and left the rest within 2 %; 320 over-weights items there.
+constexpr int32_t kItemCostTokens = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+absl::Status InvalidKey(absl::string_view field, absl::string_view rule,
+                        int64_t got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", rule, ", got ", got));
+}
+
+absl::Status ValidateKey(const SpecKey& key) {
+  if (key.op != OpKind::kAttentionDecode) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda decode kernels: no generator for ",
+                     std::string(GetOpInfo(key.op).name)));
+  }
+  if (key.dtypes[0] != DType::kBF16 && key.dtypes[0] != DType::kF16) {
+    return InvalidKey("dtypes[0]", "must be bf16 or f16",
+                      static_cast<int>(key.dtypes[0]));
+  }
+  const int64_t d = key.dims[0], group = key.dims[1], page = key.dims[2];
+  if (d != 64 && d != 128 && d != 256) {
+    return InvalidKey("dims[0] (D)", "must be 64, 128 or 256", d);
+  }
+  if (group < 1 || group > 16) {
+    return InvalidKey("dims[1] (group)", "must be in [1, 16]", group);
+  }
+  if (page < 1 || page > 256) {
+    return InvalidKey("dims[2] (page)", "must be in [1, 256]", page);
+  }
+  if (key.tile.stages < 2 || key.tile.stages > kDecodeMaxStages) {
+    return InvalidKey("tile.stages",
+                      absl::StrCat("must be in [2, ", kDecodeMaxStages, "]"),
+                      key.tile.stages);
+  }
+  if (key.variant != kDecodeVariantCpAsync &&
+      key.variant != kDecodeVariantTma) {
+    return InvalidKey("variant",
+                      "must be kDecodeVariantCpAsync or "
+                      "kDecodeVariantTma",
+                      key.variant);
+  }
+  if (key.variant == kDecodeVariantTma && !DecodeTmaPageSize(page)) {
+    return InvalidKey("dims[2] (page)",
+                      "must be a multiple of 8 that divides 64 or is a "
+                      "multiple of 64 for the TMA variant",
+                      page);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeCurrent(const CudaBackend& backend) {
+  return backend.device_context().MakeCurrent();
+}
+
+CUdeviceptr DevicePointer(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
+unsigned long long* ErrorWords(void* scratch, int64_t max_partials) {
+  return reinterpret_cast<unsigned long long*>(
+      static_cast<char*>(scratch) + DecodeScratchBytes(max_partials) -
+      kDecodeErrorWords * 8);
+}
+
+DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
+  DecodeKernelParams p = {};
+  p.q = l.q;
+  p.q_stride_b = l.q_stride_b;
+  p.q_stride_h = l.q_stride_h;
+  p.k_cache = l.k_cache;
+  p.v_cache = l.v_cache;
+  p.k_stride_page = l.k_strides[0];
+  p.k_stride_token = l.k_strides[1];
+  p.k_stride_head = l.k_strides[2];
+  p.v_stride_page = l.v_strides[0];
+  p.v_stride_token = l.v_strides[1];
+  p.v_stride_head = l.v_strides[2];
+  p.block_table = l.block_table;
+  p.block_table_stride = l.block_table_stride;
+  p.max_pages = static_cast<int>(l.max_pages);
+  p.num_pages = static_cast<int>(l.num_pages);
+  p.seq_lens = l.seq_lens;
+  p.out = l.out;
+  p.out_stride_b = l.out_stride_b;
+  p.out_stride_h = l.out_stride_h;
+  p.lse = l.lse;
+  p.lse_stride_b = l.lse_stride_b;
+  if (l.soft_cap > 0) {
+    p.score_scale = l.soft_cap * kLog2e;
+    p.cap_scale = l.sm_scale / l.soft_cap;
+  } else {
+    p.score_scale = l.sm_scale * kLog2e;
+    p.cap_scale = 0;
+  }
+  p.items = reinterpret_cast<const DecodeWorkItem*>(l.work.items);
+  p.worker_begin = l.work.worker_begin;
+  p.first_items = reinterpret_cast<const DecodeWorkItem*>(l.work.first_items);
+  p.partial_out = l.work.partial_out;
+  p.partial_lse = l.work.partial_lse;
+  p.counters = static_cast<int*>(l.work.scratch);
+  p.errors = ErrorWords(l.work.scratch, max_partials);
+  p.group = static_cast<int>(l.shape.group);
+  p.page_size = static_cast<int>(l.shape.page_size);
+  return p;
+}
+
+// The generic kernel of `shape`'s dtype and head dim (64, 128 or 256).
+GenericKernelId GenericDecodeId(const DecodeShape& shape) {
+  const int by_dim = shape.head_dim == 64 ? 0 : shape.head_dim == 128 ? 1 : 2;
+  const int by_dtype = shape.dtype == DType::kBF16 ? 0 : 3;
+  return static_cast<GenericKernelId>(
+      static_cast<int>(GenericKernelId::kDecodeBf16D64) + by_dtype + by_dim);
+}
+
+}  // namespace
+
+TensorMapSpec DecodeCacheMapSpec(const DecodeShape& s, int64_t num_pages,
+                                 const void* cache, const int64_t (&strides)[3],
+                                 int box_heads) {
+  constexpr uint64_t kBytes = 2;
+  const uint32_t box_tokens =
+      static_cast<uint32_t>(std::min<int64_t>(s.page_size, kDecodeTileTokens));
+  TensorMapSpec spec;
+  spec.data_type = s.dtype == DType::kBF16 ? TensorMapDataType::kBfloat16
+                                           : TensorMapDataType::kFloat16;
+  spec.rank = 5;
+  spec.global_address = reinterpret_cast<uint64_t>(cache);
+  spec.global_dims = {64, static_cast<uint64_t>(s.page_size),
+                      static_cast<uint64_t>(s.head_dim / 64),
+                      static_cast<uint64_t>(s.num_kv_heads),
+                      static_cast<uint64_t>(num_pages)};
+  spec.global_strides = {static_cast<uint64_t>(strides[1]) * kBytes, 128,
+                         static_cast<uint64_t>(strides[2]) * kBytes,
+                         static_cast<uint64_t>(strides[0]) * kBytes};
+  spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64),
+                   static_cast<uint32_t>(box_heads), 1};
+  spec.swizzle = TensorMapSwizzle::k128B;
+  spec.l2_promotion = TensorMapL2Promotion::k256B;
+  return spec;
+}
+
+bool DecodeTmaPageSize(int64_t page_size) {
+  return page_size >= 8 && page_size <= 256 && page_size % 8 == 0 &&
+         (kDecodeTileTokens % page_size == 0 ||
+          page_size % kDecodeTileTokens == 0);
+}
+
+bool DecodeHeadGroupsFit(const DecodeShape& shape, int stages,
+                         absl::string_view arch) {
+  return arch == "sm_90a" && shape.page_size == 16 &&
+         shape.num_kv_heads % kDecodeHeadGroup == 0 &&
+         DecodeHeadGroupFits(static_cast<int>(shape.head_dim),
+                             static_cast<int>(shape.group), stages);
+}
+
+int DecodeHeadGroupFor(const DecodeShape& shape,
+                       absl::Span<const int32_t> seq_lens, int workers,
+                       bool fits, int forced) {
+  if (!fits) return 1;
+  if (seq_lens.empty()) return kDecodeHeadGroup;
+  if (forced != 0) return forced;
+  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
+  return tiles >= kDecodeHeadGroupMinTilesPerWorker * workers ? kDecodeHeadGroup
+                                                              : 1;
+}
+
+bool DecodeHeadGroupsSplit(const DecodeShape& shape,
+                           absl::Span<const int32_t> seq_lens, int workers) {
+  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
+  return tiles >= kDecodeHeadGroupSplitMinTilesPerWorker * workers;
+}
+
+int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
+                    int ctas_per_sm) {
+  constexpr int64_t kReserved = 1024;  // per resident CTA
+  const int64_t per_cta =
+      ctas_per_sm <= 1 ? shared_limit
+                       : (shared_limit + kReserved) / ctas_per_sm - kReserved;
+  for (int stages = kDecodeMaxStages; stages >= 2; --stages) {
+    if (DecodeSharedBytes(static_cast<int>(head_dim), static_cast<int>(group),
+                          stages) <= per_cta) {
+      return stages;
+    }
+  }
+  return 0;
+}
+
+int64_t DecodeKvTokens(const DecodeShape& shape,
+                       absl::Span<const int32_t> seq_lens) {
+  int64_t tokens = 0;
+  for (int32_t len : seq_lens) tokens += std::max(len, 0);
+  return tokens * shape.num_kv_heads;
+}
+
+int64_t DecodeEvictFirstMaxTokens(const DecodeShape& shape, int64_t l2_bytes) {
+  // K and V bytes of one token of one KV head.
+  const int64_t token_bytes = 2 * shape.head_dim * DTypeSize(shape.dtype);
+  return kDecodeEvictFirstMaxL2s * l2_bytes / token_bytes;
+}
+
+int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
+                    int multiprocessors, int64_t shared_limit) {
+  const bool pairs_fill_the_sms = batch * shape.num_kv_heads >= multiprocessors;
+  const bool two_fit =
+      DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2) >= 2;
+  return pairs_fill_the_sms && two_fit ? 2 : 1;
+}
+
+SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
+                      uint32_t variant, int32_t stages) {
+  return CudaDecodeKey(engine.target(), shape, variant, stages);
+}
+
+SpecKey CudaDecodeKey(const KeyTarget& target, const DecodeShape& shape,
+                      uint32_t variant, int32_t stages) {
+  SpecKey key = target.MakeKey(OpKind::kAttentionDecode);
+  key.dtypes = {shape.dtype};
+  key.dims = {shape.head_dim, shape.group, shape.page_size};
+  key.tile.m = kDecodeTileTokens;
+  key.tile.warps = kDecodeConsumerWarps;
+  key.tile.stages = stages;
+  key.variant = variant;
+  return key;
+}
+
+int64_t SharedLimitOfArch(absl::string_view arch) {
+  // cudaDevAttrMaxSharedMemoryPerBlockOptin of each generation.
+  if (arch == "sm_80" || arch == "sm_87") return 163 * 1024;
+  if (arch == "sm_86" || arch == "sm_89" || absl::StartsWith(arch, "sm_12")) {
+    return 99 * 1024;
+  }
+  if (absl::StartsWith(arch, "sm_90") || absl::StartsWith(arch, "sm_10")) {
+    return 227 * 1024;
+  }
+  return 0;
+}
+
+absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
+    const KeyTarget& target, const DecodeShape& shape) {
+  const int64_t shared_limit = SharedLimitOfArch(target.arch);
+  if (shared_limit == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("arch: no shared-memory size known for \"", target.arch,
+                     "\" (sm_80, sm_86, sm_87, sm_89, sm_90[a], sm_10x, "
+                     "sm_12x)"));
+  }
+  const int stages = DecodeStagesFor(shape.head_dim, shape.group, shared_limit);
+  if (stages == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "head_dim ", shape.head_dim, " x group ", shape.group,
+        ": two pipeline stages do not fit ", target.arch, "'s shared memory"));
+  }
+  // One CTA an SM, and two where two fit (which batch buckets use two
+  // depends on the device's SM count, unknown here).
+  std::vector<int> depths = {stages};
+  const int two = DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2);
+  if (two >= 2 && two != stages) depths.push_back(two);
+  std::vector<KernelJob> jobs;
+  for (int depth : depths) {
+    jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantCpAsync, depth),
+                    &GenerateCudaDecode});
+    if (target.arch == "sm_90a" && DecodeTmaPageSize(shape.page_size)) {
+      jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantTma, depth),
+                      &GenerateCudaDecode});
+    }
+  }
+  for (const KernelJob& job : jobs) {
+    TAILOR_RETURN_IF_ERROR(ValidateKey(job.key));
+  }
+  return jobs;
+}
+
+absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
+  TAILOR_RETURN_IF_ERROR(ValidateKey(key));
+  const bool tma = key.variant == kDecodeVariantTma;
+  const std::string kernel = absl::StrCat(
+      "tailor::cuda::", tma ? "DecodeSm90Kernel" : "DecodeSm80Kernel",
+      "<tailor::cuda::Half16::",
+      key.dtypes[0] == DType::kBF16 ? "kBf16" : "kF16", ", ", key.dims[0], ", ",
+      key.dims[1], ", ", key.dims[2], ", ", key.tile.stages, ">");
+  const std::string entry =
+      tma ? "tailor_decode_tma" : "tailor_decode_cp_async";
+  return KernelSource{
+      .code =
+          absl::StrCat("#include \"templates/cuda/",
+                       tma ? "attention/decode_sm90.cuh" : "attention/decode_sm80.cuh",
+                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
+      .entry = entry};
+}
+
+// ---- CudaDecodeKernels
+// --------------------------------------------------------
+
+absl::Status CudaDecodeKernels::QueryDevice() {
+  if (multiprocessors_.load() > 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  const DriverApi& api = backend_.device_context().api();
+  int sms = 0, shared = 0, l2 = 0;
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                               backend_.device_context().device()),
+      "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                               backend_.device_context().device()),
+      "cuDeviceGetAttribute(L2_CACHE_SIZE)"));
+  l2_bytes_.store(l2);
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuDeviceGetAttribute(
+          &shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+          backend_.device_context().device()),
+      "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
+  shared_limit_.store(shared);
+  multiprocessors_.store(sms);
+  return absl::OkStatus();
+}
+
+DecodeClusterCapacity CudaDecodeKernels::ClusterCapacity() {
+  std::call_once(cluster_query_, [this] {
+    cluster_capacity_ = QueryClusterCapacity(shared_limit_.load());
+  });
+  return cluster_capacity_;
+}
+
+DecodeClusterCapacity CudaDecodeKernels::QueryClusterCapacity(
+    int shared_limit) {
+  DecodeClusterCapacity capacity;
+  if (backend_.compute_capability() < 90) return capacity;
+  const absl::StatusOr<std::vector<int>> counts = backend_.MaxActiveClusters(
+      {8, 16}, (kDecodeConsumerWarps + 1) * 32, shared_limit);
+  if (!counts.ok()) {
+    tailor::internal::Logger().warn(
+        "attention.decode: no cluster launches ({})",
+        counts.status().message());
+    return capacity;
+  }
+  capacity.of8 = (*counts)[0];
+  capacity.of16 = (*counts)[1];
+  return capacity;
+}
+
+absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
+                                               const char* stages,
+                                               const char* head_group,
+                                               const char* cluster) {
+  auto parse = [](const char* name, const char* text, int lo, int hi,
+                  int& out) -> absl::Status {
+    if (text == nullptr) return absl::OkStatus();
+    int value = 0;
+    if (!absl::SimpleAtoi(text, &value) || value < lo || value > hi) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be an integer in [", lo, ", ", hi,
+                       "], got \"", text, "\""));
+    }
+    out = value;
+    return absl::OkStatus();
+  };
+  DecodeTuning tuning;
+  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_WORKERS_PER_SM", workers_per_sm,
+                               1, 4, tuning.workers_per_sm));
+  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_STAGES", stages, 2,
+                               kDecodeMaxStages, tuning.stages));
+  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_HEAD_GROUP", head_group, 1,
+                               kDecodeHeadGroup, tuning.head_group));
+  if (tuning.head_group != 0 && tuning.head_group != 1 &&
+      tuning.head_group != kDecodeHeadGroup) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TAILOR_DECODE_HEAD_GROUP: must be 1 or ",
+                     kDecodeHeadGroup, ", got \"", head_group, "\""));
+  }
+  TAILOR_RETURN_IF_ERROR(
+      parse("TAILOR_DECODE_CLUSTER", cluster, 1, 16, tuning.cluster));
+  if (tuning.cluster != 0 && tuning.cluster != 1 && tuning.cluster != 8 &&
+      tuning.cluster != 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TAILOR_DECODE_CLUSTER: must be 1, 8 or 16, got \"", cluster, "\""));
+  }
+  return tuning;
+}
+
+namespace {
+DecodeTuning TuningFromEnv() {
+  absl::StatusOr<DecodeTuning> tuning =
+      ParseDecodeTuning(std::getenv("TAILOR_DECODE_WORKERS_PER_SM"),
+                        std::getenv("TAILOR_DECODE_STAGES"),
+                        std::getenv("TAILOR_DECODE_HEAD_GROUP"),
+                        std::getenv("TAILOR_DECODE_CLUSTER"));
+  if (tuning.ok()) return *tuning;
+  tailor::internal::Logger().warn("{}; using the defaults",
+                                  tuning.status().message());
+  return {};
+}
+}  // namespace
+
+CudaDecodeKernels::CudaDecodeKernels(CudaBackend& backend)
+    : backend_(backend), tuning_(TuningFromEnv()) {}
+
+absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
+                                                 int64_t workers) {
+  TAILOR_RETURN_IF_ERROR(QueryDevice());
+  const int64_t shared = shared_limit_.load();
+  int stages = DecodeStagesFor(shape.head_dim, shape.group, shared);
+  if (workers > multiprocessors_.load()) {
+    const int two = DecodeStagesFor(shape.head_dim, shape.group, shared, 2);
+    if (two >= 2) stages = two;
+  }
+  if (tuning_.stages != 0) stages = std::min(stages, tuning_.stages);
+  if (stages == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("attention.decode: head_dim ", shape.head_dim,
+                     " with group ", shape.group, " needs ",
+                     DecodeSharedBytes(static_cast<int>(shape.head_dim),
+                                       static_cast<int>(shape.group), 2),
+                     " bytes of shared memory per CTA; ", backend_.arch(),
+                     " allows ", shared_limit_.load()));
+  }
+  return stages;
+}
+
+int DecodeClusterWorkersFor(const DecodeShape& shape, int64_t bucket, bool tma,
+                            int stages, int64_t shared_limit,
+                            const DecodeClusterCapacity& capacity, int forced) {
+  if (!tma || forced == 1) return 0;
+  const int64_t pairs = bucket * shape.num_kv_heads;
+  for (const auto& [size, count] :
+       {std::pair{16, capacity.of16}, std::pair{8, capacity.of8}}) {
+    if (forced != 0 && forced != size) continue;
+    const bool fits = DecodeClusterSharedBytes(static_cast<int>(shape.head_dim),
+                                               static_cast<int>(shape.group),
+                                               stages, size) <= shared_limit;
+    if (pairs <= count && fits) return size;
+  }
+  return 0;
+}
+
+int DecodeCutWorkers(const DecodeShape& shape,
+                     absl::Span<const int32_t> seq_lens, int workers,
+                     int multiprocessors) {
+  if (workers <= multiprocessors) return workers;
+  const int64_t pairs =
+      static_cast<int64_t>(seq_lens.size()) * shape.num_kv_heads;
+  const int64_t tokens = DecodeKvTokens(shape, seq_lens);
+  const bool short_work = tokens < int64_t{workers} * kDecodeTileTokens *
+                                       kDecodeNarrowTilesPerWorker;
+  return pairs < multiprocessors && short_work ? multiprocessors : workers;
+}
+
+absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
+    const DecodeShape& shape, int64_t bucket,
+    absl::Span<const int32_t> seq_lens) {
+  TAILOR_RETURN_IF_ERROR(StagesFor(shape, 0).status());
+  const int sms = multiprocessors_.load();
+  const int64_t shared = shared_limit_.load();
+  // At most kDecodeMaxPieces workers (the bound on the pieces of a pair; 2
+  // per SM reach it at 144 SMs).
+  auto workers = [sms](int per_sm) {
+    return std::min(sms * per_sm, kDecodeMaxPieces);
+  };
+  const int32_t flags =
+      DecodeKvTokens(shape, seq_lens) <=
+              DecodeEvictFirstMaxTokens(shape, l2_bytes_.load())
+          ? kDecodeLaunchEvictFirst
+          : 0;
+  DecodePlanConfig config{.tile_tokens = kDecodeTileTokens,
+                          .item_cost_tokens = kItemCostTokens};
+  if (tuning_.workers_per_sm != 0) {
+    config.num_workers = workers(tuning_.workers_per_sm);
+  } else {
+    config.num_workers = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
+    config.cut_workers =
+        DecodeCutWorkers(shape, seq_lens, config.num_workers, sms);
+  }
+  TAILOR_ASSIGN_OR_RETURN(const int stages,
+                          StagesFor(shape, config.num_workers));
+  config.launch_flags = flags;
+  config.head_group_flags = kDecodeLaunchHeadGroups;
+  const int forced = forced_head_group_.load() != 0 ? forced_head_group_.load()
+                                                    : tuning_.head_group;
+  // Small buckets: one CTA an SM in clusters, no head groups (those pay
+  // over long streams a worker, never at these batches), unless head groups
+  // are forced. Only a bucket whose pairs could fit the clusters (at most
+  // one of 8 CTAs an 8 SMs) asks for the capacity, which compiles a kernel
+  // the first time.
+  const bool tma =
+      backend_.arch() == "sm_90a" && DecodeTmaPageSize(shape.page_size);
+  const bool may_cluster = tuning_.workers_per_sm == 0 &&
+                           tuning_.cluster != 1 && forced != kDecodeHeadGroup &&
+                           tma && bucket * shape.num_kv_heads * 8 <= sms;
+  const DecodeClusterCapacity capacity =
+      may_cluster ? ClusterCapacity() : DecodeClusterCapacity{};
+  const int cluster = DecodeClusterWorkersFor(
+      shape, bucket, tma, stages, shared, capacity, tuning_.cluster);
+  if (cluster > 0) {
+    const int count = cluster == 16 ? capacity.of16 : capacity.of8;
+    config.num_workers = cluster * count;
+    config.cut_workers = 0;
+    config.cluster_workers = cluster;
+    config.cluster_flags = kDecodeLaunchClusterMerges;
+    return config;
+  }
+  config.head_group = DecodeHeadGroupFor(
+      shape, seq_lens, config.num_workers,
+      DecodeHeadGroupsFit(shape, stages, backend_.arch()), forced);
+  // Forced (tests, TAILOR_DECODE_HEAD_GROUP=4): grouped whatever it costs;
+  // long enough streams: grouped, split or not.
+  config.head_group_always =
+      config.head_group > 1 &&
+      (forced != 0 ||
+       DecodeHeadGroupsSplit(shape, seq_lens, config.num_workers));
+  return config;
+}
+
+int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {
+  return DecodeScratchBytes(max_partials);
+}
+
+absl::Status CudaDecodeKernels::InitScratch(Engine&, void* scratch,
+                                            int64_t max_partials,
+                                            void* stream) {
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  const DriverApi& api = backend_.device_context().api();
+  CUstream s = static_cast<CUstream>(stream);
+  if (max_partials > 0) {
+    TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+        api.cuMemsetD8Async(DevicePointer(scratch), 0, 4 * max_partials, s),
+        "cuMemsetD8Async(decode counters)"));
+  }
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemsetD8Async(DevicePointer(ErrorWords(scratch, max_partials)),
+                          0xff, kDecodeErrorWords * 8, s),
+      "cuMemsetD8Async(decode errors)"));
+  // ReserveDecodeWorkspace passes no stream: finish the fills on the legacy
+  // stream, so that a non-blocking caller stream never sees them pending.
+  if (s != nullptr) return absl::OkStatus();
+  return CudaResultToStatus(api.cuStreamSynchronize(nullptr),
+                            "cuStreamSynchronize");
+}
+
+absl::Status CudaDecodeKernels::UploadPlan(Engine&, const void* host,
+                                           void* device, size_t bytes,
+                                           void* stream) {
+  if (bytes == 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  return CudaResultToStatus(
+      backend_.device_context().api().cuMemcpyHtoDAsync(
+          DevicePointer(device), host, bytes, static_cast<CUstream>(stream)),
+      "cuMemcpyHtoDAsync(decode plan)");
+}
+
+absl::StatusOr<DecodeErrors> CudaDecodeKernels::TakeErrors(Engine& engine,
+                                                           void* scratch,
+                                                           int64_t max_partials,
+                                                           void* stream) {
+  TAILOR_RETURN_IF_ERROR(MakeCurrent(backend_));
+  const DriverApi& api = backend_.device_context().api();
+  CUstream s = static_cast<CUstream>(stream);
+  unsigned long long words[kDecodeErrorWords];
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemcpyDtoHAsync(words,
+                            DevicePointer(ErrorWords(scratch, max_partials)),
+                            sizeof(words), s),
+      "cuMemcpyDtoHAsync(decode errors)"));
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(api.cuStreamSynchronize(s), "cuStreamSynchronize"));
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemsetD8Async(DevicePointer(ErrorWords(scratch, max_partials)),
+                          0xff, sizeof(words), s),
+      "cuMemsetD8Async(decode errors)"));
+  DecodeErrors errors;
+  auto decode =
+      [](unsigned long long word) -> std::optional<DecodeErrors::Bad> {
+    if (word == ~0ull) return std::nullopt;
+    return DecodeErrors::Bad{
+        .position = static_cast<int64_t>(word >> 32),
+        .value = static_cast<int32_t>(static_cast<uint32_t>(word))};
+  };
+  errors.bad_page = decode(words[kDecodeErrorBadPage]);
+  errors.bad_seq_len = decode(words[kDecodeErrorBadSeqLen]);
+  errors.too_many_pages = decode(words[kDecodeErrorTooManyPages]);
+  return errors;
+}
+
+absl::Status CudaDecodeKernels::Decode(Engine& engine,
+                                       const DecodeLaunch& launch) {
+  const DecodeShape& shape = launch.shape;
+  TAILOR_ASSIGN_OR_RETURN(int stages,
+                          StagesFor(shape, launch.work.num_workers));
+  DecodeKernelParams params = ParamsOf(launch, launch.work.max_partials);
+  // ---- the path: TMA where legal, cp.async otherwise -----------------------
+  const Path forced = forced_.load();
+  absl::Status tma_status = absl::OkStatus();
+  if (backend_.arch() != "sm_90a") {
+    tma_status = absl::FailedPreconditionError(absl::StrCat(
+        "the TMA decode kernel needs sm_90a, device is ", backend_.arch()));
+  } else if (!DecodeTmaPageSize(shape.page_size)) {
+    tma_status = absl::FailedPreconditionError(absl::StrCat(
+        "the TMA decode kernel needs a page size that is a multiple of 8 and "
+        "divides 64 or is a multiple of 64, got ",
+        shape.page_size));
+  } else if (launch.num_pages < 1) {
+    tma_status = absl::FailedPreconditionError("the caches have no pages");
+  } else {
+    // The head groups' maps whenever a plan of this shape may use them: a
+    // captured graph keeps these params for every plan it replays.
+    const int box_heads = DecodeHeadGroupsFit(shape, stages, backend_.arch())
+                              ? kDecodeHeadGroup
+                              : 0;
+    for (const auto& [map, cache, strides, heads] :
+         {std::tuple{&params.k_map, launch.k_cache, &launch.k_strides, 1},
+          std::tuple{&params.v_map, launch.v_cache, &launch.v_strides, 1},
+          std::tuple{&params.k_heads_map, launch.k_cache, &launch.k_strides,
+                     box_heads},
+          std::tuple{&params.v_heads_map, launch.v_cache, &launch.v_strides,
+                     box_heads}}) {
+      if (heads == 0) continue;
+      const TensorMapSpec spec =
+          DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides, heads);
+      tma_status = CheckTensorMap(spec, backend_.compute_capability());
+      if (!tma_status.ok()) break;
+      absl::StatusOr<const TensorMapBytes*> bytes =
+          backend_.descriptor_pool().GetOrEncode(spec);
+      if (!bytes.ok()) {
+        tma_status = bytes.status();
+        break;
+      }
+      std::memcpy(map, (*bytes)->bytes, sizeof(TensorMap));
+    }
+  }
+  bool tma = tma_status.ok() && forced != Path::kCpAsync;
+  if (forced == Path::kTma && !tma) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("attention.decode: TMA path forced but not legal: ",
+                     tma_status.message()));
+  }
+  last_.store(tma ? Path::kTma : Path::kCpAsync);
+  // ---- the kernel and its launch
+  // ---------------------------------------------
+  const SpecKey key = CudaDecodeKey(
+      engine, shape, tma ? kDecodeVariantTma : kDecodeVariantCpAsync, stages);
+  tailor::internal::KernelGeneratorFn generate = test_generator_.load();
+  if (generate == nullptr) generate = &GenerateCudaDecode;
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          backend_.generic_kernels().Select(
+                              engine, key, generate, GenericDecodeId(shape)));
+  LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(launch.work.num_workers);
+  config.stream = launch.stream;
+  if (selected.generic) {  // cp.async, kGenericDecodeStages deep
+    config.block.x = kDecodeConsumerWarps * 32;
+    config.shared_bytes =
+        DecodeSharedBytes(static_cast<int>(shape.head_dim),
+                          static_cast<int>(shape.group), kGenericDecodeStages);
+    return engine.LaunchFallback(key.op, *selected.kernel, config, &params,
+                                 sizeof(params));
+  }
+  config.block.x = (kDecodeConsumerWarps + (tma ? 1 : 0)) * 32;
+  config.shared_bytes = DecodeSharedBytes(
+      static_cast<int>(shape.head_dim), static_cast<int>(shape.group), stages);
+  // The plan's clusters (the TMA kernel merges in them; any other runs the
+  // same plan without, merging through L2).
+  const int cluster = launch.work.cluster_workers;
+  if (tma && cluster > 1) {
+    config.cluster.x = static_cast<uint32_t>(cluster);
+    config.shared_bytes = DecodeClusterSharedBytes(
+        static_cast<int>(shape.head_dim), static_cast<int>(shape.group), stages,
+        cluster);
+  }
+  return engine.Launch(key.op, *selected.kernel, config, params);
+}
+
+}  // namespace tailor::cuda

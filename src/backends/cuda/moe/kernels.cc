@@ -1,0 +1,825 @@
+#include "backends/cuda/moe/kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "backends/cuda/cuda_backend.h"
+#include "core/env.h"
+#include "tailor/status.h"
+#include "templates/cuda/moe/params.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::CombineLaunch;
+using tailor::internal::DeviceRouteLaunch;
+using tailor::internal::Engine;
+using tailor::internal::EnvIs;
+using tailor::internal::GroupedGemmLaunch;
+using tailor::internal::Kernel;
+using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
+using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
+using tailor::internal::PackLaunch;
+using tailor::internal::RouteErrors;
+using tailor::internal::SpecKey;
+
+// The device work list is the host planner's: one layout.
+static_assert(sizeof(MoeWorkItem) == sizeof(plan::WorkItem));
+static_assert(offsetof(MoeWorkItem, row_begin) ==
+              offsetof(plan::WorkItem, row_begin));
+static_assert(offsetof(MoeWorkItem, rows) == offsetof(plan::WorkItem, rows));
+static_assert(offsetof(MoeWorkItem, group) == offsetof(plan::WorkItem, group));
+static_assert(offsetof(MoeWorkItem, tail_class) ==
+              offsetof(plan::WorkItem, tail_class));
+static_assert(kMoeMaxTileRows == moe::kMaxTileRows);
+static_assert(CudaMoeKernels::kMaxTileRows == kMoeMaxTileRows);
+static_assert(kMoeSm90MaxRows == CudaMoeKernels::kMaxTileRows,
+              "one Hopper CTA tile holds any plan tile");
+static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
+
+// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bits that
+// compile the Hopper kernel with its pipeline protocol checks and with TMA
+// stores of full tiles.
+constexpr int32_t kSimtGemm = 0;
+constexpr int32_t kMmaGemm = 1;
+constexpr int32_t kHopperGemm = 2;
+constexpr uint32_t kGemmPipelineChecks = 1u << 8;
+constexpr uint32_t kGemmTmaStore = 1u << 9;
+constexpr uint32_t kGemmSwapAB = 1u << 10;
+constexpr uint32_t kGemmVariantFlags =
+    kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
+
+// A 2D bf16 TMA map over a [rows, k] row-major matrix, boxes of 64 K x
+// `box_rows` rows, 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
+TensorMapSpec Bf16Rows(const void* data, int64_t rows, int64_t k,
+                       uint32_t box_rows) {
+  return TensorMapSpec{
+      .data_type = TensorMapDataType::kBfloat16,
+      .rank = 2,
+      .global_address = reinterpret_cast<uint64_t>(data),
+      .global_dims = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)},
+      .global_strides = {static_cast<uint64_t>(k) * 2},
+      .box_dims = {kMoeSm90KTile, box_rows},
+      .swizzle = TensorMapSwizzle::k128B,
+      .l2_promotion = TensorMapL2Promotion::k256B};
+}
+
+// The static half of HopperStoresByTma (what warm-up can know): the plan
+// tile is the CTA tile and C's rows are whole 16-byte vectors.
+bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
+                         moe::Epilogue epilogue, int64_t n) {
+  const int64_t out_n = epilogue == moe::Epilogue::kSiluAndMul ? n / 2 : n;
+  return enabled && tile_rows == MoeSm90CtaRows(static_cast<int>(tile_rows)) &&
+         out_n % 8 == 0;
+}
+
+// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
+// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
+// aligned); if so, fills `c_map`.
+bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
+                       const GroupedGemmLaunch& l, TensorMap& c_map) {
+  const int64_t out_n =
+      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
+  if (!HopperTmaStoreShape(enabled, l.tile_rows, l.epilogue, l.n) ||
+      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
+    return false;
+  }
+  // {64 columns, 64 rows} boxes over C [rows, out_n]. A map the checker
+  // refuses leaves every tile on the register stores.
+  absl::StatusOr<const TensorMapBytes*> map =
+      descriptors.GetOrEncode(Bf16Rows(l.c, l.rows, out_n, 64));
+  if (!map.ok()) return false;
+  std::memcpy(&c_map, (*map)->bytes, sizeof(c_map));
+  return true;
+}
+
+// Persistent grids: CTAs per multiprocessor of each GEMM kernel.
+constexpr int kMmaCtasPerSm = 2;   // its __launch_bounds__ minimum
+constexpr int kSimtCtasPerSm = 4;  // 256 threads, 8 KiB shared
+
+absl::string_view KernelTypeName(DType dtype) {
+  return dtype == DType::kBF16 ? "tailor::cuda::bf16" : "float";
+}
+
+KernelSource Entry(absl::string_view header, const std::string& kernel) {
+  return KernelSource{
+      .code = absl::StrCat(
+          "#include \"templates/cuda/", header, "\"\n",
+          "TAILOR_CUDA_ENTRY(tailor_entry, (tailor::cuda::", kernel, "))\n"),
+      .entry = "tailor_entry"};
+}
+
+absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
+  switch (key.variant) {
+    case kMoeRouteCountPlan:
+      return Entry("moe/route.cuh", "MoeRouteCountPlan");
+    case kMoeRouteFused:
+      return Entry("moe/route.cuh", "MoeRouteFused");
+    case kMoeRouteScatter:
+      return Entry("moe/route.cuh",
+                   absl::StrCat("MoeRouteScatter<", key.dims[0], ">"));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant: not a moe.route kernel: ", key.variant));
+  }
+}
+
+absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  return Entry("moe/pack.cuh",
+               absl::StrCat("MoePack<", KernelTypeName(key.dtypes[0]), ", ",
+                            key.dims[0], ">"));
+}
+
+absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
+  const uint32_t epilogue = key.variant & ~kGemmVariantFlags;
+  const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
+                                         key.tile.m, ", ", epilogue);
+  if (key.tile.n == kHopperGemm) {
+    const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
+    const int cluster = key.tile.cluster > 1 ? key.tile.cluster : 1;
+    const int swap_ab = (key.variant & kGemmSwapAB) != 0 ? 1 : 0;
+    KernelSource source = Entry(
+        "moe/grouped_gemm_sm90.cuh",
+        absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ", ",
+                     cluster, ", ", swap_ab, ">"));
+    if (key.variant & kGemmPipelineChecks) {
+      source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
+    }
+    return source;
+  }
+  if (key.tile.n == kMmaGemm) {
+    return Entry("moe/grouped_gemm_sm80.cuh",
+                 absl::StrCat("MoeGroupedGemmMma<", shape, ">"));
+  }
+  return Entry("moe/grouped_gemm_sm80.cuh",
+               absl::StrCat("MoeGroupedGemmSimt<",
+                            KernelTypeName(key.dtypes[0]), ", ", shape, ">"));
+}
+
+absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
+  return Entry("moe/combine.cuh",
+               absl::StrCat("MoeCombine<", KernelTypeName(key.dtypes[0]), ", ",
+                            key.dims[0], ", ", key.dims[1], ">"));
+}
+
+// ---- the generic kernels of each launch (background JIT) -----------------
+
+GenericKernelId Shifted(GenericKernelId first, int by) {
+  return static_cast<GenericKernelId>(static_cast<int>(first) + by);
+}
+
+GenericKernelId GenericRouteId(unsigned variant, int warps) {
+  if (variant == kMoeRouteCountPlan) return GenericKernelId::kRouteCountPlan;
+  if (variant == kMoeRouteFused) return GenericKernelId::kRouteFused;
+  const int log2_warps = warps >= 8 ? 3 : warps >= 4 ? 2 : warps >= 2 ? 1 : 0;
+  return Shifted(GenericKernelId::kRouteScatter1, log2_warps);
+}
+
+GenericKernelId GenericGemmId(DType dtype, int64_t k, moe::Epilogue epilogue) {
+  const int gated = epilogue == moe::Epilogue::kSiluAndMul ? 1 : 0;
+  if (MoeGemmUsesMma(dtype == DType::kBF16, k)) {
+    return Shifted(GenericKernelId::kGemmMmaNone, gated);
+  }
+  return Shifted(dtype == DType::kBF16 ? GenericKernelId::kGemmSimtBf16None
+                                       : GenericKernelId::kGemmSimtF32None,
+                 gated);
+}
+
+// `step_rows`: the step's rows (T * k), for MoeOverlapsPredecessor. Every
+// MoE kernel is built with TAILOR_CUDA_ENTRY, which waits for its
+// predecessors before it reads or writes, so any may overlap them.
+LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
+                    uint32_t shared_bytes, void* stream, int64_t step_rows) {
+  LaunchConfig config;
+  config.grid = {.x = grid_x, .y = grid_y};
+  config.block = {.x = threads};
+  config.shared_bytes = shared_bytes;
+  config.stream = stream;
+  config.overlap_predecessor = MoeOverlapsPredecessor(step_rows);
+  return config;
+}
+
+int64_t RowVectors(int64_t hidden, DType dtype) {
+  const int64_t row_bytes = hidden * static_cast<int64_t>(DTypeSize(dtype));
+  return row_bytes / MoeRowVectorBytes(row_bytes);
+}
+
+uint32_t CeilDiv(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+// ---- keys: the launches and MoeLayerKernels build them here ---------------
+
+SpecKey RouteKey(const KeyTarget& target, unsigned variant, int warps) {
+  SpecKey key = target.MakeKey(OpKind::kMoeRoute);
+  key.variant = variant;
+  if (variant == kMoeRouteScatter) key.dims = {warps};
+  return key;
+}
+
+SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
+  SpecKey key = target.MakeKey(OpKind::kMoePack);
+  key.dtypes = {dtype};
+  key.dims = {hidden};
+  return key;
+}
+
+// Clusters of the Hopper kernel (templates/cuda/moe/grouped_gemm_sm90.cuh):
+// 2 or 4 CTAs that share A and W tiles by TMA multicast, on the 128-row
+// kernel, only where $TAILOR_MOE_GEMM_CLUSTER=2 or 4 forces them
+// (comparisons, tests). The cost model takes none. Measured on the H100
+// (bench/results/moe_gpu_h100.txt, session 26; one process, both orders):
+// without clusters DeepSeek-V3 T=16384 gate/up ran 8-10 % faster than in
+// pairs, T=4096 4-7 % (both GEMMs), Qwen3-30B-A3B T=16384 gate/up 10-12 %,
+// Mixtral T=16384 down 5 %; Mixtral gate/up was even and DeepSeek-V3
+// T=16384 down 2 % slower. Pairs paid (session 9) before the dynamic
+// schedule and wave sync kept the tiles that share A or W in the L2
+// together. Clusters of 4, with 25 % fewer L2 bytes per CTA than pairs,
+// ran 4-10 % slower than pairs: a cluster CTA's stage waits for copies
+// issued by 2 to 4 SMs, and every CTA for the slowest.
+int ClusterFromEnv() {
+  return EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2")   ? 2
+         : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "4") ? 4
+                                                 : 1;
+}
+int HopperClusterFor(int forced, int cta_rows) {
+  return cta_rows == kMoeSm90MaxRows ? forced : 1;
+}
+
+// $TAILOR_MOE_GEMM_EXPERT_GROUPS: the raster group bounds it forces
+// (kMoeGroups*), or -1 (unset or unknown: MoeSm90ExpertGroups decides).
+int ExpertGroupsFromEnv() {
+  const char* name = "TAILOR_MOE_GEMM_EXPERT_GROUPS";
+  if (EnvIs(name, "off")) return kMoeGroupsFixed;
+  if (EnvIs(name, "on") || EnvIs(name, "forward")) return kMoeGroupsForward;
+  if (EnvIs(name, "back")) return kMoeGroupsBack;
+  return -1;
+}
+
+// Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
+// $TAILOR_MOE_GEMM_SWAP_AB=off (comparisons).
+bool SwapABEnabled() { return !EnvIs("TAILOR_MOE_GEMM_SWAP_AB", "off"); }
+bool HopperSwapAB(bool enabled, int64_t tile_rows) {
+  return enabled && tile_rows <= kMoeSm90SwapMaxRows;
+}
+// The swap-AB tiles of the cost model: 8 rows (one wgmma n8 column block)
+// for steps whose experts get at most 8 rows, else 32. Two tiles, not
+// 8/16/24/32: the MMA hides under the W stream at any N <= 32, so more
+// tiles would only cost compiles.
+constexpr int32_t kSwapSmallTile = 8;
+constexpr int32_t kSwapLargeTile = kMoeSm90SwapMaxRows;
+int32_t MoeSwapTileRows(int64_t max_expert_rows) {
+  return max_expert_rows <= kSwapSmallTile ? kSwapSmallTile : kSwapLargeTile;
+}
+
+// The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
+// with (`hopper`) or without the Hopper kernel enabled.
+int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
+  if (hopper && dtype == DType::kBF16 && k % 8 == 0 &&
+      tile_rows <= kMoeSm90MaxRows) {
+    return kHopperGemm;
+  }
+  return MoeGemmUsesMma(dtype == DType::kBF16, k) ? kMmaGemm : kSimtGemm;
+}
+
+SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
+                int64_t tile_rows, moe::Epilogue epilogue, int32_t kernel,
+                bool pipeline_checks, bool tma_store, int cluster = 1,
+                bool swap_ab = false) {
+  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {dtype, dtype, DType::kF32};
+  key.dims = {n, k};
+  key.tile.m = static_cast<int32_t>(tile_rows);
+  key.tile.n = kernel;
+  key.variant = static_cast<uint32_t>(epilogue);
+  if (kernel == kHopperGemm) {
+    key.variant |= (pipeline_checks ? kGemmPipelineChecks : 0u) |
+                   (tma_store ? kGemmTmaStore : 0u) |
+                   (swap_ab ? kGemmSwapAB : 0u);
+    if (cluster > 1) key.tile.cluster = cluster;
+  }
+  return key;
+}
+
+SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden,
+                   int64_t topk) {
+  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {dtype, DType::kF32, dtype};
+  key.dims = {hidden, topk};
+  return key;
+}
+
+bool HopperGemmEnabled(absl::string_view arch) {
+  return arch == "sm_90a" && !EnvIs("TAILOR_MOE_GEMM", "portable");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
+    const KeyTarget& target, const tailor::internal::MoeLayerShape& layer) {
+  const bool hopper = HopperGemmEnabled(target.arch);
+  // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
+  const bool swap_ab = SwapABEnabled();
+  std::vector<int64_t> tiles = {layer.policy.tile_rows};
+  if (layer.policy.tile_rows == 0) {
+    tiles = {64};
+    if (hopper) tiles.push_back(128);
+    if (hopper && swap_ab) {
+      tiles.push_back(kSwapSmallTile);
+      tiles.push_back(kSwapLargeTile);
+    }
+  }
+  if (tiles[0] < 1 || tiles[0] > CudaMoeKernels::kMaxTileRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy.tile_rows: must be in [1, ", CudaMoeKernels::kMaxTileRows,
+        "] (or 0: the backend's choice), got ", layer.policy.tile_rows));
+  }
+  const bool checks = EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
+  const int cluster = ClusterFromEnv();
+  // Full tiles leave by TMA stores unless C is misaligned at run time (or
+  // its map is refused): warm-up lists the TMA-store variant then.
+  const bool tma_store_enabled = !EnvIs("TAILOR_MOE_GEMM_STORE", "registers");
+  const int warps = MoeScatterWarps(layer.experts);
+  std::vector<tailor::internal::KernelJob> jobs;
+  auto add = [&jobs](SpecKey key) {
+    jobs.push_back({std::move(key), &GenerateMoeKernel});
+  };
+  if (warps == kMoeRouteCountThreads / 32) {
+    add(RouteKey(target, kMoeRouteFused, warps));
+  }
+  add(RouteKey(target, kMoeRouteCountPlan, warps));
+  add(RouteKey(target, kMoeRouteScatter, warps));
+  add(PackKey(target, layer.dtype, layer.hidden));
+  for (int64_t tile_rows : tiles) {
+    for (const auto& [n, k, epilogue] :
+         {std::tuple{2 * layer.intermediate, layer.hidden,
+                     moe::Epilogue::kSiluAndMul},
+          std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
+      const int32_t kernel = GemmKernelFor(hopper, layer.dtype, k, tile_rows);
+      const bool swap = HopperSwapAB(swap_ab, tile_rows);
+      const bool tma_store =
+          !swap &&
+          HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
+      add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
+                  checks, tma_store, /*cluster=*/1, swap));
+      // Forced clusters: the 128-row launches run them.
+      if (kernel == kHopperGemm &&
+          HopperClusterFor(cluster,
+                           MoeSm90CtaRows(static_cast<int>(tile_rows))) > 1) {
+        add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
+                    checks, tma_store, cluster));
+      }
+    }
+  }
+  add(CombineKey(target, layer.dtype, layer.hidden, layer.topk));
+  return jobs;
+}
+
+absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::kMoeRoute:
+      return GenerateRoute(key);
+    case OpKind::kMoePack:
+      return GeneratePack(key);
+    case OpKind::kMoeGroupedGemm:
+      return GenerateGroupedGemm(key);
+    case OpKind::kMoeCombine:
+      return GenerateCombine(key);
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "cuda moe kernels: no generator for ", GetOpInfo(key.op).name));
+  }
+}
+
+// ---- Route ------------------------------------------------------------------
+
+int64_t CudaMoeKernels::RouteScratchBytes(int64_t max_assignments,
+                                          int64_t num_experts) const {
+  const int64_t segments =
+      (max_assignments + kMoeRouteSegment - 1) / kMoeRouteSegment;
+  return kMoeRouteHeaderBytes + SplitScratchBytes() +
+         4 * num_experts * std::max<int64_t>(1, segments);
+}
+
+// The Hopper GEMM's split-K area, between the route header and the
+// histogram: one partial slot per SM (moe_params.h, MoeSm90Splits).
+int64_t CudaMoeKernels::SplitScratchBytes() const {
+  return hopper_ ? MoeSm90SplitScratchBytes(multiprocessors_) : 0;
+}
+
+int64_t CudaMoeKernels::MaxDeviceRouteExperts() const {
+  return kMoeMaxDeviceExperts;
+}
+
+absl::Status CudaMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
+                                              void* stream) {
+  auto* header = static_cast<MoeRouteHeader*>(route_scratch);
+  TAILOR_RETURN_IF_ERROR(
+      backend_.FillDevice(header, 0xff, 2 * sizeof(uint64_t), stream));
+  TAILOR_RETURN_IF_ERROR(backend_.FillDevice(
+      &header->num_work, 0, sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
+      stream));
+  if (SplitScratchBytes() == 0) return absl::OkStatus();
+  return backend_.FillDevice(
+      static_cast<char*>(route_scratch) + kMoeRouteHeaderBytes, 0,
+      MoeSm90SplitArrivalBytes(multiprocessors_), stream);
+}
+
+absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
+  const int64_t assignments = l.tokens * l.topk;
+  // At least one segment: an empty step still plans (zero counts).
+  const uint32_t segments =
+      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
+  MoeRouteParams p = {};
+  p.topk_ids = l.topk_ids;
+  p.expert_map = l.expert_map;
+  p.valid_tokens = l.valid_tokens;
+  p.map_size = l.map_size;
+  p.tokens = static_cast<int>(l.tokens);
+  p.topk = static_cast<int>(l.topk);
+  p.experts = static_cast<int>(l.experts);
+  p.assignments = static_cast<int>(assignments);
+  p.segments = static_cast<int>(segments);
+  p.tile_rows = static_cast<int>(l.tile_rows);
+  p.max_work = static_cast<int>(l.max_work);
+  p.counts = l.counts;
+  p.offsets = l.offsets;
+  p.permutation = l.permutation;
+  p.inverse = l.inverse;
+  p.work = reinterpret_cast<MoeWorkItem*>(l.work);
+  p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
+  p.histogram =
+      reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
+                             kMoeRouteHeaderBytes + SplitScratchBytes());
+  std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
+
+  const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
+  const int warps = MoeScatterWarps(l.experts);
+  const KeyTarget target = engine.target();
+  if (segments == 1 && warps == kMoeRouteCountThreads / 32) {
+    // One block counts, plans and scatters: one launch.
+    return LaunchKernel(engine, RouteKey(target, kMoeRouteFused, warps),
+                        GenerateRoute, GenericRouteId(kMoeRouteFused, warps),
+                        Config(1, 1, kMoeRouteCountThreads,
+                               (1 + warps) * expert_bytes, l.stream,
+                               assignments),
+                        &p, sizeof(p));
+  }
+  TAILOR_RETURN_IF_ERROR(LaunchKernel(
+      engine, RouteKey(target, kMoeRouteCountPlan, warps), GenerateRoute,
+      GenericRouteId(kMoeRouteCountPlan, warps),
+      Config(segments, 1, kMoeRouteCountThreads, expert_bytes, l.stream,
+             assignments),
+      &p, sizeof(p)));
+  return LaunchKernel(
+      engine, RouteKey(target, kMoeRouteScatter, warps), GenerateRoute,
+      GenericRouteId(kMoeRouteScatter, warps),
+      Config(segments, 1, 32 * warps,
+             static_cast<uint32_t>((1 + warps) * expert_bytes), l.stream,
+             assignments),
+      &p, sizeof(p));
+}
+
+absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
+                                                            void* route_scratch,
+                                                            void* stream) {
+  uint64_t words[2];
+  TAILOR_RETURN_IF_ERROR(
+      backend_.CopyToHost(words, route_scratch, sizeof(words), stream));
+  TAILOR_RETURN_IF_ERROR(
+      backend_.FillDevice(route_scratch, 0xff, sizeof(words), stream));
+  auto decode = [](uint64_t word) -> std::optional<RouteErrors::Bad> {
+    if (word == kMoeNoError) return std::nullopt;
+    return RouteErrors::Bad{.position = static_cast<int64_t>(word >> 32),
+                            .value = static_cast<int32_t>(word & 0xffffffffu)};
+  };
+  return RouteErrors{.bad_id = decode(words[0]),
+                     .bad_map_entry = decode(words[1])};
+}
+
+// ---- executors --------------------------------------------------------------
+
+absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
+  if (l.rows == 0) return absl::OkStatus();
+  const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
+  MoePackParams p = {.hidden = l.hidden,
+                     .permutation = l.permutation,
+                     .a = l.a,
+                     .rows = static_cast<int>(l.rows),
+                     .tokens = static_cast<int>(l.tokens),
+                     .topk = static_cast<int>(l.topk),
+                     .hidden_dim = static_cast<int>(l.hidden_dim)};
+  const uint32_t blocks_per_row =
+      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
+  return LaunchKernel(engine, key, GeneratePack,
+                      l.dtype == DType::kBF16 ? GenericKernelId::kPackBf16
+                                              : GenericKernelId::kPackF32,
+                      Config(static_cast<uint32_t>(l.rows), blocks_per_row,
+                             kMoePackThreads, 0, l.stream, l.rows),
+                      &p, sizeof(p));
+}
+
+CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
+                               int64_t l2_bytes, bool hopper,
+                               DescriptorPool& descriptors,
+                               CudaGenericKernels& generics)
+    : backend_(backend),
+      multiprocessors_(multiprocessors),
+      l2_bytes_(l2_bytes),
+      hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
+      pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
+      tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
+      dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
+      split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
+      swap_ab_(SwapABEnabled()),
+      cluster_(ClusterFromEnv()),
+      expert_groups_(ExpertGroupsFromEnv()),
+      w_evict_first_(KnobFromEnv("TAILOR_MOE_GEMM_W_EVICT_FIRST")),
+      prefetch_w_(KnobFromEnv("TAILOR_MOE_GEMM_PREFETCH_W")),
+      wave_sync_(KnobFromEnv("TAILOR_MOE_GEMM_WAVE_SYNC")),
+      descriptors_(descriptors),
+      generics_(generics) {}
+
+CudaMoeKernels::AutoKnob CudaMoeKernels::KnobFromEnv(const char* name) {
+  return EnvIs(name, "off") ? kOff : EnvIs(name, "on") ? kOn : kAuto;
+}
+
+bool CudaMoeKernels::Decide(AutoKnob knob, bool rule) {
+  return knob == kOn || (knob == kAuto && rule);
+}
+
+int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
+                                        int64_t max_expert_rows) const {
+  if (!hopper_) return 64;
+  if (assignments >= kRowsFor128 * experts) return 128;
+  if (swap_ab_ && max_expert_rows <= kMoeSm90SwapMaxRows) {
+    return MoeSwapTileRows(max_expert_rows);
+  }
+  return 64;
+}
+
+namespace {
+
+int TestSlot(OpKind op) {
+  switch (op) {
+    case OpKind::kMoeRoute:
+      return 0;
+    case OpKind::kMoePack:
+      return 1;
+    case OpKind::kMoeGroupedGemm:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+}  // namespace
+
+void CudaMoeKernels::SetGeneratorForTesting(
+    OpKind op, tailor::internal::KernelGeneratorFn generate) {
+  test_generators_[TestSlot(op)].store(generate);
+}
+
+absl::StatusOr<SelectedKernel> CudaMoeKernels::Select(
+    Engine& engine, const SpecKey& key,
+    tailor::internal::KernelGeneratorFn generate, GenericKernelId id) {
+  if (auto test = test_generators_[TestSlot(key.op)].load()) generate = test;
+  return generics_.Select(engine, key, generate, id);
+}
+
+absl::Status CudaMoeKernels::LaunchKernel(
+    Engine& engine, const SpecKey& key,
+    tailor::internal::KernelGeneratorFn generate, GenericKernelId id,
+    const LaunchConfig& config, const void* params, size_t params_size) {
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          Select(engine, key, generate, id));
+  if (selected.generic) {
+    return engine.LaunchFallback(key.op, *selected.kernel, config, params,
+                                 params_size);
+  }
+  return engine.Launch(key.op, *selected.kernel, config, params, params_size);
+}
+
+absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
+    const GroupedGemmLaunch& l, int64_t max_tiles,
+    MoeGroupedGemmSm90Params& p) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  HopperVariant v;
+  v.cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
+  v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
+  v.a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), v.swap_ab);
+  TAILOR_ASSIGN_OR_RETURN(
+      const TensorMapBytes* a_map,
+      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, v.a_rows)));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
+                          descriptors_.GetOrEncode(Bf16Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
+  v.tma_store =
+      !v.swap_ab && HopperStoresByTma(descriptors_, tma_store_, l, p.c_map);
+  p.c = l.c;
+  p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
+  p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
+  // The schedule: the cost model's rules, unless a knob overrides them.
+  p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
+  p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(v.cta_rows, v.swap_ab, l.k));
+  p.split_k = split_k_ ? 1 : 0;
+  char* split_area =
+      static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
+  p.split_arrivals = reinterpret_cast<int*>(split_area);
+  p.partials = reinterpret_cast<float*>(
+      split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
+  v.cluster = HopperClusterFor(cluster_, v.cta_rows);
+  const int64_t expert_w_bytes =
+      l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype));
+  p.expert_groups =
+      expert_groups_ >= 0
+          ? expert_groups_
+          : MoeSm90ExpertGroups(l.rows, l.experts, v.cta_rows, expert_w_bytes,
+                                l2_bytes_);
+  p.w_evict_first =
+      v.cluster == 1 &&
+      Decide(w_evict_first_,
+             MoeSm90EvictFirstW(l.rows, l.tile_rows, l.experts,
+                                expert_w_bytes, l2_bytes_));
+  p.max_work = static_cast<int>(l.plan.max_work);
+  const bool prefetch_w =
+      v.cluster == 1 &&
+      Decide(prefetch_w_,
+             MoeSm90PrefetchWEarly(l.rows, l.tile_rows, l.experts,
+                                   expert_w_bytes, l2_bytes_));
+  p.prefetch_w_kblocks = prefetch_w ? kMoeSm90PrefetchWKBlocks : 0;
+  if (v.cluster > 1) {
+    TAILOR_ASSIGN_OR_RETURN(const int max_clusters, MaxClusters(v.cluster));
+    v.ctas = static_cast<uint32_t>(MoeSm90ClusterCtas(
+        l.plan.max_work, MoeSm90NTiles(gated, l.n), v.cluster, max_clusters));
+  } else {
+    v.ctas = static_cast<uint32_t>(
+        MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_, v.swap_ab));
+  }
+  return v;
+}
+
+absl::StatusOr<int> CudaMoeKernels::MaxClusters(int cluster) {
+  if (cluster == 2) return multiprocessors_ / 2;
+  std::call_once(quads_query_, [this] {
+    const int shared = std::max(MoeSm90SharedBytes(kMoeSm90MaxRows, false),
+                                MoeSm90SharedBytes(kMoeSm90MaxRows, true));
+    absl::StatusOr<std::vector<int>> counts =
+        backend_.MaxActiveClusters({4}, kMoeSm90Threads, shared);
+    max_quads_ = counts.ok() ? absl::StatusOr<int>((*counts)[0])
+                             : absl::StatusOr<int>(counts.status());
+    if (max_quads_.ok() && *max_quads_ < 1) {
+      max_quads_ = absl::FailedPreconditionError(
+          "moe.grouped_gemm: the device runs no cluster of 4 CTAs");
+    }
+  });
+  return max_quads_;
+}
+
+tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
+    const GroupedGemmLaunch& l, const HopperVariant& v,
+    const MoeGroupedGemmSm90Params& p) const {
+  return {.kernel = v.swap_ab ? "cuda.sm90_tma_wgmma_swap_ab"
+                              : "cuda.sm90_tma_wgmma",
+          .n = l.n,
+          .k = l.k,
+          .cta_rows = v.a_rows,
+          .cta_cols = kMoeSm90WRows,
+          .k_tile = kMoeSm90KTile,
+          .stages = MoeSm90Stages(v.a_rows, v.tma_store),
+          .ctas = static_cast<int32_t>(v.ctas),
+          .tma_store = v.tma_store,
+          .split_k = split_k_ && v.cluster == 1,
+          .cluster = v.cluster,
+          .w_evict_first = p.w_evict_first != 0,
+          .wave_sync = p.wave_sync != 0,
+          .expert_groups = p.expert_groups};
+}
+
+absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
+                                               const GroupedGemmLaunch& l) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  MoeGroupedGemmSm90Params p = {};
+  TAILOR_ASSIGN_OR_RETURN(const HopperVariant v,
+                          HopperParams(l, max_tiles, p));
+  const SpecKey key = GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows,
+                              l.epilogue, kHopperGemm, pipeline_checks_,
+                              v.tma_store, v.cluster, v.swap_ab);
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          Select(engine, key, GenerateGroupedGemm,
+                                 GenericGemmId(l.dtype, l.k, l.epilogue)));
+  if (selected.generic) {
+    return PortableGroupedGemm(engine, l, *selected.kernel, /*generic=*/true);
+  }
+  if (l.config != nullptr) *l.config = HopperConfig(l, v, p);
+  LaunchConfig config =
+      Config(v.ctas, 1, kMoeSm90Threads,
+             MoeSm90SharedBytes(v.a_rows, v.tma_store), l.stream, l.rows);
+  config.cluster = {.x = static_cast<uint32_t>(v.cluster)};
+  return engine.Launch(key.op, *selected.kernel, config, p);
+}
+
+absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
+                                         const GroupedGemmLaunch& l) {
+  if (l.plan.device_work == nullptr) {
+    return absl::InternalError(
+        "moe.grouped_gemm: the cuda backend needs a device plan");
+  }
+  const int32_t kernel = GemmKernelFor(hopper_, l.dtype, l.k, l.tile_rows);
+  if (kernel == kHopperGemm) return HopperGroupedGemm(engine, l);
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const bool mma = kernel == kMmaGemm;
+  if (l.plan.max_work * MoeGemmNTiles(mma, gated, l.n) == 0) {
+    return absl::OkStatus();
+  }
+  const SpecKey key =
+      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+              kernel, /*pipeline_checks=*/false, /*tma_store=*/false);
+  TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
+                          Select(engine, key, GenerateGroupedGemm,
+                                 GenericGemmId(l.dtype, l.k, l.epilogue)));
+  return PortableGroupedGemm(engine, l, *selected.kernel, selected.generic);
+}
+
+absl::Status CudaMoeKernels::PortableGroupedGemm(Engine& engine,
+                                                 const GroupedGemmLaunch& l,
+                                                 const Kernel& kernel,
+                                                 bool generic) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const bool mma = MoeGemmUsesMma(l.dtype == DType::kBF16, l.k);
+  const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  MoeGroupedGemmParams p = {
+      .a = l.a,
+      .w = l.w,
+      .c = l.c,
+      .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
+      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch),
+      .n = static_cast<int>(l.n),
+      .k = static_cast<int>(l.k),
+      .tile_rows = static_cast<int>(l.tile_rows)};
+  const int64_t resident =
+      int64_t{multiprocessors_} * (mma ? kMmaCtasPerSm : kSimtCtasPerSm);
+  const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
+  // The generic kernel's CTA is 64 rows whatever the plan tile.
+  const int cta_tile =
+      generic ? kMoePortableMaxRows : static_cast<int>(l.tile_rows);
+  if (l.config != nullptr) {
+    const char* name = mma ? (generic ? "cuda.generic_mma" : "cuda.sm80_mma")
+                           : (generic ? "cuda.generic_simt" : "cuda.simt");
+    *l.config = {.kernel = name,
+                 .n = l.n,
+                 .k = l.k,
+                 .cta_rows = MoeGemmCtaRows(cta_tile),
+                 .cta_cols = mma ? kMoeMmaWRows : kMoeSimtWRows,
+                 .k_tile = mma ? kMoeMmaKTile : 0,
+                 .stages = mma ? kMoeMmaStages : 0,
+                 .ctas = static_cast<int32_t>(ctas)};
+  }
+  const LaunchConfig config =
+      Config(ctas, 1, mma ? kMoeMmaThreads : kMoeSimtThreads,
+             mma ? MoeMmaSharedBytes(cta_tile) : 0, l.stream, l.rows);
+  if (generic) {
+    return engine.LaunchFallback(OpKind::kMoeGroupedGemm, kernel, config, &p,
+                                 sizeof(p));
+  }
+  return engine.Launch(OpKind::kMoeGroupedGemm, kernel, config, p);
+}
+
+absl::Status CudaMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
+  if (l.tokens == 0) return absl::OkStatus();
+  const SpecKey key =
+      CombineKey(engine.target(), l.dtype, l.hidden_dim, l.topk);
+  MoeCombineParams p = {.c = l.c,
+                        .weights = l.weights,
+                        .inverse = l.inverse,
+                        .out = l.out,
+                        .rows = static_cast<int>(l.rows),
+                        .tokens = static_cast<int>(l.tokens),
+                        .hidden_dim = static_cast<int>(l.hidden_dim),
+                        .topk = static_cast<int>(l.topk)};
+  const uint32_t blocks_per_token =
+      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
+  return LaunchKernel(engine, key, GenerateCombine,
+                      l.dtype == DType::kBF16 ? GenericKernelId::kCombineBf16
+                                              : GenericKernelId::kCombineF32,
+                      Config(static_cast<uint32_t>(l.tokens), blocks_per_token,
+                             kMoeCombineThreads, 0, l.stream, l.rows),
+                      &p, sizeof(p));
+}
+
+}  // namespace tailor::cuda

@@ -1,0 +1,345 @@
+#include "backends/hip/moe/kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "tailor/status.h"
+#include "templates/hip/moe/params.h"
+
+namespace tailor::hip {
+
+using ::tailor::cuda::kMoeCombineThreads;
+using ::tailor::cuda::kMoeMaxTileRows;
+using ::tailor::cuda::kMoeNoError;
+using ::tailor::cuda::kMoePackThreads;
+using ::tailor::cuda::kMoePackVectorsPerBlock;
+using ::tailor::cuda::kMoeRouteCountPlan;
+using ::tailor::cuda::kMoeRouteFused;
+using ::tailor::cuda::kMoeRouteHeaderBytes;
+using ::tailor::cuda::kMoeRouteScatter;
+using ::tailor::cuda::kMoeRouteSegment;
+using ::tailor::cuda::MoeRowVectorBytes;
+using ::tailor::internal::CombineLaunch;
+using ::tailor::internal::DeviceRouteLaunch;
+using ::tailor::internal::Engine;
+using ::tailor::internal::GroupedGemmLaunch;
+using ::tailor::internal::Kernel;
+using ::tailor::internal::KernelSource;
+using ::tailor::internal::LaunchConfig;
+using ::tailor::internal::OpKind;
+using ::tailor::internal::PackLaunch;
+using ::tailor::internal::RouteErrors;
+using ::tailor::internal::SpecKey;
+
+static_assert(sizeof(MoeWorkItem) == sizeof(tailor::plan::WorkItem));
+static_assert(HipMoeKernels::kMaxTileRows == kMoeMaxTileRows);
+static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
+
+namespace {
+
+// Persistent grids: CTAs per CU of each GEMM kernel.
+// MFMA: 48 KiB of LDS (64-row tiles) of a CU's 64 KiB: one CTA per CU.
+constexpr int kMfmaCtasPerCu = 1;
+constexpr int kSimtCtasPerCu = 4;
+
+absl::string_view KernelTypeName(DType dtype) {
+  return dtype == DType::kBF16 ? "tailor::cuda::bf16" : "float";
+}
+
+// "includes plus one extern "C" wrapper" (runtime/hip/entry.h).
+KernelSource Entry(absl::string_view header, const std::string& kernel) {
+  return KernelSource{
+      .code = absl::StrCat("#include \"templates/hip/", header, "\"\n",
+                           "TAILOR_HIP_ENTRY(tailor_entry, (", kernel, "))\n"),
+      .entry = "tailor_entry"};
+}
+
+absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
+  switch (key.variant) {
+    case kMoeRouteCountPlan:
+      return Entry("moe/route.h", "tailor::hip::MoeRouteCountPlanHip");
+    case kMoeRouteFused:
+      return Entry("moe/route.h", "tailor::hip::MoeRouteFusedHip");
+    case kMoeRouteScatter:
+      return Entry(
+          "moe/route.h",
+          absl::StrCat("tailor::hip::MoeRouteScatterHip<", key.dims[0], ">"));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant: not a moe.route kernel: ", key.variant));
+  }
+}
+
+absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  return Entry("moe/pack.h", absl::StrCat("tailor::cuda::MoePack<",
+                                          KernelTypeName(key.dtypes[0]), ", ",
+                                          key.dims[0], ">"));
+}
+
+absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
+  const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
+                                         key.tile.m, ", ", key.variant, ">");
+  if (key.tile.n == kHipMfmaGemm) {
+    return Entry("moe/grouped_gemm.h",
+                 absl::StrCat("tailor::hip::MoeGroupedGemmMfma<", shape));
+  }
+  return Entry("moe/grouped_gemm.h",
+               absl::StrCat("tailor::hip::MoeGroupedGemmSimtHip<",
+                            key.dtypes[0] == DType::kBF16 ? "true" : "false",
+                            ", ", shape));
+}
+
+absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
+  return Entry(
+      "moe/combine.h",
+      absl::StrCat("tailor::cuda::MoeCombine<", KernelTypeName(key.dtypes[0]),
+                   ", ", key.dims[0], ", ", key.dims[1], ">"));
+}
+
+absl::Status LaunchKernel(
+    Engine& engine, const SpecKey& key,
+    absl::StatusOr<KernelSource> (*generate)(const SpecKey&),
+    const LaunchConfig& config, const void* params, size_t params_size) {
+  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
+                          engine.GetKernel(key, generate));
+  return engine.Launch(key.op, *kernel, config, params, params_size);
+}
+
+LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
+                    uint32_t lds_bytes, void* stream) {
+  LaunchConfig config;
+  config.grid = {.x = grid_x, .y = grid_y};
+  config.block = {.x = threads};
+  config.shared_bytes = lds_bytes;
+  config.stream = stream;
+  return config;
+}
+
+int64_t RowVectors(int64_t hidden, DType dtype) {
+  const int64_t row_bytes = hidden * static_cast<int64_t>(DTypeSize(dtype));
+  return row_bytes / MoeRowVectorBytes(row_bytes);
+}
+
+uint32_t CeilDiv(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+}  // namespace
+
+absl::StatusOr<KernelSource> GenerateHipMoeKernel(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::kMoeRoute:
+      return GenerateRoute(key);
+    case OpKind::kMoePack:
+      return GeneratePack(key);
+    case OpKind::kMoeGroupedGemm:
+      return GenerateGroupedGemm(key);
+    case OpKind::kMoeCombine:
+      return GenerateCombine(key);
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "hip moe kernels: no generator for ", GetOpInfo(key.op).name));
+  }
+}
+
+HipLaunchPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l, SpecKey key,
+                                 int compute_units, bool has_mfma_bf16) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const bool mfma =
+      has_mfma_bf16 && HipGemmUsesMfma(l.dtype == DType::kBF16, l.k);
+  const int64_t max_tiles = l.plan.max_work * HipGemmNTiles(mfma, gated, l.n);
+  key.dtypes = {l.dtype, l.dtype, DType::kF32};
+  key.dims = {l.n, l.k};
+  key.tile.m = static_cast<int32_t>(l.tile_rows);
+  key.tile.n = mfma ? kHipMfmaGemm : kHipSimtGemm;
+  key.variant = static_cast<uint32_t>(l.epilogue);
+  const int64_t resident =
+      compute_units > 0
+          ? int64_t{compute_units} * (mfma ? kMfmaCtasPerCu : kSimtCtasPerCu)
+          : max_tiles;
+  const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
+  return HipLaunchPlan{
+      .key = key,
+      .config = Config(
+          ctas, 1, mfma ? kHipMfmaThreads : kHipSimtThreads,
+          mfma ? HipMfmaLdsBytes(static_cast<int>(l.tile_rows)) : 0, l.stream)};
+}
+
+// ---- Route ------------------------------------------------------------------
+
+std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
+                                        SpecKey key, void* stream) {
+  // At least one segment: an empty step still plans (zero counts).
+  const uint32_t segments =
+      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
+  const uint32_t expert_bytes = static_cast<uint32_t>(4 * experts);
+  const int waves = HipRouteScatterWaves(experts);
+  if (segments == 1 && waves == kHipRouteCountThreads / 64) {
+    key.variant = kMoeRouteFused;  // one block counts, plans and scatters
+    return {{key, Config(1, 1, kHipRouteCountThreads,
+                         (1 + waves) * expert_bytes, stream)}};
+  }
+  std::vector<HipLaunchPlan> launches;
+  key.variant = kMoeRouteCountPlan;
+  launches.push_back(
+      {key, Config(segments, 1, kHipRouteCountThreads, expert_bytes, stream)});
+  key.variant = kMoeRouteScatter;
+  key.dims = {waves};
+  launches.push_back({key, Config(segments, 1, 64 * waves,
+                                  (1 + waves) * expert_bytes, stream)});
+  return launches;
+}
+
+int64_t HipMoeKernels::RouteScratchBytes(int64_t max_assignments,
+                                         int64_t num_experts) const {
+  const int64_t segments =
+      (max_assignments + kMoeRouteSegment - 1) / kMoeRouteSegment;
+  return kMoeRouteHeaderBytes +
+         4 * num_experts * std::max<int64_t>(1, segments);
+}
+
+int64_t HipMoeKernels::MaxDeviceRouteExperts() const {
+  return kHipMaxDeviceExperts;
+}
+
+absl::Status HipMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
+                                             void* stream) {
+  auto* header = static_cast<MoeRouteHeader*>(route_scratch);
+  TAILOR_RETURN_IF_ERROR(
+      backend_.FillDevice(header, 0xff, 2 * sizeof(uint64_t), stream));
+  return backend_.FillDevice(&header->num_work, 0,
+                             sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
+                             stream);
+}
+
+absl::Status HipMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
+  const int64_t assignments = l.tokens * l.topk;
+  const uint32_t segments =
+      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
+  MoeRouteParams p = {};
+  p.topk_ids = l.topk_ids;
+  p.expert_map = l.expert_map;
+  p.valid_tokens = l.valid_tokens;
+  p.map_size = l.map_size;
+  p.tokens = static_cast<int>(l.tokens);
+  p.topk = static_cast<int>(l.topk);
+  p.experts = static_cast<int>(l.experts);
+  p.assignments = static_cast<int>(assignments);
+  p.segments = static_cast<int>(segments);
+  p.tile_rows = static_cast<int>(l.tile_rows);
+  p.max_work = static_cast<int>(l.max_work);
+  p.counts = l.counts;
+  p.offsets = l.offsets;
+  p.permutation = l.permutation;
+  p.inverse = l.inverse;
+  p.work = reinterpret_cast<MoeWorkItem*>(l.work);
+  p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
+  p.histogram = reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
+                                       kMoeRouteHeaderBytes);
+  std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
+
+  for (const HipLaunchPlan& launch :
+       PlanHipRoute(assignments, l.experts, engine.MakeKey(OpKind::kMoeRoute),
+                    l.stream)) {
+    TAILOR_RETURN_IF_ERROR(LaunchKernel(engine, launch.key, GenerateRoute,
+                                        launch.config, &p, sizeof(p)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RouteErrors> HipMoeKernels::TakeRouteErrors(Engine&,
+                                                           void* route_scratch,
+                                                           void* stream) {
+  uint64_t words[2];
+  TAILOR_RETURN_IF_ERROR(
+      backend_.CopyToHost(words, route_scratch, sizeof(words), stream));
+  TAILOR_RETURN_IF_ERROR(
+      backend_.FillDevice(route_scratch, 0xff, sizeof(words), stream));
+  auto decode = [](uint64_t word) -> std::optional<RouteErrors::Bad> {
+    if (word == kMoeNoError) return std::nullopt;
+    return RouteErrors::Bad{.position = static_cast<int64_t>(word >> 32),
+                            .value = static_cast<int32_t>(word & 0xffffffffu)};
+  };
+  return RouteErrors{.bad_id = decode(words[0]),
+                     .bad_map_entry = decode(words[1])};
+}
+
+// ---- executors --------------------------------------------------------------
+
+absl::Status HipMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
+  if (l.rows == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoePack);
+  key.dtypes = {l.dtype};
+  key.dims = {l.hidden_dim};
+  MoePackParams p = {.hidden = l.hidden,
+                     .permutation = l.permutation,
+                     .a = l.a,
+                     .rows = static_cast<int>(l.rows),
+                     .tokens = static_cast<int>(l.tokens),
+                     .topk = static_cast<int>(l.topk),
+                     .hidden_dim = static_cast<int>(l.hidden_dim)};
+  const uint32_t blocks_per_row =
+      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
+  return LaunchKernel(engine, key, GeneratePack,
+                      Config(static_cast<uint32_t>(l.rows), blocks_per_row,
+                             kMoePackThreads, 0, l.stream),
+                      &p, sizeof(p));
+}
+
+absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
+                                        const GroupedGemmLaunch& l) {
+  if (l.plan.device_work == nullptr) {
+    return absl::InternalError(
+        "moe.grouped_gemm: the hip backend needs a device plan");
+  }
+  const HipLaunchPlan plan =
+      PlanHipGroupedGemm(l, engine.MakeKey(OpKind::kMoeGroupedGemm),
+                         compute_units_, has_mfma_bf16_);
+  if (plan.config.grid.x == 0) return absl::OkStatus();
+  if (l.config != nullptr) {
+    *l.config = {
+        .kernel = plan.key.tile.n == kHipMfmaGemm ? "hip.mfma" : "hip.simt",
+        .n = l.n,
+        .k = l.k,
+        .cta_rows = static_cast<int32_t>(l.tile_rows),
+        .ctas = static_cast<int32_t>(plan.config.grid.x)};
+  }
+  MoeGroupedGemmParams p = {
+      .a = l.a,
+      .w = l.w,
+      .c = l.c,
+      .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
+      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch),
+      .n = static_cast<int>(l.n),
+      .k = static_cast<int>(l.k),
+      .tile_rows = static_cast<int>(l.tile_rows)};
+  return LaunchKernel(engine, plan.key, GenerateGroupedGemm, plan.config, &p,
+                      sizeof(p));
+}
+
+absl::Status HipMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
+  if (l.tokens == 0) return absl::OkStatus();
+  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {l.dtype, DType::kF32, l.dtype};
+  key.dims = {l.hidden_dim, l.topk};
+  MoeCombineParams p = {.c = l.c,
+                        .weights = l.weights,
+                        .inverse = l.inverse,
+                        .out = l.out,
+                        .rows = static_cast<int>(l.rows),
+                        .tokens = static_cast<int>(l.tokens),
+                        .hidden_dim = static_cast<int>(l.hidden_dim),
+                        .topk = static_cast<int>(l.topk)};
+  const uint32_t blocks_per_token =
+      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
+  return LaunchKernel(engine, key, GenerateCombine,
+                      Config(static_cast<uint32_t>(l.tokens), blocks_per_token,
+                             kMoeCombineThreads, 0, l.stream),
+                      &p, sizeof(p));
+}
+
+}  // namespace tailor::hip

@@ -1,0 +1,341 @@
+// attention::DecodeWorkspace: its summary, ReserveDecodeWorkspace /
+// DecodeWorkspaceBytes / BindDecodeWorkspace (host vectors or one block of
+// device memory), and the device errors.
+#include "ops/attention/workspace.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ops/attention/checks.h"
+#include "ops/attention/kernels.h"
+#include "tailor/ops/attention.h"
+#include "tailor/status.h"
+
+namespace tailor {
+namespace internal {
+namespace {
+
+constexpr int64_t kAlignment = 256;
+
+int64_t Place(int64_t bytes, int64_t& end) {
+  const int64_t offset = end;
+  end +=
+      (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  return offset;
+}
+
+absl::Status TooSmall(absl::string_view what, int64_t reserved,
+                      int64_t needed) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ws: reserved for ", reserved, " ", what, ", this plan needs ", needed,
+      "; call attention::ReserveDecodeWorkspace with larger limits"));
+}
+
+}  // namespace
+
+absl::StatusOr<DecodeWorkspaceImpl*> ImplOf(attention::DecodeWorkspace& ws) {
+  if (ws.impl() == nullptr) {
+    return absl::FailedPreconditionError(
+        "ws: this DecodeWorkspace was moved from; assign a new one before "
+        "use");
+  }
+  return ws.impl();
+}
+
+plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
+                                           const DecodePlanConfig& config) {
+  return {.num_kv_heads = static_cast<int32_t>(shape.num_kv_heads),
+          .num_workers = config.num_workers,
+          .tile_tokens = config.tile_tokens,
+          .page_size = static_cast<int32_t>(shape.page_size),
+          .item_cost_tokens = config.item_cost_tokens,
+          .cut_workers = config.cut_workers,
+          .head_group = config.head_group,
+          .head_group_always = config.head_group_always,
+          .cluster_workers = config.cluster_workers};
+}
+
+DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
+                                 const DecodePlanConfig& config,
+                                 int64_t scratch_bytes) {
+  return DecodeCapacity{
+      .batch = batch,
+      .items = plan::MaxDecodeItems(batch, shape.num_kv_heads,
+                                    config.num_workers, config.head_group),
+      .workers = config.num_workers,
+      .partials =
+          plan::MaxDecodePartials(config.num_workers, config.head_group),
+      .partial_row = shape.group * shape.head_dim,
+      .group = shape.group,
+      .scratch_bytes = scratch_bytes};
+}
+
+DecodeDeviceBuffers DecodeLayoutFor(const DecodeCapacity& c) {
+  DecodeDeviceBuffers b;
+  b.capacity = c;
+  int64_t end = 0;
+  b.items = Place(int64_t{sizeof(plan::DecodeWorkItem)} * c.items, end);
+  b.worker_begin = Place(4 * (c.workers + 2), end);  // + the launch flags
+  b.first_items = Place(int64_t{sizeof(plan::DecodeWorkItem)} * c.workers, end);
+  b.partial_out = Place(4 * c.partials * c.partial_row, end);
+  b.partial_lse = Place(4 * c.partials * c.group, end);
+  b.scratch = Place(c.scratch_bytes, end);
+  b.bytes = end;
+  return b;
+}
+
+absl::Status CheckDecodeFits(const DecodeDeviceBuffers& buffers,
+                             const DecodeCapacity& need) {
+  const DecodeCapacity& have = buffers.capacity;
+  if (need.items > have.items) {
+    return TooSmall("work items (max_batch * num_kv_heads + workers - 1)",
+                    have.items, need.items);
+  }
+  if (need.workers > have.workers) {
+    return TooSmall("workers", have.workers, need.workers);
+  }
+  if (need.partials > have.partials) {
+    return TooSmall("partial slots", have.partials, need.partials);
+  }
+  if (need.partial_row > have.partial_row || need.group > have.group) {
+    return TooSmall("f32 per partial slot (group * head_dim)", have.partial_row,
+                    need.partial_row);
+  }
+  if (need.scratch_bytes > have.scratch_bytes) {
+    return TooSmall("scratch bytes", have.scratch_bytes, need.scratch_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+namespace attention {
+
+using internal::DecodeCapacity;
+using internal::DecodeDeviceBuffers;
+using internal::DecodeKernels;
+using internal::DecodeShape;
+using internal::DecodeWorkspaceImpl;
+
+// ---- DecodeWorkspace -------------------------------------------------------
+
+DecodeWorkspace::DecodeWorkspace()
+    : impl_(std::make_unique<DecodeWorkspaceImpl>()) {}
+DecodeWorkspace::~DecodeWorkspace() = default;
+DecodeWorkspace::DecodeWorkspace(DecodeWorkspace&& other) noexcept = default;
+DecodeWorkspace& DecodeWorkspace::operator=(DecodeWorkspace&& other) noexcept =
+    default;
+
+bool DecodeWorkspace::planned() const {
+  return impl_ != nullptr && impl_->planned;
+}
+
+int64_t DecodeWorkspace::batch() const {
+  return planned() ? impl_->plan.batch() : 0;
+}
+
+Device DecodeWorkspace::device() const {
+  return impl_ != nullptr && impl_->device ? impl_->device->device : Device{};
+}
+
+DecodePlanSummary DecodeWorkspace::plan() const {
+  if (!planned()) return {};
+  const plan::DecodePlanStats s = impl_->plan.stats();
+  return {.batch = impl_->plan.batch(),
+          .workers = impl_->plan.params().num_workers,
+          .busy_workers = s.busy_workers,
+          .items = s.items,
+          .split_pairs = s.split_pairs,
+          .partials = s.partials,
+          .tokens = s.tokens,
+          .max_worker_cost = s.max_worker_cost,
+          .mean_worker_cost = s.mean_worker_cost,
+          .head_group = impl_->plan.params().head_group,
+          .cluster_workers = impl_->plan.params().cluster_workers};
+}
+
+std::string DecodePlanSummary::ToString() const {
+  return absl::StrFormat(
+      "batch=%d workers=%d/%d items=%d split_pairs=%d partials=%d tokens=%d "
+      "max_worker_cost=%d mean_worker_cost=%.1f head_group=%d "
+      "cluster_workers=%d",
+      batch, busy_workers, workers, items, split_pairs, partials, tokens,
+      max_worker_cost, mean_worker_cost, head_group, cluster_workers);
+}
+
+size_t DecodeWorkspace::CapacityBytes() const {
+  if (impl_ == nullptr) return 0;
+  const DecodeWorkspaceImpl& w = *impl_;
+  return w.plan.CapacityBytes() +
+         sizeof(float) * (w.partial_out.capacity() + w.partial_lse.capacity()) +
+         (w.device ? w.device->bytes : 0);
+}
+
+absl::Status DecodeWorkspace::TakeErrors(Runtime& runtime, void* stream) {
+  if (impl_ == nullptr || !impl_->device) return absl::OkStatus();
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodeKernels * kernels,
+      internal::DecodeKernelsOf(runtime, "attention.decode errors"));
+  DecodeDeviceBuffers& d = *impl_->device;
+  TAILOR_ASSIGN_OR_RETURN(internal::DecodeErrors errors,
+                          kernels->TakeErrors(runtime.engine(), d.at(d.scratch),
+                                              d.capacity.partials, stream));
+  const DecodeWorkspaceImpl& w = *impl_;
+  if (errors.bad_page) {
+    const int64_t max_pages = std::max<int64_t>(w.last_max_pages, 1);
+    const int64_t position = errors.bad_page->position;
+    return absl::InvalidArgumentError(
+        internal::BadPageText(position / max_pages, position % max_pages,
+                              errors.bad_page->value, w.last_num_pages));
+  }
+  if (errors.bad_seq_len) {
+    const int64_t b = errors.bad_seq_len->position;
+    const int64_t planned =
+        b < w.plan.batch() ? w.plan.seq_lens()[b] : int64_t{-1};
+    return absl::InvalidArgumentError(
+        internal::BadSeqLenText(b, errors.bad_seq_len->value, planned));
+  }
+  if (errors.too_many_pages) {
+    return absl::InvalidArgumentError(internal::TooManyPagesText(
+        errors.too_many_pages->position, errors.too_many_pages->value,
+        w.last_max_pages));
+  }
+  return absl::OkStatus();
+}
+
+// ---- reservation
+// --------------------------------------------------------------
+
+namespace {
+
+absl::StatusOr<DecodeShape> LimitsShape(const DecodeLimits& limits) {
+  if (limits.max_batch < 0 || limits.max_batch > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits.max_batch: must be in [0, ", kMaxBatch, "], got ",
+                     limits.max_batch));
+  }
+  return internal::CheckDecodeShape({.num_qo_heads = limits.num_qo_heads,
+                                     .num_kv_heads = limits.num_kv_heads,
+                                     .head_dim = limits.head_dim,
+                                     .page_size = limits.page_size,
+                                     .dtype = limits.dtype},
+                                    "limits.");
+}
+
+// The device capacity for `limits` on `kernels`.
+absl::StatusOr<DecodeCapacity> DeviceCapacity(DecodeKernels& kernels,
+                                              const DecodeLimits& limits) {
+  TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
+  TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
+                          kernels.PlanConfig(shape, limits.max_batch, {}));
+  return internal::DecodeCapacityFor(
+      shape, limits.max_batch, config,
+      kernels.ScratchBytes(
+          plan::MaxDecodePartials(config.num_workers, config.head_group)));
+}
+
+absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
+                         DecodeWorkspaceImpl& w) {
+  TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
+  TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
+                          kernels.PlanConfig(shape, limits.max_batch, {}));
+  const plan::DecodePlanParams params =
+      internal::DecodePlanParamsFor(shape, config);
+  TAILOR_RETURN_IF_ERROR(w.plan.Reserve(limits.max_batch, params));
+  const size_t partials =
+      plan::MaxDecodePartials(config.num_workers, config.head_group);
+  const size_t row = shape.group * shape.head_dim;
+  if (w.partial_out.size() < partials * row)
+    w.partial_out.resize(partials * row);
+  if (w.partial_lse.size() < partials * shape.group) {
+    w.partial_lse.resize(partials * shape.group);
+  }
+  return absl::OkStatus();
+}
+
+// Makes `buffers` the device storage of `w`, with fresh scratch.
+absl::Status AdoptDeviceBuffers(Runtime& runtime, DecodeKernels& kernels,
+                                DecodeDeviceBuffers buffers, void* stream,
+                                DecodeWorkspaceImpl& w) {
+  TAILOR_RETURN_IF_ERROR(
+      kernels.InitScratch(runtime.engine(), buffers.at(buffers.scratch),
+                          buffers.capacity.partials, stream));
+  w.Invalidate();
+  w.device = std::move(buffers);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReserveDecodeWorkspace(Runtime& runtime,
+                                    const DecodeLimits& limits,
+                                    DecodeWorkspace& ws) {
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodeKernels * kernels,
+      internal::DecodeKernelsOf(runtime, "attention.reserve_decode"));
+  TAILOR_ASSIGN_OR_RETURN(DecodeWorkspaceImpl * w, internal::ImplOf(ws));
+  if (runtime.device().type == DeviceType::kCpu) {
+    return ReserveHost(*kernels, limits, *w);
+  }
+  TAILOR_ASSIGN_OR_RETURN(DecodeCapacity capacity,
+                          DeviceCapacity(*kernels, limits));
+  if (w->device && w->device->owned && w->device->device == runtime.device() &&
+      internal::CheckDecodeFits(*w->device, capacity).ok()) {
+    return absl::OkStatus();  // the current reservation is large enough
+  }
+  DecodeDeviceBuffers buffers = internal::DecodeLayoutFor(capacity);
+  TAILOR_ASSIGN_OR_RETURN(
+      buffers.owned, runtime.engine().backend().AllocateDevice(buffers.bytes));
+  buffers.base = static_cast<char*>(buffers.owned.get());
+  buffers.device = runtime.device();
+  return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);
+}
+
+absl::StatusOr<int64_t> DecodeWorkspaceBytes(Runtime& runtime,
+                                             const DecodeLimits& limits) {
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodeKernels * kernels,
+      internal::DecodeKernelsOf(runtime, "attention.reserve_decode"));
+  if (runtime.device().type == DeviceType::kCpu) {
+    TAILOR_RETURN_IF_ERROR(LimitsShape(limits).status());
+    return 0;
+  }
+  TAILOR_ASSIGN_OR_RETURN(DecodeCapacity capacity,
+                          DeviceCapacity(*kernels, limits));
+  return internal::DecodeLayoutFor(capacity).bytes;
+}
+
+absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
+                                 void* memory, int64_t bytes,
+                                 DecodeWorkspace& ws, void* stream) {
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodeKernels * kernels,
+      internal::DecodeKernelsOf(runtime, "attention.bind_decode"));
+  if (runtime.device().type == DeviceType::kCpu) {
+    return absl::UnimplementedError(
+        "attention.bind_decode: the cpu backend keeps decode workspaces in "
+        "host memory; use attention::ReserveDecodeWorkspace");
+  }
+  TAILOR_ASSIGN_OR_RETURN(DecodeWorkspaceImpl * w, internal::ImplOf(ws));
+  TAILOR_ASSIGN_OR_RETURN(DecodeCapacity capacity,
+                          DeviceCapacity(*kernels, limits));
+  DecodeDeviceBuffers buffers = internal::DecodeLayoutFor(capacity);
+  if (memory == nullptr ||
+      reinterpret_cast<uintptr_t>(memory) % internal::kAlignment != 0) {
+    return absl::InvalidArgumentError(
+        "memory: must be non-null device memory aligned to 256 bytes");
+  }
+  if (bytes < buffers.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bytes: must be >= DecodeWorkspaceBytes(limits) = ", buffers.bytes,
+        ", got ", bytes));
+  }
+  buffers.base = static_cast<char*>(memory);
+  buffers.device = runtime.device();
+  return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), stream, *w);
+}
+
+}  // namespace attention
+}  // namespace tailor

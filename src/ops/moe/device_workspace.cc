@@ -1,0 +1,88 @@
+#include "ops/moe/device_workspace.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace tailor::internal {
+namespace {
+
+constexpr int64_t kAlignment = 256;
+
+int64_t AlignUp(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+// Places a buffer of `bytes` at the end of the layout; returns its offset.
+int64_t Place(int64_t bytes, int64_t& end) {
+  const int64_t offset = end;
+  end += AlignUp(std::max<int64_t>(bytes, 1));
+  return offset;
+}
+
+absl::Status TooSmall(absl::string_view what, int64_t reserved,
+                      int64_t needed) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ws: reserved for ", what, " <= ", reserved, ", this step needs ", needed,
+      "; call moe::ReserveWorkspace with larger limits"));
+}
+
+}  // namespace
+
+int64_t MaxWorkItems(int64_t assignments, int64_t experts, int64_t tile_rows) {
+  return assignments / tile_rows + std::min(experts, assignments);
+}
+
+MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
+  MoeDeviceBuffers b;
+  b.capacity = c;
+  b.max_work = MaxWorkItems(c.assignments, c.experts, c.tile_rows);
+  int64_t end = 0;
+  b.counts = Place(4 * c.experts, end);
+  b.offsets = Place(4 * (c.experts + 1), end);
+  b.permutation = Place(4 * c.assignments, end);
+  b.inverse = Place(4 * c.assignments, end);
+  b.work = Place(int64_t{sizeof(plan::WorkItem)} * b.max_work, end);
+  b.scratch = Place(c.scratch_bytes, end);
+  b.rows_h = Place(c.assignments * c.hidden * c.element_bytes, end);
+  b.rows_i = Place(c.assignments * c.intermediate * c.element_bytes, end);
+  b.bytes = end;
+  return b;
+}
+
+absl::Status CheckFits(const MoeDeviceBuffers& buffers,
+                       const MoeCapacity& need) {
+  const MoeCapacity& have = buffers.capacity;
+  if (need.assignments > have.assignments) {
+    return TooSmall("T * k assignments", have.assignments, need.assignments);
+  }
+  if (need.experts > have.experts) {
+    return TooSmall("local experts E", have.experts, need.experts);
+  }
+  if (need.hidden * need.element_bytes > have.hidden * have.element_bytes) {
+    return TooSmall("hidden row bytes H * element",
+                    have.hidden * have.element_bytes,
+                    need.hidden * need.element_bytes);
+  }
+  if (need.intermediate * need.element_bytes >
+      have.intermediate * have.element_bytes) {
+    return TooSmall("intermediate row bytes I * element",
+                    have.intermediate * have.element_bytes,
+                    need.intermediate * need.element_bytes);
+  }
+  const int64_t work =
+      MaxWorkItems(need.assignments, need.experts, need.tile_rows);
+  if (work > buffers.max_work) {
+    return TooSmall(
+        "plan work items (tile_rows >= " + std::to_string(have.tile_rows) + ")",
+        buffers.max_work, work);
+  }
+  if (need.scratch_bytes > have.scratch_bytes) {
+    return TooSmall("route scratch bytes", have.scratch_bytes,
+                    need.scratch_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tailor::internal

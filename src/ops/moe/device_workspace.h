@@ -1,0 +1,78 @@
+// ops/moe/device_workspace.h — a moe::Workspace's buffers on a device
+// backend.
+//
+// One block of device memory, reserved once (ReserveWorkspace: the backend's
+// AllocateDevice, owned by the Workspace) or borrowed (BindWorkspace: caller
+// memory), cut into 256-byte aligned buffers sized for a MoeCapacity:
+//
+//   counts       [E] i32          offsets      [E + 1] i32
+//   permutation  [A] i32          inverse      [A] i32       (A = T * k)
+//   work         [max_work] plan::WorkItem, max_work = floor(A / tile) +
+//                min(E, A)
+//   scratch      the backend's route scratch (MoeKernels::RouteScratchBytes)
+//   rows_h       [A, H] activations (Experts: packed input, then gemm2 out)
+//   rows_i       [A, I] activations (Experts: silu_and_mul of gemm1)
+//
+// A step fits when each of its buffers fits the reserved one; a step that
+// does not fit fails with FailedPrecondition instead of allocating.
+#ifndef TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
+#define TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "plan/piecewise_plan.h"
+#include "tailor/tensor.h"
+
+namespace tailor::internal {
+
+// What a step needs, or what a Workspace was reserved for.
+struct MoeCapacity {
+  int64_t assignments = 0;    // A = T * k
+  int64_t experts = 0;        // E (local)
+  int64_t hidden = 0;         // H (0: routing only)
+  int64_t intermediate = 0;   // I (0: routing only)
+  int64_t element_bytes = 0;  // of the activation dtype (0: routing only)
+  int64_t tile_rows = 1;      // core tile of the plan
+  int64_t scratch_bytes = 0;  // route scratch
+};
+
+// Work items a plan of `assignments` rows over `experts` groups can have:
+// floor(A / tile_rows) core tiles plus at most one tail per non-empty group.
+int64_t MaxWorkItems(int64_t assignments, int64_t experts, int64_t tile_rows);
+
+struct MoeDeviceBuffers {
+  Device device;
+  std::shared_ptr<void> owned;  // ReserveWorkspace's block; null when bound
+  char* base = nullptr;
+  int64_t bytes = 0;  // of the block in use
+  MoeCapacity capacity;
+  int64_t max_work = 0;
+  // Byte offsets from `base`.
+  int64_t counts = 0, offsets = 0, permutation = 0, inverse = 0, work = 0,
+          scratch = 0, rows_h = 0, rows_i = 0;
+
+  int32_t* i32(int64_t offset) const {
+    return reinterpret_cast<int32_t*>(base + offset);
+  }
+  plan::WorkItem* work_items() const {
+    return reinterpret_cast<plan::WorkItem*>(base + work);
+  }
+  void* at(int64_t offset) const { return base + offset; }
+};
+
+// The layout of a block for `capacity` (base null, bytes = the total).
+MoeDeviceBuffers LayoutFor(const MoeCapacity& capacity);
+
+// OkStatus when a step needing `need` fits `buffers`; FailedPrecondition
+// naming the first limit it exceeds otherwise, e.g. "ws: reserved for
+// T * k <= 64 assignments, this step has 128; call moe::ReserveWorkspace
+// with larger limits".
+absl::Status CheckFits(const MoeDeviceBuffers& buffers,
+                       const MoeCapacity& need);
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_

@@ -1,0 +1,147 @@
+// tests/ops/moe/cuda_test_util.h — the moe:: ops on a CUDA runtime: device
+// copies of HostTensors, the host reference Route (a plain stable counting
+// sort, what the CPU backend computes) and plan, and a fixture that skips
+// without a device.
+#ifndef TAILOR_TESTS_OPS_MOE_CUDA_TEST_UTIL_H_
+#define TAILOR_TESTS_OPS_MOE_CUDA_TEST_UTIL_H_
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_test_util.h"
+#include "ops/moe/moe_test_util.h"
+#include "plan/piecewise_plan.h"
+
+namespace tailor::moe::testing {
+
+using ::tailor::cuda::testing::CudaTestRuntime;
+using ::tailor::cuda::testing::DeviceBuffer;
+
+inline constexpr Device kCuda0 = {.type = DeviceType::kCuda, .index = 0};
+
+// A device copy of a HostTensor, with views.
+class DeviceTensor {
+ public:
+  DeviceTensor(const cuda::DriverApi& api, const HostTensor& host)
+      : host_(host),
+        buffer_(std::make_unique<DeviceBuffer>(
+            api, static_cast<size_t>(host.numel()) * DTypeSize(host.dtype()))) {
+    Upload(host);
+  }
+  // Re-uploads `host` (same shape) into the same device memory.
+  void Upload(const HostTensor& host) {
+    host_ = host;
+    ASSERT_TRUE(buffer_->ok());
+    TAILOR_ASSERT_OK(buffer_->Upload(host.ref().data, buffer_->bytes()));
+  }
+  TensorRef ref() const {
+    TensorRef t = host_.ref();
+    t.data = buffer_->data();
+    t.device = kCuda0;
+    return t;
+  }
+  // The device contents as a HostTensor of the same shape.
+  HostTensor Download() const {
+    HostTensor out = host_;
+    absl::StatusOr<std::vector<uint8_t>> bytes = buffer_->Download();
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    if (bytes.ok() && !bytes->empty()) {
+      std::memcpy(const_cast<void*>(out.ref().data), bytes->data(),
+                  bytes->size());
+    }
+    return out;
+  }
+  const DeviceBuffer& buffer() const { return *buffer_; }
+
+ private:
+  HostTensor host_;
+  std::unique_ptr<DeviceBuffer> buffer_;
+};
+
+// Copies `count` i32 of device memory at `device` to the host.
+inline std::vector<int32_t> DownloadI32(const cuda::DriverApi& api,
+                                        const void* device, int64_t count) {
+  std::vector<int32_t> host(static_cast<size_t>(count));
+  if (count == 0) return host;
+  EXPECT_EQ(api.cuMemcpyDtoH(host.data(), reinterpret_cast<CUdeviceptr>(device),
+                             host.size() * 4),
+            CUDA_SUCCESS);
+  return host;
+}
+
+// What a host Route computes: stable counting sort by local expert.
+struct ReferenceRouting {
+  std::vector<int32_t> counts, offsets, permutation, inverse;
+};
+inline ReferenceRouting ReferenceRoute(const HostTensor& ids,
+                                       const HostTensor* map, int64_t experts,
+                                       int64_t valid_tokens, int64_t k) {
+  ReferenceRouting r;
+  const int64_t assignments = ids.numel();
+  r.counts.assign(experts, 0);
+  r.inverse.assign(assignments, -1);
+  auto local = [&](int64_t i) {
+    return i < valid_tokens * k ? LocalExpert(ids, map, i) : -1;
+  };
+  for (int64_t i = 0; i < assignments; ++i) {
+    if (local(i) >= 0) ++r.counts[local(i)];
+  }
+  r.offsets.assign(experts + 1, 0);
+  for (int64_t e = 0; e < experts; ++e)
+    r.offsets[e + 1] = r.offsets[e] + r.counts[e];
+  std::vector<int32_t> cursor(r.offsets.begin(), r.offsets.end() - 1);
+  r.permutation.assign(r.offsets[experts], 0);
+  for (int64_t i = 0; i < assignments; ++i) {
+    const int32_t e = local(i);
+    if (e < 0) continue;
+    r.permutation[cursor[e]] = static_cast<int32_t>(i);
+    r.inverse[i] = cursor[e]++;
+  }
+  return r;
+}
+
+// The host planner's work list for `counts`.
+inline std::vector<plan::WorkItem> ReferenceWork(
+    const std::vector<int32_t>& counts, const plan::PlanParams& params) {
+  std::vector<int64_t> extents(counts.begin(), counts.end());
+  plan::PiecewisePlan plan;
+  absl::Status built = plan::BuildPiecewisePlan(extents, params, &plan);
+  EXPECT_TRUE(built.ok()) << built;
+  return {plan.work().begin(), plan.work().end()};
+}
+
+// One CUDA runtime per test binary (its memory cache serves every test:
+// NVRTC compiles each variant once), or the reason there is none.
+inline absl::StatusOr<CudaTestRuntime*> SharedCudaRuntime() {
+  static absl::StatusOr<std::unique_ptr<CudaTestRuntime>>* env =
+      new absl::StatusOr<std::unique_ptr<CudaTestRuntime>>(
+          CudaTestRuntime::Create());
+  if (!env->ok()) return env->status();
+  return env->value().get();
+}
+
+// A test on the shared CUDA runtime, or a skip without a device.
+class MoeCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<CudaTestRuntime*> env = SharedCudaRuntime();
+    if (!env.ok()) {
+      ASSERT_EQ(env.status().code(), absl::StatusCode::kUnavailable)
+          << env.status();
+      GTEST_SKIP() << "no CUDA device here: " << env.status();
+    }
+    env_ = *env;
+  }
+  Runtime& runtime() { return env_->runtime(); }
+  const cuda::DriverApi& api() { return env_->api(); }
+  DeviceTensor ToDevice(const HostTensor& host) {
+    return DeviceTensor(api(), host);
+  }
+
+  CudaTestRuntime* env_ = nullptr;
+};
+
+}  // namespace tailor::moe::testing
+
+#endif  // TAILOR_TESTS_OPS_MOE_CUDA_TEST_UTIL_H_
