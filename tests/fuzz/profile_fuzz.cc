@@ -3,13 +3,16 @@
 // crash (a document nested 100,000 deep used to overflow the stack), must
 // refuse nesting past kMaxJsonDepth by name, must report every error as
 // InvalidArgument "profile: ...", and every profile it accepts must hold the
-// values the schema (warmup/profile.h) documents.
+// values the schema (warmup/profile.h) documents: the op fronts' own rules
+// (k <= E; CheckDecodeShape).
 #include <algorithm>
 #include <string_view>
 
 #include "absl/strings/match.h"
 #include "fuzz_input.h"
 #include "json_depth.h"
+#include "ops/attention/checks.h"
+#include "ops/moe/checks.h"
 #include "tailor/ops/moe.h"
 #include "warmup/json_fields.h"
 #include "warmup/profile.h"
@@ -27,6 +30,7 @@ void CheckAccepted(const ServingProfile& p) {
   for (const MoeLayerProfile& m : p.moe) {
     FUZZ_CHECK(m.experts >= 1 && m.experts <= moe::kMaxExperts) << m.path;
     FUZZ_CHECK(m.topk >= 1 && m.topk <= moe::kMaxTopk) << m.path;
+    FUZZ_CHECK(ExpectTopkOfExperts("topk", m.topk, "experts", m.experts).ok());
     FUZZ_CHECK(m.hidden >= 1 && m.hidden <= moe::kMaxModelDim) << m.path;
     FUZZ_CHECK(m.intermediate >= 1 && m.intermediate <= moe::kMaxModelDim);
     FUZZ_CHECK(!m.dtypes.empty() && !m.routing.empty()) << m.path;
@@ -34,8 +38,15 @@ void CheckAccepted(const ServingProfile& p) {
       FUZZ_CHECK(r.tile_rows >= 0 && r.tile_rows <= moe::kMaxTileRows);
   }
   for (const PagedDecodeProfile& d : p.paged_decode) {
-    FUZZ_CHECK(d.heads_kv >= 1 && d.heads_q % d.heads_kv == 0) << d.path;
-    FUZZ_CHECK(d.head_dim >= 1 && d.page_size >= 1 && !d.dtypes.empty());
+    FUZZ_CHECK(CheckDecodeShape({.num_qo_heads = d.heads_q,
+                                 .num_kv_heads = d.heads_kv,
+                                 .head_dim = d.head_dim,
+                                 .page_size = d.page_size,
+                                 .dtype = DType::kBF16},
+                                "")
+                   .ok())
+        << d.path;
+    FUZZ_CHECK(!d.dtypes.empty()) << d.path;
   }
 }
 

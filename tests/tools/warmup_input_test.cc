@@ -128,5 +128,41 @@ TEST(WarmupInputTest, DryRunRefusesAnotherMachinesArchLikeTheRealRun) {
                                     "machine's cpu backend builds for "));
 }
 
+// Shapes the runtime refuses were accepted by the profile: head_dim 100 or
+// a GQA group of 32 passed --dry-run, then failed to compile (exit 1); page
+// size 1000 compiled a kernel no launch can use (exit 0). Now exit 2 naming
+// the field, dry run or not.
+TEST(WarmupInputTest, DecodeShapesTheRuntimeRefusesAreBadInput) {
+  TempDir dir;
+  const std::string profile = dir.path() + "/profile.json";
+  const struct {
+    const char* fields;
+    const char* message;
+  } cases[] = {
+      {R"("heads_q": 32, "heads_kv": 8, "head_dim": 100, "page_size": 16)",
+       "paged_decode.head_dim: must be 64, 128 or 256, got 100"},
+      {R"("heads_q": 256, "heads_kv": 8, "head_dim": 128, "page_size": 16)",
+       "paged_decode.heads_q: heads_q / heads_kv (the GQA group) must be <= "
+       "16, got 32"},
+      {R"("heads_q": 32, "heads_kv": 8, "head_dim": 128, "page_size": 1000)",
+       "paged_decode.page_size: must be in [1, 256], got 1000"},
+  };
+  for (const auto& c : cases) {
+    WriteTextFile(profile, std::string(R"({"schema": "tailor.profile/1",
+      "name": "t", "target": {"backend": "cuda", "arch": "sm_90a"},
+      "paged_decode": {)") + c.fields +
+                               R"(, "dtypes": ["bf16"]}})");
+    for (bool dry_run : {true, false}) {
+      std::vector<std::string> args = {"--profile", profile, "--cache-dir",
+                                       dir.path() + "/cache"};
+      if (dry_run) args.push_back("--dry-run");
+      ToolRun run = WarmupWithDeadline(args);
+      EXPECT_EQ(run.exit_code, 2) << c.message << "\n" << run.output;
+      EXPECT_EQ(run.output,
+                std::string("tailor-warmup: profile: ") + c.message + "\n");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tailor
