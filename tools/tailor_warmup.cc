@@ -74,6 +74,7 @@ or saved (with --check: is missing); 2 bad usage or input.
 
 struct MoeShape {
   int64_t topk = 0, hidden = 0, intermediate = 0;  // E reaches no key
+  int64_t experts = 0;  // --experts; 0: k (E is only checked against k)
 };
 
 const std::map<std::string, MoeShape>& Models() {
@@ -139,7 +140,7 @@ absl::Status SetValueFlag(const std::string& flag, const std::string& value,
   } else if (flag == "--intermediate") {
     TAILOR_RETURN_IF_ERROR(number(f.shape.intermediate));
   } else if (flag == "--experts") {
-    TAILOR_RETURN_IF_ERROR(number(n));  // E is part of no kernel key
+    TAILOR_RETURN_IF_ERROR(number(f.shape.experts));  // in no kernel key
   } else if (flag == "--tile-rows") {
     TAILOR_RETURN_IF_ERROR(number(n));
     f.policy.tile_rows = static_cast<int32_t>(std::min<int64_t>(n, 1 << 30));
@@ -235,7 +236,8 @@ absl::StatusOr<ServingProfile> ProfileFromFlags(const Flags& f) {
                          : "pow2";
   std::string json = absl::StrCat(
       R"({"schema": "tailor.profile/1", "name": ")", f.model_name,
-      R"(", "target": {"backend": "cpu"}, "moe": {"experts": 1, "topk": )",
+      R"(", "target": {"backend": "cpu"}, "moe": {"experts": )",
+      f.shape.experts > 0 ? f.shape.experts : f.shape.topk, R"(, "topk": )",
       f.shape.topk, R"(, "hidden": )", f.shape.hidden, R"(, "intermediate": )",
       f.shape.intermediate, R"(, "dtypes": [")", tailor::DTypeName(f.dtype),
       R"("], "routing": {"tile_rows": )", f.policy.tile_rows, R"(, "tail": ")",

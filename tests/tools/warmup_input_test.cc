@@ -128,6 +128,17 @@ TEST(WarmupInputTest, DryRunRefusesAnotherMachinesArchLikeTheRealRun) {
                                     "machine's cpu backend builds for "));
 }
 
+// The legacy flags describe a profile, checked as one (k <= E).
+TEST(WarmupInputTest, LegacyFlagsFollowTheProfileRules) {
+  ToolRun run =
+      WarmupWithDeadline({"--experts", "8", "--topk", "64", "--hidden", "64",
+                          "--intermediate", "32", "--dry-run"});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_EQ(run.output,
+            "tailor-warmup: profile: moe.topk: must be at most experts (8): a "
+            "token is routed to k distinct experts, got 64\n");
+}
+
 // Shapes the runtime refuses were accepted by the profile: head_dim 100 or
 // a GQA group of 32 passed --dry-run, then failed to compile (exit 1); page
 // size 1000 compiled a kernel no launch can use (exit 0). Now exit 2 naming
