@@ -45,9 +45,10 @@ namespace tailor::internal {
 
 inline constexpr uint32_t kDiskFormatVersion = 1;
 inline constexpr int kStaleTempSeconds = 600;
-// What an entry can be. Kernel binaries are kilobytes (CPU objects 2.5-7 KB,
-// Hopper cubins tens of KB), the header a few hundred bytes: these caps are
-// orders of magnitude above both, and bound what a hostile file costs.
+// What an entry can be. Kernel binaries are CPU objects of a few KB and
+// CUDA cubins of at most a few hundred KB (bench/results/compile_time.txt),
+// headers a few hundred bytes: these caps are two orders of magnitude above
+// both, and bound what a hostile file costs.
 inline constexpr uint64_t kMaxEntryHeaderBytes = uint64_t{64} << 10;
 inline constexpr uint64_t kMaxEntryPayloadBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kEntryPrefixBytes =
