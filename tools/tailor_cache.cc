@@ -2,18 +2,21 @@
 //
 //   tailor-cache stats                 entries, size, limit, by op and arch
 //   tailor-cache list                  one line per entry, most recent first
-//   tailor-cache verify                checksum every entry; remove bad ones
+//   tailor-cache verify                check every entry as the runtime
+//                                      does; remove bad ones
 //   tailor-cache prune [--max-size S]  evict least recently used entries
 //   tailor-cache clear                 remove every entry
 //
 // Every command takes --cache-dir DIR (default: $TAILOR_CACHE_DIR, else
-// $XDG_CACHE_HOME/tailor, else ~/.cache/tailor) and refuses a directory that
-// the runtime would refuse (not ours, group/world-writable). Safe to run
+// $XDG_CACHE_HOME/tailor, else ~/.cache/tailor), which must exist, and
+// refuses a directory that the runtime would refuse (not ours,
+// group/world-writable). Safe to run
 // while servers use the cache: removal is unlink(), which a reader holding
 // the file open does not notice, and which a later reader sees as a miss.
 //
 // Exit status: 0 done; 1 verify found (and removed) bad entries, or the
 // command failed; 2 bad usage.
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,12 +48,16 @@ commands:
   stats                entries, total size, size limit, entries per op/arch
   list                 one line per entry (size, last use, key), most
                        recently used first
-  verify               read every entry and check its checksums; remove and
-                       report the bad ones (exit 1 when there were any)
+  verify               check every entry as the runtime does (checksums,
+                       format, named for the kernel its header states, a
+                       regular file of ours); remove and report the bad
+                       ones (exit 1 when there were any); writes nothing
+                       when all are good
   prune [--max-size S] evict least recently used entries until the cache
                        fits S (default: $TAILOR_CACHE_MAX_SIZE, else 2G);
                        S is bytes or a number with K, M, G or T
-  clear                remove every entry
+  clear                remove every entry (and whatever non-regular file
+                       has an entry's name)
 options:
   --cache-dir DIR      the cache (default: $TAILOR_CACHE_DIR, else
                        $XDG_CACHE_HOME/tailor, else ~/.cache/tailor)
@@ -198,12 +205,34 @@ absl::Status List(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// Checksums every entry; removes the bad ones. Returns how many it removed.
-absl::StatusOr<int> Verify(const std::string& dir) {
+// Removes the entry file or non-regular file at `path`.
+bool RemoveEntryName(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    return unlink(path.c_str()) == 0;
+  return tailor::internal::RemoveNonRegularFile(path).ok();
+}
+
+// Every "*.tkc" name in `dir`: the entries, most recently used first, then
+// what is not a regular file (never an entry, and it blocks one's name).
+absl::StatusOr<std::vector<std::string>> AllEntryNames(const std::string& dir) {
   TAILOR_ASSIGN_OR_RETURN(std::vector<EntryFile> entries, SortedEntries(dir));
-  int bad = 0;
-  for (const EntryFile& e : entries) {
-    std::string path = absl::StrCat(dir, "/", e.name);
+  TAILOR_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                          tailor::internal::ListNonRegularEntryNames(dir));
+  std::vector<std::string> all;
+  for (const EntryFile& e : entries) all.push_back(e.name);
+  all.insert(all.end(), names.begin(), names.end());
+  return all;
+}
+
+// Checks every entry as the runtime would (InspectEntryFile, the runtime's
+// validator) and removes the bad ones. Returns how many were bad. Writes
+// nothing when all are good, so that a read-only cache can be verified.
+absl::StatusOr<int> Verify(const std::string& dir) {
+  TAILOR_ASSIGN_OR_RETURN(std::vector<std::string> names, AllEntryNames(dir));
+  int bad = 0, kept = 0;
+  for (const std::string& name : names) {
+    std::string path = absl::StrCat(dir, "/", name);
     EntryInspection info =
         tailor::internal::InspectEntryFile(path, /*verify_payload=*/true);
     if (info.problem == EntryProblem::kNone ||
@@ -211,16 +240,21 @@ absl::StatusOr<int> Verify(const std::string& dir) {
       continue;
     }
     ++bad;
-    bool removed = unlink(path.c_str()) == 0;
+    bool removed = RemoveEntryName(path);
+    if (!removed) ++kept;
     std::printf("%s  %s: %s\n", removed ? "removed" : "CANNOT REMOVE",
-                e.name.c_str(), info.detail.c_str());
+                name.c_str(), info.detail.c_str());
   }
   // Recount (nothing is evicted at this target) so the size counter
   // forgets what was removed.
-  TAILOR_RETURN_IF_ERROR(
-      tailor::internal::EvictToSize(dir, ~uint64_t{0}).status());
-  std::printf("verified %zu entries: %zu good, %d bad (removed)\n",
-              entries.size(), entries.size() - bad, bad);
+  if (bad > kept) {
+    TAILOR_RETURN_IF_ERROR(
+        tailor::internal::EvictToSize(dir, ~uint64_t{0}).status());
+  }
+  std::printf("verified %zu entries: %zu good, %d bad (%s)\n", names.size(),
+              names.size() - bad, bad,
+              kept == 0 ? "removed"
+                        : absl::StrCat(kept, " could not be removed").c_str());
   return bad;
 }
 
@@ -243,11 +277,19 @@ absl::Status Prune(const std::string& dir, std::optional<uint64_t> max_size) {
 }
 
 absl::Status Clear(const std::string& dir) {
+  TAILOR_ASSIGN_OR_RETURN(std::vector<std::string> odd,
+                          tailor::internal::ListNonRegularEntryNames(dir));
+  for (const std::string& name : odd) {
+    TAILOR_RETURN_IF_ERROR(
+        tailor::internal::RemoveNonRegularFile(absl::StrCat(dir, "/", name)));
+  }
   TAILOR_ASSIGN_OR_RETURN(tailor::internal::EvictionReport report,
                           tailor::internal::EvictToSize(dir, 0));
-  std::printf("removed %llu entries (%s)\n",
+  std::printf("removed %llu entries (%s)",
               static_cast<unsigned long long>(report.removed_entries),
               FormatByteSize(report.removed_bytes).c_str());
+  if (!odd.empty()) std::printf(" and %zu non-regular files", odd.size());
+  std::printf("\n");
   return absl::OkStatus();
 }
 
@@ -284,10 +326,11 @@ int main(int argc, char** argv) {
   std::string dir = flags.cache_dir.empty()
                         ? tailor::internal::DefaultCacheDir()
                         : flags.cache_dir;
-  // The runtime's own checks (ownership, permissions); also sweeps the temp
+  // The runtime's own checks (ownership, permissions), on a directory that
+  // must exist (a mistyped --cache-dir is not created); also sweeps the temp
   // files of writers killed long ago.
   absl::StatusOr<tailor::internal::DiskCache> cache =
-      tailor::internal::DiskCache::Open(dir);
+      tailor::internal::DiskCache::OpenExisting(dir);
   if (!cache.ok()) {
     std::fprintf(stderr, "tailor-cache: %s\n",
                  std::string(cache.status().message()).c_str());

@@ -5,21 +5,19 @@
 // name every kernel any routing of the model can need.
 //
 //   tailor-warmup --profile tools/profiles/qwen3-30b-a3b.json
-//   tailor-warmup --from-history history.json   #
-//   Runtime::SpecializationHistoryJson tailor-warmup --model qwen3-30b-a3b
-//   --dtype bf16   # built-in MoE shapes tailor-warmup --profile P.json
-//   --dry-run | --check | --times
+//   tailor-warmup --from-history history.json  # SpecializationHistoryJson()
+//   tailor-warmup --model qwen3-30b-a3b --dtype bf16  # built-in MoE shapes
+//   tailor-warmup --profile P.json --dry-run | --check | --times
 //
 // Exit status: 0 when every kernel is in the cache; 1 when one could not be
 // built or saved (or, with --check, is missing); 2 for bad usage or input.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +29,7 @@
 #include "tailor/runtime.h"
 #include "tailor/status.h"
 #include "warmup/history.h"
+#include "warmup/json_fields.h"
 #include "warmup/kernel_catalog.h"
 #include "warmup/profile.h"
 #include "warmup/warmup_runner.h"
@@ -75,6 +74,7 @@ or saved (with --check: is missing); 2 bad usage or input.
 
 struct MoeShape {
   int64_t topk = 0, hidden = 0, intermediate = 0;  // E reaches no key
+  int64_t experts = 0;  // --experts; 0: k (E is only checked against k)
 };
 
 const std::map<std::string, MoeShape>& Models() {
@@ -100,6 +100,17 @@ struct Flags {
 };
 
 enum class FlagResult { kRun, kExitOk };
+
+// The flags that take a value (SetValueFlag's).
+constexpr const char* kValueFlags[] = {
+    "--profile",      "--from-history", "--model",     "--topk", "--hidden",
+    "--intermediate", "--experts",      "--tile-rows", "--jobs", "--cache-dir",
+    "--dtype",        "--tail",         "--backend"};
+
+bool TakesValue(const std::string& flag) {
+  return std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) !=
+         std::end(kValueFlags);
+}
 
 // Sets the flag `flag` (which takes `value`).
 absl::Status SetValueFlag(const std::string& flag, const std::string& value,
@@ -129,7 +140,7 @@ absl::Status SetValueFlag(const std::string& flag, const std::string& value,
   } else if (flag == "--intermediate") {
     TAILOR_RETURN_IF_ERROR(number(f.shape.intermediate));
   } else if (flag == "--experts") {
-    TAILOR_RETURN_IF_ERROR(number(n));  // E is part of no kernel key
+    TAILOR_RETURN_IF_ERROR(number(f.shape.experts));  // in no kernel key
   } else if (flag == "--tile-rows") {
     TAILOR_RETURN_IF_ERROR(number(n));
     f.policy.tile_rows = static_cast<int32_t>(std::min<int64_t>(n, 1 << 30));
@@ -191,6 +202,11 @@ absl::StatusOr<FlagResult> ParseFlags(int argc, char** argv, Flags& f) {
       *toggle = true;
       continue;
     }
+    if (!TakesValue(flag)) {
+      return absl::InvalidArgumentError(flag.rfind("-", 0) == 0
+                                            ? "unknown flag " + flag
+                                            : "unexpected argument " + flag);
+    }
     if (i + 1 >= argc)
       return absl::InvalidArgumentError(flag + ": needs a value");
     TAILOR_RETURN_IF_ERROR(SetValueFlag(flag, argv[++i], f));
@@ -208,17 +224,6 @@ absl::StatusOr<FlagResult> ParseFlags(int argc, char** argv, Flags& f) {
   return FlagResult::kRun;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The profile the legacy --model / --topk flags describe, validated like a
 // profile file.
 absl::StatusOr<ServingProfile> ProfileFromFlags(const Flags& f) {
@@ -231,7 +236,8 @@ absl::StatusOr<ServingProfile> ProfileFromFlags(const Flags& f) {
                          : "pow2";
   std::string json = absl::StrCat(
       R"({"schema": "tailor.profile/1", "name": ")", f.model_name,
-      R"(", "target": {"backend": "cpu"}, "moe": {"experts": 1, "topk": )",
+      R"(", "target": {"backend": "cpu"}, "moe": {"experts": )",
+      f.shape.experts > 0 ? f.shape.experts : f.shape.topk, R"(, "topk": )",
       f.shape.topk, R"(, "hidden": )", f.shape.hidden, R"(, "intermediate": )",
       f.shape.intermediate, R"(, "dtypes": [")", tailor::DTypeName(f.dtype),
       R"("], "routing": {"tile_rows": )", f.policy.tile_rows, R"(, "tail": ")",
@@ -251,7 +257,9 @@ struct Input {
 absl::StatusOr<Input> LoadInput(const Flags& f) {
   Input input;
   if (!f.history_path.empty()) {
-    TAILOR_ASSIGN_OR_RETURN(std::string text, ReadFile(f.history_path));
+    TAILOR_ASSIGN_OR_RETURN(
+        std::string text,
+        tailor::internal::ReadJsonDocumentFile(f.history_path, "history"));
     TAILOR_ASSIGN_OR_RETURN(input.history,
                             tailor::internal::ParseHistory(text));
     input.backend = input.history->backend;
@@ -262,7 +270,9 @@ absl::StatusOr<Input> LoadInput(const Flags& f) {
                      input.history->tailor_version, " on ", input.arch, ")");
   } else {
     if (!f.profile_path.empty()) {
-      TAILOR_ASSIGN_OR_RETURN(std::string text, ReadFile(f.profile_path));
+      TAILOR_ASSIGN_OR_RETURN(
+          std::string text,
+          tailor::internal::ReadJsonDocumentFile(f.profile_path, "profile"));
       TAILOR_ASSIGN_OR_RETURN(input.profile,
                               tailor::internal::ParseProfile(text));
     } else {
@@ -349,6 +359,7 @@ int Warm(tailor::Runtime& runtime, const Flags& f, const KernelList& kernels,
           ? f.jobs
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto start = std::chrono::steady_clock::now();
+  const uint64_t evictions_before = runtime.stats().disk_evictions;
   ProgressPrinter progress(f.quiet);
   std::vector<tailor::internal::WarmupResult> results =
       tailor::internal::PrecompileAll(
@@ -357,7 +368,9 @@ int Warm(tailor::Runtime& runtime, const Flags& f, const KernelList& kernels,
   double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  tailor::internal::RecheckOnDisk(cache, kernels.jobs, results);
+  tailor::internal::RecheckOnDisk(
+      cache, kernels.jobs, runtime.stats().disk_evictions - evictions_before,
+      results);
   if (f.times) std::printf("%s", FormatCompileTimes(results).c_str());
   tailor::internal::WarmupSummary summary = SummarizeWarmup(results, wall);
   std::printf("%s", summary.table.c_str());
@@ -425,17 +438,26 @@ int main(int argc, char** argv) {
   absl::StatusOr<Input> input = LoadInput(flags);
   if (!input.ok()) return Fail(2, input.status());
 
+  // A dry run makes the real run's checks (the profile's arch must be this
+  // machine's); only where no runtime of the backend can start here (no
+  // device) does it list the keys for an explicit arch unchecked.
   std::unique_ptr<tailor::Runtime> runtime;
   std::string arch = input->arch;
-  if (!flags.dry_run || arch == tailor::internal::kNativeArch) {
-    absl::StatusOr<std::unique_ptr<tailor::Runtime>> created =
-        MakeRuntime(flags, *input);
-    if (!created.ok()) {
-      return Fail(absl::IsInvalidArgument(created.status()) ? 2 : 1,
-                  created.status());
-    }
+  absl::StatusOr<std::unique_ptr<tailor::Runtime>> created =
+      MakeRuntime(flags, *input);
+  if (created.ok()) {
     runtime = *std::move(created);
     arch = runtime->arch();
+  } else if (absl::IsInvalidArgument(created.status())) {
+    return Fail(2, created.status());
+  } else if (!flags.dry_run || arch == tailor::internal::kNativeArch) {
+    return Fail(1, created.status());
+  } else {
+    std::printf(
+        "tailor-warmup: no %s runtime here (%s): keys for %s are "
+        "listed unchecked\n",
+        std::string(tailor::BackendName(input->backend)).c_str(),
+        std::string(created.status().message()).c_str(), arch.c_str());
   }
   const tailor::internal::KeyTarget target = {.backend = input->backend,
                                               .arch = arch};

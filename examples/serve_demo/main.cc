@@ -13,7 +13,8 @@
 //      vs pad-to-block
 //
 // Run it twice: the second run compiles nothing (every kernel from disk).
-//   serve_demo [--steps N] [--backend auto|cpu|cuda]
+//   serve_demo [--steps N] [--backend auto|cpu|cuda|hip] [--help]
+// (flags.h: every argument is checked before anything runs).
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "flags.h"
 #include "moe_layer.h"
 #include "report.h"
 #include "tailor/ops/moe.h"
@@ -61,10 +63,10 @@ int64_t CoreTailRows(const std::vector<int32_t>& counts, int64_t tile) {
   for (const int32_t n : counts) {
     const int64_t rest = n % tile;
     rows += n / tile * tile +
-            (rest == 0 ? 0
-                       : std::min<int64_t>(
-                             tile, static_cast<int64_t>(std::bit_ceil(
-                                       static_cast<uint64_t>(rest)))));
+            (rest == 0
+                 ? 0
+                 : std::min<int64_t>(tile, static_cast<int64_t>(std::bit_ceil(
+                                               static_cast<uint64_t>(rest)))));
   }
   return rows;
 }
@@ -131,8 +133,7 @@ class StepMemory {
       const std::vector<uint16_t>& hidden, const std::vector<int32_t>& ids,
       const std::vector<float>& weights, std::vector<uint16_t>& out, int T) {
     const ModelShape& s = layer_.shape;
-    const int64_t E = s.experts, k = s.topk, H = s.hidden,
-                  I = s.intermediate;
+    const int64_t E = s.experts, k = s.topk, H = s.hidden, I = s.intermediate;
     const tailor::Device dev = runtime_.device();
     auto view = [&](const void* host, const std::shared_ptr<void>& device,
                     DType dtype, std::initializer_list<int64_t> dims) {
@@ -143,7 +144,8 @@ class StepMemory {
       TAILOR_RETURN_IF_ERROR(Copy(hidden_, hidden.data(), hidden.size() * 2));
       TAILOR_RETURN_IF_ERROR(Copy(out_, out.data(), out.size() * 2));
       TAILOR_RETURN_IF_ERROR(Copy(ids_, ids.data(), ids.size() * 4));
-      TAILOR_RETURN_IF_ERROR(Copy(weights_, weights.data(), weights.size() * 4));
+      TAILOR_RETURN_IF_ERROR(
+          Copy(weights_, weights.data(), weights.size() * 4));
     }
     return tailor::moe::ExpertsArgs{
         .hidden = view(hidden.data(), hidden_, DType::kBF16, {T, H}),
@@ -258,18 +260,20 @@ absl::Status RunShape(tailor::Runtime& runtime, const ModelShape& shape,
 
 int main(int argc, char** argv) {
   using namespace serve_demo;
-  int steps = 48;
-  tailor::Runtime::Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--steps") == 0)
-      steps = std::max(1, std::atoi(argv[i + 1]));
-    if (std::strcmp(argv[i], "--backend") == 0) {
-      std::string b = argv[i + 1];
-      options.backend = b == "cpu"    ? tailor::BackendKind::kCpu
-                        : b == "cuda" ? tailor::BackendKind::kCuda
-                                      : tailor::BackendKind::kAuto;
-    }
+  absl::StatusOr<DemoFlags> flags = ParseDemoFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr,
+                 "serve_demo: %s\n(serve_demo --help prints the usage)\n",
+                 std::string(flags.status().message()).c_str());
+    return 2;
   }
+  if (flags->help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const int steps = flags->steps;
+  tailor::Runtime::Options options;
+  options.backend = flags->backend;
   options.log_level = "warn";
 
   // 1. The runtime: CUDA when a device is present, else the CPU backend.

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/disk_cache.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
@@ -30,8 +31,12 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path) {
 // The size counter file, open and locked (flock, exclusive) for its lifetime.
 class LockedCounter {
  public:
+  // A counter that is not a regular file (a directory, symlink or FIFO in
+  // its place) is removed and recreated: left there, it would turn the size
+  // limit off for good.
   static absl::StatusOr<LockedCounter> Open(const std::string& dir) {
     std::string path = absl::StrCat(dir, "/", kSizeCounterFile);
+    TAILOR_RETURN_IF_ERROR(RemoveNonRegularFile(path));
     int fd = open(path.c_str(),
                   O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd < 0) return ErrnoError("cannot open size counter", path);
@@ -135,6 +140,22 @@ absl::StatusOr<std::vector<EntryFile>> ListEntryFiles(const std::string& dir) {
   }
   closedir(d);
   return entries;
+}
+
+absl::StatusOr<std::vector<std::string>> ListNonRegularEntryNames(
+    const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return ErrnoError("cannot read cache directory", dir);
+  std::vector<std::string> names;
+  while (const dirent* e = readdir(d)) {
+    absl::string_view name(e->d_name);
+    if (!absl::EndsWith(name, ".tkc")) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISREG(st.st_mode)) names.emplace_back(name);
+  }
+  closedir(d);
+  return names;
 }
 
 absl::StatusOr<EvictionReport> EvictToSize(const std::string& dir,

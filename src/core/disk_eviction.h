@@ -8,7 +8,8 @@
 // long-running server keeps using stay young on disk.
 //
 // The directory's size is tracked in the counter file "<dir>/size-counter"
-// (decimal bytes), which every writer updates under flock(). A writer whose
+// (decimal bytes), which every writer updates under flock(); a counter that is
+// not a regular file is removed and rebuilt by a scan. A writer whose
 // addition takes the counter past the limit evicts under the same lock: it
 // scans the directory, removes the oldest entries until at most
 // kEvictionTargetFraction of the limit remains, and stores the true total. A
@@ -75,6 +76,12 @@ absl::StatusOr<EvictionReport> EvictToSize(const std::string& dir,
 absl::StatusOr<EvictionReport> NoteEntryWritten(const std::string& dir,
                                                 uint64_t bytes,
                                                 uint64_t max_bytes);
+
+// The names of `dir` that end in ".tkc" but are not regular files
+// (directories, symlinks, FIFOs, ...): never entries, and in an entry's place
+// they keep it from being written; tailor-cache verify and clear remove them.
+absl::StatusOr<std::vector<std::string>> ListNonRegularEntryNames(
+    const std::string& dir);
 
 // The size counter of `dir` as it stands (after a scan if it was missing).
 absl::StatusOr<uint64_t> ReadSizeCounter(const std::string& dir);

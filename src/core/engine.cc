@@ -4,11 +4,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/disk_eviction.h"
-#include "core/env.h"
 #include "core/fork_handlers.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
@@ -18,8 +18,25 @@
 namespace tailor::internal {
 namespace {
 
-bool EnvFlag(const char* name) {
-  return EnvIs(name, "1") || EnvIs(name, "true");
+// $TAILOR_DISABLE_JIT, which fails closed: compiling stays allowed only
+// when it is unset, empty, 0, false, no or off (any case); 1, true, yes and
+// on forbid it, and so does any other value, with a warning. For a "never
+// compile in production" switch, a typo must not mean "compile".
+bool JitDisabledByEnvironment() {
+  const char* env = std::getenv("TAILOR_DISABLE_JIT");
+  if (env == nullptr || *env == '\0') return false;
+  const std::string value = absl::AsciiStrToLower(env);
+  for (const char* off : {"0", "false", "no", "off"}) {
+    if (value == off) return false;
+  }
+  for (const char* on : {"1", "true", "yes", "on"}) {
+    if (value == on) return true;
+  }
+  Logger().warn(
+      "TAILOR_DISABLE_JIT=\"{}\" is none of 1, true, yes, on (disable) or 0, "
+      "false, no, off (allow); compiling is disabled",
+      env);
+  return true;
 }
 
 absl::Status ValidateOptions(const Runtime::Options& o) {
@@ -153,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       *engine->backend_, *engine->stats_,
       KernelCache::Config{
           .capacity = options.memory_cache_capacity,
-          .disable_jit = options.disable_jit || EnvFlag("TAILOR_DISABLE_JIT"),
+          .disable_jit = options.disable_jit || JitDisabledByEnvironment(),
           .compile_threads = compile_threads,
           .disk = OpenDiskCache(options),
           .disk_max_bytes = DiskCacheMaxBytes(options)});

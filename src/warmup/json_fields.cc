@@ -1,15 +1,102 @@
 #include "warmup/json_fields.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace tailor::internal {
+namespace {
+
+absl::string_view NonRegularKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The byte offset where arrays and objects first nest deeper than
+// `max_depth`, outside strings; nullopt when they never do. Exact for valid
+// JSON; on invalid JSON the parser's error follows anyway.
+std::optional<size_t> FirstTooDeep(absl::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadJsonDocumentFile(const std::string& path,
+                                                 absl::string_view what) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st = {};
+  std::string why, text;
+  if (fstat(fd, &st) != 0) {
+    why = absl::StrCat("fstat: ", std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    why =
+        absl::StrCat("is ", NonRegularKind(st.st_mode), ", not a regular file");
+  }
+  // Sizes can lie (/proc): whatever st_size says, read at most one byte
+  // past the limit.
+  bool too_big = static_cast<uint64_t>(st.st_size) > kMaxJsonDocumentBytes;
+  while (why.empty() && !too_big) {
+    char buffer[64 * 1024];
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) why = absl::StrCat("read: ", std::strerror(errno));
+    if (n <= 0) break;
+    text.append(buffer, n);
+    too_big = text.size() > kMaxJsonDocumentBytes;
+  }
+  close(fd);
+  if (why.empty() && too_big) {
+    why = absl::StrCat("is more than ", kMaxJsonDocumentBytes, " bytes (a ",
+                       what, " is far smaller)");
+  }
+  if (!why.empty())
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, ": ", why));
+  return text;
+}
 
 absl::StatusOr<nlohmann::json> ParseJsonDocument(absl::string_view text,
                                                  absl::string_view what) {
+  if (std::optional<size_t> at = FirstTooDeep(text, kMaxJsonDepth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": nested deeper than ", kMaxJsonDepth,
+                     " levels (at byte ", *at, ")"));
+  }
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {

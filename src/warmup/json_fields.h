@@ -29,8 +29,25 @@
 
 namespace tailor::internal {
 
+// Documents (profiles, histories) are small: a profile is a few hundred
+// bytes, a history a few hundred bytes a key. What they may be at most, so
+// that a hostile file costs little before it is refused.
+inline constexpr uint64_t kMaxJsonDocumentBytes = uint64_t{16} << 20;
+inline constexpr int kMaxJsonDepth = 32;  // real documents nest 4-5 deep
+
+// Reads the document file at `path`: only a regular file (a FIFO, device,
+// socket or directory is refused without blocking on it) of at most
+// kMaxJsonDocumentBytes. NotFound when `path` cannot be opened;
+// InvalidArgument "<what> <path>: <rule>" otherwise, e.g.
+// "profile /tmp/p: is a directory, not a regular file".
+absl::StatusOr<std::string> ReadJsonDocumentFile(const std::string& path,
+                                                 absl::string_view what);
+
 // Parses `text`; InvalidArgument "<what>: not valid JSON: <parser message>"
-// on a syntax error (the one place nlohmann's exceptions are caught).
+// on a syntax error (the one place nlohmann's exceptions are caught), and
+// "<what>: nested deeper than kMaxJsonDepth levels (at byte N)" before any
+// parsing when arrays and objects nest deeper (every reader of a document
+// recurses over its depth).
 absl::StatusOr<nlohmann::json> ParseJsonDocument(absl::string_view text,
                                                  absl::string_view what);
 

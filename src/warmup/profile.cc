@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "ops/attention/checks.h"
+#include "ops/moe/checks.h"
 #include "tailor/status.h"
 #include "warmup/json_fields.h"
 
@@ -11,9 +13,12 @@ namespace tailor::internal {
 namespace {
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-constexpr int64_t kMaxHeads = 1024;
-constexpr int64_t kMaxHeadDim = 1024;
-constexpr int64_t kMaxPageSize = 4096;
+
+// Records `status`'s message (the op front's rule, naming the field).
+void RecordIfError(const absl::Status& status,
+                   std::vector<std::string>& errors) {
+  if (!status.ok()) errors.emplace_back(status.message());
+}
 
 // Calls `parse(element, path)` for the one object or every element of the
 // array stored at `name` (an optional section).
@@ -112,25 +117,42 @@ void ReadMoe(const nlohmann::json& value, std::string path,
   reader.OneOf("activation", {"silu"}, /*required=*/false);
   layer.routing = ReadRouting(reader, errors);
   reader.RejectUnknownFields();
+  if (layer.experts > 0 && layer.topk > 0) {
+    RecordIfError(ExpectTopkOfExperts(FieldPath(layer.path, "topk"), layer.topk,
+                                      "experts", layer.experts),
+                  errors);
+  }
   profile.moe.push_back(std::move(layer));
 }
 
+// The shape rules are the op front's (CheckDecodeShape), under the
+// profile's field names; the JSON read only checks that they are integers.
 void ReadPagedDecode(const nlohmann::json& value, std::string path,
                      ServingProfile& profile,
                      std::vector<std::string>& errors) {
   FieldReader reader(value, path, errors);
   PagedDecodeProfile decode{.path = std::move(path)};
-  decode.heads_q = reader.Int("heads_q", 1, kMaxHeads).value_or(0);
-  decode.heads_kv = reader.Int("heads_kv", 1, kMaxHeads).value_or(0);
-  decode.head_dim = reader.Int("head_dim", 1, kMaxHeadDim).value_or(0);
-  decode.page_size = reader.Int("page_size", 1, kMaxPageSize).value_or(0);
+  const size_t errors_before = errors.size();
+  decode.heads_q = reader.Int("heads_q", 1, kMaxInt32).value_or(0);
+  decode.heads_kv = reader.Int("heads_kv", 1, kMaxInt32).value_or(0);
+  decode.head_dim = reader.Int("head_dim", 1, kMaxInt32).value_or(0);
+  decode.page_size = reader.Int("page_size", 1, kMaxInt32).value_or(0);
+  const bool integers = errors.size() == errors_before;
   decode.dtypes = ReadDTypes(reader, {DType::kBF16, DType::kF16, DType::kF32});
   reader.RejectUnknownFields();
-  if (decode.heads_q > 0 && decode.heads_kv > 0 &&
-      decode.heads_q % decode.heads_kv != 0) {
-    reader.Error("heads_q",
-                 absl::StrCat("must be a multiple of heads_kv (",
-                              decode.heads_kv, "), got ", decode.heads_q));
+  if (integers) {
+    // f32 is listed as skipped (no kernel takes it): the shape is checked
+    // with a dtype the kernels take.
+    RecordIfError(CheckDecodeShape(
+                      {.num_qo_heads = decode.heads_q,
+                       .num_kv_heads = decode.heads_kv,
+                       .head_dim = decode.head_dim,
+                       .page_size = decode.page_size,
+                       .dtype = DType::kBF16},
+                      absl::StrCat(decode.path, "."),
+                      {.num_qo_heads = "heads_q", .num_kv_heads = "heads_kv"})
+                      .status(),
+                  errors);
   }
   profile.paged_decode.push_back(std::move(decode));
 }

@@ -16,7 +16,7 @@
 //                      hold a bucket id use it; MoE keys do not
 //     "moe": {                              optional; an object or an array
 //       "experts": 128,                     E, in [1, 2^20]
-//       "topk": 8,                          k, in [1, 64]
+//       "topk": 8,                          k, in [1, 64] and at most E
 //       "hidden": 2048,                     H, in [1, 65536]
 //       "intermediate": 768,                I, in [1, 65536]
 //       "dtypes": ["bf16"],                 each bf16 or f32; non-empty
@@ -31,9 +31,10 @@
 //                                           tail pow2 (RoutingPolicy{})
 //     "paged_decode": {                     optional; an object or an array
 //       "heads_q": 32, "heads_kv": 8,       in [1, 1024]; heads_q a
-//                                           multiple of heads_kv
-//       "head_dim": 128,                    in [1, 1024]
-//       "page_size": 16,                    in [1, 4096]
+//                                           multiple of heads_kv, at most
+//                                           16 times it
+//       "head_dim": 128,                    64, 128 or 256
+//       "page_size": 16,                    in [1, 256]
 //       "dtypes": ["bf16"]                  each bf16, f16 or f32 (the
 //                                           kernels take bf16 and f16: f32
 //                                           is listed as skipped)
@@ -41,8 +42,11 @@
 //   }
 //
 // Unknown fields anywhere are errors (a typo must not silently select a
-// default). A new op family adds one optional section: its struct here, its
-// parser in profile.cc, and its keys in warmup/kernel_catalog.cc.
+// default). The sections' rules are the op fronts' own (ops/moe/checks.h,
+// ops/attention/checks.h CheckDecodeShape), so a profile accepts exactly the
+// shapes the runtime serves. A new op family adds one optional section: its
+// struct here, its parser in profile.cc, and its keys in
+// warmup/kernel_catalog.cc.
 //
 // Example:
 //   TAILOR_ASSIGN_OR_RETURN(ServingProfile profile, ParseProfile(text));

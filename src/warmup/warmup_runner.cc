@@ -1,5 +1,7 @@
 #include "warmup/warmup_runner.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -22,18 +24,22 @@ struct OpRow {
   double compile_seconds = 0;
   double max_compile_seconds = 0;
 
+  // Every result lands in exactly one of on_disk, compiled and failed, and
+  // in not_saved when its entry is not on disk at the end (compiled but not
+  // written, or found or written but gone by the end): the table's not_saved
+  // and failed add up to the problems listed.
   void Add(const WarmupResult& r) {
     ++variants;
     if (!r.status.ok()) {
       ++failed;
       return;
     }
+    if (!r.precompile.persisted.ok()) ++not_saved;
     if (r.precompile.was_on_disk) {
       ++on_disk;
       return;
     }
     ++compiled;
-    if (!r.precompile.persisted.ok()) ++not_saved;
     compile_seconds += r.precompile.compile_seconds;
     max_compile_seconds =
         std::max(max_compile_seconds, r.precompile.compile_seconds);
@@ -100,18 +106,43 @@ std::vector<WarmupResult> PrecompileAll(
   return results;
 }
 
+namespace {
+
+// Why an entry found or written during the warm-up is gone at its end.
+std::string WhyGone(const KernelCache& cache, uint64_t evictions,
+                    const absl::Status& on_disk) {
+  const std::string& dir = cache.disk()->dir();
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::StrCat("the cache directory ", dir,
+                        " was removed during the warm-up");
+  }
+  std::string gone = absl::StrCat(
+      "gone from the disk cache by the end of the "
+      "warm-up (",
+      on_disk.message(), "): ");
+  if (evictions > 0) {
+    return absl::StrCat(gone, "evicted by the cache's size limit (", evictions,
+                        " entries were evicted during the warm-up; "
+                        "TAILOR_CACHE_MAX_SIZE is too small for this "
+                        "profile)");
+  }
+  return absl::StrCat(gone,
+                      "removed by another process (this one evicted nothing)");
+}
+
+}  // namespace
+
 void RecheckOnDisk(KernelCache& cache, absl::Span<const KernelJob> jobs,
-                   std::vector<WarmupResult>& results) {
+                   uint64_t evictions, std::vector<WarmupResult>& results) {
+  if (!cache.disk().has_value()) return;
   for (size_t i = 0; i < results.size() && i < jobs.size(); ++i) {
     WarmupResult& r = results[i];
     if (!r.status.ok() || !r.precompile.persisted.ok()) continue;
     absl::Status on_disk = cache.CheckOnDisk(jobs[i].key, jobs[i].generate);
     if (on_disk.ok()) continue;
-    r.precompile.persisted = absl::FailedPreconditionError(absl::StrCat(
-        "gone from the disk cache by the end of the warm-up (",
-        on_disk.message(),
-        "); was it evicted? The cache's size limit (TAILOR_CACHE_MAX_SIZE) "
-        "may be too small for this profile"));
+    r.precompile.persisted =
+        absl::FailedPreconditionError(WhyGone(cache, evictions, on_disk));
   }
 }
 

@@ -55,17 +55,20 @@ std::vector<WarmupResult> PrecompileAll(
     KernelCache& cache, absl::Span<const KernelJob> jobs, int parallel,
     absl::FunctionRef<void(const WarmupProgress&)> on_progress);
 
-// Looks at the disk again for every kernel PrecompileAll persisted and marks
-// the ones that are gone (evicted by the cache's size limit, or removed by
-// another process meanwhile) as not persisted, so that the summary reports
-// only what a server will really find. `results` are PrecompileAll's for
-// `jobs`.
+// Looks at the disk again for every kernel PrecompileAll found or persisted
+// and marks the ones that are gone as not persisted, saying why: the cache
+// directory was removed, the size limit evicted them (`evictions`, the
+// entries this process evicted during the warm-up, is nonzero), or another
+// process removed them. So the summary reports only what a server will
+// really find. `results` are PrecompileAll's for `jobs`.
 void RecheckOnDisk(KernelCache& cache, absl::Span<const KernelJob> jobs,
-                   std::vector<WarmupResult>& results);
+                   uint64_t evictions, std::vector<WarmupResult>& results);
 
 struct WarmupSummary {
-  std::string table;  // per op: variants, on disk, compiled, ..., timings
-  int ready = 0;      // kernels whose entry is on disk now
+  // Per op: variants, on disk (found there), compiled, not saved (not on
+  // disk at the end, whichever way it got there), failed, timings.
+  std::string table;
+  int ready = 0;  // kernels whose entry is on disk now
   // One line per kernel that is not on disk now: "not saved  KEY: reason"
   // or "failed     KEY: reason". Empty when the warm-up is complete.
   std::vector<std::string> problems;

@@ -1,8 +1,8 @@
 // DiskCache::Read against files a hostile local user (or a broken disk) puts
 // where an entry should be: FIFOs, device nodes, sockets, directories, huge
 // sparse files, files of another user. Each must be a Corrupt miss, returned
-// at once: the first of these (a FIFO) used to block every process that
-// opened the cache forever.
+// at once (the first of these, a FIFO, used to block every process that
+// opened the cache forever), and a write must replace it.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,12 +18,14 @@
 #include <future>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "core/disk_cache.h"
 #include "test_util.h"
 
 namespace tailor::internal {
 namespace {
 
+using ::tailor::testing::StatusIs;
 using ::tailor::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -127,21 +129,43 @@ TEST_F(HostileEntryTest, SocketIsCorrupt) {
   ExpectWriteReplacesIt();
 }
 
-TEST_F(HostileEntryTest, DirectoryIsCorruptAndWritingOverItFails) {
-  ASSERT_EQ(mkdir(path_.c_str(), 0700), 0);
+// A directory at an entry's name used to block that kernel for good (every
+// write failed: rename() cannot replace a directory). The write removes it,
+// with what is inside, but never what a link inside points to.
+TEST_F(HostileEntryTest, DirectoryIsCorruptAndWritingReplacesIt) {
+  TempDir outside;
+  const std::string target = outside.path() + "/kept";
+  std::ofstream(target) << "not the cache's";
+  std::filesystem::create_directories(path_ + "/sub");
+  std::ofstream(path_ + "/sub/file") << "x";
+  std::filesystem::create_symlink(target, path_ + "/sub/link");
+  std::filesystem::create_directory_symlink(outside.path(), path_ + "/dirlink");
   ReadResult r = ReadWithDeadline();
   EXPECT_EQ(r.problem, EntryProblem::kCorrupt);
   EXPECT_THAT(r.detail, HasSubstr("entry is a directory"));
-  // rename() cannot replace a directory: the write fails cleanly and leaves
-  // no temp file behind.
-  EXPECT_FALSE(cache_->Write("k", Identity(), "payload").ok());
+  ExpectWriteReplacesIt();
+  EXPECT_TRUE(std::filesystem::exists(target));
   int entries = 0;
   for (const auto& e :
        std::filesystem::directory_iterator(dir_.path() + "/cache")) {
-    EXPECT_EQ(e.path(), path_);
+    EXPECT_EQ(e.path(), path_);  // no temp file left behind
     ++entries;
   }
   EXPECT_EQ(entries, 1);
+}
+
+TEST_F(HostileEntryTest, SymlinkIsCorruptAndWritingReplacesIt) {
+  TempDir outside;
+  const std::string target = outside.path() + "/kept";
+  std::ofstream(target) << "not the cache's";
+  std::filesystem::create_symlink(target, path_);
+  ReadResult r = ReadWithDeadline();
+  EXPECT_EQ(r.problem, EntryProblem::kCorrupt);
+  EXPECT_THAT(r.detail, HasSubstr("entry is a symlink; not followed"));
+  ExpectWriteReplacesIt();
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}),
+            "not the cache's");
 }
 
 TEST_F(HostileEntryTest, EnormousFileIsCorruptWithoutBeingRead) {
@@ -153,9 +177,77 @@ TEST_F(HostileEntryTest, EnormousFileIsCorruptWithoutBeingRead) {
   ReadResult r = ReadWithDeadline();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   EXPECT_EQ(r.problem, EntryProblem::kCorrupt);
-  EXPECT_THAT(r.detail,
-              HasSubstr("entry is 8589934592 bytes, more than 1073741824"));
+  EXPECT_THAT(r.detail, HasSubstr(absl::StrCat("entry is 8589934592 bytes, "
+                                               "more than ",
+                                               kMaxEntryBytes)));
   ExpectWriteReplacesIt();
+}
+
+// Bytes this process has read through read()/pread() (/proc/self/io).
+uint64_t BytesReadSoFar() {
+  std::ifstream io("/proc/self/io");
+  std::string name;
+  uint64_t value = 0;
+  while (io >> name >> value) {
+    if (name == "rchar:") return value;
+  }
+  return 0;
+}
+
+// Writes `bytes` at the start of a sparse file of `size` bytes at path_.
+void WriteSparse(const std::string& path, const std::string& bytes,
+                 off_t size) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, size), 0);
+  ASSERT_EQ(pwrite(fd, bytes.data(), bytes.size(), 0),
+            static_cast<ssize_t>(bytes.size()));
+  close(fd);
+}
+
+// Entries were read whole up to a 1 GiB cap before any check (a 900 MB file
+// cost 900 MB and seconds). A file over what an entry can be is refused
+// unread, and within the cap the prefix and header are checked before the
+// payload is read.
+TEST_F(HostileEntryTest, EntriesAreCappedAndReadLazily) {
+  if (BytesReadSoFar() == 0) GTEST_SKIP() << "no /proc/self/io here";
+  struct Case {
+    const char* what;
+    std::string head;
+    off_t size;
+    const char* detail;
+  };
+  EntryIdentity other = Identity();
+  other.arch = "aarch64-neoverse-v2";
+  const std::string stale_head = EntryHead(other, std::string(32 << 20, 'p'));
+  const Case cases[] = {
+      {"a 900 MB file", "TAILORKC", off_t{900} << 20, "bytes, more than"},
+      {"junk within the cap", "NOTTAILOR", off_t{32} << 20, "bad magic"},
+      {"another arch's entry", stale_head,
+       static_cast<off_t>(stale_head.size() + (32 << 20)),
+       "arch is \"aarch64-neoverse-v2\""},
+  };
+  for (const Case& c : cases) {
+    WriteSparse(path_, c.head, c.size);
+    const uint64_t before = BytesReadSoFar();
+    ReadResult r = cache_->Read("k", Identity());
+    EXPECT_LT(BytesReadSoFar() - before, kMaxEntryHeaderBytes) << c.what;
+    EXPECT_NE(r.problem, EntryProblem::kNone) << c.what;
+    EXPECT_THAT(r.detail, HasSubstr(c.detail)) << c.what;
+    const uint64_t inspected = BytesReadSoFar();
+    EXPECT_NE(InspectEntryFile(path_, /*verify_payload=*/false).problem,
+              EntryProblem::kNone);
+    EXPECT_LT(BytesReadSoFar() - inspected, kMaxEntryHeaderBytes) << c.what;
+  }
+}
+
+TEST_F(HostileEntryTest, PayloadsOverTheCapAreNotWritten) {
+  EXPECT_THAT(cache_->Write("k", Identity(),
+                            std::string(kMaxEntryPayloadBytes + 1, 'p')),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("payload: 67108865 bytes, more than the "
+                                 "67108864 a cache entry can hold")));
+  EXPECT_FALSE(std::filesystem::exists(path_));
 }
 
 TEST_F(HostileEntryTest, EntryOfAnotherUserIsCorrupt) {

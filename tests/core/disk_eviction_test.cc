@@ -8,7 +8,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "test_util.h"
 
@@ -116,13 +119,58 @@ TEST(DiskEvictionTest, DamagedCounterIsRebuiltByAScan) {
   EXPECT_EQ(*ReadSizeCounter(dir.path()), 300u);
 }
 
-TEST(DiskEvictionTest, CounterThatIsNotARegularFileIsRefused) {
+// A directory, symlink or FIFO where the counter belongs used to turn the
+// size limit off for good (every write warned, prune failed): it is removed
+// and the counter rebuilt by a scan, and the limit applies again.
+TEST(DiskEvictionTest, CounterThatIsNotARegularFileIsReplaced) {
+  TempDir outside;
+  const std::string target = outside.path() + "/not-ours";
+  std::ofstream(target) << "must survive";
+  const std::vector<std::pair<const char*, std::function<void(std::string)>>>
+      kinds = {
+          {"FIFO",
+           [](std::string p) { ASSERT_EQ(mkfifo(p.c_str(), 0600), 0); }},
+          {"directory",
+           [](std::string p) {
+             std::filesystem::create_directories(p + "/inner");
+             std::ofstream(p + "/inner/file") << "x";
+           }},
+          {"symlink",
+           [&](std::string p) { std::filesystem::create_symlink(target, p); }},
+      };
+  for (const auto& [kind, make] : kinds) {
+    TempDir dir;
+    const std::string counter = dir.path() + "/" + kSizeCounterFile;
+    make(counter);
+    WriteFile(dir.path(), "old.tkc", 600, 60);
+    WriteFile(dir.path(), "new.tkc", 600, 0);
+    absl::StatusOr<EvictionReport> report =
+        NoteEntryWritten(dir.path(), 600, 1000);
+    ASSERT_TRUE(report.ok()) << kind << ": " << report.status();
+    EXPECT_EQ(report->removed_entries, 1u) << kind;
+    EXPECT_THAT(Names(dir.path()), UnorderedElementsAre("new.tkc")) << kind;
+    EXPECT_TRUE(std::filesystem::is_regular_file(
+        std::filesystem::symlink_status(counter)))
+        << kind;
+    EXPECT_EQ(*ReadSizeCounter(dir.path()), 600u) << kind;
+  }
+  std::ifstream in(target);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "must survive");  // a symlink's target is never touched
+}
+
+TEST(DiskEvictionTest, ListsNonRegularEntryNames) {
   TempDir dir;
-  std::string path = dir.path() + "/" + kSizeCounterFile;
-  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);  // must not block us either
-  EXPECT_THAT(NoteEntryWritten(dir.path(), 10, 100),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("is not a regular file")));
+  WriteFile(dir.path(), "a.tkc", 10);
+  WriteFile(dir.path(), "notes.txt", 10);
+  std::filesystem::create_symlink(dir.path() + "/a.tkc", dir.path() + "/l.tkc");
+  std::filesystem::create_directory(dir.path() + "/d.tkc");
+  std::filesystem::create_directory(dir.path() + "/d.other");
+  ASSERT_EQ(mkfifo((dir.path() + "/f.tkc").c_str(), 0600), 0);
+  absl::StatusOr<std::vector<std::string>> names =
+      ListNonRegularEntryNames(dir.path());
+  TAILOR_ASSERT_OK(names.status());
+  EXPECT_THAT(*names, UnorderedElementsAre("l.tkc", "d.tkc", "f.tkc"));
 }
 
 TEST(DiskEvictionTest, ParsesSizes) {

@@ -7,9 +7,11 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "reliability/reliability_util.h"
 
 namespace tailor::reliability {
@@ -88,6 +90,62 @@ TEST(AllocationFailureTest, ReserveWorkspaceBeyondMemory) {
                                      ws);
       },
       "moe.reserve_workspace: cannot allocate");
+}
+
+// Peak resident memory of this process, bytes.
+int64_t PeakResidentBytes() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t{usage.ru_maxrss} * 1024;
+}
+
+// A host reservation that cannot fit grew its buffers one by one and wrote
+// gigabytes (12 GB, 15 s at T = 2^28) before the last one failed, or met the
+// OOM killer first. Now its total is computed first: here 2^27 rows of
+// 65536 + 65536 f32 values (64 TiB) fail before the 1.5 GiB of index
+// buffers that came first are touched. The address space is capped at 4 GiB
+// more than in use, so that even a regression cannot take more.
+TEST(AllocationFailureTest, ReservationThatCannotFitTouchesNoMemory) {
+#ifdef TAILOR_UNDER_SANITIZER
+  GTEST_SKIP() << "sanitizers keep their own accounting of large allocations";
+#endif
+  ChildOutcome outcome = RunInChild(
+      [&]() -> std::string {
+        auto runtime = CpuRuntime({});
+        if (!runtime.ok()) return runtime.status().ToString();
+        if (std::string e = CapAddressSpace(size_t{4} << 30); !e.empty())
+          return e;
+        const int64_t peak_before = PeakResidentBytes();
+        const auto start = std::chrono::steady_clock::now();
+        moe::Workspace ws;
+        absl::Status s = moe::ReserveWorkspace(**runtime,
+                                               {.max_tokens = 1 << 25,
+                                                .topk = 4,
+                                                .num_experts = 8,
+                                                .hidden = 65536,
+                                                .intermediate = 65536,
+                                                .dtype = DType::kF32},
+                                               ws);
+        const double seconds = std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+        const int64_t grown = PeakResidentBytes() - peak_before;
+        if (grown > (int64_t{64} << 20) || seconds > 1.0) {
+          return absl::StrCat("the refused reservation touched ", grown,
+                              " bytes in ", seconds, " s");
+        }
+        if (s.code() != absl::StatusCode::kResourceExhausted ||
+            s.message().find(" bytes of host workspace for these limits (T x "
+                             "k = 134217728 rows of H + I = 131072 f32 "
+                             "values): more than the ") ==
+                absl::string_view::npos) {
+          return "expected ResourceExhausted naming the total, got " +
+                 s.ToString();
+        }
+        return "";
+      },
+      std::chrono::seconds(120));
+  EXPECT_TRUE(outcome.ok()) << outcome.Describe();
 }
 
 TEST(AllocationFailureTest, ExpertsWhoseIntermediatesDoNotFit) {

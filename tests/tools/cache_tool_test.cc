@@ -96,6 +96,124 @@ TEST(CacheToolTest, VerifyRemovesAndReportsCorruptedEntries) {
               HasSubstr("verified 12 entries: 12 good, 0 bad (removed)\n"));
 }
 
+// What the runtime would not load, verify calls bad: a valid entry copied
+// under another kernel's name (the runtime finds it stale), and a symlink,
+// FIFO or directory at an entry's name (the runtime finds them corrupt, and
+// a directory kept the kernel from ever being written). All used to count
+// as good or be skipped.
+TEST(CacheToolTest, VerifyRemovesWhatTheRuntimeWouldNotLoad) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/cache";
+  FillCache(dir);
+  std::vector<std::string> names = CacheEntries(dir);
+  std::sort(names.begin(), names.end());
+  std::filesystem::copy_file(dir + "/" + names[0], dir + "/" + names[1],
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::create_directories(dir + "/dir.tkc/inside");
+  ASSERT_EQ(mkfifo((dir + "/fifo.tkc").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir + "/" + names[2], dir + "/link.tkc");
+
+  ToolRun run = Cache(dir, {"verify"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("removed  " + names[1] +
+                                    ": its header is the entry " + names[0] +
+                                    ", not this file's name (copied or "
+                                    "renamed?)\n"));
+  EXPECT_THAT(run.output, HasSubstr("removed  dir.tkc: entry is a directory, "
+                                    "not a regular file\n"));
+  EXPECT_THAT(run.output, HasSubstr("removed  fifo.tkc: entry is a FIFO, not "
+                                    "a regular file\n"));
+  EXPECT_THAT(run.output, HasSubstr("removed  link.tkc: entry is a symlink; "
+                                    "not followed\n"));
+  EXPECT_THAT(run.output,
+              HasSubstr("verified 17 entries: 13 good, 4 bad (removed)\n"));
+  std::vector<std::string> left = CacheEntries(dir);
+  std::sort(left.begin(), left.end());
+  names.erase(names.begin() + 1);
+  EXPECT_EQ(left, names);  // the link's target is kept
+}
+
+TEST(CacheToolTest, ClearRemovesNonRegularFilesAtEntryNames) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/cache";
+  FillCache(dir);
+  std::filesystem::create_directories(dir + "/dir.tkc/inside");
+  ASSERT_EQ(mkfifo((dir + "/fifo.tkc").c_str(), 0600), 0);
+  ToolRun run = Cache(dir, {"clear"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(" and 2 non-regular files\n"));
+  EXPECT_TRUE(CacheEntries(dir).empty());
+}
+
+// A directory, symlink or FIFO at the size counter's name used to make
+// prune fail (exit 1) and turn the size limit off for every writer.
+TEST(CacheToolTest, PruneReplacesANonRegularSizeCounter) {
+  for (const std::string kind : {"directory", "symlink", "fifo"}) {
+    TempDir tmp;
+    std::string dir = tmp.path() + "/cache";
+    FillCache(dir);
+    const std::string counter = dir + "/size-counter";
+    std::filesystem::remove(counter);
+    if (kind == "directory") std::filesystem::create_directory(counter);
+    if (kind == "symlink")
+      std::filesystem::create_symlink("/dev/null", counter);
+    if (kind == "fifo") {
+      ASSERT_EQ(mkfifo(counter.c_str(), 0600), 0);
+    }
+    ToolRun run = Cache(dir, {"prune", "--max-size", "20K"});
+    EXPECT_EQ(run.exit_code, 0) << kind << ": " << run.output;
+    EXPECT_LE(TotalBytes(dir), 20u * 1024) << kind;
+    EXPECT_TRUE(std::filesystem::is_regular_file(
+        std::filesystem::symlink_status(counter)))
+        << kind;
+  }
+}
+
+// A read-only precompiled deployment: verify used to refuse it (it opened
+// the size counter for writing first). Mounted read-only in a private mount
+// namespace (needs root or unprivileged user namespaces; skipped otherwise).
+TEST(CacheToolTest, VerifyServesAReadOnlyCache) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/cache";
+  FillCache(dir);
+  auto verify_read_only = [&] {
+    std::string script = "mount --bind " + dir + " " + dir +
+                         " && mount -o remount,ro,bind " + dir +
+                         " || exit 99; exec " + TAILOR_CACHE_PATH +
+                         " --cache-dir " + dir + " verify";
+    return RunTool({"/usr/bin/unshare", "-rm", "/bin/sh", "-c", script});
+  };
+  ToolRun run = verify_read_only();
+  if (run.exit_code == 99 || run.exit_code == 127 ||
+      absl::StrContains(run.output, "unshare failed")) {
+    GTEST_SKIP() << "cannot mount read-only here: " << run.output;
+  }
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "verified 14 entries: 14 good, 0 bad (removed)\n");
+
+  std::vector<std::string> names = CacheEntries(dir);
+  std::filesystem::resize_file(dir + "/" + names[0], 30);
+  run = verify_read_only();
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("CANNOT REMOVE  " + names[0] + ": truncated header\n"));
+  EXPECT_THAT(run.output, HasSubstr("verified 14 entries: 13 good, 1 bad (1 "
+                                    "could not be removed)\n"));
+}
+
+TEST(CacheToolTest, MistypedCacheDirIsNotCreated) {
+  TempDir tmp;
+  const std::string typo = tmp.path() + "/cahce";
+  for (const char* command : {"stats", "list", "verify", "prune", "clear"}) {
+    ToolRun run = Cache(typo, {command});
+    EXPECT_EQ(run.exit_code, 1) << command;
+    EXPECT_EQ(run.output,
+              "tailor-cache: cache_dir " + typo + " does not exist\n")
+        << command;
+    EXPECT_FALSE(std::filesystem::exists(typo)) << command;
+  }
+}
+
 TEST(CacheToolTest, StatsAndListDescribeTheEntries) {
   TempDir tmp;
   std::string dir = tmp.path() + "/cache";

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "ops/attention/checks.h"
 #include "test_util.h"
 
 namespace tailor::internal {
@@ -173,9 +175,79 @@ TEST(ProfileTest, PagedDecodeFields) {
                                    "head_dim": 0, "page_size": 16,
                                    "dtypes": ["bf16", "i32"]}})",
               "profile: paged_decode.head_dim: must be an integer in [1, "
-              "1024], got 0; paged_decode.dtypes[1]: must be one of bf16, "
-              "f16, f32; got \"i32\"; paged_decode.heads_q: must be a "
+              "2147483647], got 0; paged_decode.dtypes[1]: must be one of "
+              "bf16, f16, f32; got \"i32\"");
+  ExpectError(R"({"schema": "tailor.profile/1", "name": "t",
+                  "target": {"backend": "cuda", "arch": "sm_90a"},
+                  "paged_decode": {"heads_q": 32, "heads_kv": 5,
+                                   "head_dim": 128, "page_size": 16,
+                                   "dtypes": ["bf16"]}})",
+              "profile: paged_decode.heads_q: must be in [1, 1024] and a "
               "multiple of heads_kv (5), got 32");
+}
+
+// A paged_decode section with `fields` (heads_q, heads_kv, head_dim,
+// page_size).
+std::string DecodeProfile(int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                          int64_t page_size) {
+  return absl::StrCat(
+      R"({"schema": "tailor.profile/1", "name": "t",
+          "target": {"backend": "cuda", "arch": "sm_90a"},
+          "paged_decode": {"heads_q": )",
+      heads_q, R"(, "heads_kv": )", heads_kv, R"(, "head_dim": )", head_dim,
+      R"(, "page_size": )", page_size, R"(, "dtypes": ["bf16", "f32"]}})");
+}
+
+// Shapes the runtime refuses used to pass the profile: head_dim 100 and a
+// GQA group of 32 then failed to compile (exit 1), page_size 1000 compiled a
+// kernel no launch can use, topk 64 of 8 experts compiled combine kernels no
+// model needs. The profile now applies the op fronts' own rules.
+TEST(ProfileTest, ShapesTheRuntimeRefusesAreRefused) {
+  ExpectError(DecodeProfile(32, 8, 100, 16),
+              "profile: paged_decode.head_dim: must be 64, 128 or 256, got "
+              "100");
+  ExpectError(DecodeProfile(256, 8, 128, 16),
+              "profile: paged_decode.heads_q: heads_q / heads_kv (the GQA "
+              "group) must be <= 16, got 32");
+  ExpectError(DecodeProfile(32, 8, 128, 1000),
+              "profile: paged_decode.page_size: must be in [1, 256], got 1000");
+  ExpectError(Profile(R"({"experts": 8, "topk": 64, "hidden": 64,
+                          "intermediate": 32, "dtypes": ["f32"]})"),
+              "profile: moe.topk: must be at most experts (8): a token is "
+              "routed to k distinct experts, got 64");
+  EXPECT_TRUE(ParseProfile(Profile(R"({"experts": 8, "topk": 8, "hidden": 64,
+                                       "intermediate": 32,
+                                       "dtypes": ["f32"]})"))
+                  .ok());
+}
+
+// One definition: over a sweep of shapes, a paged_decode section parses
+// exactly when the op front's CheckDecodeShape accepts the shape.
+TEST(ProfileTest, DecodeSectionsFollowTheOpFrontsRule) {
+  int accepted = 0;
+  for (int64_t heads_kv : {1, 3, 8, 1024}) {
+    for (int64_t group : {1, 2, 7, 16, 17, 32}) {
+      for (int64_t head_dim : {1, 63, 64, 100, 128, 256, 512}) {
+        for (int64_t page_size : {1, 5, 16, 64, 256, 257, 1000}) {
+          const int64_t heads_q = heads_kv * group;
+          const bool runtime_ok = CheckDecodeShape({.num_qo_heads = heads_q,
+                                                    .num_kv_heads = heads_kv,
+                                                    .head_dim = head_dim,
+                                                    .page_size = page_size,
+                                                    .dtype = DType::kBF16},
+                                                   "")
+                                      .ok();
+          absl::StatusOr<ServingProfile> p = ParseProfile(
+              DecodeProfile(heads_q, heads_kv, head_dim, page_size));
+          EXPECT_EQ(p.ok(), runtime_ok)
+              << heads_q << "/" << heads_kv << " D=" << head_dim
+              << " page=" << page_size << ": " << p.status();
+          accepted += p.ok();
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);
 }
 
 }  // namespace

@@ -201,41 +201,43 @@ absl::Status CheckScales(const RunDecodeArgs& args) {
 }  // namespace
 
 absl::StatusOr<DecodeShape> CheckDecodeShape(const DecodeShapeFields& f,
-                                             absl::string_view prefix) {
+                                             absl::string_view prefix,
+                                             const DecodeShapeNames& names) {
   auto field = [&](absl::string_view name) {
     return absl::StrCat(prefix, name);
   };
   if (f.num_kv_heads < 1 || f.num_kv_heads > attention::kMaxHeads) {
-    return Invalid(field("num_kv_heads"),
+    return Invalid(field(names.num_kv_heads),
                    absl::StrCat("must be in [1, ", attention::kMaxHeads,
                                 "], got ", f.num_kv_heads));
   }
   if (f.num_qo_heads < 1 || f.num_qo_heads > attention::kMaxHeads ||
       f.num_qo_heads % f.num_kv_heads != 0) {
-    return Invalid(field("num_qo_heads"),
-                   absl::StrCat("must be in [1, ", attention::kMaxHeads,
-                                "] and a multiple of num_kv_heads (",
-                                f.num_kv_heads, "), got ", f.num_qo_heads));
+    return Invalid(
+        field(names.num_qo_heads),
+        absl::StrCat("must be in [1, ", attention::kMaxHeads,
+                     "] and a multiple of ", names.num_kv_heads, " (",
+                     f.num_kv_heads, "), got ", f.num_qo_heads));
   }
   const int64_t group = f.num_qo_heads / f.num_kv_heads;
   if (group > attention::kMaxGroup) {
-    return Invalid(field("num_qo_heads"),
-                   absl::StrCat("num_qo_heads / num_kv_heads (the GQA group) "
-                                "must be <= ",
+    return Invalid(field(names.num_qo_heads),
+                   absl::StrCat(names.num_qo_heads, " / ", names.num_kv_heads,
+                                " (the GQA group) must be <= ",
                                 attention::kMaxGroup, ", got ", group));
   }
   if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256) {
-    return Invalid(field("head_dim"),
+    return Invalid(field(names.head_dim),
                    absl::StrCat("must be 64, 128 or 256, got ", f.head_dim));
   }
   if (f.page_size < 1 || f.page_size > attention::kMaxPageSize) {
-    return Invalid(field("page_size"),
+    return Invalid(field(names.page_size),
                    absl::StrCat("must be in [1, ", attention::kMaxPageSize,
                                 "], got ", f.page_size));
   }
   if (f.dtype != DType::kBF16 && f.dtype != DType::kF16) {
-    return Invalid(field("dtype"), absl::StrCat("must be bf16 or f16, got ",
-                                                DTypeName(f.dtype)));
+    return Invalid(field(names.dtype), absl::StrCat("must be bf16 or f16, got ",
+                                                    DTypeName(f.dtype)));
   }
   return DecodeShape{.dtype = f.dtype,
                      .head_dim = f.head_dim,

@@ -28,8 +28,19 @@ struct DecodeShapeFields {
   int64_t page_size = 0;
   DType dtype = DType::kBF16;
 };
-absl::StatusOr<DecodeShape> CheckDecodeShape(const DecodeShapeFields& fields,
-                                             absl::string_view prefix);
+// The names CheckDecodeShape's messages give the fields: the API's by
+// default; the serving profile (warmup/profile.h) checks its paged_decode
+// sections with these same rules under its own names (heads_q, ...).
+struct DecodeShapeNames {
+  absl::string_view num_qo_heads = "num_qo_heads";
+  absl::string_view num_kv_heads = "num_kv_heads";
+  absl::string_view head_dim = "head_dim";
+  absl::string_view page_size = "page_size";
+  absl::string_view dtype = "dtype";
+};
+absl::StatusOr<DecodeShape> CheckDecodeShape(
+    const DecodeShapeFields& fields, absl::string_view prefix,
+    const DecodeShapeNames& names = DecodeShapeNames{});
 
 // Every RunDecode argument against the plan of `ws` and `device` (the
 // runtime's). Shapes, dtypes, strides, alignment (16 bytes on GPUs),

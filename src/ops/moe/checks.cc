@@ -53,9 +53,9 @@ absl::StatusOr<plan::PlanParams> ResolvePolicy(const moe::RoutingPolicy& policy,
   const int32_t tile_rows =
       policy.tile_rows == 0 ? default_tile_rows : policy.tile_rows;
   if (tile_rows < 1 || tile_rows > max_tile_rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "policy.tile_rows: must be in [1, ", max_tile_rows,
-        "] (or 0: the backend's choice), got ", policy.tile_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "policy.tile_rows: must be in [1, ", max_tile_rows,
+                     "] (or 0: the backend's choice), got ", policy.tile_rows));
   }
   plan::PlanParams params{.tile_rows = tile_rows, .tail_policy = {}};
   switch (policy.tail) {
@@ -140,6 +140,17 @@ absl::Status ExpectExpertCount(absl::string_view name, int64_t experts) {
   if (experts < 1 || experts > moe::kMaxExperts) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": must be in [1, ", moe::kMaxExperts, "], got ", experts));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpectTopkOfExperts(absl::string_view topk_name, int64_t topk,
+                                 absl::string_view experts_name,
+                                 int64_t experts) {
+  if (topk > experts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        topk_name, ": must be at most ", experts_name, " (", experts,
+        "): a token is routed to k distinct experts, got ", topk));
   }
   return absl::OkStatus();
 }

@@ -61,6 +61,14 @@ absl::Status ExpectDisjoint(absl::string_view name, const TensorRef& t,
 // E (local experts, or the expert_map length): in [1, moe::kMaxExperts].
 absl::Status ExpectExpertCount(absl::string_view name, int64_t experts);
 
+// A model's routing: every token picks k distinct experts of the model's E,
+// so k <= E (besides ExpectTopk's range). `topk_name` and `experts_name`
+// name the two in the message. The serving profile (warmup/profile.h)
+// checks its moe sections with it.
+absl::Status ExpectTopkOfExperts(absl::string_view topk_name, int64_t topk,
+                                 absl::string_view experts_name,
+                                 int64_t experts);
+
 }  // namespace tailor::internal
 
 #endif  // TAILOR_OPS_MOE_CHECKS_H_

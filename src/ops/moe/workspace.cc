@@ -3,6 +3,9 @@
 // routing errors.
 #include "ops/moe/workspace.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -257,6 +260,52 @@ absl::StatusOr<MoeCapacity> DeviceCapacity(const MoeKernels& kernels,
           kernels.RouteScratchBytes(assignments, limits.num_experts)};
 }
 
+// The host memory ReserveHost's buffers take for `limits` (valid) planned
+// with `tile_rows`: what it grows below, the plan's per PiecewisePlan::Reserve.
+uint64_t HostReservationBytes(const WorkspaceLimits& limits,
+                              int64_t tile_rows) {
+  const uint64_t experts = limits.num_experts;
+  const uint64_t rows = limits.max_tokens * limits.topk;  // R <= T * k
+  const uint64_t element = DTypeSize(limits.dtype);
+  const uint64_t index_bytes = 4 * (2 * experts + 1) + 8 * experts +  // E
+                               3 * 4 * rows;  // permutation, inverse, ids
+  const uint64_t row_bytes =
+      rows * (limits.hidden + limits.intermediate) * element;  // rows_h, rows_i
+  const uint64_t plan_bytes =
+      16 * (rows / tile_rows + experts) + 8 * experts + 12 * tile_rows;
+  return index_bytes + row_bytes + plan_bytes;
+}
+
+// The most host memory a reservation could get: physical memory, or less
+// under an address-space or data-segment limit.
+uint64_t HostMemoryLimit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page
+                                         : std::numeric_limits<uint64_t>::max();
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit r;
+    if (getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+      limit = std::min<uint64_t>(limit, r.rlim_cur);
+  }
+  return limit;
+}
+
+// A reservation that cannot fit fails before any buffer is touched (growing
+// them one by one wrote gigabytes before the last failed, or met the OOM
+// killer first).
+absl::Status ExpectHostReservationFits(const WorkspaceLimits& limits,
+                                       int64_t tile_rows) {
+  const uint64_t bytes = HostReservationBytes(limits, tile_rows);
+  const uint64_t limit = HostMemoryLimit();
+  if (bytes <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "moe.reserve_workspace: cannot allocate ", bytes,
+      " bytes of host workspace for these limits (T x k = ",
+      limits.max_tokens * limits.topk, " rows of H + I = ",
+      limits.hidden + limits.intermediate, " ", DTypeName(limits.dtype),
+      " values): more than the ", limit, " bytes this process can have"));
+}
+
 absl::Status ReserveHost(const WorkspaceLimits& limits,
                          const MoeKernels& kernels, MoeWorkspace& w) {
   TAILOR_RETURN_IF_ERROR(ValidateLimits(limits));
@@ -265,6 +314,7 @@ absl::Status ReserveHost(const WorkspaceLimits& limits,
       internal::ResolvePolicy(limits.policy,
                               kernels.DefaultTileRows(0, limits.num_experts, 0),
                               kernels.MaxTileRows(), "limits."));
+  TAILOR_RETURN_IF_ERROR(ExpectHostReservationFits(limits, params.tile_rows));
   const int64_t assignments = limits.max_tokens * limits.topk;  // R <= T * k
   const size_t element = DTypeSize(limits.dtype);
   GrowTo(w.counts, limits.num_experts);

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/moe/kernels.h"
 #include "core/disk_cache.h"
 #include "core/disk_eviction.h"
@@ -255,6 +257,48 @@ TEST(DiskLimitTest, MalformedSizeVariableIsReportedAndTheDefaultApplies) {
               HasSubstr("TAILOR_CACHE_MAX_SIZE: \"lots\" is not a size (bytes, "
                         "or a number with K, M, G or T, e.g. 512M); using the "
                         "default limit, 2.00 GiB"));
+}
+
+// $TAILOR_DISABLE_JIT fails closed: a value it does not know ("yes" used to
+// be one, and "2", " 1", "1x" still are) forbids compiling, with a warning;
+// those values used to leave compiling on without a word.
+TEST(DisableJitTest, EnvironmentFailsClosed) {
+  const struct {
+    const char* value;
+    bool disabled;
+    bool warns;
+  } cases[] = {
+      {"1", true, false},      {"true", true, false}, {"YES", true, false},
+      {"on", true, false},     {"2", true, true},     {" 1", true, true},
+      {"1x", true, true},      {"", false, false},    {"0", false, false},
+      {"false", false, false}, {"No", false, false},  {"off", false, false},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    LogCapture log;
+    setenv("TAILOR_DISABLE_JIT", c.value, 1);
+    Runtime::Options options;
+    options.backend = BackendKind::kCpu;
+    options.cache_dir = dir.path();
+    options.log_level = "warn";
+    auto runtime = Runtime::Create(options);
+    unsetenv("TAILOR_DISABLE_JIT");
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    absl::Status s = RunPack(**runtime, 8);
+    if (c.disabled) {
+      EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("TAILOR_DISABLE_JIT is set")))
+          << '"' << c.value << '"';
+    } else {
+      EXPECT_TRUE(s.ok()) << '"' << c.value << "\": " << s;
+    }
+    const std::string warning = absl::StrCat(
+        "TAILOR_DISABLE_JIT=\"", c.value,
+        "\" is none of 1, true, yes, on (disable) or 0, false, no, off "
+        "(allow); compiling is disabled");
+    EXPECT_EQ(absl::StrContains(log.text(), warning), c.warns)
+        << '"' << c.value << "\": " << log.text();
+  }
 }
 
 // Four processes serving different kernels into one cache with a limit far

@@ -10,6 +10,10 @@
 //   - output rows past the segment keep their poison (the store drops them);
 //   - slots reused by back-to-back launches, and within one launch by CTAs
 //     that take several items (slot rings), are re-read, not served stale.
+// Every device buffer a launch touches is written before it (initcheck):
+// `in` and the items are uploaded whole, `out` and `loaded` poisoned, and
+// the descriptor slots zeroed, since initcheck counts each publish
+// (tensormap.cp_fenceproxy) as a read of its 128 destination bytes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
