@@ -161,7 +161,7 @@ struct GemmChoice {
   // (templates/cuda/moe/params.h, MoeSm90ScheduleOf).
   bool split_k = false;
   // CTAs per thread-block cluster: 2 when a pair of CTAs shares each W tile
-  // by TMA multicast (templates/cuda/moe/grouped_gemm_sm90.cuh), else 1.
+  // by TMA multicast (templates/cuda/moe/sm90/kernel.cuh), else 1.
   int32_t cluster = 1;
   // W streamed with an L2 evict-first policy: steps whose experts are one
   // tile each and whose active weights fit in the L2

@@ -122,7 +122,7 @@ struct MoeGroupedGemmParams {
   int tile_rows;                 // rows of a core tile (generic)
 };
 
-// The Hopper grouped GEMM (moe_grouped_gemm_sm90.cuh): A and W are read by
+// The Hopper grouped GEMM (moe/sm90/kernel.cuh): A and W are read by
 // TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
 //   a_map  2D {K, rows of A}, box {64, MoeSm90CtaRows(tile rows)}
 //   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}

@@ -14,6 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "backends/cuda/attention/decode_kernels.h"
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/nvrtc_api.h"
@@ -195,11 +197,11 @@ std::vector<TemplateCase> AllTemplateCases() {
        {"mma.sync.aligned.m16n8k16"}},
       {"moe_gemm_sm90_rows64",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048}, 0, 64, 2),
-       "templates/cuda/moe/grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_silu_rows128",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {4096, 7168}, 1, 128, 2),
-       "templates/cuda/moe/grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
         "setmaxnreg.inc.sync.aligned.u32 232",
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
@@ -208,20 +210,20 @@ std::vector<TemplateCase> AllTemplateCases() {
       {"moe_gemm_sm90_tma_store_rows128",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048},
               0 | (1u << 9), 128, 2),
-       "templates/cuda/moe/grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/sm90/kernel.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "cp.async.bulk.wait_group.read 1", "fence.proxy.async.shared::cta",
         "bar.sync"}},
       {"moe_gemm_sm90_tma_store_silu_rows64",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048},
               1 | (1u << 9), 64, 2),
-       "templates/cuda/moe/grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/sm90/kernel.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_checks_ragged",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 40}, 0 | (1u << 8),
               17, 2),
-       "templates/cuda/moe/grouped_gemm_sm90.cuh",
+       "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async", "trap;"}},
       {"moe_gemm_simt_f32",
        MoeKey(OpKind::kMoeGroupedGemm, DType::kF32, {64, 32}, 1, 16, 0),
@@ -232,6 +234,28 @@ std::vector<TemplateCase> AllTemplateCases() {
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
   };
+}
+
+// `headers` and every templates/cuda/ header they include, transitively.
+std::set<std::string> IncludedTemplates(const std::set<std::string>& headers) {
+  std::set<std::string> reached;
+  std::vector<std::string> pending(headers.begin(), headers.end());
+  while (!pending.empty()) {
+    const std::string path = pending.back();
+    pending.pop_back();
+    if (!reached.insert(path).second) continue;
+    const tailor::internal::EmbeddedFile* file =
+        tailor::internal::FindEmbeddedFile(path);
+    if (file == nullptr) continue;
+    for (absl::string_view line : absl::StrSplit(file->contents(), '\n')) {
+      constexpr absl::string_view kInclude = "#include \"templates/cuda/";
+      if (!absl::ConsumePrefix(&line, kInclude)) continue;
+      const size_t end = line.find('"');
+      if (end == absl::string_view::npos) continue;
+      pending.push_back(absl::StrCat("templates/cuda/", line.substr(0, end)));
+    }
+  }
+  return reached;
 }
 
 TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
@@ -254,20 +278,21 @@ TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
     covered.insert(c.header);
   }
   // Every kernel template (a .cuh with a device template) has a case above;
-  // headers only included by them (params, common) are covered through them,
-  // and the decode trace (on only with its macro) by DecodeTraceCompiles.
+  // the parts a kernel is composed of (common code, a scheduler, a
+  // mainloop, an epilogue) are covered through the kernels that include
+  // them, and the decode trace (on only with its macro) by
+  // DecodeTraceCompiles.
+  const std::set<std::string> reached = IncludedTemplates(covered);
   for (const tailor::internal::EmbeddedFile& file :
        tailor::internal::EmbeddedFiles()) {
     const std::string path = file.path;
     if (!absl::StartsWith(path, "templates/cuda/") ||
         !absl::EndsWith(path, ".cuh"))
       continue;
-    if (absl::EndsWith(path, "_common.cuh") ||
-        absl::EndsWith(path, "_trace.cuh")) {
-      continue;
-    }
-    EXPECT_TRUE(covered.count(path))
-        << path << " has no compile case in AllTemplateCases()";
+    if (absl::EndsWith(path, "_trace.cuh")) continue;
+    EXPECT_TRUE(reached.count(path))
+        << path << " has no compile case in AllTemplateCases() and no "
+        << "kernel template there includes it";
   }
 }
 

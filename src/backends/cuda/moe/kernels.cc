@@ -149,7 +149,7 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
     const int cluster = key.tile.cluster > 1 ? key.tile.cluster : 1;
     const int swap_ab = (key.variant & kGemmSwapAB) != 0 ? 1 : 0;
     KernelSource source = Entry(
-        "moe/grouped_gemm_sm90.cuh",
+        "moe/sm90/kernel.cuh",
         absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ", ",
                      cluster, ", ", swap_ab, ">"));
     if (key.variant & kGemmPipelineChecks) {
@@ -234,7 +234,7 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
   return key;
 }
 
-// Clusters of the Hopper kernel (templates/cuda/moe/grouped_gemm_sm90.cuh):
+// Clusters of the Hopper kernel (templates/cuda/moe/sm90/kernel.cuh):
 // 2 or 4 CTAs that share A and W tiles by TMA multicast, on the 128-row
 // kernel, only where $TAILOR_MOE_GEMM_CLUSTER=2 or 4 forces them
 // (comparisons, tests). The cost model takes none. Measured on the H100

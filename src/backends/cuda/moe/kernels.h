@@ -15,7 +15,7 @@
 //   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
 //                     variant = epilogue (| pipeline checks | TMA store |
 //                     swap-AB), tile.n = the kernel: 2 Hopper (sm_90a, bf16,
-//                     K % 8 == 0: TMA + wgmma, moe_grouped_gemm_sm90.cuh),
+//                     K % 8 == 0: TMA + wgmma, moe/sm90/kernel.cuh),
 //                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT;
 //                     tile.cluster = 2 or 4 for clusters of Hopper CTAs
 // The Hopper kernel stores full tiles by TMA when the plan tile is its CTA
