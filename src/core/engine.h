@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "core/spec_key.h"
+#include "core/tuning.h"
 #include "tailor/runtime.h"
 
 namespace tailor::internal {
@@ -60,6 +61,12 @@ class Engine {
   SpecKey MakeKey(OpKind op) const;
   // This engine's backend and arch, for key builders (valid while it lives).
   KeyTarget target() const;
+  // The validated tuning overrides (Runtime::Options::tuning, else
+  // $TAILOR_TUNING).
+  const Tuning& tuning() const { return *tuning_; }
+  // The same, shared: workspaces keep it to report it (a copy costs no
+  // allocation).
+  const std::shared_ptr<const Tuning>& shared_tuning() const { return tuning_; }
 
   absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
                                                     KernelGenerator generate);
@@ -96,6 +103,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KernelCache> cache_;
   bool background_jit_ = false;
+  std::shared_ptr<const Tuning> tuning_;
   // Quiesces the cache and the stats around fork() (core/fork_handlers.h).
   std::unique_ptr<ForkParticipant> fork_participant_;
 };

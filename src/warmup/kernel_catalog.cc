@@ -8,7 +8,9 @@
 #include "backends/cpu/attention/decode_kernels.h"
 #include "backends/cpu/moe/kernels.h"
 #include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/attention/tuning.h"
 #include "backends/cuda/moe/kernels.h"
+#include "backends/cuda/moe/tuning.h"
 #include "ops/attention/kernels.h"
 #include "ops/moe/kernels.h"
 #include "tailor/status.h"
@@ -34,25 +36,28 @@ absl::Status NoWarmupList(const KeyTarget& target) {
                                              " kernel list for warm-up yet"));
 }
 
-absl::StatusOr<std::vector<KernelJob>> MoeKernelsOn(
-    const KeyTarget& target, const MoeLayerShape& shape) {
+absl::StatusOr<std::vector<KernelJob>> MoeKernelsOn(const KeyTarget& target,
+                                                    const MoeLayerShape& shape,
+                                                    const Tuning& tuning) {
   switch (target.backend) {
     case BackendKind::kCpu:
       return cpu::MoeLayerKernels(target, shape);
     case BackendKind::kCuda:
-      return cuda::MoeLayerKernels(target, shape);
+      return cuda::MoeLayerKernels(target, shape, cuda::MoeTuningFrom(tuning));
     default:
       return NoWarmupList(target);
   }
 }
 
-absl::StatusOr<std::vector<KernelJob>> DecodeKernelsOn(
-    const KeyTarget& target, const DecodeShape& shape) {
+absl::StatusOr<std::vector<KernelJob>> DecodeKernelsOn(const KeyTarget& target,
+                                                       const DecodeShape& shape,
+                                                       const Tuning& tuning) {
   switch (target.backend) {
     case BackendKind::kCpu:
       return cpu::DecodeLayerKernels(target, shape);
     case BackendKind::kCuda:
-      return cuda::DecodeLayerKernels(target, shape);
+      return cuda::DecodeLayerKernels(target, shape,
+                                      cuda::DecodeTuningFrom(tuning));
     default:
       return NoWarmupList(target);
   }
@@ -62,7 +67,7 @@ absl::StatusOr<std::vector<KernelJob>> DecodeKernelsOn(
 // and routing policy through the backend's own list (the launches' key
 // builders). A backend this build lacks is one `skipped` line.
 absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
-                         JobCollector& jobs,
+                         const Tuning& tuning, JobCollector& jobs,
                          std::vector<std::string>& skipped) {
   for (DType dtype : layer.dtypes) {
     for (const moe::RoutingPolicy& policy : layer.routing) {
@@ -73,7 +78,7 @@ absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
                                    .intermediate = layer.intermediate,
                                    .policy = policy};
       absl::StatusOr<std::vector<KernelJob>> kernels =
-          MoeKernelsOn(target, shape);
+          MoeKernelsOn(target, shape, tuning);
       if (absl::IsUnavailable(kernels.status())) {
         skipped.push_back(
             absl::StrCat(layer.path, ": ", kernels.status().message()));
@@ -92,7 +97,8 @@ absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
 // The kernels of one paged-decode section. A dtype or shape the backend
 // cannot build is one `skipped` line naming why (nothing to precompile).
 void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
-                    JobCollector& jobs, std::vector<std::string>& skipped) {
+                    const Tuning& tuning, JobCollector& jobs,
+                    std::vector<std::string>& skipped) {
   for (DType dtype : layer.dtypes) {
     const DecodeShape shape = {.dtype = dtype,
                                .head_dim = layer.head_dim,
@@ -100,7 +106,7 @@ void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
                                .page_size = layer.page_size,
                                .num_kv_heads = layer.heads_kv};
     absl::StatusOr<std::vector<KernelJob>> kernels =
-        DecodeKernelsOn(target, shape);
+        DecodeKernelsOn(target, shape, tuning);
     if (!kernels.ok()) {
       skipped.push_back(absl::StrCat(layer.path, " (", DTypeName(dtype),
                                      "): ", kernels.status().message()));
@@ -139,14 +145,16 @@ absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key) {
 }
 
 absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
-                                             const ServingProfile& profile) {
+                                             const ServingProfile& profile,
+                                             const Tuning& tuning) {
   KernelList list;
   JobCollector jobs;
   for (const MoeLayerProfile& layer : profile.moe) {
-    TAILOR_RETURN_IF_ERROR(AddMoeLayer(target, layer, jobs, list.skipped));
+    TAILOR_RETURN_IF_ERROR(
+        AddMoeLayer(target, layer, tuning, jobs, list.skipped));
   }
   for (const PagedDecodeProfile& decode : profile.paged_decode) {
-    AddDecodeLayer(target, decode, jobs, list.skipped);
+    AddDecodeLayer(target, decode, tuning, jobs, list.skipped);
   }
   list.jobs = jobs.Take();
   return list;

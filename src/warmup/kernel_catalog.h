@@ -24,6 +24,7 @@
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/spec_key.h"
+#include "core/tuning.h"
 #include "warmup/profile.h"
 
 namespace tailor::internal {
@@ -41,9 +42,11 @@ struct KernelList {
 };
 
 // Every kernel the profile's sections can need under any routing and batch,
-// for `target` (whose arch must be exact, not "native").
+// for `target` (whose arch must be exact, not "native"), as `tuning` (the
+// server's tuning keys: Engine::tuning) shapes them.
 absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
-                                             const ServingProfile& profile);
+                                             const ServingProfile& profile,
+                                             const Tuning& tuning);
 
 // Jobs for keys read from a history document, re-targeted to `target`
 // (another machine's arch; the same op and static dims). Keys whose op this

@@ -200,7 +200,8 @@ absl::Status CudaKernel::AllowNonPortableClusters() const {
 CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
                          int device_index, NvrtcCompiler compiler,
                          int compute_capability, int multiprocessors,
-                         int64_t l2_bytes)
+                         int64_t l2_bytes,
+                         const tailor::internal::Tuning& tuning)
     : context_(std::move(context)),
       device_{.type = DeviceType::kCuda, .index = device_index},
       compiler_(std::move(compiler)),
@@ -214,11 +215,12 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
       moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",
-                   descriptor_pool_, generic_kernels_),
-      // TAILOR_CUDA_PDL=off: no launch overlaps its predecessor (comparisons,
-      // and a way out should a driver mishandle programmatic dependent
-      // launch).
-      overlap_enabled_(!EnvIs("TAILOR_CUDA_PDL", "off")) {}
+                   descriptor_pool_, generic_kernels_, MoeTuningFrom(tuning)),
+      decode_kernels_(*this, DecodeTuningFrom(tuning)),
+      // moe.pdl=off: no launch overlaps its predecessor (comparisons, and a
+      // way out should a driver mishandle programmatic dependent launch).
+      // Only MoE launches ask to overlap.
+      overlap_enabled_(MoeTuningFrom(tuning).pdl) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -261,7 +263,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),
-      major * 10 + minor, multiprocessors, l2_bytes));
+      major * 10 + minor, multiprocessors, l2_bytes, options.tuning));
 }
 
 absl::Status CudaBackend::Supports(const SpecKey& key) const {

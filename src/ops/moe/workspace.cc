@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/engine.h"
 #include "core/stats.h"
 #include "ops/moe/checks.h"
@@ -111,6 +112,13 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
   return out;
 }
 
+// The moe.* tuning keys of the runtime that routed `w` ("" none).
+std::string MoeTuningText(const internal::MoeWorkspace& w) {
+  if (w.tuning == nullptr) return "";
+  return absl::StrJoin(w.tuning->WithPrefix("moe."), ",",
+                       absl::PairFormatter("="));
+}
+
 }  // namespace
 
 PlanSummary Workspace::plan() const {
@@ -122,7 +130,8 @@ PlanSummary Workspace::plan() const {
             .variants = -1,
             .useful_rows = -1,
             .executed_rows = -1,
-            .gemms = GemmChoices(*impl_)};
+            .gemms = GemmChoices(*impl_),
+            .tuning = MoeTuningText(*impl_)};
   }
   const plan::PiecewisePlan& p = impl_->plan;
   const int32_t core = p.core_range().size();
@@ -132,7 +141,8 @@ PlanSummary Workspace::plan() const {
           .variants = static_cast<int32_t>(p.variants().size()),
           .useful_rows = p.accounting().useful_rows,
           .executed_rows = p.accounting().executed_rows,
-          .gemms = GemmChoices(*impl_)};
+          .gemms = GemmChoices(*impl_),
+          .tuning = MoeTuningText(*impl_)};
 }
 
 size_t Workspace::CapacityBytes() const {
@@ -167,6 +177,7 @@ std::string PlanSummary::ToString() const {
       absl::StrCat("tile_rows=", tile_rows, " core=", core_tiles,
                    " tails=", tail_pieces, " variants=", variants,
                    " useful=", useful_rows, " executed=", executed_rows);
+  if (!tuning.empty()) absl::StrAppend(&s, " tuning=", tuning);
   for (const GemmChoice& g : gemms) absl::StrAppend(&s, " | ", g.ToString());
   return s;
 }

@@ -438,7 +438,7 @@ TEST(CudaBackendGpuTest, OverlappedLaunchWaitsForItsPredecessor) {
   absl::StatusOr<int> fresh = kernels.WriteThenRead(false, 7);
   TAILOR_ASSERT_OK(fresh.status());
   if (*fresh == OverlapKernels::kCount) {
-    GTEST_SKIP() << "the launches did not overlap here ($TAILOR_CUDA_PDL=off, "
+    GTEST_SKIP() << "the launches did not overlap here (moe.pdl=off, "
                     "or a tool that serializes kernels)";
   }
   for (uint32_t value : {1u, 0xdeadbeefu, 42u}) {
@@ -449,10 +449,9 @@ TEST(CudaBackendGpuTest, OverlappedLaunchWaitsForItsPredecessor) {
 }
 
 TEST(CudaBackendGpuTest, PdlOffKnobSerializesEveryLaunch) {
-  ::setenv("TAILOR_CUDA_PDL", "off", 1);
-  auto created = CudaTestRuntime::Create();
-  ::unsetenv("TAILOR_CUDA_PDL");
-  TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(env, std::move(created));
+  Runtime::Options options = CudaTestRuntime::DefaultOptions();
+  options.tuning = "moe.pdl=off";
+  TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(env, CudaTestRuntime::Create(options));
   OverlapKernels kernels(*env);
   TAILOR_ASSERT_OK(kernels.Load());
   // Even the reader that does not wait sees the writer's data.
