@@ -6,13 +6,12 @@
 // does one hash lookup and no allocation.
 //
 // Example (an op front):
-//   SpecKey key = {.op = OpKind::kTestAxpy, .backend = engine.backend().kind(),
-//   ...}; key.SetArch(engine.backend().arch());
+//   const SpecKey key = EncodeMoePackSpec(
+//       engine.target(), {.dtype = DType::kBF16, .hidden = 2048});
 //   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-//                           engine.GetKernel(key, GenerateAxpySource));
-//   AxpyParams params = {...};
-//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, &params,
-//   sizeof(params)));
+//                           engine.GetKernel(key, GeneratePack));
+//   MoePackParams params = {...};
+//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
 #ifndef TAILOR_CORE_ENGINE_H_
 #define TAILOR_CORE_ENGINE_H_
 

@@ -1,13 +1,13 @@
 // warmup/kernel_catalog.h — which kernels a serving profile can need, and
 // how to build any library kernel from its key alone.
 //
-// This is the one place warm-up knows about op families: which profile
-// section maps to which family, and which backend lists a family's kernels.
-// The lists themselves live with each backend's launch glue
-// (src/backends/<name>/{moe,decode}_kernels.h: MoeLayerKernels,
+// Warm-up knows which profile section is which family; which backend lists
+// a family's kernels, and with which generator, comes from the family
+// registry (core/family_registry.h). The lists themselves live with each
+// backend's launch glue (src/backends/<name>/<family>/: MoeLayerKernels,
 // DecodeLayerKernels) and use the launches' own key builders, so warm-up
-// and serving cannot disagree. A new family adds a profile section, a list
-// per backend, and a line here.
+// and serving cannot disagree. A new family adds a profile section, its
+// lists in the registry, and a section reader here.
 //
 // Example:
 //   TAILOR_ASSIGN_OR_RETURN(KernelList kernels,
@@ -29,9 +29,9 @@
 
 namespace tailor::internal {
 
-// The generator of `key`'s op on `key`'s backend. NotFound naming the op and
-// backend when this build has none (test-only ops, families a backend does
-// not implement yet).
+// The generator of `key`'s op on `key`'s backend (its family's, from the
+// registry). NotFound naming the op and backend when this build has none
+// (test-only ops, families a backend does not implement yet).
 absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key);
 
 struct KernelList {

@@ -240,15 +240,15 @@ TEST(KernelCatalogTest, TuningShapesTheCudaKeys) {
 TEST(KernelCatalogTest, HistoryKeysAreRetargetedAndUnknownOnesReported) {
   SpecKey pack = cpu::PackKey(
       {.backend = BackendKind::kCpu, .arch = "x86_64-old"}, DType::kF32, 64);
-  SpecKey axpy = pack;
-  axpy.op = OpKind::kTestAxpy;  // test scaffolding: no library generator
-  KernelList list = KernelsForKeys(kTarget, {pack, axpy, pack});
+  SpecKey route = pack;
+  route.op = OpKind::kMoeRoute;  // routed on the host: no cpu kernel
+  KernelList list = KernelsForKeys(kTarget, {pack, route, pack});
   ASSERT_EQ(list.jobs.size(), 1u);
   EXPECT_EQ(list.jobs[0].key.arch_name(), "x86_64-test");
   EXPECT_EQ(list.jobs[0].key, cpu::PackKey(kTarget, DType::kF32, 64));
   EXPECT_THAT(list.skipped,
-              ElementsAre("test.axpy/cpu/x86_64-test/f32/d=64/b0/t0/m0n0k0: "
-                          "this build has no cpu test.axpy kernels"));
+              ElementsAre("moe.route/cpu/x86_64-test/f32/warps=64/b0/t0/"
+                          "m0n0k0: this build has no cpu moe.route kernels"));
 }
 
 }  // namespace
