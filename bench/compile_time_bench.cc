@@ -175,7 +175,8 @@ int BenchCpu(const std::string& profile_path, int repetitions,
     return 1;
   }
   tailor::internal::Engine& engine = (*runtime)->engine();
-  auto kernels = tailor::internal::KernelsForProfile(engine.target(), *profile);
+  auto kernels = tailor::internal::KernelsForProfile(engine.target(), *profile,
+                                                     engine.tuning());
   if (!kernels.ok()) return 1;
   Header(absl::StrCat("CPU backend (", (*runtime)->arch(), "), profile ",
                       profile->name, ", ", repetitions,
@@ -231,7 +232,8 @@ int BenchNvrtc(const std::string& profile_path, const std::string& arch,
   auto profile = tailor::internal::ParseProfile(text.str());
   if (!profile.ok()) return 1;
   auto kernels = tailor::internal::KernelsForProfile(
-      {.backend = tailor::BackendKind::kCuda, .arch = arch}, *profile);
+      {.backend = tailor::BackendKind::kCuda, .arch = arch}, *profile,
+      /*tuning=*/{});
   if (!kernels.ok()) {
     std::fprintf(stderr, "%s\n", kernels.status().ToString().c_str());
     return 1;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "kernels/test_op_kinds.h"
 #include "kernels/test_ops.h"
 #include "tailor/runtime.h"
 
@@ -70,7 +71,7 @@ absl::StatusOr<internal::KernelSource> EmptySource(const internal::SpecKey&) {
 void BM_WarmDispatchLookup(benchmark::State& state) {
   auto runtime = MakeRuntime("", /*disk=*/false);
   internal::Engine& engine = runtime->engine();
-  internal::SpecKey key = engine.MakeKey(internal::OpKind::kTestEmpty);
+  internal::SpecKey key = engine.MakeKey(internal::kTestEmptyOp);
   if (!engine.GetKernel(key, EmptySource).ok())
     state.SkipWithError("compile failed");
   for (auto _ : state)

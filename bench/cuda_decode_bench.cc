@@ -55,10 +55,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/cuda_test_util.h"
+#include "absl/strings/strip.h"
 #include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/cuda_test_util.h"
+#include "kernels/test_op_kinds.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
 
@@ -280,7 +281,7 @@ bench_bulk_read(const __grid_constant__ ReadParams p) {
  private:
   std::shared_ptr<internal::Kernel> Build(const char* code,
                                           const char* entry) {
-    internal::SpecKey key = env_.engine().MakeKey(internal::OpKind::kTestEmpty);
+    internal::SpecKey key = env_.engine().MakeKey(internal::kTestEmptyOp);
     const internal::KernelSource source = {.code = code, .entry = entry};
     absl::StatusOr<std::string> cubin = env_.backend().Compile(key, source);
     if (!cubin.ok()) Die(cubin.status(), "compile read kernel");

@@ -35,6 +35,7 @@
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "backends/cuda/tma/tensor_map_driver_encoder.h"
 #include "kernels/cuda_test_kernels.h"
+#include "kernels/test_op_kinds.h"
 #include "templates/cuda/test_kernels_params.h"
 #include "templates/cuda/tma_test_params.h"
 
@@ -122,7 +123,7 @@ double GpuMs(const DriverApi& api, CUstream stream, int launches,
 void LaunchRows(CudaTestRuntime& env, int launches, CUstream stream) {
   tailor::internal::Engine& engine = env.engine();
   const DriverApi& api = env.api();
-  const SpecKey key = engine.MakeKey(OpKind::kTestEmpty);
+  const SpecKey key = engine.MakeKey(tailor::internal::kTestEmptyOp);
   absl::StatusOr<std::shared_ptr<Kernel>> kernel =
       engine.GetKernel(key, GenerateCudaTestKernel);
   if (!kernel.ok()) Die(kernel.status(), "GetKernel(test.empty)");
@@ -197,7 +198,7 @@ void DescriptorRows(CudaTestRuntime& env, CUstream stream) {
     std::printf("%-28s %12s (needs sm_90a)\n", "device patch", "skipped");
     return;
   }
-  SpecKey key = env.engine().MakeKey(OpKind::kTmaPatchTest);
+  SpecKey key = env.engine().MakeKey(tailor::internal::kTmaPatchTestOp);
   key.dtypes[0] = DType::kBF16;
   key.dims[0] = 64;
   key.tile.m = 64;
@@ -257,7 +258,8 @@ void CubinCacheRows() {
     options.log_level = "error";
     auto runtime = Runtime::Create(options);
     if (!runtime.ok()) Die(runtime.status(), "Runtime::Create");
-    SpecKey key = (*runtime)->engine().MakeKey(OpKind::kTmaPatchTest);
+    SpecKey key =
+        (*runtime)->engine().MakeKey(tailor::internal::kTmaPatchTestOp);
     key.dtypes = {DType::kBF16};
     key.dims[0] = 128;
     key.tile.m = 64;

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "kernels/cuda_test_kernels.h"
+#include "kernels/test_op_kinds.h"
 
 namespace {
 
@@ -62,7 +63,7 @@ double CompileMs(const NvrtcCompiler& compiler, const KernelSource& source,
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::max(2, std::atoi(argv[1])) : 7;
   tailor::internal::SpecKey key;
-  key.op = tailor::internal::OpKind::kTmaPatchTest;
+  key.op = tailor::internal::kTmaPatchTestOp;
   key.dtypes[0] = tailor::DType::kBF16;
   key.dims[0] = 128;
   key.tile.m = 64;

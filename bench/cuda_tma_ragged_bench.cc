@@ -21,6 +21,7 @@
 
 #include "backends/cuda/cuda_test_util.h"
 #include "kernels/cuda_test_kernels.h"
+#include "kernels/test_op_kinds.h"
 #include "templates/cuda/tma_test_params.h"
 
 namespace tailor::cuda {
@@ -148,8 +149,9 @@ void RunScenario(CudaTestRuntime& env, CUstream stream,
 
   SpecKey patch_key, copy_key;
   std::shared_ptr<Kernel> patch =
-      GetKernel(env, OpKind::kTmaPatchTest, patch_key);
-  std::shared_ptr<Kernel> copy = GetKernel(env, OpKind::kTmaCopyTest, copy_key);
+      GetKernel(env, tailor::internal::kTmaPatchTestOp, patch_key);
+  std::shared_ptr<Kernel> copy =
+      GetKernel(env, tailor::internal::kTmaCopyTestOp, copy_key);
   const auto config = MakeLaunchConfig(
       {static_cast<uint32_t>(num_items)}, {kTmaTestBlockThreads},
       TmaTestSharedBytesFor(patch_key), stream);

@@ -8,9 +8,10 @@ launch by up to 10 % from one Zipf draw to another with the same tile count
 draw can be judged wrong. This times every setting on each of several draws:
 
   variants  one tailor Runtime per variant, built with the variant's
-            $TAILOR_* knobs set (the Hopper kernels read them when the
-            Runtime is made), e.g. "groups:TAILOR_MOE_GEMM_EXPERT_GROUPS=on"
-            or "c2:TAILOR_MOE_GEMM_CLUSTER=2"; "base:" takes the cost model's
+            environment set (the Hopper kernels read $TAILOR_TUNING when the
+            Runtime is made), e.g.
+            "groups:TAILOR_TUNING=moe.expert_groups=forward" or
+            "c2:TAILOR_TUNING=moe.cluster=2"; "base:" takes the cost model's
             choices. The first is the base of the printed ratios.
   draws     --seeds: each a Zipf(1.0) routing from its own generator; -1 is
             the grid's draw for that model and T.
@@ -24,7 +25,7 @@ repository root over the bundle of scripts/gpu-bundle:
   LD_LIBRARY_PATH=build-gpu/lib TAILOR_LIBRARY=build-gpu/lib/libtailor_c.so.2 \\
   PYTHONPATH=python python3 bench/moe_gpu_ab.py \\
     --cases mixtral:1024:gate_up,mixtral:1024:down --seeds=-1,1,2,3 \\
-    base: groups:TAILOR_MOE_GEMM_EXPERT_GROUPS=on
+    base: groups:TAILOR_TUNING=moe.expert_groups=forward
 Prints one line per (case, draw).
 """
 import argparse

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/engine.h"
+#include "core/family_registry.h"
 #include "core/kernel_cache.h"
 #include "tailor/runtime.h"
 #include "tailor/status.h"
@@ -59,6 +61,9 @@ inputs (one of):
                        --tile-rows N and --tail pow2|exact|full
 options:
   --backend cpu|cuda   the backend to build for (default: the input's)
+  --tuning TEXT        the server's tuning keys, e.g. "moe.cluster=2" (as
+                       Runtime::Options::tuning; default: the profile's
+                       "tuning", else $TAILOR_TUNING)
   --cache-dir DIR      the disk cache (default: $TAILOR_CACHE_DIR, else
                        $XDG_CACHE_HOME/tailor, else ~/.cache/tailor)
   --jobs N             compiles at once (default: hardware threads)
@@ -95,6 +100,7 @@ struct Flags {
   tailor::moe::RoutingPolicy policy;
   std::optional<tailor::BackendKind> backend;
   std::string cache_dir;
+  std::optional<std::string> tuning;
   int jobs = 0;
   bool dry_run = false, check = false, times = false, quiet = false;
 };
@@ -149,6 +155,8 @@ absl::Status SetValueFlag(const std::string& flag, const std::string& value,
     f.jobs = static_cast<int>(std::min<int64_t>(n, 1024));
   } else if (flag == "--cache-dir") {
     f.cache_dir = value;
+  } else if (flag == "--tuning") {
+    f.tuning = value;
   } else if (flag == "--dtype") {
     if (value != "bf16" && value != "f32")
       return absl::InvalidArgumentError("--dtype: must be bf16 or f32, got " +
@@ -245,14 +253,38 @@ absl::StatusOr<ServingProfile> ProfileFromFlags(const Flags& f) {
   return tailor::internal::ParseProfile(json);
 }
 
-// What to warm: a profile (file or flags) or a history document.
+// What to warm: a profile (file or flags) or a history document, and the
+// server's tuning keys.
 struct Input {
   std::string description;  // "profile qwen3-30b-a3b", "history of ..."
   tailor::BackendKind backend = tailor::BackendKind::kCpu;
   std::string arch;  // exact, or "native": whatever this machine builds for
   std::optional<ServingProfile> profile;
   std::optional<tailor::internal::History> history;
+  tailor::internal::Tuning tuning;
 };
+
+// --tuning, else the profile's "tuning", else $TAILOR_TUNING: the text the
+// server gives Runtime::Options::tuning, validated the same way.
+absl::StatusOr<tailor::internal::Tuning> TuningOf(const Flags& f,
+                                                  const Input& in) {
+  std::string text;
+  absl::string_view origin = "--tuning";
+  if (f.tuning.has_value()) {
+    text = *f.tuning;
+  } else if (in.profile.has_value() && !in.profile->tuning.empty()) {
+    text = in.profile->tuning;
+    origin = "profile tuning";
+  } else if (const char* env = std::getenv("TAILOR_TUNING")) {
+    text = env;
+    origin = "TAILOR_TUNING";
+  }
+  absl::StatusOr<tailor::internal::Tuning> tuning =
+      tailor::internal::ParseTuningText(text);
+  if (tuning.ok()) return tuning;
+  return absl::InvalidArgumentError(
+      absl::StrCat(origin, ": ", tuning.status().message()));
+}
 
 absl::StatusOr<Input> LoadInput(const Flags& f) {
   Input input;
@@ -286,6 +318,7 @@ absl::StatusOr<Input> LoadInput(const Flags& f) {
     input.backend = *f.backend;
     input.arch = tailor::internal::kNativeArch;  // the input's is for another
   }
+  TAILOR_ASSIGN_OR_RETURN(input.tuning, TuningOf(f, input));
   return input;
 }
 
@@ -295,6 +328,7 @@ absl::StatusOr<std::unique_ptr<tailor::Runtime>> MakeRuntime(const Flags& f,
   options.backend = in.backend;
   options.cache_dir = f.cache_dir;
   options.cpu_threads = 1;  // nothing is launched
+  options.tuning = in.tuning.ToString();
   options.compile_threads =
       f.jobs > 0
           ? f.jobs
@@ -324,7 +358,7 @@ absl::StatusOr<std::unique_ptr<tailor::Runtime>> MakeRuntime(const Flags& f,
 absl::StatusOr<KernelList> ListKernels(const Input& in,
                                        const tailor::internal::KeyTarget& t) {
   if (in.profile.has_value())
-    return tailor::internal::KernelsForProfile(t, *in.profile);
+    return tailor::internal::KernelsForProfile(t, *in.profile, in.tuning);
   return tailor::internal::KernelsForKeys(t, in.history->keys);
 }
 
@@ -465,11 +499,13 @@ int main(int argc, char** argv) {
   if (!kernels.ok()) return Fail(2, kernels.status());
   const bool from_history = input->history.has_value();
 
-  std::printf("tailor-warmup: %s: %zu kernels for %s %s%s%s\n",
+  std::printf("tailor-warmup: %s: %zu kernels for %s %s%s%s%s%s\n",
               input->description.c_str(), kernels->jobs.size(),
               std::string(tailor::BackendName(input->backend)).c_str(),
               arch.c_str(), runtime ? " in " : "",
-              runtime ? runtime->cache_dir().c_str() : "");
+              runtime ? runtime->cache_dir().c_str() : "",
+              input->tuning.empty() ? "" : ", tuning ",
+              input->tuning.ToString().c_str());
   if (!from_history) {
     for (const std::string& s : kernels->skipped)
       std::printf("  skipped %s\n", s.c_str());

@@ -107,6 +107,17 @@ class Runtime {
     // Empty: $TAILOR_STATS_ADDR, else no endpoint. The endpoint answers from
     // snapshots on its own two threads; launching threads never wait for it.
     std::string stats_addr;
+    // Experiment switches of the kernel families ("tuning keys"), e.g.
+    // "moe.cluster=2,decode.stages=3": comma-separated key=value items,
+    // each key declared by its family with the values it accepts (README,
+    // tuning keys). Empty: $TAILOR_TUNING, else none. An unknown key or a
+    // value its key does not accept (here or in $TAILOR_TUNING) makes
+    // Create fail with InvalidArgument naming the key and the accepted
+    // values. Keys of families or backends the runtime does not run are
+    // accepted and have no effect. The active overrides appear in stats()
+    // and in the MoE plan summary; give tailor-warmup the same text
+    // (--tuning) so that it builds the kernels the server will use.
+    std::string tuning;
   };
 
   // Validates `options`, resolves the backend and opens the cache.
@@ -134,8 +145,12 @@ class Runtime {
   // or kBackground, never kDefault.
   JitMode jit_mode() const;
 
-  // A consistent snapshot of the counters and histograms.
+  // A consistent snapshot of the counters and histograms (and the active
+  // tuning overrides).
   StatsSnapshot stats() const;
+  // The active tuning overrides in canonical form (sorted by key,
+  // "decode.stages=3,moe.cluster=2"); "" when none is set.
+  std::string tuning() const;
   // Where this runtime's stats endpoint listens ("127.0.0.1:9464", port
   // resolved); empty without one.
   std::string stats_address() const;

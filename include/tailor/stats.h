@@ -68,6 +68,9 @@ struct StatsSnapshot {
   std::map<std::string, uint64_t> specializations_per_op;  // distinct keys seen
   HistogramSnapshot compile_seconds;
   HistogramSnapshot disk_load_seconds;
+  // The runtime's active tuning overrides (Runtime::Options::tuning), key
+  // -> value; empty when none is set.
+  std::map<std::string, std::string> tuning;
 
   std::string ToJson() const;
   // The Prometheus text exposition (version 0.0.4): StatsToPrometheus of
@@ -95,6 +98,7 @@ struct NamedStats {
 //   tailor_plan_rows_total{kind=useful|executed},
 //   tailor_workspace_bytes (gauge),
 //   tailor_compile_seconds, tailor_disk_load_seconds (histograms),
+//   tailor_tuning_override{key,value} (gauge, 1 per active override),
 //   tailor_build_info{version} (gauge, 1).
 std::string StatsToPrometheus(const std::vector<NamedStats>& runtimes);
 

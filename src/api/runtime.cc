@@ -82,8 +82,13 @@ std::string Runtime::SpecializationHistoryJson() const {
 StatsSnapshot Runtime::stats() const {
   StatsSnapshot snapshot = engine_->stats().Snapshot();
   engine_->backend().AddCounters(snapshot);
+  for (const auto& [key, value] : engine_->tuning().entries()) {
+    snapshot.tuning.emplace(key, value);
+  }
   return snapshot;
 }
+
+std::string Runtime::tuning() const { return engine_->tuning().ToString(); }
 
 absl::StatusOr<std::shared_ptr<void>> Runtime::Allocate(size_t bytes) {
   if (device().type != DeviceType::kCpu) {

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend.h"
+#include "core/tuning.h"
 
 namespace tailor::internal {
 
@@ -16,6 +17,9 @@ struct BackendOptions {
   int cpu_threads = 0;  // 0 = hardware threads
   Stats* stats =
       nullptr;  // for backend-owned counters (descriptor pool); may be null
+  // The runtime's validated tuning overrides; each family on the backend
+  // reads its own keys.
+  Tuning tuning;
 };
 
 // Creates the backend `kind`. kAuto tries cuda, hip, cpu in that order and

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/disk_eviction.h"
+#include "core/family_registry.h"
 #include "core/fork_handlers.h"
 #include "core/kernel_cache.h"
 #include "core/logging.h"
@@ -110,6 +111,18 @@ uint64_t DiskCacheMaxBytes(const Runtime::Options& options) {
   return kDefaultDiskCacheMaxBytes;
 }
 
+// Options::tuning, else $TAILOR_TUNING, validated. InvalidArgument names
+// where the text came from, the key and the accepted values.
+absl::StatusOr<Tuning> TuningOf(const Runtime::Options& options) {
+  const char* env = std::getenv("TAILOR_TUNING");
+  const bool from_env = options.tuning.empty() && env != nullptr;
+  absl::StatusOr<Tuning> tuning =
+      ParseTuningText(from_env ? absl::string_view(env) : options.tuning);
+  if (tuning.ok()) return tuning;
+  return absl::InvalidArgumentError(absl::StrCat(
+      from_env ? "TAILOR_TUNING: " : "tuning: ", tuning.status().message()));
+}
+
 // Opens the disk cache, or explains (once, as a warning) why it is off.
 std::optional<DiskCache> OpenDiskCache(const Runtime::Options& options) {
   if (options.disable_disk_cache) return std::nullopt;
@@ -155,13 +168,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   TAILOR_RETURN_IF_ERROR(ValidateOptions(options));
   TAILOR_RETURN_IF_ERROR(SetLogLevel(options.log_level));
   std::unique_ptr<Engine> engine(new Engine());
+  TAILOR_ASSIGN_OR_RETURN(Tuning tuning, TuningOf(options));
+  engine->tuning_ = std::make_shared<const Tuning>(std::move(tuning));
   engine->stats_ = std::make_unique<Stats>();
   TAILOR_ASSIGN_OR_RETURN(
       engine->backend_,
       CreateBackend(options.backend,
                     BackendOptions{.device_index = options.device_index,
                                    .cpu_threads = options.cpu_threads,
-                                   .stats = engine->stats_.get()}));
+                                   .stats = engine->stats_.get(),
+                                   .tuning = *engine->tuning_}));
   int compile_threads = options.compile_threads;
   if (compile_threads == 0) {
     compile_threads = std::max(1u, std::thread::hardware_concurrency());
@@ -185,9 +201,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   // Generic kernels ready (or their compiles queued) before the first call.
   if (engine->background_jit_) engine->backend_->PrepareBackgroundJit(*engine);
   Logger().debug(
-      "runtime ready: backend {} arch {} cache {}",
+      "runtime ready: backend {} arch {} cache {}{}{}",
       BackendName(engine->backend_->kind()), engine->backend_->arch(),
-      engine->cache_dir().empty() ? "(memory only)" : engine->cache_dir());
+      engine->cache_dir().empty() ? "(memory only)" : engine->cache_dir(),
+      engine->tuning_->empty() ? "" : " tuning ", engine->tuning_->ToString());
   return engine;
 }
 

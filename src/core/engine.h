@@ -6,13 +6,12 @@
 // does one hash lookup and no allocation.
 //
 // Example (an op front):
-//   SpecKey key = {.op = OpKind::kTestAxpy, .backend = engine.backend().kind(),
-//   ...}; key.SetArch(engine.backend().arch());
+//   const SpecKey key = EncodeMoePackSpec(
+//       engine.target(), {.dtype = DType::kBF16, .hidden = 2048});
 //   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-//                           engine.GetKernel(key, GenerateAxpySource));
-//   AxpyParams params = {...};
-//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, &params,
-//   sizeof(params)));
+//                           engine.GetKernel(key, GeneratePack));
+//   MoePackParams params = {...};
+//   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
 #ifndef TAILOR_CORE_ENGINE_H_
 #define TAILOR_CORE_ENGINE_H_
 
@@ -22,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "core/spec_key.h"
+#include "core/tuning.h"
 #include "tailor/runtime.h"
 
 namespace tailor::internal {
@@ -60,6 +60,12 @@ class Engine {
   SpecKey MakeKey(OpKind op) const;
   // This engine's backend and arch, for key builders (valid while it lives).
   KeyTarget target() const;
+  // The validated tuning overrides (Runtime::Options::tuning, else
+  // $TAILOR_TUNING).
+  const Tuning& tuning() const { return *tuning_; }
+  // The same, shared: workspaces keep it to report it (a copy costs no
+  // allocation).
+  const std::shared_ptr<const Tuning>& shared_tuning() const { return tuning_; }
 
   absl::StatusOr<std::shared_ptr<Kernel>> GetKernel(const SpecKey& key,
                                                     KernelGenerator generate);
@@ -96,6 +102,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KernelCache> cache_;
   bool background_jit_ = false;
+  std::shared_ptr<const Tuning> tuning_;
   // Quiesces the cache and the stats around fork() (core/fork_handlers.h).
   std::unique_ptr<ForkParticipant> fork_participant_;
 };

@@ -1,8 +1,10 @@
 #include "core/spec_key.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -35,46 +37,36 @@ class KeyBytes {
   size_t size_ = 0;
 };
 
+// The library's ops. Test kernels add theirs with RegisterOpKind.
+constexpr std::pair<OpKind, OpInfo> kLibraryOps[] = {
+    {OpKind::kMoePack, {"moe.pack", {"H"}}},
+    {OpKind::kMoeGroupedGemm, {"moe.grouped_gemm", {"N", "K"}}},
+    {OpKind::kMoeCombine, {"moe.combine", {"H", "topk"}}},
+    {OpKind::kMoeRoute, {"moe.route", {"warps"}}},
+    {OpKind::kAttentionDecode, {"attention.decode", {"D", "group", "page"}}},
+    {OpKind::kAttentionDecodeMerge, {"attention.decode_merge", {"D", "group"}}},
+};
+
+// Indexed by OpKind value: the library's ops, then registered ones.
+using OpTable = std::array<std::atomic<const OpInfo*>, kNumOpKinds>;
+OpTable& Ops() {
+  static OpTable* const table = [] {
+    auto* t = new OpTable();
+    for (const auto& [op, info] : kLibraryOps) {
+      (*t)[static_cast<size_t>(op)].store(&info);
+    }
+    return t;
+  }();
+  return *table;
+}
+
 }  // namespace
 
 const OpInfo& GetOpInfo(OpKind op) {
-  static const OpInfo kTestEmpty = {"test.empty", {}};
-  static const OpInfo kTestAxpy = {"test.axpy", {}};
-  static const OpInfo kMoePack = {"moe.pack", {"H"}};
-  static const OpInfo kMoeGroupedGemm = {"moe.grouped_gemm", {"N", "K"}};
-  static const OpInfo kMoeCombine = {"moe.combine", {"H", "topk"}};
-  static const OpInfo kMoeRoute = {"moe.route", {"warps"}};
-  static const OpInfo kAttentionDecode = {"attention.decode",
-                                          {"D", "group", "page"}};
-  static const OpInfo kAttentionDecodeMerge = {"attention.decode_merge",
-                                               {"D", "group"}};
-  static const OpInfo kTmaPatchTest = {"tma.patch_test", {"cols"}};
-  static const OpInfo kTmaCopyTest = {"tma.copy_test", {"cols"}};
-  switch (op) {
-    case OpKind::kInvalid:
-      return kInvalidOp;
-    case OpKind::kTestEmpty:
-      return kTestEmpty;
-    case OpKind::kTestAxpy:
-      return kTestAxpy;
-    case OpKind::kMoePack:
-      return kMoePack;
-    case OpKind::kMoeGroupedGemm:
-      return kMoeGroupedGemm;
-    case OpKind::kMoeCombine:
-      return kMoeCombine;
-    case OpKind::kMoeRoute:
-      return kMoeRoute;
-    case OpKind::kAttentionDecode:
-      return kAttentionDecode;
-    case OpKind::kAttentionDecodeMerge:
-      return kAttentionDecodeMerge;
-    case OpKind::kTmaPatchTest:
-      return kTmaPatchTest;
-    case OpKind::kTmaCopyTest:
-      return kTmaCopyTest;
-  }
-  return kInvalidOp;
+  const size_t index = static_cast<size_t>(op);
+  if (index >= kNumOpKinds) return kInvalidOp;
+  const OpInfo* info = Ops()[index].load(std::memory_order_acquire);
+  return info != nullptr ? *info : kInvalidOp;
 }
 
 OpKind OpKindFromName(absl::string_view name) {
@@ -84,6 +76,27 @@ OpKind OpKindFromName(absl::string_view name) {
     if (GetOpInfo(op).name == name) return op;
   }
   return OpKind::kInvalid;
+}
+
+absl::Status RegisterOpKind(OpKind op, const OpInfo* info) {
+  const size_t index = static_cast<size_t>(op);
+  if (index == 0 || index >= kNumOpKinds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op: must be in [1, ", kNumOpKinds, "), got ", index));
+  }
+  for (const auto& [library_op, library_info] : kLibraryOps) {
+    if (library_op == op) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("op ", index, ": is the library's ", library_info.name));
+    }
+  }
+  const OpInfo* expected = nullptr;
+  if (!Ops()[index].compare_exchange_strong(expected, info) &&
+      expected->name != info->name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op ", index, ": already registered as ", expected->name));
+  }
+  return absl::OkStatus();
 }
 
 SpecKey KeyTarget::MakeKey(OpKind op) const {

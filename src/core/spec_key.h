@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/hash.h"
 #include "tailor/runtime.h"
@@ -33,19 +34,18 @@
 
 namespace tailor::internal {
 
-// Kernel families. Values are stable (part of the hash); append only.
+// The library's kernel ops, by op family (core/family_registry.h). Values
+// are stable (part of the hash); append only. Values 1, 2, 30 and 31 belong
+// to the test kernels (tests/kernels/test_op_kinds.h), which register their
+// names with RegisterOpKind: never reuse them.
 enum class OpKind : uint16_t {
   kInvalid = 0,
-  kTestEmpty = 1,  // does nothing: measures dispatch overhead
-  kTestAxpy = 2,   // y = a*x + y, used by tests and the first example
   kMoePack = 10,
   kMoeGroupedGemm = 11,
   kMoeCombine = 12,
   kMoeRoute = 13,  // device inspector kernels (variant: count, plan, scatter)
   kAttentionDecode = 14,       // paged-KV decode attention (split-KV pieces)
   kAttentionDecodeMerge = 15,  // log-sum-exp merge of split pieces
-  kTmaPatchTest = 30,
-  kTmaCopyTest = 31,
 };
 inline constexpr int kNumOpKinds = 64;  // upper bound on OpKind values
 
@@ -57,6 +57,11 @@ struct OpInfo {
 const OpInfo& GetOpInfo(OpKind op);
 // The OpKind whose GetOpInfo(op).name is `name`; kInvalid when none is.
 OpKind OpKindFromName(absl::string_view name);
+// Names an op the library does not define (test kernels, from a static
+// initializer before any Runtime exists). `info` must outlive every lookup
+// (a static). InvalidArgument when `op` is out of range, is a library op,
+// or is registered under another name.
+absl::Status RegisterOpKind(OpKind op, const OpInfo* info);
 
 struct TileConfig {
   int32_t m = 0;

@@ -170,6 +170,7 @@ std::string StatsSnapshot::ToJson() const {
       {"specializations_per_op", specializations_per_op},
       {"compile_seconds", HistogramJson(compile_seconds)},
       {"disk_load_seconds", HistogramJson(disk_load_seconds)},
+      {"tuning", tuning},
   };
   return j.dump(2);
 }

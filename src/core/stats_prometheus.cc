@@ -188,6 +188,14 @@ void WriteOps(Writer& w) {
                     [](const StatsSnapshot& s, const auto& emit) {
                       emit({}, s.workspace_bytes);
                     });
+  w.Family<uint64_t>("tailor_tuning_override", "gauge",
+                     "Active tuning overrides (Runtime::Options::tuning), "
+                     "one sample of value 1 each.",
+                     [](const StatsSnapshot& s, const Emit& emit) {
+                       for (const auto& [key, value] : s.tuning) {
+                         emit({{"key", key}, {"value", value}}, 1);
+                       }
+                     });
 }
 
 }  // namespace

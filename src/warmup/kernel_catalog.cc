@@ -5,10 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "backends/cpu/attention/decode_kernels.h"
-#include "backends/cpu/moe/kernels.h"
-#include "backends/cuda/attention/decode_kernels.h"
-#include "backends/cuda/moe/kernels.h"
+#include "core/family_registry.h"
 #include "ops/attention/kernels.h"
 #include "ops/moe/kernels.h"
 #include "tailor/status.h"
@@ -29,40 +26,27 @@ class JobCollector {
   std::vector<KernelJob> jobs_;
 };
 
-absl::Status NoWarmupList(const KeyTarget& target) {
+// The kernels of one layer of family `name` on `target`'s backend, through
+// the family's list in the registry; Unavailable when it has none there.
+absl::StatusOr<std::vector<KernelJob>> LayerKernelsOn(absl::string_view name,
+                                                      const KeyTarget& target,
+                                                      const LayerShape& layer,
+                                                      const Tuning& tuning) {
+  for (const FamilyDescriptor* family : Families()) {
+    if (family->name == name && family->backend == target.backend &&
+        family->layer_kernels != nullptr) {
+      return family->layer_kernels(target, layer, tuning);
+    }
+  }
   return absl::UnavailableError(absl::StrCat("no ", BackendName(target.backend),
                                              " kernel list for warm-up yet"));
-}
-
-absl::StatusOr<std::vector<KernelJob>> MoeKernelsOn(
-    const KeyTarget& target, const MoeLayerShape& shape) {
-  switch (target.backend) {
-    case BackendKind::kCpu:
-      return cpu::MoeLayerKernels(target, shape);
-    case BackendKind::kCuda:
-      return cuda::MoeLayerKernels(target, shape);
-    default:
-      return NoWarmupList(target);
-  }
-}
-
-absl::StatusOr<std::vector<KernelJob>> DecodeKernelsOn(
-    const KeyTarget& target, const DecodeShape& shape) {
-  switch (target.backend) {
-    case BackendKind::kCpu:
-      return cpu::DecodeLayerKernels(target, shape);
-    case BackendKind::kCuda:
-      return cuda::DecodeLayerKernels(target, shape);
-    default:
-      return NoWarmupList(target);
-  }
 }
 
 // The kernels of one MoE profile section on `target`'s backend: each dtype
 // and routing policy through the backend's own list (the launches' key
 // builders). A backend this build lacks is one `skipped` line.
 absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
-                         JobCollector& jobs,
+                         const Tuning& tuning, JobCollector& jobs,
                          std::vector<std::string>& skipped) {
   for (DType dtype : layer.dtypes) {
     for (const moe::RoutingPolicy& policy : layer.routing) {
@@ -73,7 +57,7 @@ absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
                                    .intermediate = layer.intermediate,
                                    .policy = policy};
       absl::StatusOr<std::vector<KernelJob>> kernels =
-          MoeKernelsOn(target, shape);
+          LayerKernelsOn("moe", target, {.moe = &shape}, tuning);
       if (absl::IsUnavailable(kernels.status())) {
         skipped.push_back(
             absl::StrCat(layer.path, ": ", kernels.status().message()));
@@ -92,7 +76,8 @@ absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
 // The kernels of one paged-decode section. A dtype or shape the backend
 // cannot build is one `skipped` line naming why (nothing to precompile).
 void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
-                    JobCollector& jobs, std::vector<std::string>& skipped) {
+                    const Tuning& tuning, JobCollector& jobs,
+                    std::vector<std::string>& skipped) {
   for (DType dtype : layer.dtypes) {
     const DecodeShape shape = {.dtype = dtype,
                                .head_dim = layer.head_dim,
@@ -100,7 +85,7 @@ void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
                                .page_size = layer.page_size,
                                .num_kv_heads = layer.heads_kv};
     absl::StatusOr<std::vector<KernelJob>> kernels =
-        DecodeKernelsOn(target, shape);
+        LayerKernelsOn("attention", target, {.decode = &shape}, tuning);
     if (!kernels.ok()) {
       skipped.push_back(absl::StrCat(layer.path, " (", DTypeName(dtype),
                                      "): ", kernels.status().message()));
@@ -110,43 +95,29 @@ void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
   }
 }
 
-bool IsMoeOp(OpKind op) {
-  return op == OpKind::kMoeRoute || op == OpKind::kMoePack ||
-         op == OpKind::kMoeGroupedGemm || op == OpKind::kMoeCombine;
-}
-
-bool IsDecodeOp(OpKind op) {
-  return op == OpKind::kAttentionDecode || op == OpKind::kAttentionDecodeMerge;
-}
-
 }  // namespace
 
 absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key) {
-  if (key.backend == BackendKind::kCpu) {
-    // moe.route runs on the host on the CPU: no kernel.
-    if (IsMoeOp(key.op) && key.op != OpKind::kMoeRoute) {
-      return &cpu::GenerateMoeKernel;
-    }
-    if (IsDecodeOp(key.op)) return &cpu::GenerateDecodeKernel;
+  const FamilyDescriptor* family = FindFamily(key.backend, key.op);
+  if (family == nullptr || family->generate == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("this build has no ", BackendName(key.backend), " ",
+                     GetOpInfo(key.op).name, " kernels"));
   }
-  if (key.backend == BackendKind::kCuda) {
-    if (IsMoeOp(key.op)) return &cuda::GenerateMoeKernel;
-    if (key.op == OpKind::kAttentionDecode) return &cuda::GenerateCudaDecode;
-  }
-  return absl::NotFoundError(absl::StrCat("this build has no ",
-                                          BackendName(key.backend), " ",
-                                          GetOpInfo(key.op).name, " kernels"));
+  return family->generate;
 }
 
 absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
-                                             const ServingProfile& profile) {
+                                             const ServingProfile& profile,
+                                             const Tuning& tuning) {
   KernelList list;
   JobCollector jobs;
   for (const MoeLayerProfile& layer : profile.moe) {
-    TAILOR_RETURN_IF_ERROR(AddMoeLayer(target, layer, jobs, list.skipped));
+    TAILOR_RETURN_IF_ERROR(
+        AddMoeLayer(target, layer, tuning, jobs, list.skipped));
   }
   for (const PagedDecodeProfile& decode : profile.paged_decode) {
-    AddDecodeLayer(target, decode, jobs, list.skipped);
+    AddDecodeLayer(target, decode, tuning, jobs, list.skipped);
   }
   list.jobs = jobs.Take();
   return list;

@@ -1,13 +1,13 @@
 // warmup/kernel_catalog.h — which kernels a serving profile can need, and
 // how to build any library kernel from its key alone.
 //
-// This is the one place warm-up knows about op families: which profile
-// section maps to which family, and which backend lists a family's kernels.
-// The lists themselves live with each backend's launch glue
-// (src/backends/<name>/{moe,decode}_kernels.h: MoeLayerKernels,
+// Warm-up knows which profile section is which family; which backend lists
+// a family's kernels, and with which generator, comes from the family
+// registry (core/family_registry.h). The lists themselves live with each
+// backend's launch glue (src/backends/<name>/<family>/: MoeLayerKernels,
 // DecodeLayerKernels) and use the launches' own key builders, so warm-up
-// and serving cannot disagree. A new family adds a profile section, a list
-// per backend, and a line here.
+// and serving cannot disagree. A new family adds a profile section, its
+// lists in the registry, and a section reader here.
 //
 // Example:
 //   TAILOR_ASSIGN_OR_RETURN(KernelList kernels,
@@ -24,13 +24,14 @@
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/spec_key.h"
+#include "core/tuning.h"
 #include "warmup/profile.h"
 
 namespace tailor::internal {
 
-// The generator of `key`'s op on `key`'s backend. NotFound naming the op and
-// backend when this build has none (test-only ops, families a backend does
-// not implement yet).
+// The generator of `key`'s op on `key`'s backend (its family's, from the
+// registry). NotFound naming the op and backend when this build has none
+// (test-only ops, families a backend does not implement yet).
 absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key);
 
 struct KernelList {
@@ -41,9 +42,11 @@ struct KernelList {
 };
 
 // Every kernel the profile's sections can need under any routing and batch,
-// for `target` (whose arch must be exact, not "native").
+// for `target` (whose arch must be exact, not "native"), as `tuning` (the
+// server's tuning keys: Engine::tuning) shapes them.
 absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
-                                             const ServingProfile& profile);
+                                             const ServingProfile& profile,
+                                             const Tuning& tuning);
 
 // Jobs for keys read from a history document, re-targeted to `target`
 // (another machine's arch; the same op and static dims). Keys whose op this

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/attention/checks.h"
 #include "ops/moe/checks.h"
+#include "core/family_registry.h"
 #include "tailor/status.h"
 #include "warmup/json_fields.h"
 
@@ -198,6 +199,18 @@ void ReadBatchBuckets(FieldReader& root, ServingProfile& profile,
   }
 }
 
+// "tuning": the server's tuning keys, validated as Runtime::Create does.
+void ReadTuning(FieldReader& root, ServingProfile& profile) {
+  std::optional<std::string> text = root.String("tuning", false);
+  if (!text.has_value()) return;
+  absl::StatusOr<Tuning> tuning = ParseTuningText(*text);
+  if (!tuning.ok()) {
+    root.Error("tuning", tuning.status().message());
+    return;
+  }
+  profile.tuning = tuning->ToString();
+}
+
 }  // namespace
 
 std::optional<DType> DTypeFromName(absl::string_view name) {
@@ -225,6 +238,7 @@ absl::StatusOr<ServingProfile> ParseProfile(absl::string_view json_text) {
     profile.description = root.String("description", false).value_or("");
     ReadTarget(root, profile, errors);
     ReadBatchBuckets(root, profile, errors);
+    ReadTuning(root, profile);
     ForEachSection(root, "moe", [&](const nlohmann::json& v, std::string p) {
       ReadMoe(v, std::move(p), profile, errors);
     });

@@ -10,6 +10,9 @@
 //     "target": {"backend": "cpu" | "cuda",               required
 //                "arch": "native" | "x86_64-znver3" | "sm_90a" | ...},
 //                                           arch optional, default "native"
+//     "tuning": "moe.cluster=2",            optional: the server's tuning
+//                      keys (Runtime::Options::tuning), validated the same
+//                      way; tailor-warmup builds the kernels they select
 //     "batch_buckets": [1, 2, 4, 8, ...],   optional: the batch sizes the
 //                      server runs (e.g. its CUDA-graph sizes); strictly
 //                      increasing, in [1, 2^31 - 1]. Op families whose keys
@@ -95,6 +98,7 @@ struct ServingProfile {
   BackendKind backend = BackendKind::kCpu;
   std::string arch = kNativeArch;
   std::vector<int64_t> batch_buckets;
+  std::string tuning;  // canonical tuning text ("" none)
   std::vector<MoeLayerProfile> moe;
   std::vector<PagedDecodeProfile> paged_decode;
 };

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/family_registry.h"
+#include "kernels/test_op_kinds.h"
 #include "tailor/status.h"
 #include "tailor/tensor.h"
 #include "templates/cuda/tma_test_params.h"
@@ -10,6 +12,7 @@
 namespace tailor::cuda {
 namespace {
 
+using tailor::internal::FamilyDescriptor;
 using tailor::internal::KernelSource;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
@@ -64,7 +67,7 @@ std::string Wrapper(absl::string_view entry, absl::string_view params_type,
 }
 
 KernelSource GenerateTmaTest(const SpecKey& key) {
-  const bool patch = key.op == OpKind::kTmaPatchTest;
+  const bool patch = key.op == tailor::internal::kTmaPatchTestOp;
   const std::string entry =
       patch ? "tailor_tma_patch_test" : "tailor_tma_copy_test";
   const std::string args = absl::StrCat(DTypeSize(key.dtypes[0]), ", ",
@@ -83,6 +86,38 @@ KernelSource GenerateTmaTest(const SpecKey& key) {
       .entry = entry};
 }
 
+// The CUDA test families, registered before any Runtime exists: the plain
+// test kernels (sm_70), TMA copies (sm_90) and TMA descriptor patches
+// (sm_90a: tensormap.replace).
+constexpr OpKind kPlainOps[] = {tailor::internal::kTestEmptyOp,
+                                tailor::internal::kTestAxpyOp};
+constexpr OpKind kCopyOps[] = {tailor::internal::kTmaCopyTestOp};
+constexpr OpKind kPatchOps[] = {tailor::internal::kTmaPatchTestOp};
+const FamilyDescriptor kCudaTestFamilies[] = {
+    {.name = "test",
+     .backend = BackendKind::kCuda,
+     .ops = kPlainOps,
+     .generate = &GenerateCudaTestKernel,
+     .min_compute_capability = 70},
+    {.name = "tma_copy_test",
+     .backend = BackendKind::kCuda,
+     .ops = kCopyOps,
+     .generate = &GenerateCudaTestKernel,
+     .min_compute_capability = 90},
+    {.name = "tma_patch_test",
+     .backend = BackendKind::kCuda,
+     .ops = kPatchOps,
+     .generate = &GenerateCudaTestKernel,
+     .min_compute_capability = 90,
+     .arch_specific = true},
+};
+const bool kRegistered = [] {
+  for (const FamilyDescriptor& family : kCudaTestFamilies) {
+    tailor::internal::RegisterFamily(&family);
+  }
+  return true;
+}();
+
 }  // namespace
 
 int64_t TmaTestTileBytes(const SpecKey& key) {
@@ -95,36 +130,37 @@ uint32_t TmaTestSharedBytesFor(const SpecKey& key) {
 }
 
 absl::StatusOr<KernelSource> GenerateCudaTestKernel(const SpecKey& key) {
-  switch (key.op) {
-    case OpKind::kTestEmpty:
-      return KernelSource{
-          .code = absl::StrCat("#include \"templates/cuda/test_kernels.cuh\"\n",
-                               Wrapper("tailor_test_empty", "TestEmptyParams",
-                                       "tailor::cuda::TestEmpty", 0)),
-          .entry = "tailor_test_empty"};
-    case OpKind::kTestAxpy: {
-      const int64_t unroll = key.dims[0];
-      if (unroll < 1 || unroll > 16) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("dims[0] (unroll): must be in [1, 16], got ", unroll));
-      }
-      return KernelSource{
-          .code = absl::StrCat(
-              "#include \"templates/cuda/test_kernels.cuh\"\n",
-              Wrapper("tailor_test_axpy", "TestAxpyParams",
-                      absl::StrCat("tailor::cuda::TestAxpy<", unroll, ">"), 0)),
-          .entry = "tailor_test_axpy"};
-    }
-    case OpKind::kTmaPatchTest:
-    case OpKind::kTmaCopyTest:
-      TAILOR_RETURN_IF_ERROR(
-          ValidateTmaKey(key, key.op == OpKind::kTmaPatchTest));
-      return GenerateTmaTest(key);
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("cuda test kernels: no generator for ",
-                       std::string(GetOpInfo(key.op).name)));
+  using tailor::internal::kTestAxpyOp;
+  using tailor::internal::kTestEmptyOp;
+  using tailor::internal::kTmaCopyTestOp;
+  using tailor::internal::kTmaPatchTestOp;
+  if (key.op == kTestEmptyOp) {
+    return KernelSource{
+        .code = absl::StrCat("#include \"templates/cuda/test_kernels.cuh\"\n",
+                             Wrapper("tailor_test_empty", "TestEmptyParams",
+                                     "tailor::cuda::TestEmpty", 0)),
+        .entry = "tailor_test_empty"};
   }
+  if (key.op == kTestAxpyOp) {
+    const int64_t unroll = key.dims[0];
+    if (unroll < 1 || unroll > 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dims[0] (unroll): must be in [1, 16], got ", unroll));
+    }
+    return KernelSource{
+        .code = absl::StrCat(
+            "#include \"templates/cuda/test_kernels.cuh\"\n",
+            Wrapper("tailor_test_axpy", "TestAxpyParams",
+                    absl::StrCat("tailor::cuda::TestAxpy<", unroll, ">"), 0)),
+        .entry = "tailor_test_axpy"};
+  }
+  if (key.op == kTmaPatchTestOp || key.op == kTmaCopyTestOp) {
+    TAILOR_RETURN_IF_ERROR(ValidateTmaKey(key, key.op == kTmaPatchTestOp));
+    return GenerateTmaTest(key);
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("cuda test kernels: no generator for ",
+                   std::string(GetOpInfo(key.op).name)));
 }
 
 }  // namespace tailor::cuda

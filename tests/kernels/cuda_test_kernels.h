@@ -5,16 +5,16 @@
 // Each generator emits includes plus one extern "C" __global__ wrapper that
 // instantiates the device template for the key (DeepGEMM-style), named by
 // KernelSource::entry. Keys:
-//   kTestEmpty    no fields
-//   kTestAxpy     dims[0] = unroll (1..16)
-//   kTmaPatchTest dtypes[0] in {bf16, f16, f32}, dims[0] = cols, tile.m =
+//   kTestEmptyOp    no fields
+//   kTestAxpyOp     dims[0] = unroll (1..16)
+//   kTmaPatchTestOp dtypes[0] in {bf16, f16, f32}, dims[0] = cols, tile.m =
 //                 tile rows, variant = kTmaPatch* bits (tma_test_params.h)
-//   kTmaCopyTest  as kTmaPatchTest, variant = 0
+//   kTmaCopyTestOp  as kTmaPatchTestOp, variant = 0
 // TMA keys need cols * element bytes a multiple of 16, cols and tile rows in
 // [1, 256], and a tile of at most kMaxTmaTestTileBytes.
 //
 // Example:
-//   SpecKey key = engine.MakeKey(OpKind::kTmaPatchTest);
+//   SpecKey key = engine.MakeKey(tailor::internal::kTmaPatchTestOp);
 //   key.dtypes[0] = DType::kBF16;
 //   key.dims[0] = 128;  // cols
 //   key.tile.m = 64;    // tile rows
@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "core/spec_key.h"
+#include "kernels/test_op_kinds.h"
 
 namespace tailor::cuda {
 

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/engine.h"
+#include "core/family_registry.h"
+#include "kernels/test_op_kinds.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
@@ -33,6 +35,25 @@ absl::StatusOr<KernelSource> GenerateAxpy(const SpecKey& key) {
                            key.tile.m, ">))\n"),
       .entry = "tailor_entry"};
 }
+
+// The CPU test family: its generator, registered with the family registry
+// before any Runtime exists.
+absl::StatusOr<KernelSource> GenerateCpuTestKernel(const SpecKey& key) {
+  if (key.op == kTestEmptyOp) return GenerateEmpty(key);
+  if (key.op == kTestAxpyOp) return GenerateAxpy(key);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "key.op: ", GetOpInfo(key.op).name, " is not a cpu test kernel"));
+}
+
+constexpr OpKind kCpuTestOps[] = {kTestEmptyOp, kTestAxpyOp};
+const FamilyDescriptor kCpuTestFamily = {.name = "test",
+                                         .backend = BackendKind::kCpu,
+                                         .ops = kCpuTestOps,
+                                         .generate = &GenerateCpuTestKernel};
+const bool kRegistered = [] {
+  RegisterFamily(&kCpuTestFamily);
+  return true;
+}();
 
 absl::Status RequireCpu(Runtime& runtime, absl::string_view op) {
   if (runtime.backend() != BackendKind::kCpu) {
@@ -66,7 +87,7 @@ absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x,
                      x.dims[0], " / ", block));
   }
   Engine& engine = runtime.engine();
-  SpecKey key = engine.MakeKey(OpKind::kTestAxpy);
+  SpecKey key = engine.MakeKey(kTestAxpyOp);
   key.dtypes = {DType::kF32, DType::kF32};
   key.tile.m = block;
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
@@ -85,7 +106,7 @@ absl::Status LaunchEmpty(Runtime& runtime, int64_t items) {
         absl::StrCat("items: must be in [0, 2^31], got ", items));
   }
   Engine& engine = runtime.engine();
-  SpecKey key = engine.MakeKey(OpKind::kTestEmpty);
+  SpecKey key = engine.MakeKey(kTestEmptyOp);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
                           engine.GetKernel(key, GenerateEmpty));
   LaunchConfig config;

@@ -3,6 +3,7 @@
 #include "warmup/kernel_catalog.h"
 
 #include "backends/cpu/moe/kernels.h"
+#include "core/family_registry.h"
 #include "ops/moe/kernels.h"
 #include "test_util.h"
 
@@ -48,7 +49,7 @@ TEST(KernelCatalogTest, MoeLayerNeedsPackGemmsPerTailClassAndCombine) {
                          .intermediate = 32,
                          .dtypes = {DType::kF32},
                          .routing = {{.tile_rows = 4}}});
-  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile);
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile, {});
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_TRUE(list->skipped.empty());
   const std::string g = "moe.grouped_gemm/cpu/x86_64-test/f32,f32,f32/";
@@ -90,7 +91,7 @@ TEST(KernelCatalogTest, SharedKernelsAreListedOnce) {
                   {.tile_rows = 4, .tail = moe::TailPolicy::kExact}}};
   ServingProfile profile;
   profile.moe = {layer, layer};  // e.g. two identical layer kinds
-  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile);
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile, {});
   ASSERT_TRUE(list.ok()) << list.status();
   // Per dtype: pack, combine, 2 GEMMs x tail classes {0,1,2,4} u {0,1,2,3}.
   EXPECT_EQ(list->jobs.size(), 2u * (2 + 2 * 5));
@@ -104,7 +105,7 @@ TEST(KernelCatalogTest, CpuPagedDecodeNeedsAttentionAndMerge) {
                                   .head_dim = 128,
                                   .page_size = 16,
                                   .dtypes = {DType::kBF16, DType::kF32}});
-  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile);
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile, {});
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_THAT(KeyStrings(*list),
               ElementsAre("attention.decode/cpu/x86_64-test/bf16/D=128,group=4,"
@@ -137,7 +138,7 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
                                   .page_size = 16,
                                   .dtypes = {DType::kBF16}});
   absl::StatusOr<KernelList> hopper = KernelsForProfile(
-      {.backend = BackendKind::kCuda, .arch = "sm_90a"}, profile);
+      {.backend = BackendKind::kCuda, .arch = "sm_90a"}, profile, {});
   ASSERT_TRUE(hopper.ok()) << hopper.status();
   if (!hopper->skipped.empty()) {
     GTEST_SKIP() << "built without CUDA headers: " << hopper->skipped[0];
@@ -179,25 +180,75 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   }
   // An A100: 64-row tiles only, the mma.sync GEMM, no TMA decode.
   absl::StatusOr<KernelList> ampere = KernelsForProfile(
-      {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile);
+      {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile, {});
   ASSERT_TRUE(ampere.ok()) << ampere.status();
   ASSERT_EQ(ampere->jobs.size(), 8u);
   EXPECT_EQ(ampere->jobs[4].key.tile.n, 1);
   EXPECT_EQ(ampere->jobs[4].key.tile.m, 64);
 }
 
+// The server's tuning keys reach warm-up's keys: forced clusters add the
+// 128-row launches' cluster variants, the portable GEMM replaces Hopper's,
+// decode.stages caps the decode depths.
+TEST(KernelCatalogTest, TuningShapesTheCudaKeys) {
+  ServingProfile profile;
+  profile.moe.push_back({.path = "moe",
+                         .experts = 128,
+                         .topk = 8,
+                         .hidden = 2048,
+                         .intermediate = 768,
+                         .dtypes = {DType::kBF16},
+                         .routing = {{.tile_rows = 128}}});
+  profile.paged_decode.push_back({.path = "paged_decode",
+                                  .heads_q = 32,
+                                  .heads_kv = 4,
+                                  .head_dim = 128,
+                                  .page_size = 16,
+                                  .dtypes = {DType::kBF16}});
+  const KeyTarget hopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
+  auto list = [&](absl::string_view text) {
+    absl::StatusOr<Tuning> tuning = ParseTuningText(text);
+    EXPECT_TRUE(tuning.ok()) << tuning.status();
+    absl::StatusOr<KernelList> kernels =
+        KernelsForProfile(hopper, profile, *tuning);
+    EXPECT_TRUE(kernels.ok()) << kernels.status();
+    return *kernels;
+  };
+  const KernelList plain = list("");
+  if (!plain.skipped.empty()) {
+    GTEST_SKIP() << "built without CUDA headers: " << plain.skipped[0];
+  }
+  const std::string g = "moe.grouped_gemm/cuda/sm_90a/bf16,bf16,f32/";
+  const std::string d =
+      "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/m64n0k0";
+  std::vector<std::string> keys = KeyStrings(list("moe.cluster=2"));
+  EXPECT_THAT(std::vector<std::string>(keys.begin() + 4, keys.begin() + 8),
+              ElementsAre(g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
+                          g + "N=1536,K=2048/b0/t0/m128n2k0c2/v513",
+                          g + "N=2048,K=768/b0/t0/m128n2k0/v512",
+                          g + "N=2048,K=768/b0/t0/m128n2k0c2/v512"));
+  keys = KeyStrings(list("moe.gemm=portable,decode.stages=3"));
+  EXPECT_THAT(
+      std::vector<std::string>(keys.begin() + 4, keys.end()),
+      ElementsAre(g + "N=1536,K=2048/b0/t0/m128n1k0/v1",
+                  g + "N=2048,K=768/b0/t0/m128n1k0",
+                  "moe.combine/cuda/sm_90a/bf16,f32,bf16/"
+                  "H=2048,topk=8/b0/t0/m0n0k0",
+                  d + "s3w4", d + "s3w4/v1", d + "s2w4", d + "s2w4/v1"));
+}
+
 TEST(KernelCatalogTest, HistoryKeysAreRetargetedAndUnknownOnesReported) {
   SpecKey pack = cpu::PackKey(
       {.backend = BackendKind::kCpu, .arch = "x86_64-old"}, DType::kF32, 64);
-  SpecKey axpy = pack;
-  axpy.op = OpKind::kTestAxpy;  // test scaffolding: no library generator
-  KernelList list = KernelsForKeys(kTarget, {pack, axpy, pack});
+  SpecKey route = pack;
+  route.op = OpKind::kMoeRoute;  // routed on the host: no cpu kernel
+  KernelList list = KernelsForKeys(kTarget, {pack, route, pack});
   ASSERT_EQ(list.jobs.size(), 1u);
   EXPECT_EQ(list.jobs[0].key.arch_name(), "x86_64-test");
   EXPECT_EQ(list.jobs[0].key, cpu::PackKey(kTarget, DType::kF32, 64));
   EXPECT_THAT(list.skipped,
-              ElementsAre("test.axpy/cpu/x86_64-test/f32/d=64/b0/t0/m0n0k0: "
-                          "this build has no cpu test.axpy kernels"));
+              ElementsAre("moe.route/cpu/x86_64-test/f32/warps=64/b0/t0/"
+                          "m0n0k0: this build has no cpu moe.route kernels"));
 }
 
 }  // namespace

@@ -103,7 +103,23 @@ TEST(ProfileTest, TopLevelFields) {
               "profile: needs at least one op section (moe, paged_decode)");
   ExpectError(Profile(kMoe, R"(, "batch_bucket": [1])"),
               "profile: batch_bucket: unknown field (known: schema, name, "
-              "description, target, batch_buckets, moe, paged_decode)");
+              "description, target, batch_buckets, tuning, moe, "
+              "paged_decode)");
+}
+
+// "tuning": the server's tuning keys, checked as Runtime::Create checks
+// them and kept in canonical form.
+TEST(ProfileTest, Tuning) {
+  absl::StatusOr<ServingProfile> tuned = ParseProfile(
+      Profile(kMoe, R"(, "tuning": "moe.wave_sync=on, moe.cluster=2")"));
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuned->tuning, "moe.cluster=2,moe.wave_sync=on");
+  absl::StatusOr<ServingProfile> plain = ParseProfile(Profile(kMoe));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->tuning, "");
+  ExpectError(Profile(kMoe, R"(, "tuning": "moe.cluster=3")"),
+              "profile: tuning: moe.cluster: must be one of 1, 2, 4, got "
+              "\"3\"");
 }
 
 TEST(ProfileTest, Target) {

@@ -191,6 +191,9 @@ struct PlanSummary {
   // The last two GroupedGemm launches on this plan, oldest first (Experts:
   // gate/up, then down).
   std::vector<GemmChoice> gemms;
+  // The routing runtime's active moe.* tuning keys (Runtime::tuning()),
+  // e.g. "moe.cluster=2"; "" when none is set.
+  std::string tuning;
   std::string ToString() const;  // "tile_rows=16 core=3 tails=2 variants=3 ..."
 };
 

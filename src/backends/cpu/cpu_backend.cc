@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
+#include "core/family_registry.h"
 #include "core/logging.h"
 #include "tailor/status.h"
 
@@ -54,6 +55,10 @@ absl::Status CpuBackend::Supports(const SpecKey& key) const {
   if (key.arch_name() != arch_) {
     return absl::UnimplementedError(absl::StrCat(
         "cpu backend builds for ", arch_, ", not for ", key.arch_name()));
+  }
+  if (FindFamily(BackendKind::kCpu, key.op) == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cpu backend: no cpu kernel for ", GetOpInfo(key.op).name));
   }
   return absl::OkStatus();
 }

@@ -1,7 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "backends/cuda/tma/tensor_map_driver_encoder.h"
 #include "core/embedded_files.h"
 #include "core/env.h"
+#include "core/family_registry.h"
 #include "tailor/status.h"
 
 namespace tailor::cuda {
@@ -22,42 +22,11 @@ using tailor::internal::EnvIs;
 using tailor::internal::Kernel;
 using tailor::internal::KernelSource;
 using tailor::internal::LaunchConfig;
-using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 
 constexpr uint32_t kMaxThreadsPerBlock = 1024;
 // Larger clusters need CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED.
 constexpr uint32_t kMaxPortableClusterCtas = 8;
-
-// The compute capability (major * 10 + minor) an op's CUDA template needs,
-// and whether it needs the arch-specific target (sm_90a). Ops without a CUDA
-// template are absent: Supports says Unimplemented for them.
-struct Requirement {
-  int min_compute_capability = 0;
-  bool arch_specific = false;
-};
-
-std::optional<Requirement> RequirementFor(OpKind op) {
-  switch (op) {
-    case OpKind::kTestEmpty:
-    case OpKind::kTestAxpy:
-      return Requirement{.min_compute_capability = 70};
-    case OpKind::kAttentionDecode:  // the TMA variant is only asked on sm_90a
-      return Requirement{.min_compute_capability = 80};
-    case OpKind::kTmaCopyTest:
-      return Requirement{.min_compute_capability = 90};
-    case OpKind::kTmaPatchTest:
-      return Requirement{.min_compute_capability = 90, .arch_specific = true};
-    // The MoE family: mma.sync bf16 and cp.async (sm_80), warp match_any.
-    case OpKind::kMoeRoute:
-    case OpKind::kMoePack:
-    case OpKind::kMoeGroupedGemm:
-    case OpKind::kMoeCombine:
-      return Requirement{.min_compute_capability = 80};
-    default:
-      return std::nullopt;
-  }
-}
 
 absl::Status Unavailable(const absl::Status& status) {
   return absl::UnavailableError(
@@ -200,7 +169,8 @@ absl::Status CudaKernel::AllowNonPortableClusters() const {
 CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
                          int device_index, NvrtcCompiler compiler,
                          int compute_capability, int multiprocessors,
-                         int64_t l2_bytes)
+                         int64_t l2_bytes,
+                         const tailor::internal::Tuning& tuning)
     : context_(std::move(context)),
       device_{.type = DeviceType::kCuda, .index = device_index},
       compiler_(std::move(compiler)),
@@ -214,11 +184,12 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
       moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",
-                   descriptor_pool_, generic_kernels_),
-      // TAILOR_CUDA_PDL=off: no launch overlaps its predecessor (comparisons,
-      // and a way out should a driver mishandle programmatic dependent
-      // launch).
-      overlap_enabled_(!EnvIs("TAILOR_CUDA_PDL", "off")) {}
+                   descriptor_pool_, generic_kernels_, MoeTuningFrom(tuning)),
+      decode_kernels_(*this, DecodeTuningFrom(tuning)),
+      // moe.pdl=off: no launch overlaps its predecessor (comparisons, and a
+      // way out should a driver mishandle programmatic dependent launch).
+      // Only MoE launches ask to overlap.
+      overlap_enabled_(MoeTuningFrom(tuning).pdl) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
   DescriptorPoolCounters counters = descriptor_pool_.counters();
@@ -261,7 +232,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),
-      major * 10 + minor, multiprocessors, l2_bytes));
+      major * 10 + minor, multiprocessors, l2_bytes, options.tuning));
 }
 
 absl::Status CudaBackend::Supports(const SpecKey& key) const {
@@ -275,19 +246,21 @@ absl::Status CudaBackend::Supports(const SpecKey& key) const {
         absl::StrCat("cuda backend: key arch \"", std::string(key.arch_name()),
                      "\" is not this device's \"", arch_, "\""));
   }
-  const std::optional<Requirement> need = RequirementFor(key.op);
+  // What the key's family needs (core/family_registry.h).
+  const tailor::internal::FamilyDescriptor* family =
+      tailor::internal::FindFamily(BackendKind::kCuda, key.op);
   const std::string op_name(GetOpInfo(key.op).name);
-  if (!need.has_value()) {
+  if (family == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("cuda backend: no CUDA kernel for ", op_name));
   }
-  if (compute_capability_ < need->min_compute_capability) {
+  const int need = family->min_compute_capability;
+  if (compute_capability_ < need) {
     return absl::UnimplementedError(absl::StrCat(
-        "cuda backend: ", op_name,
-        " needs compute capability >= ", need->min_compute_capability / 10, ".",
-        need->min_compute_capability % 10, ", device is ", arch_));
+        "cuda backend: ", op_name, " needs compute capability >= ", need / 10,
+        ".", need % 10, ", device is ", arch_));
   }
-  if (need->arch_specific && arch_.back() != 'a') {
+  if (family->arch_specific && arch_.back() != 'a') {
     return absl::UnimplementedError(
         absl::StrCat("cuda backend: ", op_name,
                      " needs an arch-specific target such as "

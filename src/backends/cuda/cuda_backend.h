@@ -17,7 +17,7 @@
 //             CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION when
 //             config.overlap_predecessor and the kernel was built for sm_90+
 //             (the kernel's prologue then runs under its predecessor's tail;
-//             $TAILOR_CUDA_PDL=off never overlaps); raises the kernel's
+//             the tuning key moe.pdl=off never overlaps); raises the kernel's
 //             MAX_DYNAMIC_SHARED_SIZE_BYTES the first time a launch needs
 //             more than 48 KiB. No allocation, no synchronization.
 //
@@ -208,7 +208,8 @@ class CudaBackend final : public tailor::internal::Backend {
  private:
   CudaBackend(std::shared_ptr<DeviceContext> context, int device_index,
               NvrtcCompiler compiler, int compute_capability,
-              int multiprocessors, int64_t l2_bytes);
+              int multiprocessors, int64_t l2_bytes,
+              const tailor::internal::Tuning& tuning);
 
   std::shared_ptr<DeviceContext> context_;
   Device device_;
@@ -220,8 +221,8 @@ class CudaBackend final : public tailor::internal::Backend {
   DescriptorPool descriptor_pool_;
   CudaGenericKernels generic_kernels_{*this};
   CudaMoeKernels moe_kernels_;
-  CudaDecodeKernels decode_kernels_{*this};
-  bool overlap_enabled_;  // false: $TAILOR_CUDA_PDL=off
+  CudaDecodeKernels decode_kernels_;
+  bool overlap_enabled_;  // false: moe.pdl=off
 };
 
 // "sm_90a" for 90 (Hopper's arch-specific target), "sm_<cc>" otherwise.

@@ -28,12 +28,14 @@ absl::Status NoCudaKernels() {
 }  // namespace
 
 absl::StatusOr<std::vector<internal::KernelJob>> MoeLayerKernels(
-    const internal::KeyTarget&, const internal::MoeLayerShape&) {
+    const internal::KeyTarget&, const internal::MoeLayerShape&,
+    const MoeTuning&) {
   return NoCudaKernels();
 }
 
 absl::StatusOr<std::vector<internal::KernelJob>> DecodeLayerKernels(
-    const internal::KeyTarget&, const internal::DecodeShape&) {
+    const internal::KeyTarget&, const internal::DecodeShape&,
+    const DecodeTuning&) {
   return NoCudaKernels();
 }
 

@@ -22,15 +22,16 @@
 //                     2 stages> (cp.async; merges
 //                     split pairs in the same launch)
 //
-// Pure data and strings: the build-time image builder
-// (generic_image_builder.cc) links this file without the rest of the
-// library.
+// Pure data and strings (an OpKind names each kernel's op): the build-time
+// image builder (generic_image_builder.cc) links this file without the rest
+// of the library.
 #ifndef TAILOR_BACKENDS_CUDA_GENERIC_KERNEL_TABLE_H_
 #define TAILOR_BACKENDS_CUDA_GENERIC_KERNEL_TABLE_H_
 
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "core/spec_key.h"
 
 namespace tailor::cuda {
 
@@ -67,6 +68,9 @@ inline constexpr int kNumGenericKernels =
 inline constexpr int kGenericDecodeStages = 2;
 
 struct GenericKernelInfo {
+  // The op whose specialized kernels it stands in for: its run-time key
+  // (GenericKernelKey) is a key of this op.
+  tailor::internal::OpKind op;
   const char* entry;   // extern "C" name, e.g. "tailor_generic_moe_pack_bf16"
   const char* header;  // under templates/cuda/
   const char* kernel;  // the instantiation, in tailor::cuda

@@ -20,21 +20,7 @@ using tailor::internal::KeyTarget;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 
-OpKind OpOf(GenericKernelId id) {
-  const int i = static_cast<int>(id);
-  if (i < static_cast<int>(GenericKernelId::kPackBf16))
-    return OpKind::kMoeRoute;
-  if (i < static_cast<int>(GenericKernelId::kCombineBf16)) {
-    return OpKind::kMoePack;
-  }
-  if (i < static_cast<int>(GenericKernelId::kGemmMmaNone)) {
-    return OpKind::kMoeCombine;
-  }
-  if (i < static_cast<int>(GenericKernelId::kDecodeBf16D64)) {
-    return OpKind::kMoeGroupedGemm;
-  }
-  return OpKind::kAttentionDecode;
-}
+OpKind OpOf(GenericKernelId id) { return GenericKernelInfoOf(id).op; }
 
 const GenericImage* FindImage(const char* target) {
   for (int i = 0; i < kNumGenericImages; ++i) {

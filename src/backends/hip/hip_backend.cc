@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/embedded_files.h"
+#include "core/family_registry.h"
 #include "core/spec_key.h"
 #include "tailor/status.h"
 
@@ -13,7 +14,6 @@ using ::tailor::internal::BackendOptions;
 using ::tailor::internal::Kernel;
 using ::tailor::internal::KernelSource;
 using ::tailor::internal::LaunchConfig;
-using ::tailor::internal::OpKind;
 using ::tailor::internal::SpecKey;
 
 namespace {
@@ -113,17 +113,11 @@ absl::Status HipBackend::Supports(const SpecKey& key) const {
         "gfx90a, gfx94x), target is ",
         info_.target));
   }
-  switch (key.op) {
-    case OpKind::kMoeRoute:
-    case OpKind::kMoePack:
-    case OpKind::kMoeGroupedGemm:
-    case OpKind::kMoeCombine:
-    case OpKind::kAttentionDecode:
-      return absl::OkStatus();
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          "hip backend: no HIP kernel for ", GetOpInfo(key.op).name));
+  if (::tailor::internal::FindFamily(BackendKind::kHip, key.op) == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "hip backend: no HIP kernel for ", GetOpInfo(key.op).name));
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> HipBackend::Compile(const SpecKey& key,

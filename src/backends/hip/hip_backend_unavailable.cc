@@ -1,5 +1,7 @@
 // Built instead of the HIP backend when the HIP headers (hip_runtime_api.h,
 // hiprtc.h) are not found at configure time (TAILOR_HIP_INCLUDE_DIR).
+#include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
 
 namespace tailor::internal {
@@ -13,3 +15,26 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateHipBackend(
 }
 
 }  // namespace tailor::internal
+
+// The family registry names the HIP generators; this build has none.
+namespace tailor::hip {
+namespace {
+
+absl::Status NoHipKernels() {
+  return absl::UnavailableError(
+      "HIP kernels unavailable: built without HIP headers");
+}
+
+}  // namespace
+
+absl::StatusOr<internal::KernelSource> GenerateHipMoeKernel(
+    const internal::SpecKey&) {
+  return NoHipKernels();
+}
+
+absl::StatusOr<internal::KernelSource> GenerateHipDecode(
+    const internal::SpecKey&) {
+  return NoHipKernels();
+}
+
+}  // namespace tailor::hip

@@ -261,6 +261,7 @@ absl::Status RouteUnguarded(Runtime& runtime, const RouteArgs& args,
   w->topk = k;
   w->tile_rows = params.tile_rows;
   w->id_limit = args.expert_map ? args.expert_map->dims[0] : args.num_experts;
+  w->tuning = runtime.engine().shared_tuning();
   w->routed = true;
   return absl::OkStatus();
 }
@@ -315,6 +316,7 @@ absl::Status PlanRowsUnguarded(Runtime& runtime, const PlanRowsArgs& args,
   TAILOR_RETURN_IF_ERROR(PlanFromCounts(experts, params, *w));
   CountPlanRows(runtime, w->plan);
   w->tile_rows = params.tile_rows;
+  w->tuning = runtime.engine().shared_tuning();
   w->routed = true;
   return absl::OkStatus();
 }

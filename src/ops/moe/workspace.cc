@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/engine.h"
 #include "core/stats.h"
 #include "ops/moe/checks.h"
@@ -114,6 +115,13 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
   return out;
 }
 
+// The moe.* tuning keys of the runtime that routed `w` ("" none).
+std::string MoeTuningText(const internal::MoeWorkspace& w) {
+  if (w.tuning == nullptr) return "";
+  return absl::StrJoin(w.tuning->WithPrefix("moe."), ",",
+                       absl::PairFormatter("="));
+}
+
 }  // namespace
 
 PlanSummary Workspace::plan() const {
@@ -125,7 +133,8 @@ PlanSummary Workspace::plan() const {
             .variants = -1,
             .useful_rows = -1,
             .executed_rows = -1,
-            .gemms = GemmChoices(*impl_)};
+            .gemms = GemmChoices(*impl_),
+            .tuning = MoeTuningText(*impl_)};
   }
   const plan::PiecewisePlan& p = impl_->plan;
   const int32_t core = p.core_range().size();
@@ -135,7 +144,8 @@ PlanSummary Workspace::plan() const {
           .variants = static_cast<int32_t>(p.variants().size()),
           .useful_rows = p.accounting().useful_rows,
           .executed_rows = p.accounting().executed_rows,
-          .gemms = GemmChoices(*impl_)};
+          .gemms = GemmChoices(*impl_),
+          .tuning = MoeTuningText(*impl_)};
 }
 
 size_t Workspace::CapacityBytes() const {
@@ -170,6 +180,7 @@ std::string PlanSummary::ToString() const {
       absl::StrCat("tile_rows=", tile_rows, " core=", core_tiles,
                    " tails=", tail_pieces, " variants=", variants,
                    " useful=", useful_rows, " executed=", executed_rows);
+  if (!tuning.empty()) absl::StrAppend(&s, " tuning=", tuning);
   for (const GemmChoice& g : gemms) absl::StrAppend(&s, " | ", g.ToString());
   return s;
 }

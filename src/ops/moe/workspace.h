@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/stats.h"
+#include "core/tuning.h"
 #include "ops/moe/device_workspace.h"
 #include "ops/moe/kernels.h"
 #include "plan/piecewise_plan.h"
@@ -72,6 +73,8 @@ struct MoeWorkspace {
 
   // This workspace's bytes in its runtime's Stats::workspace_bytes gauge.
   GaugeShare accounted_bytes;
+  // The tuning keys of the runtime that routed it last (PlanSummary).
+  std::shared_ptr<const Tuning> tuning;
 
   void Invalidate() {
     routed = false;

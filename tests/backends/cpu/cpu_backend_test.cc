@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/test_op_kinds.h"
 #include "test_util.h"
 
 namespace tailor::internal::cpu {
@@ -32,7 +33,7 @@ class CpuBackendTest : public ::testing::Test {
     auto backend = CpuBackend::Create(4);
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = *std::move(backend);
-    key_.op = OpKind::kTestAxpy;
+    key_.op = tailor::internal::kTestAxpyOp;
     key_.backend = BackendKind::kCpu;
     key_.SetArch(backend_->arch());
   }

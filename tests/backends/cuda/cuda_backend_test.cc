@@ -16,6 +16,7 @@
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
+#include "kernels/test_op_kinds.h"
 #include "tailor/status.h"
 #include "templates/cuda/test_kernels_params.h"
 #include "test_util.h"
@@ -91,7 +92,7 @@ TEST(CudaBackendGpuTest, RuntimeRunsAxpyThroughTheEngine) {
                     int64_t{(1 << 20) + 3}}) {
     for (int unroll : {1, 4}) {
       SCOPED_TRACE(absl::StrCat("n=", n, " unroll=", unroll));
-      SpecKey key = env->engine().MakeKey(OpKind::kTestAxpy);
+      SpecKey key = env->engine().MakeKey(tailor::internal::kTestAxpyOp);
       key.dtypes = {DType::kF32, DType::kF32};
       key.dims[0] = unroll;
       TAILOR_ASSERT_OK(env->backend().Supports(key));
@@ -131,7 +132,7 @@ TEST(CudaBackendGpuTest, RuntimeRunsAxpyThroughTheEngine) {
 TEST(CudaBackendGpuTest, CompileLoadLaunchDirectly) {
   TAILOR_CUDA_RUNTIME_OR_SKIP(env);
   CudaBackend& backend = env->backend();
-  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  SpecKey key = env->engine().MakeKey(tailor::internal::kTestEmptyOp);
   absl::StatusOr<tailor::internal::KernelSource> source =
       GenerateCudaTestKernel(key);
   TAILOR_ASSERT_OK(source.status());
@@ -150,7 +151,7 @@ TEST(CudaBackendGpuTest, CompileLoadLaunchDirectly) {
 TEST(CudaBackendGpuTest, LoadRejectsGarbageAndUnknownEntries) {
   TAILOR_CUDA_RUNTIME_OR_SKIP(env);
   CudaBackend& backend = env->backend();
-  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  SpecKey key = env->engine().MakeKey(tailor::internal::kTestEmptyOp);
   absl::StatusOr<tailor::internal::KernelSource> source =
       GenerateCudaTestKernel(key);
   TAILOR_ASSERT_OK(source.status());
@@ -170,7 +171,7 @@ TEST(CudaBackendGpuTest, LoadRejectsGarbageAndUnknownEntries) {
 TEST(CudaBackendGpuTest, LaunchValidatesItsArguments) {
   TAILOR_CUDA_RUNTIME_OR_SKIP(env);
   CudaBackend& backend = env->backend();
-  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  SpecKey key = env->engine().MakeKey(tailor::internal::kTestEmptyOp);
   absl::StatusOr<std::shared_ptr<Kernel>> kernel =
       env->engine().GetKernel(key, GenerateCudaTestKernel);
   TAILOR_ASSERT_OK(kernel.status());
@@ -211,7 +212,7 @@ TEST(CudaBackendGpuTest, LaunchesClustersAndLargeSharedMemory) {
   if (env->backend().compute_capability() < 90) {
     GTEST_SKIP() << "clusters need sm_90";
   }
-  SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  SpecKey key = env->engine().MakeKey(tailor::internal::kTestEmptyOp);
   absl::StatusOr<std::shared_ptr<Kernel>> kernel =
       env->engine().GetKernel(key, GenerateCudaTestKernel);
   TAILOR_ASSERT_OK(kernel.status());
@@ -234,7 +235,7 @@ TEST(CudaBackendGpuTest, LaunchesClustersAndLargeSharedMemory) {
 TEST(CudaBackendGpuTest, SupportsFollowsTheDevice) {
   TAILOR_CUDA_RUNTIME_OR_SKIP(env);
   CudaBackend& backend = env->backend();
-  SpecKey empty = env->engine().MakeKey(OpKind::kTestEmpty);
+  SpecKey empty = env->engine().MakeKey(tailor::internal::kTestEmptyOp);
   TAILOR_EXPECT_OK(backend.Supports(empty));
   SpecKey other_arch = empty;
   other_arch.SetArch("sm_1");
@@ -258,7 +259,7 @@ TEST(CudaBackendGpuTest, SupportsFollowsTheDevice) {
   EXPECT_THAT(backend.Supports(none),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("no CUDA kernel for invalid")));
-  SpecKey patch = env->engine().MakeKey(OpKind::kTmaPatchTest);
+  SpecKey patch = env->engine().MakeKey(tailor::internal::kTmaPatchTestOp);
   if (backend.arch() == "sm_90a") {
     TAILOR_EXPECT_OK(backend.Supports(patch));
   } else {
@@ -380,7 +381,7 @@ class OverlapKernels {
         stream_(env.api()) {}
 
   absl::Status Load() {
-    const SpecKey key = env_.engine().MakeKey(OpKind::kTestEmpty);
+    const SpecKey key = env_.engine().MakeKey(tailor::internal::kTestEmptyOp);
     tailor::internal::KernelSource source = {.code = kOverlapSource,
                                              .entry = "tailor_slow_writer"};
     TAILOR_ASSIGN_OR_RETURN(const std::string cubin,
@@ -438,7 +439,7 @@ TEST(CudaBackendGpuTest, OverlappedLaunchWaitsForItsPredecessor) {
   absl::StatusOr<int> fresh = kernels.WriteThenRead(false, 7);
   TAILOR_ASSERT_OK(fresh.status());
   if (*fresh == OverlapKernels::kCount) {
-    GTEST_SKIP() << "the launches did not overlap here ($TAILOR_CUDA_PDL=off, "
+    GTEST_SKIP() << "the launches did not overlap here (moe.pdl=off, "
                     "or a tool that serializes kernels)";
   }
   for (uint32_t value : {1u, 0xdeadbeefu, 42u}) {
@@ -449,10 +450,9 @@ TEST(CudaBackendGpuTest, OverlappedLaunchWaitsForItsPredecessor) {
 }
 
 TEST(CudaBackendGpuTest, PdlOffKnobSerializesEveryLaunch) {
-  ::setenv("TAILOR_CUDA_PDL", "off", 1);
-  auto created = CudaTestRuntime::Create();
-  ::unsetenv("TAILOR_CUDA_PDL");
-  TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(env, std::move(created));
+  Runtime::Options options = CudaTestRuntime::DefaultOptions();
+  options.tuning = "moe.pdl=off";
+  TAILOR_CUDA_RUNTIME_FROM_OR_SKIP(env, CudaTestRuntime::Create(options));
   OverlapKernels kernels(*env);
   TAILOR_ASSERT_OK(kernels.Load());
   // Even the reader that does not wait sees the writer's data.
@@ -472,7 +472,7 @@ TEST(CudaBackendGpuTest, CubinComesBackFromTheDiskCache) {
     options.log_level = "error";
     auto runtime = Runtime::Create(options);
     ASSERT_TRUE(runtime.ok()) << runtime.status();
-    SpecKey key = (*runtime)->engine().MakeKey(OpKind::kTestEmpty);
+    SpecKey key = (*runtime)->engine().MakeKey(tailor::internal::kTestEmptyOp);
     auto kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     *compiles = (*runtime)->stats().compiles;

@@ -21,6 +21,7 @@
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
+#include "kernels/test_op_kinds.h"
 #include "templates/cuda/attention/decode_params.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
@@ -108,9 +109,9 @@ struct TemplateCase {
 
 std::vector<TemplateCase> AllTemplateCases() {
   SpecKey empty;
-  empty.op = OpKind::kTestEmpty;
+  empty.op = tailor::internal::kTestEmptyOp;
   SpecKey axpy;
-  axpy.op = OpKind::kTestAxpy;
+  axpy.op = tailor::internal::kTestAxpyOp;
   axpy.dims[0] = 4;
   const std::vector<std::string> kPatch = {
       "tensormap.replace.tile.global_address.shared::cta.b1024.b64",
@@ -130,15 +131,17 @@ std::vector<TemplateCase> AllTemplateCases() {
        "templates/cuda/test_kernels.cuh",
        {".entry tailor_test_empty"}},
       {"test_axpy", axpy, "templates/cuda/test_kernels.cuh", {"fma.rn.f32"}},
-      {"tma_patch_bf16", TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64),
+      {"tma_patch_bf16",
+       TmaKey(tailor::internal::kTmaPatchTestOp, DType::kBF16, 128, 64),
        "templates/cuda/tma_patch_test.cuh", kPatch},
       {"tma_patch_f32_stride",
-       TmaKey(OpKind::kTmaPatchTest, DType::kF32, 64, 17,
+       TmaKey(tailor::internal::kTmaPatchTestOp, DType::kF32, 64, 17,
               kTmaPatchReplaceStride),
        "templates/cuda/tma_patch_test.cuh",
        {"tensormap.replace.tile.global_stride.shared::cta.b1024.b64"}},
       {"tma_patch_only",
-       TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64, kTmaPatchOnly),
+       TmaKey(tailor::internal::kTmaPatchTestOp, DType::kBF16, 128, 64,
+              kTmaPatchOnly),
        "templates/cuda/tma_patch_test.cuh",
        {"tensormap.cp_fenceproxy"}},
       {"decode_tma",
@@ -155,7 +158,7 @@ std::vector<TemplateCase> AllTemplateCases() {
        {"cp.async.cg.shared.global", "cp.async.wait_group 3",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}},
       {"tma_copy_f32",
-       TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 32),
+       TmaKey(tailor::internal::kTmaCopyTestOp, DType::kF32, 64, 32),
        "templates/cuda/tma_copy_test.cuh",
        {"cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
         "complete_tx::bytes",
@@ -385,7 +388,7 @@ extern "C" __global__ void tailor_probe(const __grid_constant__ Params p) {
 
 TEST_F(NvrtcCompilerTest, GenericKernelsCompileForSm80) {
   SpecKey axpy;
-  axpy.op = OpKind::kTestAxpy;
+  axpy.op = tailor::internal::kTestAxpyOp;
   axpy.dims[0] = 1;
   absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(axpy);
   TAILOR_ASSERT_OK(source.status());
@@ -397,7 +400,7 @@ TEST_F(NvrtcCompilerTest, GenericKernelsCompileForSm80) {
 
 TEST_F(NvrtcCompilerTest, PatcherNeedsArchSpecificTarget) {
   absl::StatusOr<KernelSource> source = GenerateCudaTestKernel(
-      TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 128, 64));
+      TmaKey(tailor::internal::kTmaPatchTestOp, DType::kBF16, 128, 64));
   TAILOR_ASSERT_OK(source.status());
   EXPECT_THAT(
       compiler_->Compile(*source, "sm_90"),
@@ -482,7 +485,7 @@ TEST_F(NvrtcCompilerTest, ToolkitHeadersAreReachableWhenFound) {
 
 TEST_F(NvrtcCompilerTest, CompilesConcurrently) {
   SpecKey axpy;
-  axpy.op = OpKind::kTestAxpy;
+  axpy.op = tailor::internal::kTestAxpyOp;
   std::vector<std::thread> threads;
   std::vector<absl::Status> results(4);
   for (int t = 0; t < 4; ++t) {
@@ -501,29 +504,30 @@ TEST_F(NvrtcCompilerTest, CompilesConcurrently) {
 TEST(CudaTestKernelsTest, RejectsKeysTheTemplatesCannotBuild) {
   EXPECT_THAT(
       GenerateCudaTestKernel(
-          TmaKey(OpKind::kTmaPatchTest, DType::kI32, 128, 64)),
+          TmaKey(tailor::internal::kTmaPatchTestOp, DType::kI32, 128, 64)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dtypes[0]")));
-  EXPECT_THAT(GenerateCudaTestKernel(
-                  TmaKey(OpKind::kTmaPatchTest, DType::kBF16, 100, 64)),
+  EXPECT_THAT(GenerateCudaTestKernel(TmaKey(tailor::internal::kTmaPatchTestOp,
+                                            DType::kBF16, 100, 64)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("multiple of 16")));
   EXPECT_THAT(
       GenerateCudaTestKernel(
-          TmaKey(OpKind::kTmaCopyTest, DType::kF32, 512, 64)),
+          TmaKey(tailor::internal::kTmaCopyTestOp, DType::kF32, 512, 64)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[1, 256]")));
   EXPECT_THAT(
-      GenerateCudaTestKernel(TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 0)),
+      GenerateCudaTestKernel(
+          TmaKey(tailor::internal::kTmaCopyTestOp, DType::kF32, 64, 0)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tile.m")));
   EXPECT_THAT(
       GenerateCudaTestKernel(
-          TmaKey(OpKind::kTmaCopyTest, DType::kF32, 256, 256)),
+          TmaKey(tailor::internal::kTmaCopyTestOp, DType::kF32, 256, 256)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shared memory")));
   EXPECT_THAT(
-      GenerateCudaTestKernel(
-          TmaKey(OpKind::kTmaCopyTest, DType::kF32, 64, 8, kTmaPatchOnly)),
+      GenerateCudaTestKernel(TmaKey(tailor::internal::kTmaCopyTestOp,
+                                    DType::kF32, 64, 8, kTmaPatchOnly)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("variant")));
   SpecKey axpy;
-  axpy.op = OpKind::kTestAxpy;
+  axpy.op = tailor::internal::kTestAxpyOp;
   axpy.dims[0] = 0;
   EXPECT_THAT(
       GenerateCudaTestKernel(axpy),

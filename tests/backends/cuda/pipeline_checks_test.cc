@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_test_util.h"
+#include "kernels/test_op_kinds.h"
 #include "tailor/status.h"
 
 namespace tailor::cuda {
@@ -92,7 +93,7 @@ absl::StatusOr<bool> LaunchCompletes(Misuse mode, uint32_t bytes) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<CudaTestRuntime> env,
                           CudaTestRuntime::Create());
   TAILOR_RETURN_IF_ERROR(env->backend().device_context().MakeCurrent());
-  const SpecKey key = env->engine().MakeKey(OpKind::kTestEmpty);
+  const SpecKey key = env->engine().MakeKey(tailor::internal::kTestEmptyOp);
   const tailor::internal::KernelSource source = {
       .code = kMisuseSource, .entry = "tailor_pipeline_misuse"};
   TAILOR_ASSIGN_OR_RETURN(const std::string cubin,

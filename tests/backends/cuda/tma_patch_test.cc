@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "kernels/cuda_test_kernels.h"
+#include "kernels/test_op_kinds.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
 
@@ -56,10 +57,10 @@ struct Shape {
   // and rotating through its slot rings; 0 = one CTA per item.
   int max_ctas = 0;
   std::string Name() const {
-    return absl::StrCat(op == OpKind::kTmaPatchTest ? "patch" : "copy", "_",
-                        std::string(DTypeName(dtype)), "_c", cols, "_t",
-                        tile_rows, "_v", variant,
-                        max_ctas > 0 ? absl::StrCat("_ctas", max_ctas) : "");
+    return absl::StrCat(
+        op == tailor::internal::kTmaPatchTestOp ? "patch" : "copy", "_",
+        std::string(DTypeName(dtype)), "_c", cols, "_t", tile_rows, "_v",
+        variant, max_ctas > 0 ? absl::StrCat("_ctas", max_ctas) : "");
   }
   // CTAs for `items` work items.
   uint32_t Grid(size_t items) const {
@@ -150,7 +151,7 @@ class TmaRaggedCopyTest : public ::testing::TestWithParam<Shape> {
     const auto encode = [&](const DeviceBuffer& buffer, int64_t rows,
                             TensorMap& map) {
       TiledMapSpec spec = {.dtype = shape.dtype, .address = buffer.data()};
-      if (shape.op == OpKind::kTmaPatchTest) {
+      if (shape.op == tailor::internal::kTmaPatchTestOp) {
         // Deliberately not the segment's: the kernel must patch address and
         // rows; with kTmaPatchReplaceStride also a wrong stride to patch.
         const bool wrong_stride = (shape.variant & kTmaPatchReplaceStride) != 0;
@@ -225,7 +226,7 @@ class TmaRaggedCopyTest : public ::testing::TestWithParam<Shape> {
     const LaunchConfig config = MakeLaunchConfig(
         {GetParam().Grid(p.items.size())}, {kTmaTestBlockThreads},
         TmaTestSharedBytesFor(key_), stream);
-    if (GetParam().op == OpKind::kTmaPatchTest) {
+    if (GetParam().op == tailor::internal::kTmaPatchTestOp) {
       TmaPatchTestParams params = {
           .in_template = in_map,
           .out_template = out_map,
@@ -378,20 +379,21 @@ TEST_P(TmaRaggedCopyTest, ReusesSlotsAcrossLaunches) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TmaRaggedCopyTest,
-    ::testing::Values(Shape{OpKind::kTmaPatchTest, DType::kBF16, 128, 64},
-                      Shape{OpKind::kTmaPatchTest, DType::kF32, 64, 32},
-                      Shape{OpKind::kTmaPatchTest, DType::kF16, 8, 17},
-                      Shape{OpKind::kTmaPatchTest, DType::kBF16, 256, 16,
-                            kTmaPatchReplaceStride},
-                      Shape{OpKind::kTmaPatchTest, DType::kF32, 256,
-                            128},  // 128 KiB tile
-                      // Few CTAs, many items each: slots rotate in-kernel.
-                      Shape{OpKind::kTmaPatchTest, DType::kBF16, 128, 64, 0, 3},
-                      Shape{OpKind::kTmaPatchTest, DType::kF16, 8, 17,
-                            kTmaPatchReplaceStride, 1},
-                      Shape{OpKind::kTmaCopyTest, DType::kBF16, 128, 64},
-                      Shape{OpKind::kTmaCopyTest, DType::kF32, 64, 32},
-                      Shape{OpKind::kTmaCopyTest, DType::kF16, 8, 17}),
+    ::testing::Values(
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kBF16, 128, 64},
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kF32, 64, 32},
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kF16, 8, 17},
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kBF16, 256, 16,
+              kTmaPatchReplaceStride},
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kF32, 256,
+              128},  // 128 KiB tile
+        // Few CTAs, many items each: slots rotate in-kernel.
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kBF16, 128, 64, 0, 3},
+        Shape{tailor::internal::kTmaPatchTestOp, DType::kF16, 8, 17,
+              kTmaPatchReplaceStride, 1},
+        Shape{tailor::internal::kTmaCopyTestOp, DType::kBF16, 128, 64},
+        Shape{tailor::internal::kTmaCopyTestOp, DType::kF32, 64, 32},
+        Shape{tailor::internal::kTmaCopyTestOp, DType::kF16, 8, 17}),
     [](const ::testing::TestParamInfo<Shape>& info) {
       return info.param.Name();
     });

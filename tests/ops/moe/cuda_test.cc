@@ -521,7 +521,7 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
       EXPECT_EQ(gemm.cta_rows, 128);
       EXPECT_EQ(gemm.cta_cols, 256);
       EXPECT_GE(gemm.stages, 3);
-      // (A run with TAILOR_MOE_GEMM_CLUSTER=2 pairs CTAs instead.)
+      // (A run with moe.cluster=2 pairs CTAs instead.)
       if (gemm.cluster == 1) {
         EXPECT_TRUE(gemm.split_k);
       }
@@ -607,18 +607,17 @@ TEST_F(MoeCudaSplitTest, GroupedGemmFullTilesWithEveryTailSize) {
   }
 }
 
-// A runtime of its own, created with `knobs` set in the environment (the
-// CUDA backend reads its TAILOR_MOE_GEMM_* knobs when a runtime is created).
+// A runtime of its own, created with the tuning keys `tuning` (the CUDA
+// backend reads its moe.* keys when a runtime is created).
 class MoeCudaKnobTest : public MoeCudaSplitTest {
  protected:
-  void SetUpWith(
-      const std::vector<std::pair<const char*, const char*>>& knobs) {
+  void SetUpWith(const std::string& tuning) {
     MoeCudaSplitTest::SetUp();
     if (IsSkipped()) return;
-    for (const auto& [name, value] : knobs) setenv(name, value, 1);
+    Runtime::Options options = CudaTestRuntime::DefaultOptions();
+    options.tuning = tuning;
     absl::StatusOr<std::unique_ptr<CudaTestRuntime>> own =
-        CudaTestRuntime::Create();
-    for (const auto& knob : knobs) unsetenv(knob.first);
+        CudaTestRuntime::Create(options);
     ASSERT_TRUE(own.ok()) << own.status();
     own_ = *std::move(own);
     env_ = own_.get();
@@ -627,7 +626,7 @@ class MoeCudaKnobTest : public MoeCudaSplitTest {
 };
 
 // The Hopper kernel in clusters whose CTAs share tiles by TMA multicast,
-// forced (TAILOR_MOE_GEMM_CLUSTER=2 or 4): the cost model picks clusters
+// forced (moe.cluster=2 or 4): the cost model picks clusters
 // only for launches too large for an fp64 reference here (>= 16 waves, K >=
 // 2048).
 class MoeCudaClusterTest : public MoeCudaKnobTest {
@@ -660,13 +659,13 @@ class MoeCudaClusterTest : public MoeCudaKnobTest {
 
 class MoeCudaPairClusterTest : public MoeCudaClusterTest {
  protected:
-  void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_CLUSTER", "2"}}); }
+  void SetUp() override { SetUpWith("moe.cluster=2"); }
 };
 TEST_F(MoeCudaPairClusterTest, GroupedGemmPairsCtas) { CheckClusters(2); }
 
 class MoeCudaQuadClusterTest : public MoeCudaClusterTest {
  protected:
-  void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_CLUSTER", "4"}}); }
+  void SetUp() override { SetUpWith("moe.cluster=4"); }
 };
 TEST_F(MoeCudaQuadClusterTest, GroupedGemmSharesAAndWInFours) {
   CheckClusters(4);
@@ -691,7 +690,7 @@ TEST_F(MoeCudaQuadClusterTest, GroupedGemmFullTilesWithEveryTailSize) {
 }
 
 // Raster group bounds moved to expert starts, forced
-// (TAILOR_MOE_GEMM_EXPERT_GROUPS=forward or back; the cost model takes back
+// (moe.expert_groups=forward or back; the cost model takes back
 // bounds only for experts of at least twice the L2's weight bytes). 30 work
 // items of 128 rows over 8 experts of 2, 4, 1, 5, 13, 0, 4 and 1 items:
 // forward bounds make groups [0, 12) [12, 16) [16, 25) [25, 30), back
@@ -718,25 +717,21 @@ class MoeCudaExpertGroupsTest : public MoeCudaKnobTest {
 };
 class MoeCudaForwardGroupsTest : public MoeCudaExpertGroupsTest {
  protected:
-  void SetUp() override {
-    SetUpWith({{"TAILOR_MOE_GEMM_EXPERT_GROUPS", "forward"}});
-  }
+  void SetUp() override { SetUpWith("moe.expert_groups=forward"); }
 };
 TEST_F(MoeCudaForwardGroupsTest, GroupedGemmRunsEveryTileOnce) {
   CheckGroups("forward");
 }
 class MoeCudaBackGroupsTest : public MoeCudaExpertGroupsTest {
  protected:
-  void SetUp() override {
-    SetUpWith({{"TAILOR_MOE_GEMM_EXPERT_GROUPS", "back"}});
-  }
+  void SetUp() override { SetUpWith("moe.expert_groups=back"); }
 };
 TEST_F(MoeCudaBackGroupsTest, GroupedGemmRunsEveryTileOnce) {
   CheckGroups("back");
 }
 
 // Waves that start together, forced on every Hopper launch
-// (TAILOR_MOE_GEMM_WAVE_SYNC=on; the cost model takes them only at K >=
+// (moe.wave_sync=on; the cost model takes them only at K >=
 // 6144, too large for an fp64 reference of many waves here), with and
 // without clusters. On an H100 (132 CTAs, 66 clusters): T = 2001 and 4500
 // run 2-3 waves of tiles (256 and ~360); T = 1300 one whole wave, then ~60
@@ -744,7 +739,7 @@ TEST_F(MoeCudaBackGroupsTest, GroupedGemmRunsEveryTileOnce) {
 // wave); T = 3 one wave, nothing to wait for; T = 17 the swap-AB kernel.
 class MoeCudaWaveSyncTest : public MoeCudaKnobTest {
  protected:
-  void SetUp() override { SetUpWith({{"TAILOR_MOE_GEMM_WAVE_SYNC", "on"}}); }
+  void SetUp() override { SetUpWith("moe.wave_sync=on"); }
   void CheckWaves() {
     std::mt19937_64 rng(TestSeed());
     for (const Case& g :
@@ -768,10 +763,7 @@ TEST_F(MoeCudaWaveSyncTest, GroupedGemmStartsWavesTogether) { CheckWaves(); }
 
 class MoeCudaWaveSyncClusterTest : public MoeCudaWaveSyncTest {
  protected:
-  void SetUp() override {
-    SetUpWith({{"TAILOR_MOE_GEMM_WAVE_SYNC", "on"},
-               {"TAILOR_MOE_GEMM_CLUSTER", "2"}});
-  }
+  void SetUp() override { SetUpWith("moe.wave_sync=on,moe.cluster=2"); }
 };
 TEST_F(MoeCudaWaveSyncClusterTest, GroupedGemmStartsClusterWavesTogether) {
   CheckWaves();
@@ -779,10 +771,7 @@ TEST_F(MoeCudaWaveSyncClusterTest, GroupedGemmStartsClusterWavesTogether) {
 
 class MoeCudaWaveSyncQuadTest : public MoeCudaWaveSyncTest {
  protected:
-  void SetUp() override {
-    SetUpWith({{"TAILOR_MOE_GEMM_WAVE_SYNC", "on"},
-               {"TAILOR_MOE_GEMM_CLUSTER", "4"}});
-  }
+  void SetUp() override { SetUpWith("moe.wave_sync=on,moe.cluster=4"); }
 };
 TEST_F(MoeCudaWaveSyncQuadTest, GroupedGemmStartsQuadWavesTogether) {
   CheckWaves();

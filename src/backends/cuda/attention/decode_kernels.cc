@@ -38,6 +38,11 @@ using tailor::internal::LaunchConfig;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 
+// The decode.stages and decode.head_group values (tuning.cc) are the
+// templates' choices.
+static_assert(kDecodeTuningMaxStages == kDecodeMaxStages);
+static_assert(kDecodeTuningHeadGroup == kDecodeHeadGroup);
+
 // The kernels read the uploaded plan items as their own DecodeWorkItem.
 static_assert(sizeof(DecodeWorkItem) == sizeof(tailor::plan::DecodeWorkItem));
 static_assert(offsetof(DecodeWorkItem, seq) ==
@@ -300,7 +305,8 @@ int64_t SharedLimitOfArch(absl::string_view arch) {
 }
 
 absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
-    const KeyTarget& target, const DecodeShape& shape) {
+    const KeyTarget& target, const DecodeShape& shape,
+    const DecodeTuning& tuning) {
   const int64_t shared_limit = SharedLimitOfArch(target.arch);
   if (shared_limit == 0) {
     return absl::UnimplementedError(
@@ -315,10 +321,15 @@ absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
         ": two pipeline stages do not fit ", target.arch, "'s shared memory"));
   }
   // One CTA an SM, and two where two fit (which batch buckets use two
-  // depends on the device's SM count, unknown here).
-  std::vector<int> depths = {stages};
-  const int two = DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2);
-  if (two >= 2 && two != stages) depths.push_back(two);
+  // depends on the device's SM count, unknown here); decode.stages caps
+  // both, as StagesFor does.
+  auto capped = [&tuning](int depth) {
+    return tuning.stages != 0 ? std::min(depth, tuning.stages) : depth;
+  };
+  std::vector<int> depths = {capped(stages)};
+  const int two =
+      capped(DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2));
+  if (two >= 2 && two != depths[0]) depths.push_back(two);
   std::vector<KernelJob> jobs;
   for (int depth : depths) {
     jobs.push_back({CudaDecodeKey(target, shape, kDecodeVariantCpAsync, depth),
@@ -402,62 +413,6 @@ DecodeClusterCapacity CudaDecodeKernels::QueryClusterCapacity(
   capacity.of16 = (*counts)[1];
   return capacity;
 }
-
-absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
-                                               const char* stages,
-                                               const char* head_group,
-                                               const char* cluster) {
-  auto parse = [](const char* name, const char* text, int lo, int hi,
-                  int& out) -> absl::Status {
-    if (text == nullptr) return absl::OkStatus();
-    int value = 0;
-    if (!absl::SimpleAtoi(text, &value) || value < lo || value > hi) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": must be an integer in [", lo, ", ", hi,
-                       "], got \"", text, "\""));
-    }
-    out = value;
-    return absl::OkStatus();
-  };
-  DecodeTuning tuning;
-  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_WORKERS_PER_SM", workers_per_sm,
-                               1, 4, tuning.workers_per_sm));
-  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_STAGES", stages, 2,
-                               kDecodeMaxStages, tuning.stages));
-  TAILOR_RETURN_IF_ERROR(parse("TAILOR_DECODE_HEAD_GROUP", head_group, 1,
-                               kDecodeHeadGroup, tuning.head_group));
-  if (tuning.head_group != 0 && tuning.head_group != 1 &&
-      tuning.head_group != kDecodeHeadGroup) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TAILOR_DECODE_HEAD_GROUP: must be 1 or ",
-                     kDecodeHeadGroup, ", got \"", head_group, "\""));
-  }
-  TAILOR_RETURN_IF_ERROR(
-      parse("TAILOR_DECODE_CLUSTER", cluster, 1, 16, tuning.cluster));
-  if (tuning.cluster != 0 && tuning.cluster != 1 && tuning.cluster != 8 &&
-      tuning.cluster != 16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TAILOR_DECODE_CLUSTER: must be 1, 8 or 16, got \"", cluster, "\""));
-  }
-  return tuning;
-}
-
-namespace {
-DecodeTuning TuningFromEnv() {
-  absl::StatusOr<DecodeTuning> tuning =
-      ParseDecodeTuning(std::getenv("TAILOR_DECODE_WORKERS_PER_SM"),
-                        std::getenv("TAILOR_DECODE_STAGES"),
-                        std::getenv("TAILOR_DECODE_HEAD_GROUP"),
-                        std::getenv("TAILOR_DECODE_CLUSTER"));
-  if (tuning.ok()) return *tuning;
-  tailor::internal::Logger().warn("{}; using the defaults",
-                                  tuning.status().message());
-  return {};
-}
-}  // namespace
-
-CudaDecodeKernels::CudaDecodeKernels(CudaBackend& backend)
-    : backend_(backend), tuning_(TuningFromEnv()) {}
 
 absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
                                                  int64_t workers) {
@@ -565,7 +520,7 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
   config.head_group = DecodeHeadGroupFor(
       shape, seq_lens, config.num_workers,
       DecodeHeadGroupsFit(shape, stages, backend_.arch()), forced);
-  // Forced (tests, TAILOR_DECODE_HEAD_GROUP=4): grouped whatever it costs;
+  // Forced (tests, decode.head_group=4): grouped whatever it costs;
   // long enough streams: grouped, split or not.
   config.head_group_always =
       config.head_group > 1 &&

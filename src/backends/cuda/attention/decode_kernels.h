@@ -42,6 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backends/cuda/attention/tuning.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -51,32 +52,6 @@
 namespace tailor::cuda {
 
 class CudaBackend;
-
-// Developer knobs for A/B runs of the plan's shape (README, environment):
-//   TAILOR_DECODE_WORKERS_PER_SM  1..4 CTAs of work per SM (default: 1 or
-//     2, DecodeCtasPerSm). Two run as two co-resident CTAs at the depth two
-//     fit; more launch extra waves that the hardware hands to the SMs that
-//     finish first.
-//   TAILOR_DECODE_STAGES  2..kDecodeMaxStages pipeline stages, at most what
-//     fits (default: the deepest that fits).
-//   TAILOR_DECODE_HEAD_GROUP  1 (never) or 4 (always where the kernel
-//     allows, and no cluster launches): head groups of plans (default:
-//     DecodeHeadGroupFor).
-//   TAILOR_DECODE_CLUSTER  1 (never), 8 or 16 (only that size): cluster
-//     launches of small buckets (default: DecodeClusterWorkersFor).
-struct DecodeTuning {
-  int workers_per_sm = 0;  // 0: DecodeCtasPerSm
-  int stages = 0;          // 0: the deepest pipeline that fits
-  int head_group = 0;      // 0: DecodeHeadGroupFor
-  int cluster = 0;         // 0: DecodeClusterWorkersFor's rule
-};
-
-// Parses the variables' values (null: unset). InvalidArgument naming the
-// variable and its range for anything else.
-absl::StatusOr<DecodeTuning> ParseDecodeTuning(const char* workers_per_sm,
-                                               const char* stages,
-                                               const char* head_group = nullptr,
-                                               const char* cluster = nullptr);
 
 // How many clusters of 8 and of 16 CTAs (one an SM: the decode kernel's
 // shared memory) the device runs at once; 0 where it runs none.
@@ -106,9 +81,9 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  public:
   enum class Path { kAuto = 0, kCpAsync = 1, kTma = 2 };
 
-  // Reads DecodeTuning from the environment once; a bad value is logged and
-  // the default kept.
-  explicit CudaDecodeKernels(CudaBackend& backend);
+  // `tuning` (the decode.* tuning keys) fixes parts of the plan's shape.
+  CudaDecodeKernels(CudaBackend& backend, const DecodeTuning& tuning)
+      : backend_(backend), tuning_(tuning) {}
 
   // Workers: DecodeCtasPerSm(shape, bucket) per SM (or DecodeTuning's);
   // tiles of 64 tokens. The cut: DecodeCutWorkers. Unimplemented when even
@@ -289,13 +264,13 @@ int64_t SharedLimitOfArch(absl::string_view arch);
 // `target.arch`, without the device (warm-up): the cp.async variant, and on
 // sm_90a the TMA variant when the page size allows it (a cache whose strides
 // are not TMA-legal falls back to cp.async), at the depths that arch's shared
-// memory gives one CTA and two CTAs an SM. Unimplemented for an unknown arch or
-// a shape no depth fits; InvalidArgument naming the key field the templates
-// cannot build. Without the CUDA headers (cuda_backend_unavailable.cc):
-// Unavailable.
+// memory gives one CTA and two CTAs an SM (capped by decode.stages).
+// Unimplemented for an unknown arch or a shape no depth fits;
+// InvalidArgument naming the key field the templates cannot build. Without
+// the CUDA headers (cuda_backend_unavailable.cc): Unavailable.
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> DecodeLayerKernels(
     const tailor::internal::KeyTarget& target,
-    const tailor::internal::DecodeShape& shape);
+    const tailor::internal::DecodeShape& shape, const DecodeTuning& tuning);
 
 // The source of a decode key: includes plus one TAILOR_CUDA_ENTRY.
 // InvalidArgument naming the key field the templates cannot build.

@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_backend.h"
-#include "core/env.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe/params.h"
 
@@ -20,9 +19,9 @@ namespace tailor::cuda {
 namespace {
 
 using tailor::internal::CombineLaunch;
+using tailor::internal::Decide;
 using tailor::internal::DeviceRouteLaunch;
 using tailor::internal::Engine;
-using tailor::internal::EnvIs;
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::Kernel;
 using tailor::internal::KernelSource;
@@ -236,7 +235,7 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
 
 // Clusters of the Hopper kernel (templates/cuda/moe/sm90/kernel.cuh):
 // 2 or 4 CTAs that share A and W tiles by TMA multicast, on the 128-row
-// kernel, only where $TAILOR_MOE_GEMM_CLUSTER=2 or 4 forces them
+// kernel, only where moe.cluster=2 or 4 forces them
 // (comparisons, tests). The cost model takes none. Measured on the H100
 // (bench/results/moe_gpu_h100.txt, session 26; one process, both orders):
 // without clusters DeepSeek-V3 T=16384 gate/up ran 8-10 % faster than in
@@ -247,28 +246,28 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
 // together. Clusters of 4, with 25 % fewer L2 bytes per CTA than pairs,
 // ran 4-10 % slower than pairs: a cluster CTA's stage waits for copies
 // issued by 2 to 4 SMs, and every CTA for the slowest.
-int ClusterFromEnv() {
-  return EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2")   ? 2
-         : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "4") ? 4
-                                                 : 1;
-}
 int HopperClusterFor(int forced, int cta_rows) {
   return cta_rows == kMoeSm90MaxRows ? forced : 1;
 }
 
-// $TAILOR_MOE_GEMM_EXPERT_GROUPS: the raster group bounds it forces
-// (kMoeGroups*), or -1 (unset or unknown: MoeSm90ExpertGroups decides).
-int ExpertGroupsFromEnv() {
-  const char* name = "TAILOR_MOE_GEMM_EXPERT_GROUPS";
-  if (EnvIs(name, "off")) return kMoeGroupsFixed;
-  if (EnvIs(name, "on") || EnvIs(name, "forward")) return kMoeGroupsForward;
-  if (EnvIs(name, "back")) return kMoeGroupsBack;
+// moe.expert_groups: the raster group bounds it forces (kMoeGroups*), or
+// -1 (auto: MoeSm90ExpertGroups decides).
+int ForcedExpertGroups(MoeExpertGroups groups) {
+  switch (groups) {
+    case MoeExpertGroups::kFixed:
+      return kMoeGroupsFixed;
+    case MoeExpertGroups::kForward:
+      return kMoeGroupsForward;
+    case MoeExpertGroups::kBack:
+      return kMoeGroupsBack;
+    case MoeExpertGroups::kAuto:
+      break;
+  }
   return -1;
 }
 
 // Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
-// $TAILOR_MOE_GEMM_SWAP_AB=off (comparisons).
-bool SwapABEnabled() { return !EnvIs("TAILOR_MOE_GEMM_SWAP_AB", "off"); }
+// moe.swap_ab=off (comparisons).
 bool HopperSwapAB(bool enabled, int64_t tile_rows) {
   return enabled && tile_rows <= kMoeSm90SwapMaxRows;
 }
@@ -319,17 +318,18 @@ SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden,
   return key;
 }
 
-bool HopperGemmEnabled(absl::string_view arch) {
-  return arch == "sm_90a" && !EnvIs("TAILOR_MOE_GEMM", "portable");
+bool HopperGemmEnabled(absl::string_view arch, const MoeTuning& tuning) {
+  return arch == "sm_90a" && !tuning.portable_gemm;
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
-    const KeyTarget& target, const tailor::internal::MoeLayerShape& layer) {
-  const bool hopper = HopperGemmEnabled(target.arch);
+    const KeyTarget& target, const tailor::internal::MoeLayerShape& layer,
+    const MoeTuning& tuning) {
+  const bool hopper = HopperGemmEnabled(target.arch, tuning);
   // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
-  const bool swap_ab = SwapABEnabled();
+  const bool swap_ab = tuning.swap_ab;
   std::vector<int64_t> tiles = {layer.policy.tile_rows};
   if (layer.policy.tile_rows == 0) {
     tiles = {64};
@@ -344,11 +344,11 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
         "policy.tile_rows: must be in [1, ", CudaMoeKernels::kMaxTileRows,
         "] (or 0: the backend's choice), got ", layer.policy.tile_rows));
   }
-  const bool checks = EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
-  const int cluster = ClusterFromEnv();
+  const bool checks = tuning.pipeline_checks;
+  const int cluster = tuning.cluster;
   // Full tiles leave by TMA stores unless C is misaligned at run time (or
   // its map is refused): warm-up lists the TMA-store variant then.
-  const bool tma_store_enabled = !EnvIs("TAILOR_MOE_GEMM_STORE", "registers");
+  const bool tma_store_enabled = tuning.tma_store;
   const int warps = MoeScatterWarps(layer.experts);
   std::vector<tailor::internal::KernelJob> jobs;
   auto add = [&jobs](SpecKey key) {
@@ -532,31 +532,24 @@ absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
 CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
                                int64_t l2_bytes, bool hopper,
                                DescriptorPool& descriptors,
-                               CudaGenericKernels& generics)
+                               CudaGenericKernels& generics,
+                               const MoeTuning& tuning)
     : backend_(backend),
       multiprocessors_(multiprocessors),
       l2_bytes_(l2_bytes),
-      hopper_(hopper && !EnvIs("TAILOR_MOE_GEMM", "portable")),
-      pipeline_checks_(EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")),
-      tma_store_(!EnvIs("TAILOR_MOE_GEMM_STORE", "registers")),
-      dynamic_schedule_(!EnvIs("TAILOR_MOE_GEMM_SCHEDULE", "static")),
-      split_k_(!EnvIs("TAILOR_MOE_GEMM_SPLIT_K", "off")),
-      swap_ab_(SwapABEnabled()),
-      cluster_(ClusterFromEnv()),
-      expert_groups_(ExpertGroupsFromEnv()),
-      w_evict_first_(KnobFromEnv("TAILOR_MOE_GEMM_W_EVICT_FIRST")),
-      prefetch_w_(KnobFromEnv("TAILOR_MOE_GEMM_PREFETCH_W")),
-      wave_sync_(KnobFromEnv("TAILOR_MOE_GEMM_WAVE_SYNC")),
+      hopper_(hopper && !tuning.portable_gemm),
+      pipeline_checks_(tuning.pipeline_checks),
+      tma_store_(tuning.tma_store),
+      dynamic_schedule_(tuning.dynamic_schedule),
+      split_k_(tuning.split_k),
+      swap_ab_(tuning.swap_ab),
+      cluster_(tuning.cluster),
+      expert_groups_(ForcedExpertGroups(tuning.expert_groups)),
+      w_evict_first_(tuning.w_evict_first),
+      prefetch_w_(tuning.prefetch_w),
+      wave_sync_(tuning.wave_sync),
       descriptors_(descriptors),
       generics_(generics) {}
-
-CudaMoeKernels::AutoKnob CudaMoeKernels::KnobFromEnv(const char* name) {
-  return EnvIs(name, "off") ? kOff : EnvIs(name, "on") ? kOn : kAuto;
-}
-
-bool CudaMoeKernels::Decide(AutoKnob knob, bool rule) {
-  return knob == kOn || (knob == kAuto && rule);
-}
 
 int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
                                         int64_t max_expert_rows) const {

@@ -152,49 +152,6 @@ TEST_F(DecodeNvrtcTest, TmaVariantNeedsHopper) {
       StatusIs(absl::StatusCode::kInternal, HasSubstr("needs sm_90 or newer")));
 }
 
-TEST(DecodeTuningTest, DefaultsAndRanges) {
-  absl::StatusOr<DecodeTuning> unset = ParseDecodeTuning(nullptr, nullptr);
-  ASSERT_TRUE(unset.ok()) << unset.status();
-  EXPECT_EQ(unset->workers_per_sm, 0);  // DecodeCtasPerSm
-  EXPECT_EQ(unset->stages, 0);
-  absl::StatusOr<DecodeTuning> set = ParseDecodeTuning("2", "3");
-  ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_EQ(set->workers_per_sm, 2);
-  EXPECT_EQ(set->stages, 3);
-  EXPECT_THAT(ParseDecodeTuning("0", nullptr),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "TAILOR_DECODE_WORKERS_PER_SM: must be an integer in "
-                       "[1, 4], got \"0\""));
-  EXPECT_THAT(ParseDecodeTuning(nullptr, "deep"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "TAILOR_DECODE_STAGES: must be an integer in [2, 4], "
-                       "got \"deep\""));
-  EXPECT_EQ(unset->head_group, 0);  // DecodeHeadGroupFor
-  absl::StatusOr<DecodeTuning> grouped =
-      ParseDecodeTuning(nullptr, nullptr, "4");
-  ASSERT_TRUE(grouped.ok()) << grouped.status();
-  EXPECT_EQ(grouped->head_group, 4);
-  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, "2"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "TAILOR_DECODE_HEAD_GROUP: must be 1 or 4, got \"2\""));
-  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, "8"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "TAILOR_DECODE_HEAD_GROUP: must be an integer in [1, "
-                       "4], got \"8\""));
-  EXPECT_EQ(unset->cluster, 0);  // DecodeClusterWorkersFor
-  absl::StatusOr<DecodeTuning> clustered =
-      ParseDecodeTuning(nullptr, nullptr, nullptr, "16");
-  ASSERT_TRUE(clustered.ok()) << clustered.status();
-  EXPECT_EQ(clustered->cluster, 16);
-  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, nullptr, "4"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "TAILOR_DECODE_CLUSTER: must be 1, 8 or 16, got \"4\""));
-  EXPECT_THAT(ParseDecodeTuning(nullptr, nullptr, nullptr, "32"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "TAILOR_DECODE_CLUSTER: must be an integer in [1, "
-                       "16], got \"32\""));
-}
-
 TEST(DecodeKernelKeysTest, StagesFollowSharedMemory) {
   // H100: 4 stages for the anchor models; 2 for the largest shape.
   EXPECT_EQ(DecodeStagesFor(128, 4, kSharedSm90), 4);

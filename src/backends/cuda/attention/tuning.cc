@@ -1,0 +1,48 @@
+#include "backends/cuda/attention/tuning.h"
+
+#include "absl/strings/numbers.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::Tuning;
+using tailor::internal::TuningKnob;
+using V = absl::string_view;
+
+constexpr V kWorkersPerSm[] = {"auto", "1", "2", "3", "4"};
+constexpr V kStages[] = {"auto", "2", "3", "4"};
+constexpr V kHeadGroup[] = {"auto", "1", "4"};
+constexpr V kCluster[] = {"auto", "1", "8", "16"};
+
+constexpr TuningKnob kKnobs[] = {
+    {"decode.workers_per_sm", kWorkersPerSm,
+     "CTAs of decode work per SM (capped at 288 workers)"},
+    {"decode.stages", kStages, "pipeline stages, at most what fits"},
+    {"decode.head_group", kHeadGroup,
+     "never (1) or always (4) 4 KV heads an item where the kernel allows "
+     "it; 4 turns cluster launches off"},
+    {"decode.cluster", kCluster,
+     "never launch in clusters (1), or only in clusters of that size"},
+};
+
+// The integer value of `key`; 0 ("auto") when unset.
+int IntOf(const Tuning& tuning, absl::string_view key) {
+  int value = 0;
+  if (auto text = tuning.Get(key)) {
+    if (!absl::SimpleAtoi(*text, &value)) value = 0;
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::Span<const TuningKnob> DecodeTuningKnobs() { return kKnobs; }
+
+DecodeTuning DecodeTuningFrom(const Tuning& tuning) {
+  return DecodeTuning{.workers_per_sm = IntOf(tuning, "decode.workers_per_sm"),
+                      .stages = IntOf(tuning, "decode.stages"),
+                      .head_group = IntOf(tuning, "decode.head_group"),
+                      .cluster = IntOf(tuning, "decode.cluster")};
+}
+
+}  // namespace tailor::cuda
