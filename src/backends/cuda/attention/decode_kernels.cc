@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/attention/heuristics.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/tma/tensor_map_check.h"
@@ -57,12 +58,6 @@ static_assert(offsetof(DecodeWorkItem, first_partial) ==
 static_assert(offsetof(DecodeWorkItem, pieces) ==
               offsetof(tailor::plan::DecodeWorkItem, pieces));
 
-// What an item costs besides its tokens, in tokens: query rows, the first
-// tile's block-table lookup and load, the warps' merge, the output row or
-// partial. Measured on the H100 (cuda_decode_bench, 16 / 128 / 320): 128
-// took the one-long-plus-short batches from 105 to 78 us (Llama) and 69 to
-// 52 us (Qwen3) and left the rest within 2 %; 320 over-weights items there.
-constexpr int32_t kItemCostTokens = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
 absl::Status InvalidKey(absl::string_view field, absl::string_view rule,
@@ -215,59 +210,6 @@ bool DecodeHeadGroupsFit(const DecodeShape& shape, int stages,
          shape.num_kv_heads % kDecodeHeadGroup == 0 &&
          DecodeHeadGroupFits(static_cast<int>(shape.head_dim),
                              static_cast<int>(shape.group), stages);
-}
-
-int DecodeHeadGroupFor(const DecodeShape& shape,
-                       absl::Span<const int32_t> seq_lens, int workers,
-                       bool fits, int forced) {
-  if (!fits) return 1;
-  if (seq_lens.empty()) return kDecodeHeadGroup;
-  if (forced != 0) return forced;
-  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
-  return tiles >= kDecodeHeadGroupMinTilesPerWorker * workers ? kDecodeHeadGroup
-                                                              : 1;
-}
-
-bool DecodeHeadGroupsSplit(const DecodeShape& shape,
-                           absl::Span<const int32_t> seq_lens, int workers) {
-  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
-  return tiles >= kDecodeHeadGroupSplitMinTilesPerWorker * workers;
-}
-
-int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
-                    int ctas_per_sm) {
-  constexpr int64_t kReserved = 1024;  // per resident CTA
-  const int64_t per_cta =
-      ctas_per_sm <= 1 ? shared_limit
-                       : (shared_limit + kReserved) / ctas_per_sm - kReserved;
-  for (int stages = kDecodeMaxStages; stages >= 2; --stages) {
-    if (DecodeSharedBytes(static_cast<int>(head_dim), static_cast<int>(group),
-                          stages) <= per_cta) {
-      return stages;
-    }
-  }
-  return 0;
-}
-
-int64_t DecodeKvTokens(const DecodeShape& shape,
-                       absl::Span<const int32_t> seq_lens) {
-  int64_t tokens = 0;
-  for (int32_t len : seq_lens) tokens += std::max(len, 0);
-  return tokens * shape.num_kv_heads;
-}
-
-int64_t DecodeEvictFirstMaxTokens(const DecodeShape& shape, int64_t l2_bytes) {
-  // K and V bytes of one token of one KV head.
-  const int64_t token_bytes = 2 * shape.head_dim * DTypeSize(shape.dtype);
-  return kDecodeEvictFirstMaxL2s * l2_bytes / token_bytes;
-}
-
-int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
-                    int multiprocessors, int64_t shared_limit) {
-  const bool pairs_fill_the_sms = batch * shape.num_kv_heads >= multiprocessors;
-  const bool two_fit =
-      DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2) >= 2;
-  return pairs_fill_the_sms && two_fit ? 2 : 1;
 }
 
 SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
@@ -481,34 +423,6 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
   return stages;
 }
 
-int DecodeClusterWorkersFor(const DecodeShape& shape, int64_t bucket, bool tma,
-                            int stages, int64_t shared_limit,
-                            const DecodeClusterCapacity& capacity, int forced) {
-  if (!tma || forced == 1) return 0;
-  const int64_t pairs = bucket * shape.num_kv_heads;
-  for (const auto& [size, count] :
-       {std::pair{16, capacity.of16}, std::pair{8, capacity.of8}}) {
-    if (forced != 0 && forced != size) continue;
-    const bool fits = DecodeClusterSharedBytes(static_cast<int>(shape.head_dim),
-                                               static_cast<int>(shape.group),
-                                               stages, size) <= shared_limit;
-    if (pairs <= count && fits) return size;
-  }
-  return 0;
-}
-
-int DecodeCutWorkers(const DecodeShape& shape,
-                     absl::Span<const int32_t> seq_lens, int workers,
-                     int multiprocessors) {
-  if (workers <= multiprocessors) return workers;
-  const int64_t pairs =
-      static_cast<int64_t>(seq_lens.size()) * shape.num_kv_heads;
-  const int64_t tokens = DecodeKvTokens(shape, seq_lens);
-  const bool short_work = tokens < int64_t{workers} * kDecodeTileTokens *
-                                       kDecodeNarrowTilesPerWorker;
-  return pairs < multiprocessors && short_work ? multiprocessors : workers;
-}
-
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
     const DecodeShape& shape, int64_t bucket,
     absl::Span<const int32_t> seq_lens) {
@@ -526,7 +440,7 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
           ? kDecodeLaunchEvictFirst
           : 0;
   DecodePlanConfig config{.tile_tokens = kDecodeTileTokens,
-                          .item_cost_tokens = kItemCostTokens};
+                          .item_cost_tokens = kDecodeItemCostTokens};
   if (tuning_.workers_per_sm != 0) {
     config.num_workers = workers(tuning_.workers_per_sm);
   } else {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/moe/heuristics.h"
 #include "core/env.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe/params.h"
@@ -234,26 +235,12 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
   return key;
 }
 
-// Clusters of the Hopper kernel (templates/cuda/moe/sm90/kernel.cuh):
-// 2 or 4 CTAs that share A and W tiles by TMA multicast, on the 128-row
-// kernel, only where $TAILOR_MOE_GEMM_CLUSTER=2 or 4 forces them
-// (comparisons, tests). The cost model takes none. Measured on the H100
-// (bench/results/moe_gpu_h100.txt, session 26; one process, both orders):
-// without clusters DeepSeek-V3 T=16384 gate/up ran 8-10 % faster than in
-// pairs, T=4096 4-7 % (both GEMMs), Qwen3-30B-A3B T=16384 gate/up 10-12 %,
-// Mixtral T=16384 down 5 %; Mixtral gate/up was even and DeepSeek-V3
-// T=16384 down 2 % slower. Pairs paid (session 9) before the dynamic
-// schedule and wave sync kept the tiles that share A or W in the L2
-// together. Clusters of 4, with 25 % fewer L2 bytes per CTA than pairs,
-// ran 4-10 % slower than pairs: a cluster CTA's stage waits for copies
-// issued by 2 to 4 SMs, and every CTA for the slowest.
+// $TAILOR_MOE_GEMM_CLUSTER=2 or 4: clusters of the Hopper kernel that share
+// A and W tiles by TMA multicast (comparisons, tests; HopperClusterFor).
 int ClusterFromEnv() {
   return EnvIs("TAILOR_MOE_GEMM_CLUSTER", "2")   ? 2
          : EnvIs("TAILOR_MOE_GEMM_CLUSTER", "4") ? 4
                                                  : 1;
-}
-int HopperClusterFor(int forced, int cta_rows) {
-  return cta_rows == kMoeSm90MaxRows ? forced : 1;
 }
 
 // $TAILOR_MOE_GEMM_EXPERT_GROUPS: the raster group bounds it forces
@@ -266,21 +253,9 @@ int ExpertGroupsFromEnv() {
   return -1;
 }
 
-// Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
+// Swap-AB on the Hopper kernel (HopperSwapAB), unless
 // $TAILOR_MOE_GEMM_SWAP_AB=off (comparisons).
 bool SwapABEnabled() { return !EnvIs("TAILOR_MOE_GEMM_SWAP_AB", "off"); }
-bool HopperSwapAB(bool enabled, int64_t tile_rows) {
-  return enabled && tile_rows <= kMoeSm90SwapMaxRows;
-}
-// The swap-AB tiles of the cost model: 8 rows (one wgmma n8 column block)
-// for steps whose experts get at most 8 rows, else 32. Two tiles, not
-// 8/16/24/32: the MMA hides under the W stream at any N <= 32, so more
-// tiles would only cost compiles.
-constexpr int32_t kSwapSmallTile = 8;
-constexpr int32_t kSwapLargeTile = kMoeSm90SwapMaxRows;
-int32_t MoeSwapTileRows(int64_t max_expert_rows) {
-  return max_expert_rows <= kSwapSmallTile ? kSwapSmallTile : kSwapLargeTile;
-}
 
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
 // with (`hopper`) or without the Hopper kernel enabled.
@@ -335,8 +310,8 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     tiles = {64};
     if (hopper) tiles.push_back(128);
     if (hopper && swap_ab) {
-      tiles.push_back(kSwapSmallTile);
-      tiles.push_back(kSwapLargeTile);
+      tiles.push_back(kMoeSwapSmallTile);
+      tiles.push_back(kMoeSwapLargeTile);
     }
   }
   if (tiles[0] < 1 || tiles[0] > CudaMoeKernels::kMaxTileRows) {
@@ -560,12 +535,8 @@ bool CudaMoeKernels::Decide(AutoKnob knob, bool rule) {
 
 int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
                                         int64_t max_expert_rows) const {
-  if (!hopper_) return 64;
-  if (assignments >= kRowsFor128 * experts) return 128;
-  if (swap_ab_ && max_expert_rows <= kMoeSm90SwapMaxRows) {
-    return MoeSwapTileRows(max_expert_rows);
-  }
-  return 64;
+  return MoeDefaultTileRows(hopper_, swap_ab_, assignments, experts,
+                            max_expert_rows);
 }
 
 namespace {

@@ -96,17 +96,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   void SetGeneratorForTesting(tailor::internal::OpKind op,
                               tailor::internal::KernelGeneratorFn generate);
 
-  // The cost model (per step, deterministic): on Hopper, 128-row tiles
-  // (two consumer warpgroups share each W tile, halving W reads per row)
-  // once the average expert has at least kRowsFor128 rows (T * k / E);
-  // below that, where every item is a small tail (decode), the swap-AB
-  // kernel's tiles (8 or 32 rows: MoeSwapTileRows) when no expert gets
-  // more than 32 rows, else 64-row tiles. Measured on the H100
-  // (bench/results/moe_cuda_h100.txt): 128 wins from about 32 rows per
-  // expert up (DeepSeek-V3 T=4096, 128 rows/expert: 8.9 vs 10.2 ms), 64
-  // wins below 16 (Mixtral T=1: 0.164 vs 0.186 ms), even in between.
-  // Elsewhere 64, the portable kernel's CTA.
-  static constexpr int64_t kRowsFor128 = 32;
+  // The cost model's tile (per step, deterministic): MoeDefaultTileRows
+  // (backends/cuda/moe/heuristics.h) on this device.
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
