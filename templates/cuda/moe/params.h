@@ -125,10 +125,14 @@ struct MoeGroupedGemmParams {
 
 // The Hopper grouped GEMM (moe/sm90/kernel.cuh): A and W are read by
 // TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
-//   a_map  2D {K, rows of A}, box {64, MoeSm90CtaRows(tile rows)}
+//   a_map  2D {K, reserved rows of A}, box {64, MoeSm90ARows(tile rows)}
 //   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
-//   c_map  2D {output columns, rows of C}, box {64, 64}: full tiles leave by
-//          TMA stores when the kernel's kTmaStore is set (unused otherwise)
+//   c_map  2D {output columns, reserved rows of C}, box {64, 64}: full tiles
+//          leave by TMA stores when the kernel's kTmaStore is set (unused
+//          otherwise)
+// The row extents are the buffers' (a workspace's reserved T * k), not the
+// step's: rows past the step's R are never stored, and a tail reads them
+// only into rows it does not store.
 struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
   TensorMap w_map;

@@ -595,13 +595,13 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
           DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides, heads);
       tma_status = CheckTensorMap(spec, backend_.compute_capability());
       if (!tma_status.ok()) break;
-      absl::StatusOr<const TensorMapBytes*> bytes =
+      absl::StatusOr<TensorMapBytes> bytes =
           backend_.descriptor_pool().GetOrEncode(spec);
       if (!bytes.ok()) {
         tma_status = bytes.status();
         break;
       }
-      std::memcpy(map, (*bytes)->bytes, sizeof(TensorMap));
+      std::memcpy(map, bytes->bytes, sizeof(TensorMap));
     }
   }
   bool tma = tma_status.ok() && forced != Path::kCpAsync;

@@ -84,26 +84,6 @@ bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
          out_n % 8 == 0;
 }
 
-// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
-// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
-// aligned); if so, fills `c_map`.
-bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
-                       const GroupedGemmLaunch& l, TensorMap& c_map) {
-  const int64_t out_n =
-      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
-  if (!HopperTmaStoreShape(enabled, l.tile_rows, l.epilogue, l.n) ||
-      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
-    return false;
-  }
-  // {64 columns, 64 rows} boxes over C [rows, out_n]. A map the checker
-  // refuses leaves every tile on the register stores.
-  absl::StatusOr<const TensorMapBytes*> map =
-      descriptors.GetOrEncode(Bf16Rows(l.c, l.rows, out_n, 64));
-  if (!map.ok()) return false;
-  std::memcpy(&c_map, (*map)->bytes, sizeof(c_map));
-  return true;
-}
-
 // Persistent grids: CTAs per multiprocessor of each GEMM kernel.
 constexpr int kMmaCtasPerSm = 2;   // its __launch_bounds__ minimum
 constexpr int kSimtCtasPerSm = 4;  // 256 threads, 8 KiB shared
@@ -299,6 +279,37 @@ bool HopperGemmEnabled(absl::string_view arch) {
 }
 
 }  // namespace
+
+absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(
+    DescriptorPool& descriptors, const GroupedGemmLaunch& l, int a_rows,
+    bool tma_store) {
+  // A and C over the buffers' reserved rows: the same maps every step.
+  const int64_t rows = std::max(l.rows, l.row_capacity);
+  HopperGemmMaps maps;
+  TAILOR_ASSIGN_OR_RETURN(
+      const TensorMapBytes a,
+      descriptors.GetOrEncode(
+          Bf16Rows(l.a, rows, l.k, static_cast<uint32_t>(a_rows))));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
+                          descriptors.GetOrEncode(Bf16Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  std::memcpy(&maps.a, a.bytes, sizeof(maps.a));
+  std::memcpy(&maps.w, w.bytes, sizeof(maps.w));
+  if (!HopperTmaStoreShape(tma_store, l.tile_rows, l.epilogue, l.n) ||
+      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
+    return maps;
+  }
+  // {64 columns, 64 rows} boxes over C. A map the checker refuses leaves
+  // every tile on the register stores.
+  const int64_t out_n =
+      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
+  absl::StatusOr<TensorMapBytes> c =
+      descriptors.GetOrEncode(Bf16Rows(l.c, rows, out_n, 64));
+  if (!c.ok()) return maps;
+  std::memcpy(&maps.c, c->bytes, sizeof(maps.c));
+  maps.tma_store = true;
+  return maps;
+}
 
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const KeyTarget& target, const tailor::internal::MoeLayerShape& layer) {
@@ -590,15 +601,13 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
   v.a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), v.swap_ab);
   TAILOR_ASSIGN_OR_RETURN(
-      const TensorMapBytes* a_map,
-      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, v.a_rows)));
-  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
-                          descriptors_.GetOrEncode(Bf16Rows(
-                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
-  std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
-  std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
-  v.tma_store =
-      !v.swap_ab && HopperStoresByTma(descriptors_, tma_store_, l, p.c_map);
+      const HopperGemmMaps maps,
+      EncodeHopperGemmMaps(descriptors_, l, v.a_rows,
+                           tma_store_ && !v.swap_ab));
+  p.a_map = maps.a;
+  p.w_map = maps.w;
+  p.c_map = maps.c;
+  v.tma_store = maps.tma_store;
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);

@@ -76,6 +76,26 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const tailor::internal::KeyTarget& target,
     const tailor::internal::MoeLayerShape& layer);
 
+// The tensor maps of a Hopper grouped-GEMM launch (MoeGroupedGemmSm90Params,
+// templates/cuda/moe/params.h), from `descriptors`: A [rows, K] in boxes of
+// `a_rows` rows x 64 K and W [E * N, K] in 64 x 64 boxes; C [rows, output
+// columns] in 64 x 64 boxes when full tiles leave by TMA stores
+// (`tma_store`, the plan tile is the CTA tile, C rows are 16-byte multiples,
+// C is 16-byte aligned and its map legal; else c is zero and tma_store
+// false). A and C span the buffers' reserved rows (GroupedGemmLaunch::
+// row_capacity, else the step's rows), never a step's count: the TMA unit
+// zero-fills loads and drops stores past a map's end, and the kernel stores
+// only the work list's rows, so every step on one workspace reuses the same
+// maps, encoded once.
+struct HopperGemmMaps {
+  TensorMap a = {}, w = {}, c = {};
+  bool tma_store = false;
+};
+absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(
+    DescriptorPool& descriptors,
+    const tailor::internal::GroupedGemmLaunch& launch, int a_rows,
+    bool tma_store);
+
 class CudaMoeKernels final : public tailor::internal::MoeKernels {
  public:
   static constexpr int32_t kMaxTileRows = 128;
