@@ -280,7 +280,7 @@ TEST(CudaBackendGpuTest, ReportsIdentityAndHeaders) {
               HasSubstr(absl::StrCat(
                   "driver ", backend.device_context().api().driver_version)));
   EXPECT_EQ(backend.headers_hash(), tailor::internal::HashEmbeddedFiles(
-                                        {"runtime/cuda/", "templates/cuda/"}));
+                                        {"runtime/cuda/", "templates/cuda/", "templates/common/"}));
   EXPECT_NE(backend.headers_hash(),
             tailor::internal::HashEmbeddedFiles({"runtime/cpu/"}));
 }

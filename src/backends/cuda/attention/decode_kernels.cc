@@ -19,6 +19,7 @@
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
+#include "backends/gpu/error_words.h"
 #include "core/logging.h"
 #include "tailor/status.h"
 #include "templates/cuda/attention/decode_params.h"
@@ -287,10 +288,10 @@ absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
   const std::string entry =
       tma ? "tailor_decode_tma" : "tailor_decode_cp_async";
   return KernelSource{
-      .code =
-          absl::StrCat("#include \"templates/cuda/",
-                       tma ? "attention/decode_sm90.cuh" : "attention/decode_sm80.cuh",
-                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
+      .code = absl::StrCat(
+          "#include \"templates/cuda/",
+          tma ? "attention/decode_sm90.cuh" : "attention/decode_sm80.cuh",
+          "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
       .entry = entry};
 }
 
@@ -545,13 +546,7 @@ absl::StatusOr<DecodeErrors> CudaDecodeKernels::TakeErrors(Engine& engine,
                           0xff, sizeof(words), s),
       "cuMemsetD8Async(decode errors)"));
   DecodeErrors errors;
-  auto decode =
-      [](unsigned long long word) -> std::optional<DecodeErrors::Bad> {
-    if (word == ~0ull) return std::nullopt;
-    return DecodeErrors::Bad{
-        .position = static_cast<int64_t>(word >> 32),
-        .value = static_cast<int32_t>(static_cast<uint32_t>(word))};
-  };
+  auto decode = gpu::DecodeErrorWordAs<DecodeErrors::Bad>;
   errors.bad_page = decode(words[kDecodeErrorBadPage]);
   errors.bad_seq_len = decode(words[kDecodeErrorBadSeqLen]);
   errors.too_many_pages = decode(words[kDecodeErrorTooManyPages]);
