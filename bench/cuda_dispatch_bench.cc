@@ -181,14 +181,14 @@ void DescriptorRows(CudaTestRuntime& env, CUstream stream) {
 
   DescriptorPool pool(env.backend().compute_capability(),
                       DriverTensorMapEncoder(&api));
-  if (absl::StatusOr<const TensorMapBytes*> first = pool.GetOrEncode(spec);
+  if (absl::StatusOr<TensorMapBytes> first = pool.GetOrEncode(spec);
       !first.ok()) {
     Die(first.status(), "DescriptorPool::GetOrEncode");
   }
   TensorMap param_slot;
   const double pool_ns = TimeHost(100000, [&] {
-    absl::StatusOr<const TensorMapBytes*> hit = pool.GetOrEncode(spec);
-    std::memcpy(&param_slot, (*hit)->bytes, sizeof(param_slot));
+    absl::StatusOr<TensorMapBytes> hit = pool.GetOrEncode(spec);
+    std::memcpy(&param_slot, hit->bytes, sizeof(param_slot));
   });
   std::printf("%-28s %12.0f ns/descriptor\n", "host encode", encode_ns);
   std::printf("%-28s %12.0f ns/descriptor\n", "pool hit (+128 B copy)",

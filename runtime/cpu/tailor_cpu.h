@@ -64,8 +64,8 @@ inline T Max(T a, T b) {
 // loops whose accumulators must stay in registers, the staging copies of
 // the GEMM) and mark the loops where it does not: loops run once per work
 // item or block, loops whose body is already hundreds of instructions.
-// Each marked loop was measured (bench/decode_bench, bench/moe_bench) to
-// cost no run time; some unrolled ones were measured to need it.
+// A marked loop must cost no run time (bench/decode_bench,
+// bench/moe_bench); some unrolled ones need their unrolling.
 //   TAILOR_NO_UNROLL     keep the next loop a loop
 //   TAILOR_UNROLL_BY(n)  unroll the next loop n times, not fully
 #define TAILOR_PRAGMA(x) _Pragma(#x)

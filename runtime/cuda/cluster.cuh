@@ -126,8 +126,7 @@ TAILOR_DEVICE void PeerStoreAsync(float* local, unsigned rank, float value,
 // Arrives once on `bar`'s copy in CTA `rank`, ordered after this thread's
 // earlier operations at CTA scope only: enough to hand back a stage whose
 // readers (wgmma, waited for) are done. A release at cluster scope costs a
-// memory barrier per call (measured: clusters of the Hopper GEMM ran 1.3-1.8x
-// slower with one per K block).
+// memory barrier per call, once per K block in the Hopper GEMM's clusters.
 TAILOR_DEVICE void PeerArrive(Mbarrier* bar, unsigned rank) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(
                    PeerAddress(bar, rank))

@@ -26,6 +26,9 @@
 //     `#pragma clang force_cuda_host_device` makes every function declared
 //     between BEGIN and END __host__ __device__, and hiprtc only ever emits
 //     the device side.
+//   - stands in for runtime/cuda/lanes.cuh with runtime/hip/lanes.h: the
+//     same lane primitives (and ArriveAcqRel) for 64-lane waves, so that a
+//     template written against them (the Route) is vendor-neutral.
 //   runtime/cuda/numeric.cuh and entry.cuh compile unchanged (numeric.cuh's
 //   PTX is behind __CUDA_ARCH__, which HIP does not define; entry.cuh's
 //   macro is not used on HIP: runtime/hip/entry.h has TAILOR_HIP_ENTRY).
@@ -43,6 +46,9 @@
 // templates take from it.
 #define TAILOR_RUNTIME_CUDA_ARCH_CUH_ 1
 #define TAILOR_DEVICE __device__ __forceinline__
+
+// Claims runtime/cuda/lanes.cuh and provides its names for 64-lane waves.
+#include "runtime/hip/lanes.h"
 
 #define TAILOR_HIP_REUSE_CUDA_BEGIN \
   _Pragma("clang force_cuda_host_device begin")

@@ -75,11 +75,10 @@ inline constexpr int64_t kMaxDecodeKvHeads = 1024;
 inline constexpr int64_t kMaxDecodeWorkers = int64_t{1} << 16;
 inline constexpr int32_t kMaxDecodeClusterWorkers = 16;
 // How much busier than the stream cut's a cluster-aligned whole-workers
-// cut's busiest worker may be and still be taken (cluster_workers). H100,
-// bench/results/decode_h100.txt, session 19: 64 CTAs stream 8-64 MiB within
-// 2 % of 128 (a CTA keeps 128 KB in flight), so at B = 1 half the workers
-// read as fast as all of them, and the merge in shared memory takes ~1 us
-// less than the one through L2.
+// cut's busiest worker may be and still be taken (cluster_workers): at
+// B = 1 half the workers read about as fast as all of them, and the merge
+// in shared memory is shorter than the one through L2
+// (bench/results/decode_design.txt, "Cluster merges").
 inline constexpr int64_t kDecodeClusterCostRatio = 2;
 
 // How to cut. An aggregate; rules (ValidateDecodePlanParams):
@@ -98,13 +97,11 @@ inline constexpr int64_t kDecodeClusterCostRatio = 2;
 //                     plan groups them only when that splits no pair and
 //                     its busiest worker costs at most 1/32 more than with
 //                     one head an item, else it plans one head an item;
-//                     params() says which. (H100, groups of 4 heads: whole
-//                     groups ran 1-2.5 % faster at 0-2.3 % more cost, e.g.
-//                     Llama B=128 L=1024 196.4 -> 192.5 us, Qwen3 B=256
-//                     L=2048 379.0 -> 369.6; split groups cost their
-//                     pieces' merges, each pair in up to 4x the pieces:
-//                     Qwen3 B=8 L=32768 197.5 -> 204.2. A backend whose
-//                     split groups pay sets head_group_always.)
+//                     params() says which. (Whole groups pay a little
+//                     more cost; split groups cost their pieces' merges:
+//                     bench/results/decode_design.txt, "Head groups". A
+//                     backend whose split groups pay sets
+//                     head_group_always.)
 struct DecodePlanParams {
   int32_t num_kv_heads = 0;
   int32_t num_workers = 0;

@@ -180,7 +180,7 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       compiler_identity_(absl::StrCat(compiler_.identity(), " driver ",
                                       context_->api().driver_version)),
       headers_hash_(tailor::internal::HashEmbeddedFiles(
-          {"runtime/cuda/", "templates/cuda/"})),
+          {"runtime/cuda/", "templates/cuda/", "templates/common/"})),
       descriptor_pool_(compute_capability,
                        DriverTensorMapEncoder(&context_->api())),
       moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",

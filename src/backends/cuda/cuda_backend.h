@@ -190,7 +190,7 @@ class CudaBackend final : public tailor::internal::Backend {
   // How many clusters of each of `sizes` CTAs (1D) of `threads` threads
   // and `shared_bytes` of dynamic shared memory the device runs at once:
   // the occupancy of a kernel that does nothing, compiled for the purpose
-  // (~70 ms of NVRTC), so callers query once. sm_90 or newer.
+  // (one NVRTC compile), so callers query once. sm_90 or newer.
   absl::StatusOr<std::vector<int>> MaxActiveClusters(
       absl::Span<const int> sizes, int threads, int shared_bytes);
 

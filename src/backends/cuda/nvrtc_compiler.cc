@@ -17,8 +17,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr absl::string_view kHeaderPrefixes[] = {"runtime/cuda/",
-                                                 "templates/cuda/"};
+// The embedded files NVRTC may include: CUDA's own and what every GPU
+// shares (templates/common/).
+constexpr absl::string_view kHeaderPrefixes[] = {
+    "runtime/cuda/", "templates/cuda/", "templates/common/"};
 
 bool IsDir(const fs::path& path) {
   std::error_code error;

@@ -45,17 +45,16 @@ struct NvrtcCompilerOptions {
   // --use_fast_math: off, so results match the references.
   bool fast_math = false;
   // -pch: NVRTC's automatic precompiled headers. Off: tailor's runtime
-  // headers need no CCCL, and bench/cuda_nvrtc_compile_bench.cc measured
-  // (2-core x86, NVRTC 13.0, sm_90a, median ms) bare 160-200 vs 145-175 with
-  // -pch (noise), but +<cuda/ptx> 850 vs 255 with -pch: turn it on for
-  // templates that include CCCL. It also writes temp files under /tmp.
+  // headers need no CCCL, and it pays only for templates that include CCCL
+  // (bench/results/compile_time.txt, "NVRTC flags"). It also writes temp
+  // files under /tmp.
   bool precompiled_headers = false;
   // -minimal (NVRTC 12.4 and newer; ignored before): leaves out texture and
   // surface functions, cudadevrt's cuda* device functions, launches from
   // device code and the CUDA runtime / driver API types, none of which a
-  // kernel template uses. The frontend parses less for every compile: 8-20
-  // ms of a 60-800 ms compile (2-core x86, NVRTC 13.0), with the same SASS
-  // for every kernel of the Qwen3-30B-A3B profile (notes/nvrtctime.md).
+  // kernel template uses. The frontend parses less for every compile, and
+  // the SASS stays the same (bench/results/compile_time.txt, "NVRTC
+  // flags").
   bool minimal = true;
   // Adds the toolkit include dirs when found (CCCL, cuda_bf16.h).
   bool toolkit_includes = true;

@@ -34,7 +34,7 @@ HipBackend::HipBackend(const HipRuntimeApi* runtime, Device device,
       info_(std::move(info)),
       headers_hash_(tailor::internal::HashEmbeddedFiles(
           {"runtime/hip/", "templates/hip/", "runtime/cuda/",
-           "templates/cuda/"})),
+           "templates/cuda/", "templates/common/"})),
       moe_kernels_(*this, info_.compute_units,
                    HasMfmaBf16(GfxProcessor(info_.target))),
       decode_kernels_(*this, info_.compute_units) {}

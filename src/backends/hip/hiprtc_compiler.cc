@@ -18,7 +18,8 @@ namespace {
 // HIP templates include their own runtime and templates, and the
 // vendor-neutral CUDA sources they reuse (runtime/hip/cuda_compat.h).
 constexpr absl::string_view kHeaderPrefixes[] = {
-    "runtime/hip/", "templates/hip/", "runtime/cuda/", "templates/cuda/"};
+    "runtime/hip/", "templates/hip/", "runtime/cuda/", "templates/cuda/",
+    "templates/common/"};
 
 // Destroys a hiprtc program on every path out of Compile.
 class ProgramGuard {

@@ -158,6 +158,9 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                              .permutation = ws.permutation().as<int32_t>(),
                              .a = rows.h,
                              .stream = args.stream}));
+  // The device workspace's row buffers hold its reserved T * k rows: the
+  // GEMMs may describe them whole, the same for every step.
+  const int64_t row_capacity = w.device ? w.device->capacity.assignments : 0;
   internal::GemmConfig gate_up, down;
   TAILOR_RETURN_IF_ERROR(
       kernels->GroupedGemm(engine, {.dtype = dtype,
@@ -170,6 +173,7 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                                     .w = args.w13.data,
                                     .c = rows.i,
                                     .rows = w.num_rows,
+                                    .row_capacity = row_capacity,
                                     .experts = d.experts,
                                     .stream = args.stream,
                                     .config = &gate_up}));
@@ -186,6 +190,7 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                                     .w = args.w2.data,
                                     .c = rows.h,
                                     .rows = w.num_rows,
+                                    .row_capacity = row_capacity,
                                     .experts = d.experts,
                                     .stream = args.stream,
                                     .config = &down}));

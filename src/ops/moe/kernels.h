@@ -87,6 +87,10 @@ struct GroupedGemmLaunch {
   const void* w;        // [experts, N, K]
   void* c;              // [rows, N] or [rows, N / 2]
   int64_t rows = 0;     // of a and c: R, or its bound T * k (device)
+  // Rows the buffers a and c hold, when more than `rows` (a workspace's
+  // reserved T * k); 0: `rows`. Backends that describe the buffers to
+  // hardware (TMA maps) describe this extent, the same for every step.
+  int64_t row_capacity = 0;
   int64_t experts = 0;  // E
   void* stream = nullptr;
   // Set by the backend to the configuration it launches (when not null).

@@ -88,11 +88,10 @@ struct MoeGroupedGemmKernel {
       sum[i][1] = acc[i * kTileN + 1];
     }
     constexpr int kVecLen = kLen / kLanes * kLanes;
-    // 8 steps per iteration: measured as fast as unrolling all kLen / 8
-    // steps (faster at K = 256 and 512), in an eighth of the code.
-    // Micro-tiles of one or two rows (small tails) unroll fully, as before:
-    // on their rolled loop LLVM's loop strength reduction took 30-40 ms of
-    // codegen, more than the unrolled code costs.
+    // 8 steps per iteration: as fast as unrolling all kLen / 8 steps, in
+    // an eighth of the code. Micro-tiles of one or two rows (small tails)
+    // unroll fully: on their rolled loop LLVM's loop strength reduction
+    // costs more codegen time than the unrolled code.
     constexpr int kSteps = kVecLen / kLanes;
     constexpr int kUnroll = kMr <= 2 && kSteps > 0 ? kSteps : 8;
     TAILOR_UNROLL_BY(kUnroll)

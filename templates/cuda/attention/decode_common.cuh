@@ -293,7 +293,7 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 // kUnroll pieces at once, each piece's lse (log2) of its row and its octet:
 // one round trip per kUnroll pieces, no shared memory and no barrier
 // (staging the lse in shared memory first took three round trips and two
-// barriers: 2.4 us of a 15 us Llama B=1 L=4096 launch). The pieces fold
+// barriers). The pieces fold
 // into a running max M, sum S and weighted sum A as in the online softmax:
 //   M' = max(M, lse_i),  S' = S 2^(M - M') + sum_i 2^(lse_i - M'),
 //   A' = A 2^(M - M') + sum_i 2^(lse_i - M') O_i
@@ -469,7 +469,7 @@ TAILOR_DEVICE void DecodeCombineWarps(const DecodeKernelParams& p,
   // --------------------------------
   // A lane per (row, warp), rows side by side: whole warps 0 and 1 (16 rows
   // x 4 warps), so that every lane that shuffles takes part. (One thread a
-  // row looped over the warps: 0.1 us more at every item's end, H100 trace.)
+  // row looped over the warps cost more at every item's end.)
   static_assert(kDecodeConsumerWarps == 4, "a row's warps are 4 lanes");
   if (thread < 16 * kDecodeConsumerWarps) {
     const int r = thread / kDecodeConsumerWarps;

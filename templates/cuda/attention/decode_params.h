@@ -60,17 +60,15 @@ inline constexpr int kDecodeErrorWords = 3;
 //   kDecodeLaunchEvictFirst  K and V copies carry an L2 evict-first policy.
 //     Read once, they then displace each other rather than the lines L2
 //     already holds (dirty ones included, whose write-back would share the
-//     DRAM with the stream). Measured on the H100 (bench/results/
-//     decode_h100.txt): up to -12 % at 67-136 MB of KV, but +2-3 % from
-//     ~500 MB, so the backend sets it for batches up to 4 L2s of KV.
+//     DRAM with the stream). The host decides per plan.
 inline constexpr int kDecodeLaunchEvictFirst = 1;
 //   kDecodeLaunchHeadGroups  the plan's items come in head groups
 //     (plan::DecodePlanParams::head_group = kDecodeHeadGroup): runs of 4
 //     items, heads h .. h + 3 of one sequence over one token range. The TMA
 //     kernel then loads 16 tokens of all 4 heads in one copy (16 KB for D =
-//     128, against 4 KB a head: scattered 4 KB reads stream ~3 % slower,
-//     bench/results/decode_h100.txt) and warp w computes head h + w alone.
-//     Other kernels run the items one by one, as any plan's.
+//     128, against 4 KB a head: scattered small reads stream slower) and
+//     warp w computes head h + w alone. Other kernels run the items one by
+//     one, as any plan's.
 inline constexpr int kDecodeLaunchHeadGroups = 2;
 
 //   kDecodeLaunchClusterMerges  the plan's split pairs each run on

@@ -285,7 +285,7 @@ struct DecodeSm90Kernel {
       // the device length: both depend on the item only, and every use of
       // the length (hoisted out of the tile loop by the compiler) waits for
       // it, so loaded first it cost a second round trip before the first
-      // TMA copy (0.6 us of every CTA's start, measured).
+      // TMA copy at every CTA's start.
       int window_page = WindowPage(p, item, 0, lane);
       const int device_len = __ldg(p.seq_lens + item.seq);
       if (tiles == 0) {  // nothing to load; still check the length
@@ -448,8 +448,7 @@ struct DecodeSm90Kernel {
   // largest cluster), and the row's lse is written; then each thread folds
   // its octets of the output over the pieces with those weights, 8 pieces'
   // loads at a time. (A running max per octet left each piece waiting on
-  // the one before: 0.9 / 1.2 us for 8 / 16 pieces; this takes 0.7 / 0.85,
-  // about half of it the fold: H100 trace, session 20.)
+  // the one before.)
   static TAILOR_DEVICE void MergeSlots(const Params& p, const Cluster& cl,
                                        const DecodeWorkItem& item, int thread) {
     constexpr int kOctets = kHeadDim / 8;

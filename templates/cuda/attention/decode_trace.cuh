@@ -11,9 +11,7 @@
 //     --model=llama3-8b "--case=B=1 L=4096" > t.txt
 //   python3 bench/decode_trace.py t.txt
 // Without the macro the marks compile to nothing. Trust it for short
-// launches only: with it on, B=1 L=32768 ran 4-5x slower on the H100
-// (the printf machinery, not the marks, by all signs), while B=1 L=4096 and
-// the first launches of larger shapes kept their untraced times.
+// launches only: the printf machinery slows long ones down.
 #ifndef TAILOR_TEMPLATES_CUDA_ATTENTION_DECODE_TRACE_CUH_
 #define TAILOR_TEMPLATES_CUDA_ATTENTION_DECODE_TRACE_CUH_
 

@@ -1,133 +1,59 @@
-// templates/cuda/moe/params.h — params of the MoE CUDA kernels, the one
-// definition that the host glue (src/backends/cuda/moe/kernels.cc) fills and
-// the templates (moe_route.cuh, moe_pack.cuh, moe_grouped_gemm.cuh,
-// moe_combine.cuh) read.
+// templates/cuda/moe/params.h — params and launch shapes of the MoE CUDA
+// kernels, the one definition that the host glue (src/backends/cuda/moe/
+// kernels.cc) fills and the templates (route.cuh, pack.cuh,
+// grouped_gemm_sm80.cuh, sm90/, combine.cuh) read. The launch rules that
+// pick the values of the policy fields live on the host
+// (src/backends/cuda/moe/heuristics.h).
 //
 // Contract: plain C++ that compiles both as host code (g++) and as device
 // code (NVRTC, -default-device): no CUDA keywords, no standard headers.
 //
-// The device Route writes, per step, into the workspace: counts, offsets,
-// permutation, inverse, the work list (MoeWorkItem, the layout of the host
-// planner's plan::WorkItem) and, in its scratch, a MoeRouteHeader (the plan's
-// real length, the error record) followed by the per-segment histogram.
-//
-// The device work list holds the host plan's items in expert-major order:
-// expert 0's core tiles, then its tail, then expert 1's ... A GPU runs every
-// item of a GEMM in one launch, and this order keeps the tiles that stream
-// one expert's weights next to each other (the host order, every core tile
-// then the tails by class, serves one launch per class on the CPU).
+// What CUDA shares with HIP (the work list, the route header, the params of
+// Route, Pack, Combine and the portable GEMM) is in
+// templates/common/moe/params.h; this file brings those names into
+// tailor::cuda and adds the CUDA kernels' own.
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
 #define TAILOR_TEMPLATES_CUDA_MOE_PARAMS_H_
 
 #include "runtime/cuda/tensor_map.h"
+#include "templates/common/moe/params.h"
 
 namespace tailor::cuda {
 
-// One core tile or tail piece of one expert (plan::WorkItem).
-struct MoeWorkItem {
-  int row_begin;   // first global row
-  int rows;        // tile rows (core) or 1..tail_class (tail)
-  int group;       // expert
-  int tail_class;  // 0: core
-};
-
-// A template dimension of 0 (kMoeRuntimeDim) is read from the params at run
-// time: the generic kernels of background JIT (src/backends/cuda/
-// generic_kernels.h), built once per dtype and arch, serve every shape with
-// the code of the specialized ones. The fields they read are marked
-// "(generic)"; the host fills them for every launch.
-inline constexpr int kMoeRuntimeDim = 0;
-
-// Largest core tile (moe::kMaxTileRows).
-inline constexpr int kMoeMaxTileRows = 128;
-// Assignments per block of the count and scatter kernels: one histogram
-// column per segment.
-inline constexpr int kMoeRouteSegment = 1024;
-// The route scratch starts with the header, then the histogram.
-inline constexpr int kMoeRouteHeaderBytes = 256;
-// "No error recorded": the error words are kept with atomicMin.
-inline constexpr unsigned long long kMoeNoError = ~0ull;
-
-struct MoeRouteHeader {
-  // (position << 32) | (unsigned)value of the lowest bad topk_ids entry
-  // (value outside [0, id limit)) and of the lowest bad expert_map entry
-  // (value outside [-1, E)), or kMoeNoError. Sticky until the host takes
-  // them (Workspace::TakeRoutingErrors).
-  unsigned long long bad_id;
-  unsigned long long bad_map_entry;
-  int num_work;     // work items of the last plan
-  int num_rows;     // R
-  int blocks_done;  // count blocks finished (the last one plans); 0 between
-  // The Hopper grouped GEMM's tile schedulers: tiles handed out so far past
-  // the first wave (dynamic), tiles whose copies every producer has issued
-  // (wave sync), and CTAs finished; the last CTA resets them to 0, so they
-  // are 0 between launches (the route scratch starts zeroed).
-  int gemm_next_tile;
-  int gemm_ctas_done;
-  int gemm_tiles_issued;
-};
-
-// The route kernels (SpecKey::variant of moe.route).
-// Per-segment histograms; the last block to finish plans (counts, offsets,
-// work list). One launch.
-inline constexpr unsigned kMoeRouteCountPlan = 0;
-// The same, plus the scatter, in one block: routes of one segment.
-inline constexpr unsigned kMoeRouteFused = 1;
-// Permutation and inverse, one block per segment.
-inline constexpr unsigned kMoeRouteScatter = 2;
-
-struct MoeRouteParams {
-  const int* topk_ids;      // [tokens, topk]
-  const int* expert_map;    // [map_size] or null
-  const int* valid_tokens;  // [1] or null (all tokens)
-  long long map_size;       // ids are checked against it when a map is set
-  int tokens;               // T
-  int topk;                 // k
-  int experts;              // E (local)
-  int assignments;          // T * k
-  int segments;             // ceil(assignments / kMoeRouteSegment)
-  int tile_rows;
-  int max_work;
-  int* counts;        // [E]
-  int* offsets;       // [E + 1]
-  int* permutation;   // [assignments]; -1 past R
-  int* inverse;       // [assignments]; -1 when dropped
-  MoeWorkItem* work;  // [max_work]
-  MoeRouteHeader* header;
-  int* histogram;  // [segments, E]: counts, then (plan) absolute row bases
-  // tail_classes[n]: the class of a tail of n rows, n in [1, tile_rows).
-  int tail_classes[kMoeMaxTileRows];
-};
-
-// a[r, :] = hidden[permutation[r] / topk, :] for entries in [0, T * k).
-struct MoePackParams {
-  const void* hidden;      // [tokens, H]
-  const int* permutation;  // [rows]
-  void* a;                 // [rows, H]
-  int rows;
-  int tokens;
-  int topk;
-  int hidden_dim;  // H (generic)
-};
-
-// Grouped GEMM over the device work list: one launch, core and tails.
-struct MoeGroupedGemmParams {
-  const void* a;                 // [R, K]
-  const void* w;                 // [E, N, K]
-  void* c;                       // [R, N] or [R, N / 2]
-  const MoeWorkItem* work;       // [max_work]
-  const MoeRouteHeader* header;  // num_work
-  int n;                         // N (generic)
-  int k;                         // K (generic)
-  int tile_rows;                 // rows of a core tile (generic)
-};
+// The names of templates/common/moe/params.h, in this backend's namespace.
+using ::tailor::gpu::kMoeCombineThreads;
+using ::tailor::gpu::kMoeEpilogueNone;
+using ::tailor::gpu::kMoeEpilogueSiluAndMul;
+using ::tailor::gpu::kMoeMaxTileRows;
+using ::tailor::gpu::kMoeNoError;
+using ::tailor::gpu::kMoePackThreads;
+using ::tailor::gpu::kMoePackVectorsPerBlock;
+using ::tailor::gpu::kMoePackVectorsPerThread;
+using ::tailor::gpu::kMoeRouteCountPlan;
+using ::tailor::gpu::kMoeRouteCountThreads;
+using ::tailor::gpu::kMoeRouteFused;
+using ::tailor::gpu::kMoeRouteHeaderBytes;
+using ::tailor::gpu::kMoeRouteScatter;
+using ::tailor::gpu::kMoeRouteSegment;
+using ::tailor::gpu::kMoeRuntimeDim;
+using ::tailor::gpu::MoeCombineParams;
+using ::tailor::gpu::MoeGroupedGemmParams;
+using ::tailor::gpu::MoePackParams;
+using ::tailor::gpu::MoeRouteHeader;
+using ::tailor::gpu::MoeRouteParams;
+using ::tailor::gpu::MoeRowVectorBytes;
+using ::tailor::gpu::MoeWorkItem;
 
 // The Hopper grouped GEMM (moe/sm90/kernel.cuh): A and W are read by
 // TMA through two maps encoded once (descriptor pool), 128-byte swizzle:
-//   a_map  2D {K, rows of A}, box {64, MoeSm90CtaRows(tile rows)}
+//   a_map  2D {K, reserved rows of A}, box {64, MoeSm90ARows(tile rows)}
 //   w_map  2D {K, E * N} (the experts' weights as one matrix), box {64, 64}
-//   c_map  2D {output columns, rows of C}, box {64, 64}: full tiles leave by
-//          TMA stores when the kernel's kTmaStore is set (unused otherwise)
+//   c_map  2D {output columns, reserved rows of C}, box {64, 64}: full tiles
+//          leave by TMA stores when the kernel's kTmaStore is set (unused
+//          otherwise)
+// The row extents are the buffers' (a workspace's reserved T * k), not the
+// step's: rows past the step's R are never stored, and a tail reads them
+// only into rows it does not store.
 struct MoeGroupedGemmSm90Params {
   TensorMap a_map;
   TensorMap w_map;
@@ -139,7 +65,7 @@ struct MoeGroupedGemmSm90Params {
   // Raster group bounds (TileOf, kMoeGroups*): fixed groups of kGroupItems
   // items, or groups whose bounds move to expert starts, forward or back,
   // so that an expert's M tiles of a W tile run in the same wave; the host
-  // picks them per step (MoeSm90ExpertGroups).
+  // picks them per step.
   int expert_groups;
   // Split-K (split_k set; MoeSm90ScheduleOf picks which tiles and S): split
   // s of split tile i (the i-th tile past the whole ones) computes K blocks
@@ -151,11 +77,11 @@ struct MoeGroupedGemmSm90Params {
   int split_k;
   float* partials;      // [split tiles * S][2][kMoeSm90SplitSlotFloats / 2]
   int* split_arrivals;  // [2 * tiles]
-  // 1: W's copies carry an L2 evict-first policy (MoeSm90EvictFirstW; the
-  // host sets it only for launches without clusters).
+  // 1: W's copies carry an L2 evict-first policy (set only for launches
+  // without clusters).
   int w_evict_first;
-  // 1: static schedule in waves that start together (MoeSm90WaveSync); it
-  // takes precedence over dynamic_schedule.
+  // 1: static schedule in waves that start together; it takes precedence
+  // over dynamic_schedule.
   int wave_sync;
   // > 0: the launch overlaps its predecessor (programmatic dependent launch),
   // and each CTA pulls the W of its first tile's first prefetch_w_kblocks K
@@ -165,46 +91,11 @@ struct MoeGroupedGemmSm90Params {
   int max_work;
 };
 
-// out[t, :] = sum_j weights[t, j] * c[inverse[t, j], :] over entries in
-// [0, rows).
-struct MoeCombineParams {
-  const void* c;         // [rows, H]
-  const float* weights;  // [tokens, topk]
-  const int* inverse;    // [tokens, topk]
-  void* out;             // [tokens, H]
-  int rows;
-  int tokens;
-  int hidden_dim;  // H (generic)
-  int topk;        // (generic)
-};
-
-// Epilogues of the grouped GEMM (SpecKey::variant of moe.grouped_gemm).
-inline constexpr int kMoeEpilogueNone = 0;
-inline constexpr int kMoeEpilogueSiluAndMul = 1;
-
 // ---- launch shapes: the one definition of the constants that the host
 // (grid, block, shared memory) and the templates (tiles) must agree on ------
 
-// Bytes of the widest vector (16, 8, 4, 2 or 1) that divides `row_bytes`:
-// rows of that many bytes laid back to back stay aligned to it.
-constexpr int MoeRowVectorBytes(long long row_bytes) {
-  return row_bytes % 16 == 0  ? 16
-         : row_bytes % 8 == 0 ? 8
-         : row_bytes % 4 == 0 ? 4
-         : row_bytes % 2 == 0 ? 2
-                              : 1;
-}
-
-// Pack: grid (rows, ceil(row vectors / kMoePackVectorsPerBlock)).
-inline constexpr int kMoePackThreads = 128;
-inline constexpr int kMoePackVectorsPerThread = 4;
-inline constexpr int kMoePackVectorsPerBlock =
-    kMoePackThreads * kMoePackVectorsPerThread;
-// Combine: grid (tokens, ceil(row vectors / kMoeCombineThreads)).
-inline constexpr int kMoeCombineThreads = 128;
-// Route: count(+plan) kernel threads, and the scatter warps for E local
-// experts (its shared memory is (1 + warps) * E ints).
-inline constexpr int kMoeRouteCountThreads = 256;
+// Route: the scatter warps for E local experts (its shared memory is
+// (1 + warps) * E ints).
 inline constexpr long long kMoeScatterSharedBudget = 96 * 1024;
 constexpr int MoeScatterWarps(long long experts) {
   return (1 + 8) * 4 * experts <= kMoeScatterSharedBudget   ? 8
@@ -252,19 +143,10 @@ constexpr int MoeMmaSharedBytes(int tile_rows) {
 // tile (one plan tile of up to 64 or 128 rows) x 256 W rows x 64 K. With
 // 128 rows each consumer computes 64 rows x all 256 W rows (m64n256k16);
 // with 64 rows each computes all 64 rows x its 128 W rows (m64n128k16).
-// (A wider CTA tile, 128 x 384 W rows with three consumer warpgroups of 2 x
-// m64n128k16 each, 512 threads, 3 stages: 11 % fewer L2 bytes per MMA,
-// measured 2-14 % slower on the H100 from T = 1024 up, 38 % at K = 768;
-// bench/results/moe_gpu_h100.txt, session 29. At 512 threads ptxas refuses
-// an m64n256k16: it needs 154 registers, more than the launch's 128.)
 inline constexpr int kMoeSm90Threads = 384;
 inline constexpr int kMoeSm90MaxRows = 128;
 inline constexpr int kMoeSm90WRows = 256;
 inline constexpr int kMoeSm90KTile = 64;
-// K blocks of W a CTA pulls into the L2 under its predecessor's tail
-// (params prefetch_w_kblocks, MoeSm90PrefetchWEarly): 6 x 32 KiB a CTA, at
-// most 25 MiB over 132 CTAs, half the H100's L2.
-inline constexpr int kMoeSm90PrefetchWKBlocks = 6;
 inline constexpr int kMoeSm90BoxRows = 64;  // W boxes {64, 64}
 constexpr int MoeSm90CtaRows(int tile_rows) {
   return tile_rows <= 64 ? 64 : 128;
@@ -272,10 +154,7 @@ constexpr int MoeSm90CtaRows(int tile_rows) {
 // Swap-AB (plan tiles of at most 32 rows: decode steps): the W tile is
 // wgmma's M and the tile's tokens its N, rounded up to 8, 16 or 32, so a
 // 1-token item computes 8 columns instead of 64 rows. Each consumer computes
-// its 128 W rows (2 x m64nNk16) x all N tokens. (CTA tiles of 128 W rows,
-// twice the CTAs on steps of fewer tiles than SMs, measured no faster on the
-// H100: Qwen3-30B-A3B T=1 gate/up 26.0 us with 54 or 108 CTAs; T=16
-// gate/up 8 % slower; bench/results/moe_gpu_h100.txt, session 28.)
+// its 128 W rows (2 x m64nNk16) x all N tokens.
 inline constexpr int kMoeSm90SwapMaxRows = 32;
 constexpr int MoeSm90SwapTokens(int tile_rows) {
   return tile_rows <= 8 ? 8 : tile_rows <= 16 ? 16 : 32;
@@ -321,42 +200,25 @@ constexpr int MoeSm90NTiles(bool gated, long long n) {
 
 // Split-K over the last, partial wave. A launch of `grid` CTAs over `tiles`
 // plan tiles runs tiles / grid whole waves, then rest = tiles % grid tiles
-// that keep rest CTAs busy for a whole tile's time while the others idle
-// (Mixtral T=256 down: ~1.2 waves). When rest <= grid / 2, each of those
-// tiles is cut along K into S = min(grid / rest, kMoeSm90MaxSplits, K blocks /
-// kMoeSm90MinSplitKBlocks) units that different CTAs run side by side; each
-// writes an f32 partial to a slot of the route scratch and the tile's last
-// unit to arrive adds them up. A decode step (tiles <= grid / 2: each active
-// expert's W streams once, and few CTAs cannot pull it at the copy rate) is
-// the case with no whole wave; swap-AB launches split only below
-// kMoeSm90SwapSplitMaxRest tiles. rest x S <= grid <= SMs: the route
-// scratch holds one partial slot per SM. Host and device (from the device
-// plan's tile count) compute it with the same function.
+// that keep rest CTAs busy for a whole tile's time while the others idle.
+// When rest <= grid / 2, each of those tiles is cut along K into S =
+// min(grid / rest, kMoeSm90MaxSplits, K blocks / MoeSm90MinSplitKBlocks)
+// units that different CTAs run side by side; each writes an f32 partial to
+// a slot of the route scratch and the tile's last unit to arrive adds them
+// up. A decode step (tiles <= grid / 2) is the case with no whole wave;
+// swap-AB launches split only below kMoeSm90SwapSplitMaxRest tiles (one
+// CTA's ring streams a fraction of the copy rate, so that many CTAs pull it
+// unsplit). rest x S <= grid <= SMs: the route scratch holds one partial
+// slot per SM. Host and device (from the device plan's tile count) compute
+// it with this function.
 inline constexpr int kMoeSm90MaxSplits = 8;
 inline constexpr int kMoeSm90MinSplitKBlocks = 8;
 // The swap-AB kernel's partials are at most 32 floats a thread, so it splits
-// down to 4 K blocks a unit (Mixtral-8x7B T=1 down: 32 tiles of 224 K
-// blocks, 4 splits). (Splitting every tile of a decode step, not only a last
-// wave of at most half the grid, into units of 4+ K blocks that fill their
-// last wave best measured slower on the H100: Qwen3 T=1 gate/up 31 -> 39 us,
-// 8 units of 4 K blocks a tile; each unit's arrival is an L2 round trip the
-// consumer waits for.)
+// down to 4 K blocks a unit.
 inline constexpr int kMoeSm90SwapMinSplitKBlocks = 4;
 constexpr int MoeSm90MinSplitKBlocks(bool swap_ab) {
   return swap_ab ? kMoeSm90SwapMinSplitKBlocks : kMoeSm90MinSplitKBlocks;
 }
-// A swap-AB last wave (decode steps: W streams once, memory-bound) is split
-// only while it has fewer than kMoeSm90SwapSplitMaxRest tiles. One CTA's
-// ring streams at most ~80 GB/s (H100, Mixtral-8x7B T=1 down unsplit: 32
-// CTAs x 7.3 MB in 101 us), so about 38 CTAs pull the copy rate on their
-// own; from there a split only adds its reduction (partial stores, an
-// acq_rel arrival, the last unit's loads: ~2 us). Measured on the H100
-// (bench/results/moe_gpu_h100.txt, session 16), split -> unsplit: Qwen3-
-// 30B-A3B T=1 gate/up (48 tiles) 30.0 -> 28.8 us, down (64 tiles) 18.9 ->
-// 17.8 us, T=16 down (last wave 52 tiles) 76.9 -> 74.0 us; below 40 a split
-// still pays: Mixtral T=1 down (32 tiles) 94 vs 101 us unsplit, DeepSeek-V3
-// T=16 gate/up (last wave 32 tiles) 1.31 vs 1.34 ms. The H200 (1.4x the
-// bandwidth) agrees: Qwen3 T=1 gate/up 23.5 -> 22.6 us, down 15.5 -> 14.2.
 inline constexpr int kMoeSm90SwapSplitMaxRest = 40;
 // One (tile, split)'s f32 partial: 2 consumers x 128 threads x at most 128
 // accumulators.
@@ -370,8 +232,8 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
                                             bool split_k,
                                             bool swap_ab = false) {
   const int rest = grid > 0 ? tiles % grid : 0;
-  const bool few = 2 * rest <= grid &&
-                   (!swap_ab || rest < kMoeSm90SwapSplitMaxRest);
+  const bool few =
+      2 * rest <= grid && (!swap_ab || rest < kMoeSm90SwapSplitMaxRest);
   int splits = 1;
   if (split_k && rest > 0 && few) {
     splits = grid / rest;
@@ -384,10 +246,10 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
 }
 
 // Raster group bounds of the Hopper grouped GEMM (params expert_groups,
-// TileOf in moe_grouped_gemm.cuh). Tiles run group by group, N tile by N
-// tile within a group of work items, so a group's items share each W tile
-// in the L2 while it is read. An expert whose items straddle two groups has
-// its W read once per group; the bounds can move to expert starts:
+// TileOf in tile_raster.cuh). Tiles run group by group, N tile by N tile
+// within a group of work items, so a group's items share each W tile in the
+// L2 while it is read. An expert whose items straddle two groups has its W
+// read once per group; the bounds can move to expert starts:
 //   fixed    groups of kGroupItems (8) items;
 //   forward  each bound moves forward to the next expert start (at most
 //            kGroupItems - 1 items on): groups of 1 to 15 items;
@@ -395,135 +257,17 @@ constexpr MoeSm90Schedule MoeSm90ScheduleOf(int tiles, int grid, int k_blocks,
 //            most kGroupItems - 1 items back): groups of 1 to 15 items,
 //            most of them at most 8.
 // An expert longer than kGroupItems items fills whole groups anyway: its
-// bounds stay.
+// bounds stay. The host picks them per step.
 inline constexpr int kMoeGroupsFixed = 0;
 inline constexpr int kMoeGroupsForward = 1;
 inline constexpr int kMoeGroupsBack = 2;
 
-// The bounds a step takes (params expert_groups), from its
-// assignments (rows), experts, CTA rows, one expert's W bytes and the L2.
-// Forward while the average expert has half a CTA tile of rows to two
-// tiles: an expert whose two tiles straddle a fixed bound runs its second
-// tile a group later and reads its W tile from DRAM again (ncu, Mixtral-8x7B
-// T=256 gate/up: 2.16 GB read for 1.89 GB of weights). Below half a tile
-// experts have one tile, and the group starts' loads only cost (~1 us on a
-// 77 us launch). Measured on the H100 (bench/results/moe_gpu_h100.txt,
-// session 15), gate/up and down: Mixtral T=256 -7.7 / -6.4 %, DeepSeek-V3
-// T=4096 -2.7 / +1.3 %, Qwen3 T=1024 -1.0 / +0.6 %.
-// Back from two tiles up, where an expert's W is at least twice the L2:
-// there a straddle re-reads the whole expert's W (1/E of the step's weight
-// bytes) from DRAM, while forward bounds grow groups to up to 15 items.
-// Session 32 (bench/moe_gpu_ab.py; three calls, 2 to 14 routing draws a
-// launch), back against fixed, geomean (range): Mixtral-8x7B T=1024
-// gate/up 0.96 (0.91-1.01), down 0.97 (0.93-1.04), T=4096 0.98 (0.95-1.03)
-// / 1.01 (0.98-1.04), T=16384 1.00 / 0.98; forward from two tiles up was no
-// better in sum (Mixtral T=1024 gate/up 0.91-1.05, T=4096 0.98-1.03). Where
-// one expert's W is near or below the L2 (DeepSeek-V3: 59 MB gate/up,
-// Qwen3-30B-A3B: 6 MB) back does not pay in sum: DeepSeek-V3 T=16384
-// gate/up 1.03, down 0.97; Qwen3 T=4096 1.00 / 1.02, T=16384 0.99 / 1.01.
-constexpr int MoeSm90ExpertGroups(long long assignments, long long experts,
-                                  int cta_rows, long long expert_w_bytes,
-                                  long long l2_bytes) {
-  if (experts <= 0 || 2 * assignments < cta_rows * experts) {
-    return kMoeGroupsFixed;
-  }
-  if (assignments < 2LL * cta_rows * experts) return kMoeGroupsForward;
-  return expert_w_bytes >= 2 * l2_bytes ? kMoeGroupsBack : kMoeGroupsFixed;
-}
-
-// Whether a step streams W with an L2 evict-first policy (params
-// w_evict_first): when every expert's rows fit one plan tile (`rows`, the
-// step's R, at most `tile_rows`: each W tile is read once, so there is
-// nothing in it to reuse) and the weights of the experts that can be active
-// (min(E, R) of `expert_w_bytes` each) fit in the L2. Then the stream does
-// not push out what the L2 holds: in a server, lines the step's earlier
-// kernels left dirty, whose write-back would share the DRAM with it (the
-// benches' flush leaves the L2 full of them too). Longer streams lose by it:
-// on the H100 (bench/results/moe_gpu_h100.txt, session 23; one process,
-// 3 rounds, best of each) W evict-first took Qwen3-30B-A3B T=1 gate/up
-// (50 MB of W) 28.7 -> 25.7 us and down (25 MB) 17.8 -> 17.2 us, but cost
-// 2-16 % from 176 MB up (DeepSeek-V3 T=1 down, 235 MB: 93.9 -> 99.6 us;
-// Mixtral T=256 down: 0.350 -> 0.405 ms). Session 28 found the same with
-// today's kernel (3-11 % at T=1 and 16 from 176 MB up) and that the policy,
-// not the hinted copy, costs it: W hinted evict_unchanged ran as fast as
-// unhinted, evict_normal 2-4 % slower, evict-first on half the lines 7-10 %.
-// (At those launches the flush's dirty lines cost every method 5-10 us of
-// write-back: tailor's geomean of T <= 256 is 0.90 of the floor, 0.94 with
-// a clean L2.)
-constexpr bool MoeSm90EvictFirstW(long long rows, long long tile_rows,
-                                  long long experts, long long expert_w_bytes,
-                                  long long l2_bytes) {
-  const long long active = rows < experts ? rows : experts;
-  return rows > 0 && rows <= tile_rows && active * expert_w_bytes <= l2_bytes;
-}
-
-// Whether a step's launches overlap their predecessors (programmatic
-// dependent launch, LaunchConfig::overlap_predecessor): steps of at most one
-// route segment of rows (T * k), the decode sizes, whose five kernels are
-// latency-bound. On the H100 (bench/results/moe_cuda_h100.txt, session 30)
-// it took Qwen3-30B-A3B's one-token layer 37.8 -> 36.3 us replayed from a
-// CUDA graph and 43.8 -> 38.8 us queued; at 4096 and 16384 tokens the layer
-// measured 1-2 % slower with it.
-constexpr bool MoeOverlapsPredecessor(long long step_rows) {
-  return step_rows <= kMoeRouteSegment;
-}
-
-// Whether the Hopper GEMM pulls its first W blocks into the L2 before its
-// predecessor ends (params prefetch_w_kblocks): overlapped steps whose
-// active experts' W fits in the L2 (MoeSm90EvictFirstW; Qwen3-30B-A3B at
-// one token: 36.3 -> 34.9 us replayed). Where W streams from DRAM anyway
-// (Qwen3 T=16, Mixtral and DeepSeek-V3 at one token) it cost 1-2 %.
-constexpr bool MoeSm90PrefetchWEarly(long long rows, long long tile_rows,
-                                     long long experts,
-                                     long long expert_w_bytes,
-                                     long long l2_bytes) {
-  return MoeOverlapsPredecessor(rows) &&
-         MoeSm90EvictFirstW(rows, tile_rows, experts, expert_w_bytes, l2_bytes);
-}
-
-// Whether a launch runs its tiles in waves that start together (params
-// wave_sync): the 128-row kernel without swap-AB, at K of
-// kMoeSm90WaveSyncKBlocks blocks or more. Tile t then runs on CTA (or
-// cluster) t % workers, and its producer issues the first copy of wave
-// t / workers only once every producer has issued all of the wave before,
-// so the tiles that share an A or W tile (the raster group's) walk K side by
-// side and meet in the L2. The dynamic schedule lets them drift apart by up
-// to a tile's time, beyond the L2's reach: on the H100 (ncu, DeepSeek-V3
-// T=16384 gate/up) DRAM reads fell from 29.5 to 25.4 GB and the launch from
-// 13.2 to 12.5 ms. The wait at each wave's start costs more than that saves
-// on short tiles: forced on everywhere, Qwen3-30B-A3B (K = 768, 2048) ran
-// 10-20 % slower, DeepSeek-V3 down (K = 2048) 3-8 %, Mixtral gate/up
-// (K = 4096) -6..+2 %. At K = 7168 and 14336 (one process, on vs off in
-// both orders, an untimed round then 4): DeepSeek-V3 gate/up T=1024, 4096,
-// 16384 2.7 %, 2.9-4.4 %, 1.3-5.9 % faster, Mixtral down T=1024 1.9-2.2 %,
-// T=16384 even (bench/results/moe_gpu_h100.txt, session 24). A producer
-// waits at most kMoeSm90WaveWaitNs: the order, not the results, depends on
-// the wait, so a CTA that is not yet resident (another kernel holds its SM)
-// costs the others at most that per wave.
-inline constexpr int kMoeSm90WaveSyncKBlocks = 96;
+// Wave sync (params wave_sync): a producer waits at most this long for the
+// wave before its tile's. The order, not the results, depends on the wait,
+// so a CTA that is not yet resident (another kernel holds its SM) costs the
+// others at most that per wave.
 inline constexpr long long kMoeSm90WaveWaitNs = 50000;
-constexpr bool MoeSm90WaveSync(int cta_rows, bool swap_ab, long long k) {
-  return cta_rows == kMoeSm90MaxRows && !swap_ab &&
-         (k + kMoeSm90KTile - 1) / kMoeSm90KTile >= kMoeSm90WaveSyncKBlocks;
-}
 
-// CTAs of a launch of at most `max_tiles` plan tiles on `sms` SMs: enough
-// for the most units any tile count up to max_tiles can make.
-constexpr int MoeSm90Ctas(long long max_tiles, long long k, int sms,
-                          bool split_k, bool swap_ab = false) {
-  const long long k_blocks = (k + kMoeSm90KTile - 1) / kMoeSm90KTile;
-  long long splits =
-      split_k ? k_blocks / MoeSm90MinSplitKBlocks(swap_ab) : 1;
-  // A swap-AB step that may have kMoeSm90SwapSplitMaxRest tiles or more
-  // gets a CTA per tile: its units are its tiles (a step with fewer splits
-  // them within those CTAs), and CTAs without a unit would still start,
-  // set up their ring and count themselves out of the dynamic schedule.
-  if (swap_ab && max_tiles >= kMoeSm90SwapSplitMaxRest) splits = 1;
-  splits = splits < kMoeSm90MaxSplits ? splits : kMoeSm90MaxSplits;
-  splits = splits > 1 ? splits : 1;
-  const long long ctas = max_tiles * splits;
-  return static_cast<int>(ctas < sms ? ctas : sms);
-}
 // Clusters of the 128-row kernel (no split-K) take cluster units: a unit
 // is MoeSm90ClusterItems(c) consecutive items (of one raster group) x
 // MoeSm90ClusterNs(c) consecutive N tiles, one plan tile per CTA. 2: two
@@ -541,16 +285,6 @@ constexpr long long MoeSm90ClusterUnits(long long items, int n_tiles,
   const long long columns = items * ((n_tiles + ns - 1) / ns);
   const long long per_unit = MoeSm90ClusterItems(cluster);
   return (columns + per_unit - 1) / per_unit;
-}
-// CTAs of a launch of at most `max_items` items with clusters of `cluster`
-// CTAs, at most `max_clusters` of which are resident at once (the
-// occupancy query's count; Hopper's SMs come in pairs (TPCs) within a GPC,
-// so sms / 2 clusters of 2 always are).
-constexpr int MoeSm90ClusterCtas(long long max_items, int n_tiles, int cluster,
-                                 int max_clusters) {
-  const long long units = MoeSm90ClusterUnits(max_items, n_tiles, cluster);
-  return static_cast<int>(cluster *
-                          (units < max_clusters ? units : max_clusters));
 }
 // Split-K area of the route scratch (after its header): arrivals [2 slots]
 // (zeroed with the header), padded to 256 bytes, then the partial slots.

@@ -13,38 +13,40 @@
 //                      (each expert's core tiles, then its tail) and
 //                      permutation[R..T*k) = -1
 //   MoeRouteScatter    grid = segments: each assignment's rank among the
-//                      equal experts before it (warp __match_any_sync, then
-//                      a per-expert running count across warps and rounds),
-//                      so row = base + rank is the host's stable order
+//                      equal experts before it (MatchAny within a warp,
+//                      then a per-expert running count across warps and
+//                      rounds), so row = offsets[e] + histogram[s, e] + rank
+//                      is the host's stable order
 //   MoeRouteFused      both in one block, for a single segment, with the
 //                      counts and bases in shared memory (no histogram)
 //
 // counts, offsets, permutation and inverse are bit-identical to the host
 // Route (src/ops/moe/route.cc); the work list has the host planner's items
-// (plan::BuildPiecewisePlan) in expert-major order (moe_params.h says why).
-// Params: MoeRouteParams (templates/cuda/moe/params.h).
+// (plan::BuildPiecewisePlan) in expert-major order (templates/common/moe/
+// params.h says why). Params: MoeRouteParams.
+//
+// One source for every vendor: it is written against the lane primitives of
+// runtime/cuda/lanes.cuh (32-lane warps), and HIP compiles it unchanged
+// through its vendor header with runtime/hip/lanes.h's (64-lane waves):
+// templates/hip/moe/route.h. A "warp" below is the vendor's warp or wave.
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_
 #define TAILOR_TEMPLATES_CUDA_MOE_ROUTE_CUH_
 
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/lanes.cuh"
 #include "runtime/cuda/numeric.cuh"
-#include "templates/cuda/moe/params.h"
+#include "templates/common/error_word.h"
+#include "templates/common/moe/params.h"
 
 namespace tailor::cuda {
 
-inline constexpr unsigned kFullWarp = 0xffffffffu;
-
-TAILOR_DEVICE unsigned LaneMaskLt() {
-  unsigned mask;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));
-  return mask;
-}
-
-TAILOR_DEVICE unsigned long long ErrorRecord(int position, int value) {
-  return (static_cast<unsigned long long>(position) << 32) |
-         static_cast<unsigned>(value);
-}
+using ::tailor::gpu::ErrorWord;
+using ::tailor::gpu::kMoeRouteCountThreads;
+using ::tailor::gpu::kMoeRouteScatter;
+using ::tailor::gpu::kMoeRouteSegment;
+using ::tailor::gpu::MoeRouteParams;
+using ::tailor::gpu::MoeWorkItem;
 
 // Assignments of the tokens to route: valid_tokens (clamped to [0, T]) * k.
 TAILOR_DEVICE int ValidAssignments(const MoeRouteParams& p) {
@@ -60,62 +62,57 @@ TAILOR_DEVICE int LocalExpert(const MoeRouteParams& p, int i, int valid) {
   const int id = p.topk_ids[i];
   const long long limit = p.expert_map != nullptr ? p.map_size : p.experts;
   if (id < 0 || id >= limit) {
-    if (kRecord) atomicMin(&p.header->bad_id, ErrorRecord(i, id));
+    if (kRecord) atomicMin(&p.header->bad_id, ErrorWord(i, id));
     return -1;
   }
   if (p.expert_map == nullptr) return id;
   const int local = p.expert_map[id];
   if (local < -1 || local >= p.experts) {
-    if (kRecord) atomicMin(&p.header->bad_map_entry, ErrorRecord(id, local));
+    if (kRecord) atomicMin(&p.header->bad_map_entry, ErrorWord(id, local));
     return -1;
   }
   return local;
 }
 
-// An int from global memory written by other blocks of this launch: read
-// through L2, never a stale L1 line.
-TAILOR_DEVICE int LoadCg(const int* address) {
-  int value;
-  asm volatile("ld.global.cg.s32 %0, [%1];"
-               : "=r"(value)
-               : "l"(GlobalAddress(address)));
-  return value;
-}
+// Per-warp partial sums of a block-wide scan, and their total.
+using WarpSums = int[kMaxBlockWarps + 1];
 
 // Exclusive prefix sum of one int per thread over the whole block (at most
-// 32 warps); `total` gets the sum. Every thread of the block must call it.
-TAILOR_DEVICE int BlockExclusiveSum(int value, int (&warp_sums)[33],
+// kMaxBlockWarps warps); `total` gets the sum. Every thread of the block
+// must call it.
+TAILOR_DEVICE int BlockExclusiveSum(int value, WarpSums& warp_sums,
                                     int& total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int warps = blockDim.x / 32;
+  const int lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
+  const int warps = blockDim.x / kLanes;
   int inclusive = value;
-  for (int d = 1; d < 32; d *= 2) {
-    const int other = __shfl_up_sync(kFullWarp, inclusive, d);
+  for (int d = 1; d < kLanes; d *= 2) {
+    const int other = ShuffleUpInt(inclusive, d);
     if (lane >= d) inclusive += other;
   }
-  if (lane == 31) warp_sums[warp] = inclusive;
+  if (lane == kLanes - 1) warp_sums[warp] = inclusive;
   __syncthreads();
   if (warp == 0) {
     const int sum = lane < warps ? warp_sums[lane] : 0;
     int scan = sum;
-    for (int d = 1; d < 32; d *= 2) {
-      const int other = __shfl_up_sync(kFullWarp, scan, d);
+    for (int d = 1; d < kMaxBlockWarps; d *= 2) {
+      const int other = ShuffleUpInt(scan, d);
       if (lane >= d) scan += other;
     }
-    warp_sums[lane] = scan - sum;
-    if (lane == 31) warp_sums[32] = scan;
+    if (lane < kMaxBlockWarps) warp_sums[lane] = scan - sum;
+    if (lane == kMaxBlockWarps - 1) warp_sums[kMaxBlockWarps] = scan;
   }
   __syncthreads();
   const int result = warp_sums[warp] + inclusive - value;
-  total = warp_sums[32];
+  total = warp_sums[kMaxBlockWarps];
   __syncthreads();  // warp_sums may be reused after this
   return result;
 }
 
-// ---- count: one segment's assignments per local expert -----------------------
-// Leaves the counts in shared `segment_counts` [E] and in histogram[segment].
-TAILOR_DEVICE void CountSegment(const MoeRouteParams& p, int segment,
-                                int valid, int* segment_counts) {
+// ---- count: one segment's assignments per local expert
+// ----------------------- Leaves the counts in shared `segment_counts` [E] and
+// in histogram[segment].
+TAILOR_DEVICE void CountSegment(const MoeRouteParams& p, int segment, int valid,
+                                int* segment_counts) {
   for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
     segment_counts[e] = 0;
   }
@@ -146,7 +143,9 @@ struct MoeRoutePlanner {
         int count[kUnroll];  // every load issued before the first is used
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          count[u] = s + u < p.segments ? LoadCg(h + (s + u) * stride) : 0;
+          count[u] = s + u < p.segments
+                         ? LoadFromOtherBlocks(h + (s + u) * stride)
+                         : 0;
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -165,7 +164,7 @@ struct MoeRoutePlanner {
   // that owns it, after that thread's last read of counts[e].
   template <typename FirstRow>
   static void Plan(const MoeRouteParams& p, const int* counts,
-                   int (&warp_sums)[33], FirstRow first_row) {
+                   WarpSums& warp_sums, FirstRow first_row) {
     // Each thread owns a contiguous run of experts, so one scan orders them.
     const int per_thread = CeilDiv(p.experts, static_cast<int>(blockDim.x));
     const int e0 = Min(static_cast<int>(threadIdx.x) * per_thread, p.experts);
@@ -208,49 +207,49 @@ struct MoeRoutePlanner {
 
   // Many segments: counts from the histogram, which keeps each segment's
   // assignments before it per expert; MoeRouteScatter adds offsets[e].
-  static void Run(const MoeRouteParams& p, int (&warp_sums)[33]) {
+  static void Run(const MoeRouteParams& p, WarpSums& warp_sums) {
     CountsAndSegmentPrefix(p);
     Plan(p, p.counts, warp_sums, [](int, int, int) {});
   }
 };
 
-// ---- scatter: stable rows of one segment's assignments -----------------------
-// The rounds of a block of kWarps warps over segment `segment`:
-// expert_of(round, i) is assignment i's local expert (-1 dropped, -2 past the
-// step). running [E] holds each expert's next row, warp_count [kWarps, E]
-// zeros; both in shared memory, visible to the whole block.
+// ---- scatter: stable rows of one segment's assignments
+// ----------------------- The rounds of a block of kWarps warps over segment
+// `segment`: expert_of(round, i) is assignment i's local expert (-1 dropped, -2
+// past the step). running [E] holds each expert's next row, warp_count [kWarps,
+// E] zeros; both in shared memory, visible to the whole block.
 template <int kWarps, typename ExpertOf>
 TAILOR_DEVICE void ScatterRounds(const MoeRouteParams& p, int segment,
                                  int* running, int* warp_count,
                                  ExpertOf expert_of) {
-  constexpr int kThreads = 32 * kWarps;
+  constexpr int kThreads = kLanes * kWarps;
   static_assert(kMoeRouteSegment % kThreads == 0, "whole rounds per segment");
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
   const int first = segment * kMoeRouteSegment;
 #pragma unroll
   for (int round = 0; round < kMoeRouteSegment / kThreads; ++round) {
     if (first + round * kThreads >= p.assignments) break;  // block-uniform
     const int i = first + round * kThreads + static_cast<int>(threadIdx.x);
     const int e = expert_of(round, i);
-    const unsigned peers = __match_any_sync(kFullWarp, e);
-    const int leader = __ffs(peers) - 1;
+    const LaneMask peers = MatchAny(e);
+    const int leader = LowestLane(peers);
     const bool lead = lane == leader && e >= 0;
-    if (lead) warp_count[warp * p.experts + e] = __popc(peers);
+    if (lead) warp_count[warp * p.experts + e] = PopCount(peers);
     __syncthreads();
     int base = 0;
     if (lead) {
       base = running[e];
       for (int w = 0; w < warp; ++w) base += warp_count[w * p.experts + e];
     }
-    base = __shfl_sync(kFullWarp, base, leader);
+    base = ShuffleInt(base, leader);
     __syncthreads();
     if (lead) {
-      atomicAdd(&running[e], __popc(peers));
+      atomicAdd(&running[e], PopCount(peers));
       warp_count[warp * p.experts + e] = 0;
     }
     __syncthreads();
     if (e >= 0) {
-      const int row = base + __popc(peers & LaneMaskLt());
+      const int row = base + PopCount(peers & LaneMaskLt());
       p.permutation[row] = i;
       p.inverse[i] = row;
     } else if (e == -1) {
@@ -268,8 +267,9 @@ TAILOR_DEVICE void ScatterSegment(const MoeRouteParams& p, int segment,
   int* running = smem;                 // [E] next row per expert
   int* warp_count = smem + p.experts;  // [kWarps, E]
   const int* bases = p.histogram + static_cast<long long>(segment) * p.experts;
-  for (int e = threadIdx.x; e < p.experts; e += 32 * kWarps) {
-    running[e] = LoadCg(bases + e) + LoadCg(p.offsets + e);
+  for (int e = threadIdx.x; e < p.experts; e += kLanes * kWarps) {
+    running[e] =
+        LoadFromOtherBlocks(bases + e) + LoadFromOtherBlocks(p.offsets + e);
     for (int w = 0; w < kWarps; ++w) warp_count[w * p.experts + e] = 0;
   }
   __syncthreads();
@@ -289,7 +289,7 @@ struct MoeRouteCountPlan {
   // Dynamic shared memory: one int per local expert.
   static void Run(const Params& p) {
     extern __shared__ int count_smem[];
-    __shared__ int warp_sums[33];
+    __shared__ WarpSums warp_sums;
     __shared__ int ticket;
     CountSegment(p, blockIdx.x, ValidAssignments(p), count_smem);
     __syncthreads();  // this block's histogram column, before its ticket
@@ -310,14 +310,14 @@ struct MoeRouteCountPlan {
 struct MoeRouteFused {
   using Params = MoeRouteParams;
   static constexpr int kThreads = kMoeRouteCountThreads;
-  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kWarps = kThreads / kLanes;
   static constexpr int kRounds = kMoeRouteSegment / kThreads;
   static constexpr int kMinBlocksPerSm = 1;
 
   // Dynamic shared memory: (1 + kWarps) ints per local expert.
   static void Run(const Params& p) {
     extern __shared__ int fused_smem[];
-    __shared__ int warp_sums[33];
+    __shared__ WarpSums warp_sums;
     int* counts = fused_smem;  // [E]: counts, then each expert's next row
     int* warp_count = fused_smem + p.experts;  // [kWarps, E]
     for (int e = threadIdx.x; e < p.experts; e += kThreads) {
@@ -354,7 +354,7 @@ struct MoeRouteScatter {
   static_assert(kWarps == 1 || kWarps == 2 || kWarps == 4 || kWarps == 8,
                 "a segment must split into whole rounds of the block");
   using Params = MoeRouteParams;
-  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kThreads = kLanes * kWarps;
   static constexpr int kMinBlocksPerSm = 1;
 
   // Dynamic shared memory: (1 + kWarps) ints per local expert.

@@ -50,8 +50,8 @@ TAILOR_DEVICE int ExpertGroupStart(const MoeWorkItem* work, int s,
 // item s when it lies in (s - kGroupItems, s]; else s (the expert began at
 // least kGroupItems items before: it fills whole groups anyway). One round
 // of independent loads. (One function for both, with the window and the
-// test chosen at run time, compiled 9 % slower: ptxas then keeps four
-// inlined copies of the larger body.)
+// test chosen at run time, compiles slower: ptxas then keeps four inlined
+// copies of the larger body.)
 TAILOR_DEVICE int ExpertGroupStartBack(const MoeWorkItem* work, int s,
                                        int num_work) {
   if (s <= 0) return 0;
@@ -71,7 +71,7 @@ TAILOR_DEVICE int ExpertGroupStartBack(const MoeWorkItem* work, int s,
 // Tile t of a launch over num_work items x n_tiles N tiles. Group g is
 // items [B(g), B(g + 1)) with B(g) = g kGroupItems (kMoeGroupsFixed), or
 // that moved to an expert start (`groups`: ExpertGroupStart or
-// ExpertGroupStartBack; see kMoeGroupsFixed in moe_params.h); tiles run
+// ExpertGroupStartBack; see kMoeGroupsFixed in params.h); tiles run
 // group by group, N tile by N tile within a group.
 TAILOR_DEVICE TileCoord TileOf(int t, const MoeWorkItem* work, int num_work,
                                int n_tiles, int groups = kMoeGroupsFixed) {

@@ -34,9 +34,9 @@
 
 namespace tailor::hip {
 
-using ::tailor::cuda::kMoeEpilogueNone;
-using ::tailor::cuda::kMoeEpilogueSiluAndMul;
-using ::tailor::cuda::kMoeMaxTileRows;
+using ::tailor::gpu::kMoeEpilogueNone;
+using ::tailor::gpu::kMoeEpilogueSiluAndMul;
+using ::tailor::gpu::kMoeMaxTileRows;
 
 inline constexpr int kHipGroupItems = 8;
 

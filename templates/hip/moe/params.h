@@ -1,38 +1,40 @@
 // templates/hip/moe/params.h — launch shapes of the MoE HIP kernels, the one
 // definition that the host glue (src/backends/hip/moe/kernels.cc) and the
-// templates (templates/hip/moe_*.h) agree on.
+// templates (templates/hip/moe/*.h) agree on.
 //
 // Contract: plain C++ that compiles as host code (g++) and as device code
 // (hiprtc): no HIP keywords, no standard headers.
 //
 // The params structs, the device work list and the route header are the
-// CUDA backend's (templates/cuda/moe/params.h, namespace tailor::cuda): the
-// same Route writes the same plan, and Pack and Combine are the same
-// kernels. What differs on AMD is below: 64-lane waves, 64 KiB of LDS per
-// work-group, MFMA tiles.
+// ones every GPU shares (templates/common/moe/params.h): Route, Pack and
+// Combine are one source for CUDA and HIP. What differs on AMD is below:
+// 64-lane waves, 64 KiB of LDS per work-group, MFMA tiles.
 #ifndef TAILOR_TEMPLATES_HIP_MOE_PARAMS_H_
 #define TAILOR_TEMPLATES_HIP_MOE_PARAMS_H_
 
-#include "templates/cuda/moe/params.h"
+#include "templates/common/moe/params.h"
 
 namespace tailor::hip {
 
-using ::tailor::cuda::MoeCombineParams;
-using ::tailor::cuda::MoeGroupedGemmParams;
-using ::tailor::cuda::MoePackParams;
-using ::tailor::cuda::MoeRouteHeader;
-using ::tailor::cuda::MoeRouteParams;
-using ::tailor::cuda::MoeWorkItem;
+using ::tailor::gpu::kMoeEpilogueSiluAndMul;
+using ::tailor::gpu::kMoeMaxTileRows;
+using ::tailor::gpu::kMoeRouteSegment;
+using ::tailor::gpu::MoeCombineParams;
+using ::tailor::gpu::MoeGroupedGemmParams;
+using ::tailor::gpu::MoePackParams;
+using ::tailor::gpu::MoeRouteHeader;
+using ::tailor::gpu::MoeRouteParams;
+using ::tailor::gpu::MoeWorkItem;
 
 // LDS per work-group on CDNA (gfx90a, gfx94x); what one launch may use.
 inline constexpr long long kHipLdsBytes = 64 * 1024;
 
 // ---- Route ------------------------------------------------------------------
-// The count(+plan) kernel: 4 waves. The scatter: kWaves waves, LDS
-// (1 + kWaves) ints per local expert, within the LDS left beside the
-// kernels' static arrays.
-inline constexpr int kHipRouteCountThreads = 256;
-inline constexpr int kHipRouteMaxWaves = 16;  // block scans: <= 1024 threads
+// The shared Route (templates/cuda/moe/route.cuh) on 64-lane waves: its
+// count(+plan) and fused blocks are kMoeRouteCountThreads (4 waves); the
+// scatter runs `waves` waves a block, its LDS (1 + waves) ints per local
+// expert, within the LDS left beside the kernels' static arrays.
+inline constexpr int kHipWaveLanes = 64;
 inline constexpr long long kHipRouteLdsBudget = kHipLdsBytes - 1024;
 constexpr int HipRouteScatterWaves(long long experts) {
   return (1 + 4) * 4 * experts <= kHipRouteLdsBudget   ? 4

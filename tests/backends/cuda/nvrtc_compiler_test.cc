@@ -320,6 +320,7 @@ TEST_F(NvrtcCompilerTest, EveryTemplateHeaderCompilesAlone) {
        tailor::internal::EmbeddedFiles()) {
     const std::string path = file.path;
     if (!absl::StartsWith(path, "templates/cuda/") &&
+        !absl::StartsWith(path, "templates/common/") &&
         !absl::StartsWith(path, "runtime/cuda/")) {
       continue;
     }

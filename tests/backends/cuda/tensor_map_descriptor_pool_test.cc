@@ -1,6 +1,7 @@
 // Tests for backends/cuda/tma/descriptor_pool with a fake encoder: encode
-// once and reuse, distinct specs, rejected specs never reach the encoder, and
-// concurrent requests for one spec encode it exactly once.
+// once and reuse, distinct specs, rejected specs never reach the encoder,
+// concurrent requests for one spec encode it exactly once, and the bound:
+// least recently used descriptors make room, under concurrency too.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -102,24 +103,25 @@ TEST(DescriptorPoolTest, EncodesOnceThenReuses) {
   DescriptorPool pool(kHopper, fake.AsEncoder());
   const TensorMapSpec spec = Bf16Matrix(577);
 
-  absl::StatusOr<const TensorMapBytes*> first = pool.GetOrEncode(spec);
+  absl::StatusOr<TensorMapBytes> first = pool.GetOrEncode(spec);
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_TRUE(SameBytes(**first, Fingerprint(spec)));
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(*first) % 64, 0u);
+  EXPECT_TRUE(SameBytes(*first, Fingerprint(spec)));
 
-  absl::StatusOr<const TensorMapBytes*> second = pool.GetOrEncode(spec);
+  absl::StatusOr<TensorMapBytes> second = pool.GetOrEncode(spec);
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*second, *first);
+  EXPECT_TRUE(SameBytes(*second, *first));
   EXPECT_EQ(fake.calls(), 1);
   const DescriptorPoolCounters c = pool.counters();
   EXPECT_EQ(c.encodes, 1u);
   EXPECT_EQ(c.reuses, 1u);
   EXPECT_EQ(c.rejections, 0u);
   EXPECT_EQ(c.encode_failures, 0u);
+  EXPECT_EQ(c.evictions, 0u);
   EXPECT_EQ(pool.size(), 1u);
+  EXPECT_EQ(pool.capacity(), kDefaultDescriptorPoolCapacity);
 }
 
-TEST(DescriptorPoolTest, DistinctSpecsEncodeSeparatelyAndPointersStayPut) {
+TEST(DescriptorPoolTest, DistinctSpecsEncodeSeparately) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937 rng(seed);
@@ -133,11 +135,10 @@ TEST(DescriptorPoolTest, DistinctSpecsEncodeSeparatelyAndPointersStayPut) {
   specs.push_back(Bf16Matrix(577, kAddress + 16));  // differs in address only
   std::shuffle(specs.begin(), specs.end(), rng);
 
-  std::vector<const TensorMapBytes*> pointers;
   for (const TensorMapSpec& spec : specs) {
-    absl::StatusOr<const TensorMapBytes*> map = pool.GetOrEncode(spec);
+    absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(spec);
     ASSERT_TRUE(map.ok()) << spec.ToString() << ": " << map.status();
-    pointers.push_back(*map);
+    EXPECT_TRUE(SameBytes(*map, Fingerprint(spec))) << spec.ToString();
   }
   EXPECT_EQ(fake.calls(), static_cast<int>(specs.size()));
   EXPECT_EQ(pool.size(), specs.size());
@@ -146,14 +147,60 @@ TEST(DescriptorPoolTest, DistinctSpecsEncodeSeparatelyAndPointersStayPut) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
   for (size_t i : order) {
-    absl::StatusOr<const TensorMapBytes*> map = pool.GetOrEncode(specs[i]);
+    absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(specs[i]);
     ASSERT_TRUE(map.ok());
-    EXPECT_EQ(*map, pointers[i]) << specs[i].ToString();
-    EXPECT_TRUE(SameBytes(*pointers[i], Fingerprint(specs[i])));
+    EXPECT_TRUE(SameBytes(*map, Fingerprint(specs[i]))) << specs[i].ToString();
   }
   EXPECT_EQ(fake.calls(), static_cast<int>(specs.size()));
   EXPECT_EQ(pool.counters().encodes, specs.size());
   EXPECT_EQ(pool.counters().reuses, specs.size());
+  EXPECT_EQ(pool.counters().evictions, 0u);
+}
+
+// At the bound a new spec evicts the least recently used one; a lookup
+// refreshes its spec, so a spec in use stays.
+TEST(DescriptorPoolTest, TheLeastRecentlyUsedMakesRoom) {
+  FakeEncoder fake;
+  DescriptorPool pool(kHopper, fake.AsEncoder(), /*capacity=*/3);
+  const TensorMapSpec a = Bf16Matrix(1), b = Bf16Matrix(2), c = Bf16Matrix(3),
+                      d = Bf16Matrix(4);
+  for (const TensorMapSpec& spec : {a, b, c}) {
+    ASSERT_TRUE(pool.GetOrEncode(spec).ok());
+  }
+  ASSERT_TRUE(pool.GetOrEncode(a).ok());  // a is now the newest
+  ASSERT_TRUE(pool.GetOrEncode(d).ok());  // evicts b, the oldest
+  EXPECT_EQ(pool.size(), 3u);
+  EXPECT_EQ(pool.counters().evictions, 1u);
+  EXPECT_EQ(fake.calls(), 4);
+  for (const TensorMapSpec& spec : {a, c, d}) {  // still held
+    absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(spec);
+    ASSERT_TRUE(map.ok());
+    EXPECT_TRUE(SameBytes(*map, Fingerprint(spec)));
+  }
+  EXPECT_EQ(fake.calls(), 4);
+  absl::StatusOr<TensorMapBytes> again = pool.GetOrEncode(b);  // re-encoded
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(SameBytes(*again, Fingerprint(b)));
+  EXPECT_EQ(fake.calls(), 5);
+  EXPECT_EQ(pool.counters().evictions, 2u);  // a, the oldest after c, d
+  EXPECT_EQ(pool.size(), 3u);
+  const DescriptorPoolCounters counts = pool.counters();
+  EXPECT_EQ(counts.encodes, 5u);
+  EXPECT_EQ(counts.reuses, 4u);
+}
+
+// A spec stream that never repeats (addresses and extents of every step)
+// keeps the pool at its bound instead of growing.
+TEST(DescriptorPoolTest, NeverGrowsPastItsBound) {
+  FakeEncoder fake;
+  DescriptorPool pool(kHopper, fake.AsEncoder(), /*capacity=*/8);
+  for (uint64_t rows = 1; rows <= 10000; ++rows) {
+    ASSERT_TRUE(pool.GetOrEncode(Bf16Matrix(rows)).ok());
+    ASSERT_LE(pool.size(), 8u);
+  }
+  EXPECT_EQ(pool.counters().encodes, 10000u);
+  EXPECT_EQ(pool.counters().evictions, 10000u - 8u);
+  EXPECT_EQ(pool.size(), 8u);
 }
 
 TEST(DescriptorPoolTest, RejectedSpecNeverReachesTheEncoder) {
@@ -162,7 +209,7 @@ TEST(DescriptorPoolTest, RejectedSpecNeverReachesTheEncoder) {
 
   TensorMapSpec too_big_box = Bf16Matrix(577);
   too_big_box.box_dims[1] = 257;
-  absl::StatusOr<const TensorMapBytes*> map = pool.GetOrEncode(too_big_box);
+  absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(too_big_box);
   ASSERT_FALSE(map.ok());
   EXPECT_EQ(map.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(map.status().message()),
@@ -191,7 +238,7 @@ TEST(DescriptorPoolTest, EncoderFailureIsReturnedAndRetried) {
   DescriptorPool pool(kHopper, fake.AsEncoder());
   const TensorMapSpec spec = Bf16Matrix(17);
 
-  absl::StatusOr<const TensorMapBytes*> map = pool.GetOrEncode(spec);
+  absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(spec);
   ASSERT_FALSE(map.ok());
   EXPECT_EQ(map.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(map.status().message()),
@@ -201,7 +248,7 @@ TEST(DescriptorPoolTest, EncoderFailureIsReturnedAndRetried) {
 
   map = pool.GetOrEncode(spec);
   ASSERT_TRUE(map.ok()) << map.status();
-  EXPECT_TRUE(SameBytes(**map, Fingerprint(spec)));
+  EXPECT_TRUE(SameBytes(*map, Fingerprint(spec)));
   EXPECT_EQ(fake.calls(), 2);
   EXPECT_EQ(pool.counters().encodes, 1u);
 }
@@ -214,22 +261,19 @@ TEST(DescriptorPoolTest, SixteenThreadsOneSpecEncodeOnce) {
 
   constexpr int kThreads = 16;
   std::latch start(kThreads);
-  std::vector<const TensorMapBytes*> results(kThreads, nullptr);
+  std::vector<int> ok(kThreads, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       start.arrive_and_wait();
-      absl::StatusOr<const TensorMapBytes*> map = pool.GetOrEncode(spec);
-      if (map.ok()) results[t] = *map;
+      absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(spec);
+      ok[t] = map.ok() && SameBytes(*map, Fingerprint(spec));
     });
   }
   for (std::thread& thread : threads) thread.join();
 
   EXPECT_EQ(fake.calls(), 1);
-  for (const TensorMapBytes* r : results) {
-    ASSERT_NE(r, nullptr);
-    EXPECT_EQ(r, results[0]);
-  }
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(ok[t]) << t;
   EXPECT_EQ(pool.counters().encodes, 1u);
   EXPECT_EQ(pool.counters().reuses, static_cast<uint64_t>(kThreads - 1));
 }
@@ -252,8 +296,8 @@ TEST(DescriptorPoolTest, SixteenThreadsManySpecsEncodeEachOnce) {
       start.arrive_and_wait();
       for (int i = 0; i < kRequestsPerThread; ++i) {
         const TensorMapSpec spec = Bf16Matrix(1 + rng() % kSpecs);
-        absl::StatusOr<const TensorMapBytes*> map = pool.GetOrEncode(spec);
-        if (!map.ok() || !SameBytes(**map, Fingerprint(spec))) ++failures;
+        absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(spec);
+        if (!map.ok() || !SameBytes(*map, Fingerprint(spec))) ++failures;
       }
     });
   }
@@ -265,6 +309,44 @@ TEST(DescriptorPoolTest, SixteenThreadsManySpecsEncodeEachOnce) {
             static_cast<uint64_t>(kThreads * kRequestsPerThread));
   EXPECT_LE(pool.size(), static_cast<size_t>(kSpecs));
   EXPECT_EQ(pool.counters().encodes, pool.size());
+}
+
+// Sixteen threads over more specs than the pool holds: lookups and
+// evictions interleave, and every caller still gets its own spec's bytes.
+TEST(DescriptorPoolTest, SixteenThreadsEvictingNeverSeeAnotherSpecsBytes) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  FakeEncoder fake;
+  DescriptorPool pool(kHopper, fake.AsEncoder(), /*capacity=*/4);
+  constexpr int kThreads = 16;
+  constexpr int kSpecs = 9;
+  constexpr int kRequestsPerThread = 2000;
+  std::latch start(kThreads);
+  std::atomic<int> failures{0};
+  std::atomic<size_t> largest{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(seed + t);
+      start.arrive_and_wait();
+      for (int i = 0; i < kRequestsPerThread; ++i) {
+        const TensorMapSpec spec = Bf16Matrix(1 + rng() % kSpecs);
+        absl::StatusOr<TensorMapBytes> map = pool.GetOrEncode(spec);
+        if (!map.ok() || !SameBytes(*map, Fingerprint(spec))) ++failures;
+        size_t size = pool.size(), seen = largest.load();
+        while (size > seen && !largest.compare_exchange_weak(seen, size)) {
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(largest.load(), 4u);
+  const DescriptorPoolCounters c = pool.counters();
+  EXPECT_EQ(c.encodes + c.reuses,
+            static_cast<uint64_t>(kThreads * kRequestsPerThread));
+  EXPECT_EQ(c.encodes - c.evictions, pool.size());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "backends/hip/attention/decode_kernels.h"
 #include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
+#include "core/embedded_files.h"
 #include "templates/hip/attention/decode_params.h"
 #include "templates/hip/moe/params.h"
 #include "test_util.h"
@@ -24,6 +25,7 @@ using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 using tailor::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class HipOfflineBackendTest : public ::testing::Test {
  protected:
@@ -143,6 +145,33 @@ TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
                        HasSubstr("hip moe kernels: no generator for")));
 }
 
+// Route, Pack and Combine are CUDA's sources compiled through the vendor
+// header, never HIP forks: a fork is what drifted before (its planner and
+// scatter disagreed with CUDA's about the histogram).
+TEST(HipMoeGeneratorTest, RoutePackAndCombineAreTheSharedCudaSources) {
+  SpecKey key;
+  key.op = OpKind::kMoeRoute;
+  for (uint32_t variant : {0u, 1u, 2u}) {
+    key.variant = variant;
+    key.dims = {variant == 2 ? 4 : 0};
+    absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
+    ASSERT_TRUE(source.ok()) << source.status();
+    EXPECT_THAT(source->code, HasSubstr("(tailor::cuda::MoeRoute"));
+  }
+  for (const char* wrapper :
+       {"templates/hip/moe/route.h", "templates/hip/moe/pack.h",
+        "templates/hip/moe/combine.h"}) {
+    SCOPED_TRACE(wrapper);
+    const tailor::internal::EmbeddedFile* file =
+        tailor::internal::FindEmbeddedFile(wrapper);
+    ASSERT_NE(file, nullptr);
+    EXPECT_THAT(std::string(file->contents()),
+                HasSubstr("#include \"templates/cuda/moe/"));
+    EXPECT_THAT(std::string(file->contents()),
+                Not(HasSubstr("struct ")));  // no kernel of its own
+  }
+}
+
 // ---- launch plans ----------------------------------------------------------
 
 GroupedGemmLaunch Gemm(DType dtype, int64_t n, int64_t k, int64_t tile_rows,
@@ -216,7 +245,7 @@ TEST(HipRoutePlanTest, SmallStepsRouteInOneFusedLaunch) {
   // Mixtral decode: T = 64, k = 2 over 8 experts.
   const auto launches = PlanHipRoute(128, 8, SpecKey{}, nullptr);
   ASSERT_EQ(launches.size(), 1u);
-  EXPECT_EQ(launches[0].key.variant, tailor::cuda::kMoeRouteFused);
+  EXPECT_EQ(launches[0].key.variant, tailor::gpu::kMoeRouteFused);
   EXPECT_EQ(launches[0].config.grid.x, 1u);
   EXPECT_EQ(launches[0].config.block.x, 256u);
   EXPECT_EQ(launches[0].config.shared_bytes, (1u + 4) * 4 * 8);
@@ -226,10 +255,10 @@ TEST(HipRoutePlanTest, LargeStepsCountThenScatterPerSegment) {
   // Qwen3 prefill: T = 4096, k = 8 over 128 experts: 32 segments.
   const auto launches = PlanHipRoute(4096 * 8, 128, SpecKey{}, nullptr);
   ASSERT_EQ(launches.size(), 2u);
-  EXPECT_EQ(launches[0].key.variant, tailor::cuda::kMoeRouteCountPlan);
+  EXPECT_EQ(launches[0].key.variant, tailor::gpu::kMoeRouteCountPlan);
   EXPECT_EQ(launches[0].config.grid.x, 32u);
   EXPECT_EQ(launches[0].config.shared_bytes, 4u * 128);
-  EXPECT_EQ(launches[1].key.variant, tailor::cuda::kMoeRouteScatter);
+  EXPECT_EQ(launches[1].key.variant, tailor::gpu::kMoeRouteScatter);
   EXPECT_EQ(launches[1].key.dims[0], 4);
   EXPECT_EQ(launches[1].config.block.x, 256u);
   EXPECT_EQ(launches[1].config.shared_bytes, (1u + 4) * 4 * 128);

@@ -64,7 +64,7 @@ TEST(HipGpuTest, PackGathersRowsOnTheDevice) {
                                         hidden.size() * 4, nullptr));
   TAILOR_ASSERT_OK(backend.CopyToDevice(d_perm->get(), permutation.data(),
                                         permutation.size() * 4, nullptr));
-  tailor::cuda::MoePackParams p = {
+  tailor::gpu::MoePackParams p = {
       .hidden = d_hidden->get(),
       .permutation = static_cast<const int*>(d_perm->get()),
       .a = d_a->get(),
@@ -73,7 +73,7 @@ TEST(HipGpuTest, PackGathersRowsOnTheDevice) {
       .topk = 1};
   LaunchConfig config;
   config.grid = {.x = kTokens, .y = 1};
-  config.block = {.x = tailor::cuda::kMoePackThreads};
+  config.block = {.x = tailor::gpu::kMoePackThreads};
   TAILOR_ASSERT_OK(backend.Launch(**kernel, config, &p, sizeof(p)));
   std::vector<float> a(hidden.size());
   TAILOR_ASSERT_OK(

@@ -5,14 +5,15 @@
 // and reported, device workspaces (reserved, bound, too small), valid
 // tokens, and a CUDA graph replayed with 50 routings and token counts.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ops/moe/cuda_test_util.h"
 #include "ops/moe/checks.h"
+#include "ops/moe/cuda_test_util.h"
 #include "ops/moe/workspace.h"
 #include "templates/cuda/moe/params.h"
 
@@ -280,6 +281,52 @@ TEST_F(MoeCudaExpertsTest, Sweep) {
       }
     }
   }
+}
+
+// A server's steps: one workspace, one set of weights, a different T every
+// step. The Hopper GEMMs' tensor maps span the workspace's reserved rows,
+// not the step's, so only the first step encodes descriptors; the steps
+// after it reuse them (no driver encode on the launch path).
+TEST_F(MoeCudaExpertsTest, StepsOfEveryTEncodeNoNewDescriptors) {
+  std::mt19937_64 rng(TestSeed());
+  constexpr int64_t kTokens = 577, kK = 8, kE = 64;
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(
+      runtime(), Limits(kTokens, kK, kE, DType::kBF16, {.tile_rows = 128}),
+      ws));
+  ExpertsData data({DType::kBF16, kE, kTokens, kK}, rng);
+  ExpertsData::OnDevice d = data.Upload(api());
+  uint64_t encodes_after_first = 0;
+  for (int64_t t :
+       {kTokens, int64_t{1}, int64_t{2}, int64_t{17}, int64_t{64}, int64_t{100},
+        int64_t{255}, int64_t{256}, int64_t{300}, int64_t{511}, kTokens - 1}) {
+    SCOPED_TRACE(absl::StrCat("T=", t));
+    // The first t tokens of the data: views of the same device buffers.
+    ExpertsArgs args = d.Args(false);
+    for (TensorRef* view :
+         {&args.hidden, &args.topk_weights, &args.topk_ids, &args.out}) {
+      view->dims[0] = t;
+    }
+    TAILOR_ASSERT_OK(Experts(runtime(), args, ws));
+    const std::vector<double> ref =
+        ReferenceExperts({data.hidden(), data.w13(), data.w2(), data.weights(),
+                          data.ids(), nullptr},
+                         t, kK);
+    const HostTensor out = d.out.Download();
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < t * kHidden; ++i) {
+      ASSERT_FALSE(std::isnan(out.at(i))) << i;
+      diff += (out.at(i) - ref[i]) * (out.at(i) - ref[i]);
+      norm += ref[i] * ref[i];
+    }
+    EXPECT_LT(std::sqrt(diff / norm), Tolerance(DType::kBF16));
+    if (t == kTokens) {  // the first step
+      encodes_after_first = runtime().stats().descriptor_encodes;
+      continue;
+    }
+    EXPECT_EQ(runtime().stats().descriptor_encodes, encodes_after_first);
+  }
+  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
 }
 
 TEST_F(MoeCudaExpertsTest, SkewedRoutingAndExpertMaps) {
@@ -784,8 +831,7 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSyncsWavesFromNinetySixKBlocks) {
   for (const int64_t k : {int64_t{6080}, int64_t{6144}}) {
     SCOPED_TRACE(absl::StrCat("K=", k));
     Workspace ws;
-    CheckTwoLaunches({200, 256, k, Epilogue::kNone}, Spread::kUniform, rng,
-                     ws);
+    CheckTwoLaunches({200, 256, k, Epilogue::kNone}, Spread::kUniform, rng, ws);
     const PlanSummary plan = ws.plan();
     ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
     if (env_->backend().arch() == "sm_90a") {
@@ -1038,4 +1084,3 @@ TEST_F(MoeCudaExpertsTest, GraphReplaysEveryTokenCountOfItsBucket) {
 
 }  // namespace
 }  // namespace tailor::moe::testing
-

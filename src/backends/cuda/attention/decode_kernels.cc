@@ -14,10 +14,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/attention/heuristics.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
+#include "backends/gpu/error_words.h"
 #include "core/logging.h"
 #include "tailor/status.h"
 #include "templates/cuda/attention/decode_params.h"
@@ -62,12 +64,6 @@ static_assert(offsetof(DecodeWorkItem, first_partial) ==
 static_assert(offsetof(DecodeWorkItem, pieces) ==
               offsetof(tailor::plan::DecodeWorkItem, pieces));
 
-// What an item costs besides its tokens, in tokens: query rows, the first
-// tile's block-table lookup and load, the warps' merge, the output row or
-// partial. Measured on the H100 (cuda_decode_bench, 16 / 128 / 320): 128
-// took the one-long-plus-short batches from 105 to 78 us (Llama) and 69 to
-// 52 us (Qwen3) and left the rest within 2 %; 320 over-weights items there.
-constexpr int32_t kItemCostTokens = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
 absl::Status InvalidKey(absl::string_view field, absl::string_view rule,
@@ -222,59 +218,6 @@ bool DecodeHeadGroupsFit(const DecodeShape& shape, int stages,
                              static_cast<int>(shape.group), stages);
 }
 
-int DecodeHeadGroupFor(const DecodeShape& shape,
-                       absl::Span<const int32_t> seq_lens, int workers,
-                       bool fits, int forced) {
-  if (!fits) return 1;
-  if (seq_lens.empty()) return kDecodeHeadGroup;
-  if (forced != 0) return forced;
-  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
-  return tiles >= kDecodeHeadGroupMinTilesPerWorker * workers ? kDecodeHeadGroup
-                                                              : 1;
-}
-
-bool DecodeHeadGroupsSplit(const DecodeShape& shape,
-                           absl::Span<const int32_t> seq_lens, int workers) {
-  const int64_t tiles = DecodeKvTokens(shape, seq_lens) / kDecodeTileTokens;
-  return tiles >= kDecodeHeadGroupSplitMinTilesPerWorker * workers;
-}
-
-int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
-                    int ctas_per_sm) {
-  constexpr int64_t kReserved = 1024;  // per resident CTA
-  const int64_t per_cta =
-      ctas_per_sm <= 1 ? shared_limit
-                       : (shared_limit + kReserved) / ctas_per_sm - kReserved;
-  for (int stages = kDecodeMaxStages; stages >= 2; --stages) {
-    if (DecodeSharedBytes(static_cast<int>(head_dim), static_cast<int>(group),
-                          stages) <= per_cta) {
-      return stages;
-    }
-  }
-  return 0;
-}
-
-int64_t DecodeKvTokens(const DecodeShape& shape,
-                       absl::Span<const int32_t> seq_lens) {
-  int64_t tokens = 0;
-  for (int32_t len : seq_lens) tokens += std::max(len, 0);
-  return tokens * shape.num_kv_heads;
-}
-
-int64_t DecodeEvictFirstMaxTokens(const DecodeShape& shape, int64_t l2_bytes) {
-  // K and V bytes of one token of one KV head.
-  const int64_t token_bytes = 2 * shape.head_dim * DTypeSize(shape.dtype);
-  return kDecodeEvictFirstMaxL2s * l2_bytes / token_bytes;
-}
-
-int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
-                    int multiprocessors, int64_t shared_limit) {
-  const bool pairs_fill_the_sms = batch * shape.num_kv_heads >= multiprocessors;
-  const bool two_fit =
-      DecodeStagesFor(shape.head_dim, shape.group, shared_limit, 2) >= 2;
-  return pairs_fill_the_sms && two_fit ? 2 : 1;
-}
-
 SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
                       uint32_t variant, int32_t stages) {
   return CudaDecodeKey(engine.target(), shape, variant, stages);
@@ -356,10 +299,10 @@ absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
   const std::string entry =
       tma ? "tailor_decode_tma" : "tailor_decode_cp_async";
   return KernelSource{
-      .code =
-          absl::StrCat("#include \"templates/cuda/",
-                       tma ? "attention/decode_sm90.cuh" : "attention/decode_sm80.cuh",
-                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
+      .code = absl::StrCat(
+          "#include \"templates/cuda/",
+          tma ? "attention/decode_sm90.cuh" : "attention/decode_sm80.cuh",
+          "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
       .entry = entry};
 }
 
@@ -436,34 +379,6 @@ absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
   return stages;
 }
 
-int DecodeClusterWorkersFor(const DecodeShape& shape, int64_t bucket, bool tma,
-                            int stages, int64_t shared_limit,
-                            const DecodeClusterCapacity& capacity, int forced) {
-  if (!tma || forced == 1) return 0;
-  const int64_t pairs = bucket * shape.num_kv_heads;
-  for (const auto& [size, count] :
-       {std::pair{16, capacity.of16}, std::pair{8, capacity.of8}}) {
-    if (forced != 0 && forced != size) continue;
-    const bool fits = DecodeClusterSharedBytes(static_cast<int>(shape.head_dim),
-                                               static_cast<int>(shape.group),
-                                               stages, size) <= shared_limit;
-    if (pairs <= count && fits) return size;
-  }
-  return 0;
-}
-
-int DecodeCutWorkers(const DecodeShape& shape,
-                     absl::Span<const int32_t> seq_lens, int workers,
-                     int multiprocessors) {
-  if (workers <= multiprocessors) return workers;
-  const int64_t pairs =
-      static_cast<int64_t>(seq_lens.size()) * shape.num_kv_heads;
-  const int64_t tokens = DecodeKvTokens(shape, seq_lens);
-  const bool short_work = tokens < int64_t{workers} * kDecodeTileTokens *
-                                       kDecodeNarrowTilesPerWorker;
-  return pairs < multiprocessors && short_work ? multiprocessors : workers;
-}
-
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
     const DecodeShape& shape, int64_t bucket,
     absl::Span<const int32_t> seq_lens) {
@@ -481,7 +396,7 @@ absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
           ? kDecodeLaunchEvictFirst
           : 0;
   DecodePlanConfig config{.tile_tokens = kDecodeTileTokens,
-                          .item_cost_tokens = kItemCostTokens};
+                          .item_cost_tokens = kDecodeItemCostTokens};
   if (tuning_.workers_per_sm != 0) {
     config.num_workers = workers(tuning_.workers_per_sm);
   } else {
@@ -586,13 +501,7 @@ absl::StatusOr<DecodeErrors> CudaDecodeKernels::TakeErrors(Engine& engine,
                           0xff, sizeof(words), s),
       "cuMemsetD8Async(decode errors)"));
   DecodeErrors errors;
-  auto decode =
-      [](unsigned long long word) -> std::optional<DecodeErrors::Bad> {
-    if (word == ~0ull) return std::nullopt;
-    return DecodeErrors::Bad{
-        .position = static_cast<int64_t>(word >> 32),
-        .value = static_cast<int32_t>(static_cast<uint32_t>(word))};
-  };
+  auto decode = gpu::DecodeErrorWordAs<DecodeErrors::Bad>;
   errors.bad_page = decode(words[kDecodeErrorBadPage]);
   errors.bad_seq_len = decode(words[kDecodeErrorBadSeqLen]);
   errors.too_many_pages = decode(words[kDecodeErrorTooManyPages]);
@@ -636,13 +545,13 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
           DecodeCacheMapSpec(shape, launch.num_pages, cache, *strides, heads);
       tma_status = CheckTensorMap(spec, backend_.compute_capability());
       if (!tma_status.ok()) break;
-      absl::StatusOr<const TensorMapBytes*> bytes =
+      absl::StatusOr<TensorMapBytes> bytes =
           backend_.descriptor_pool().GetOrEncode(spec);
       if (!bytes.ok()) {
         tma_status = bytes.status();
         break;
       }
-      std::memcpy(map, (*bytes)->bytes, sizeof(TensorMap));
+      std::memcpy(map, bytes->bytes, sizeof(TensorMap));
     }
   }
   bool tma = tma_status.ok() && forced != Path::kCpAsync;

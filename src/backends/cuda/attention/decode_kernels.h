@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/cuda/attention/tuning.h"
+#include "backends/cuda/attention/heuristics.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -52,30 +53,6 @@
 namespace tailor::cuda {
 
 class CudaBackend;
-
-// How many clusters of 8 and of 16 CTAs (one an SM: the decode kernel's
-// shared memory) the device runs at once; 0 where it runs none.
-struct DecodeClusterCapacity {
-  int of8 = 0;
-  int of16 = 0;
-};
-
-// The cluster size of a workspace of `bucket` sequences
-// (plan::DecodePlanParams::cluster_workers; its launch has that size times
-// capacity's count of CTAs): 16 when the bucket's (sequence, KV head) pairs
-// fit one cluster each of those the device runs at once, else 8 when they
-// fit those, else 0 (no clusters). `forced` (DecodeTuning::cluster): 1
-// never, 8 or 16 only that size. Only where `tma` (the TMA kernel may run:
-// sm_90a, its page sizes) and the receiver's slots fit beside a `stages`
-// deep pipeline in `shared_limit` bytes.
-// Why: at B = 1 a split pair's merge is the tail of the launch; in the
-// shared memory of one cluster it skips the merge counter's and the
-// partials' round trips through L2 (H100, bench/results/decode_h100.txt,
-// session 19).
-int DecodeClusterWorkersFor(const tailor::internal::DecodeShape& shape,
-                            int64_t bucket, bool tma, int stages,
-                            int64_t shared_limit,
-                            const DecodeClusterCapacity& capacity, int forced);
 
 class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  public:
@@ -124,7 +101,7 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   absl::Status QueryDevice();
   // The device's DecodeClusterCapacity, queried at the first call (after
   // QueryDevice), so that only servers whose buckets could launch in
-  // clusters pay for its compile (~70 ms of NVRTC).
+  // clusters pay for its compile.
   DecodeClusterCapacity ClusterCapacity();
   // DecodeClusterCapacity of the device (sm_90+; else zeros): the occupancy
   // of a kernel that does nothing, compiled for the purpose, with all of an
@@ -148,52 +125,9 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   std::atomic<tailor::internal::KernelGeneratorFn> test_generator_{nullptr};
 };
 
-// The deepest pipeline (2..kDecodeMaxStages) for which `ctas_per_sm` CTAs
-// fit an SM whose opt-in shared memory per block is `shared_limit` bytes
-// (the SM has 1 KiB more, and every resident CTA reserves 1 KiB); 0 when
-// none does.
-int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
-                    int ctas_per_sm = 1);
-
-// CTAs of decode work per SM for plans on a workspace of `batch` sequences:
-// two co-resident CTAs (each at the depth two fit) when the batch has at
-// least an SM's worth of (sequence, KV head) pairs and two fit, else one.
-// Two CTAs hide one's item starts and merges behind the other's streaming
-// (H100, bench/results/decode_h100.txt: 3-7 % on Llama B=32 L=1024, ragged
-// and one-long-plus-short batches); with fewer pairs than SMs the long pairs
-// are split, and twice the workers make twice the pieces to merge (Qwen3
-// B=1 L=4096: 16.0 -> 19.2 us).
-int DecodeCtasPerSm(const tailor::internal::DecodeShape& shape, int64_t batch,
-                    int multiprocessors, int64_t shared_limit);
-
-// The workers a plan of `seq_lens` on a launch of `workers` CTAs fills: all,
-// or one an SM when the launch has two an SM, the plan fewer pairs than
-// SMs and less than kDecodeNarrowTilesPerWorker tiles a worker. (H100, a
-// workspace for 256 with two CTAs an SM: B=1 and Qwen3 B=32 L=1024 run as
-// fast as on one CTA an SM only narrowed; B=8 L=32768 runs 4-5 % slower
-// narrowed, as one CTA an SM of two stages streams less than two.)
-inline constexpr int64_t kDecodeNarrowTilesPerWorker = 16;
-int DecodeCutWorkers(const tailor::internal::DecodeShape& shape,
-                     absl::Span<const int32_t> seq_lens, int workers,
-                     int multiprocessors);
-
-// Sum of `seq_lens` (negatives as 0) times the KV heads: the batch's KV
-// tokens, what the cut and the L2 policy are sized by.
-int64_t DecodeKvTokens(const tailor::internal::DecodeShape& shape,
-                       absl::Span<const int32_t> seq_lens);
-
-// The most tokens (DecodeKvTokens) of a batch whose K and V the kernels
-// stream with an L2 evict-first policy (PlanConfig then sets
-// kDecodeLaunchEvictFirst in the plan's launch flags):
-// kDecodeEvictFirstMaxL2s times the L2 in KV bytes. H100 (50 MiB L2,
-// cuda_decode_bench, the anchors' protocol: L2 full of dirty lines before
-// each run): evict-first takes Qwen3 B=1 L=32768 (67 MB) 41.4 -> 36.5 us
-// and Llama (134 MB) 65.0 -> 60.6 us, is even at 268 MB (Qwen3 B=128
-// L=1024) and costs 2-3 % from 537 MB up (Llama B=128 L=4096 725 -> 742
-// us).
-inline constexpr int64_t kDecodeEvictFirstMaxL2s = 4;
-int64_t DecodeEvictFirstMaxTokens(const tailor::internal::DecodeShape& shape,
-                                  int64_t l2_bytes);
+// The launch rules (DecodeStagesFor, DecodeCtasPerSm, DecodeCutWorkers, the
+// L2 policy, head groups, clusters) are in backends/cuda/attention/
+// heuristics.h.
 
 // Whether the TMA kernel can serve `page_size` (the template's rule).
 bool DecodeTmaPageSize(int64_t page_size);
@@ -204,37 +138,6 @@ bool DecodeTmaPageSize(int64_t page_size);
 // template's kHeadGroups).
 bool DecodeHeadGroupsFit(const tailor::internal::DecodeShape& shape, int stages,
                          absl::string_view arch);
-
-// The head group of a plan of `seq_lens` on `workers` CTAs
-// (plan::DecodePlanParams::head_group): kDecodeHeadGroup where `fits`
-// (DecodeHeadGroupsFit) and the batch has at least
-// kDecodeHeadGroupMinTilesPerWorker tiles of 64 tokens per worker, else 1;
-// `forced` (DecodeTuning::head_group) 1 or kDecodeHeadGroup overrides the
-// length rule. With no lengths (a workspace reservation): the largest any
-// plan may get (kDecodeHeadGroup where it fits, forced or not), which sizes
-// the work list and partial slots.
-// A head group's pieces are 4x coarser, so small batches keep one head an
-// item: B=1 L=4096 would split 4096 tokens into pieces of all 4 heads, and
-// each pair's merge would wait on 4x the pieces' ends.
-inline constexpr int64_t kDecodeHeadGroupMinTilesPerWorker = 16;
-int DecodeHeadGroupFor(const tailor::internal::DecodeShape& shape,
-                       absl::Span<const int32_t> seq_lens, int workers,
-                       bool fits, int forced);
-
-// Whether a grouped plan of `seq_lens` on `workers` CTAs may split head
-// groups (plan::DecodePlanParams::head_group_always): at least
-// kDecodeHeadGroupSplitMinTilesPerWorker tiles of 64 tokens per worker.
-// Below that the planner takes groups only whole (none split). A split
-// group's pieces end together, so its heads' merges (one warp each) all run
-// in the CTA of its last piece, at the end of the launch; a worker must
-// stream long enough for the 4 KB -> 16 KB copies to pay that tail. H100,
-// session 18 (forced groups vs none, cuda_decode_bench): 124 tiles a worker
-// gained 0.5-1.1 % (Llama B=8 L=32768, B=32 L=8192, ragged; Qwen3 B=128
-// L=4096), 62 lost 0.3-3.3 % (Qwen3 B=8 L=32768, B=32 L=8192, ragged,
-// B=128 L=1024); the bound sits between.
-inline constexpr int64_t kDecodeHeadGroupSplitMinTilesPerWorker = 96;
-bool DecodeHeadGroupsSplit(const tailor::internal::DecodeShape& shape,
-                           absl::Span<const int32_t> seq_lens, int workers);
 
 // The rank-5 map over one cache tensor ([num_pages, page_size, Hkv, D] with
 // element strides {page, token, head}; see decode_params.h): boxes of one

@@ -12,6 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/moe/heuristics.h"
+#include "backends/gpu/error_words.h"
+#include "backends/gpu/moe_launch.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe/params.h"
 
@@ -82,26 +85,6 @@ bool HopperTmaStoreShape(bool enabled, int64_t tile_rows,
          out_n % 8 == 0;
 }
 
-// Whether the Hopper kernel stores full tiles by TMA (`enabled`, the plan
-// tile is the CTA tile, C rows are 16-byte multiples and C is 16-byte
-// aligned); if so, fills `c_map`.
-bool HopperStoresByTma(DescriptorPool& descriptors, bool enabled,
-                       const GroupedGemmLaunch& l, TensorMap& c_map) {
-  const int64_t out_n =
-      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
-  if (!HopperTmaStoreShape(enabled, l.tile_rows, l.epilogue, l.n) ||
-      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
-    return false;
-  }
-  // {64 columns, 64 rows} boxes over C [rows, out_n]. A map the checker
-  // refuses leaves every tile on the register stores.
-  absl::StatusOr<const TensorMapBytes*> map =
-      descriptors.GetOrEncode(Bf16Rows(l.c, l.rows, out_n, 64));
-  if (!map.ok()) return false;
-  std::memcpy(&c_map, (*map)->bytes, sizeof(c_map));
-  return true;
-}
-
 // Persistent grids: CTAs per multiprocessor of each GEMM kernel.
 constexpr int kMmaCtasPerSm = 2;   // its __launch_bounds__ minimum
 constexpr int kSimtCtasPerSm = 4;  // 256 threads, 8 KiB shared
@@ -147,10 +130,10 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
     const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
     const int cluster = key.tile.cluster > 1 ? key.tile.cluster : 1;
     const int swap_ab = (key.variant & kGemmSwapAB) != 0 ? 1 : 0;
-    KernelSource source = Entry(
-        "moe/sm90/kernel.cuh",
-        absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ", ",
-                     cluster, ", ", swap_ab, ">"));
+    KernelSource source =
+        Entry("moe/sm90/kernel.cuh",
+              absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ", ",
+                           cluster, ", ", swap_ab, ">"));
     if (key.variant & kGemmPipelineChecks) {
       source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
     }
@@ -208,14 +191,9 @@ LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
   return config;
 }
 
-int64_t RowVectors(int64_t hidden, DType dtype) {
-  const int64_t row_bytes = hidden * static_cast<int64_t>(DTypeSize(dtype));
-  return row_bytes / MoeRowVectorBytes(row_bytes);
-}
-
-uint32_t CeilDiv(int64_t a, int64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
-}
+// Lanes of a warp (runtime/cuda/lanes.cuh, kLanes): the Route's scatter
+// blocks are whole warps.
+constexpr int kWarpLanes = 32;
 
 // ---- keys: the launches and MoeLayerKernels build them here ---------------
 
@@ -233,21 +211,6 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
   return key;
 }
 
-// Clusters of the Hopper kernel (templates/cuda/moe/sm90/kernel.cuh):
-// 2 or 4 CTAs that share A and W tiles by TMA multicast, on the 128-row
-// kernel, only where moe.cluster=2 or 4 forces them
-// (comparisons, tests). The cost model takes none. Measured on the H100
-// (bench/results/moe_gpu_h100.txt, session 26; one process, both orders):
-// without clusters DeepSeek-V3 T=16384 gate/up ran 8-10 % faster than in
-// pairs, T=4096 4-7 % (both GEMMs), Qwen3-30B-A3B T=16384 gate/up 10-12 %,
-// Mixtral T=16384 down 5 %; Mixtral gate/up was even and DeepSeek-V3
-// T=16384 down 2 % slower. Pairs paid (session 9) before the dynamic
-// schedule and wave sync kept the tiles that share A or W in the L2
-// together. Clusters of 4, with 25 % fewer L2 bytes per CTA than pairs,
-// ran 4-10 % slower than pairs: a cluster CTA's stage waits for copies
-// issued by 2 to 4 SMs, and every CTA for the slowest.
-int HopperClusterFor(int forced, int cta_rows) {
-  return cta_rows == kMoeSm90MaxRows ? forced : 1;
 }
 
 // moe.expert_groups: the raster group bounds it forces (kMoeGroups*), or
@@ -266,20 +229,6 @@ int ForcedExpertGroups(MoeExpertGroups groups) {
   return -1;
 }
 
-// Swap-AB on the Hopper kernel: plan tiles of at most 32 rows, unless
-// moe.swap_ab=off (comparisons).
-bool HopperSwapAB(bool enabled, int64_t tile_rows) {
-  return enabled && tile_rows <= kMoeSm90SwapMaxRows;
-}
-// The swap-AB tiles of the cost model: 8 rows (one wgmma n8 column block)
-// for steps whose experts get at most 8 rows, else 32. Two tiles, not
-// 8/16/24/32: the MMA hides under the W stream at any N <= 32, so more
-// tiles would only cost compiles.
-constexpr int32_t kSwapSmallTile = 8;
-constexpr int32_t kSwapLargeTile = kMoeSm90SwapMaxRows;
-int32_t MoeSwapTileRows(int64_t max_expert_rows) {
-  return max_expert_rows <= kSwapSmallTile ? kSwapSmallTile : kSwapLargeTile;
-}
 
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
 // with (`hopper`) or without the Hopper kernel enabled.
@@ -324,6 +273,37 @@ bool HopperGemmEnabled(absl::string_view arch, const MoeTuning& tuning) {
 
 }  // namespace
 
+absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(DescriptorPool& descriptors,
+                                                    const GroupedGemmLaunch& l,
+                                                    int a_rows,
+                                                    bool tma_store) {
+  // A and C over the buffers' reserved rows: the same maps every step.
+  const int64_t rows = std::max(l.rows, l.row_capacity);
+  HopperGemmMaps maps;
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes a,
+                          descriptors.GetOrEncode(Bf16Rows(
+                              l.a, rows, l.k, static_cast<uint32_t>(a_rows))));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
+                          descriptors.GetOrEncode(Bf16Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  std::memcpy(&maps.a, a.bytes, sizeof(maps.a));
+  std::memcpy(&maps.w, w.bytes, sizeof(maps.w));
+  if (!HopperTmaStoreShape(tma_store, l.tile_rows, l.epilogue, l.n) ||
+      reinterpret_cast<uintptr_t>(l.c) % 16 != 0) {
+    return maps;
+  }
+  // {64 columns, 64 rows} boxes over C. A map the checker refuses leaves
+  // every tile on the register stores.
+  const int64_t out_n =
+      l.epilogue == moe::Epilogue::kSiluAndMul ? l.n / 2 : l.n;
+  absl::StatusOr<TensorMapBytes> c =
+      descriptors.GetOrEncode(Bf16Rows(l.c, rows, out_n, 64));
+  if (!c.ok()) return maps;
+  std::memcpy(&maps.c, c->bytes, sizeof(maps.c));
+  maps.tma_store = true;
+  return maps;
+}
+
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const KeyTarget& target, const tailor::internal::MoeLayerShape& layer,
     const MoeTuning& tuning) {
@@ -335,8 +315,8 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     tiles = {64};
     if (hopper) tiles.push_back(128);
     if (hopper && swap_ab) {
-      tiles.push_back(kSwapSmallTile);
-      tiles.push_back(kSwapLargeTile);
+      tiles.push_back(kMoeSwapSmallTile);
+      tiles.push_back(kMoeSwapLargeTile);
     }
   }
   if (tiles[0] < 1 || tiles[0] > CudaMoeKernels::kMaxTileRows) {
@@ -423,71 +403,37 @@ int64_t CudaMoeKernels::MaxDeviceRouteExperts() const {
 
 absl::Status CudaMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
                                               void* stream) {
-  auto* header = static_cast<MoeRouteHeader*>(route_scratch);
+  char* header = static_cast<char*>(route_scratch);
   TAILOR_RETURN_IF_ERROR(
-      backend_.FillDevice(header, 0xff, 2 * sizeof(uint64_t), stream));
+      backend_.FillDevice(header, 0xff, gpu::kRouteHeaderErrorBytes, stream));
   TAILOR_RETURN_IF_ERROR(backend_.FillDevice(
-      &header->num_work, 0, sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
-      stream));
+      header + gpu::kRouteHeaderErrorBytes, 0,
+      gpu::kRouteHeaderBytesUsed - gpu::kRouteHeaderErrorBytes, stream));
   if (SplitScratchBytes() == 0) return absl::OkStatus();
-  return backend_.FillDevice(
-      static_cast<char*>(route_scratch) + kMoeRouteHeaderBytes, 0,
-      MoeSm90SplitArrivalBytes(multiprocessors_), stream);
+  return backend_.FillDevice(header + kMoeRouteHeaderBytes, 0,
+                             MoeSm90SplitArrivalBytes(multiprocessors_),
+                             stream);
 }
 
 absl::Status CudaMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
   const int64_t assignments = l.tokens * l.topk;
-  // At least one segment: an empty step still plans (zero counts).
-  const uint32_t segments =
-      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
-  MoeRouteParams p = {};
-  p.topk_ids = l.topk_ids;
-  p.expert_map = l.expert_map;
-  p.valid_tokens = l.valid_tokens;
-  p.map_size = l.map_size;
-  p.tokens = static_cast<int>(l.tokens);
-  p.topk = static_cast<int>(l.topk);
-  p.experts = static_cast<int>(l.experts);
-  p.assignments = static_cast<int>(assignments);
-  p.segments = static_cast<int>(segments);
-  p.tile_rows = static_cast<int>(l.tile_rows);
-  p.max_work = static_cast<int>(l.max_work);
-  p.counts = l.counts;
-  p.offsets = l.offsets;
-  p.permutation = l.permutation;
-  p.inverse = l.inverse;
-  p.work = reinterpret_cast<MoeWorkItem*>(l.work);
-  p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
-  p.histogram =
-      reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
-                             kMoeRouteHeaderBytes + SplitScratchBytes());
-  std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
-
-  const uint32_t expert_bytes = static_cast<uint32_t>(4 * l.experts);
+  MoeRouteParams p = gpu::MoeRouteParamsOf(
+      l, reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
+                                kMoeRouteHeaderBytes + SplitScratchBytes()));
   const int warps = MoeScatterWarps(l.experts);
+  const gpu::MoeRouteKernels kernels =
+      gpu::PlanMoeRoute(assignments, l.experts, kWarpLanes, warps);
   const KeyTarget target = engine.target();
-  if (segments == 1 && warps == kMoeRouteCountThreads / 32) {
-    // One block counts, plans and scatters: one launch.
-    return LaunchKernel(engine, RouteKey(target, kMoeRouteFused, warps),
-                        GenerateRoute, GenericRouteId(kMoeRouteFused, warps),
-                        Config(1, 1, kMoeRouteCountThreads,
-                               (1 + warps) * expert_bytes, l.stream,
-                               assignments),
-                        &p, sizeof(p));
+  for (int i = 0; i < kernels.count; ++i) {
+    const gpu::MoeRouteKernel& k = kernels.kernel[i];
+    TAILOR_RETURN_IF_ERROR(
+        LaunchKernel(engine, RouteKey(target, k.variant, warps), GenerateRoute,
+                     GenericRouteId(k.variant, warps),
+                     Config(k.shape.grid_x, k.shape.grid_y, k.shape.threads,
+                            k.shape.shared_bytes, l.stream, assignments),
+                     &p, sizeof(p)));
   }
-  TAILOR_RETURN_IF_ERROR(LaunchKernel(
-      engine, RouteKey(target, kMoeRouteCountPlan, warps), GenerateRoute,
-      GenericRouteId(kMoeRouteCountPlan, warps),
-      Config(segments, 1, kMoeRouteCountThreads, expert_bytes, l.stream,
-             assignments),
-      &p, sizeof(p)));
-  return LaunchKernel(
-      engine, RouteKey(target, kMoeRouteScatter, warps), GenerateRoute,
-      GenericRouteId(kMoeRouteScatter, warps),
-      Config(segments, 1, 32 * warps,
-             static_cast<uint32_t>((1 + warps) * expert_bytes), l.stream,
-             assignments),
-      &p, sizeof(p));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
@@ -498,13 +444,7 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
       backend_.CopyToHost(words, route_scratch, sizeof(words), stream));
   TAILOR_RETURN_IF_ERROR(
       backend_.FillDevice(route_scratch, 0xff, sizeof(words), stream));
-  auto decode = [](uint64_t word) -> std::optional<RouteErrors::Bad> {
-    if (word == kMoeNoError) return std::nullopt;
-    return RouteErrors::Bad{.position = static_cast<int64_t>(word >> 32),
-                            .value = static_cast<int32_t>(word & 0xffffffffu)};
-  };
-  return RouteErrors{.bad_id = decode(words[0]),
-                     .bad_map_entry = decode(words[1])};
+  return gpu::MoeRouteErrorsOf(words);
 }
 
 // ---- executors --------------------------------------------------------------
@@ -512,20 +452,13 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
 absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
-  MoePackParams p = {.hidden = l.hidden,
-                     .permutation = l.permutation,
-                     .a = l.a,
-                     .rows = static_cast<int>(l.rows),
-                     .tokens = static_cast<int>(l.tokens),
-                     .topk = static_cast<int>(l.topk),
-                     .hidden_dim = static_cast<int>(l.hidden_dim)};
-  const uint32_t blocks_per_row =
-      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
+  const MoePackParams p = gpu::MoePackParamsOf(l);
+  const gpu::LaunchShape shape = gpu::MoePackShape(l);
   return LaunchKernel(engine, key, GeneratePack,
                       l.dtype == DType::kBF16 ? GenericKernelId::kPackBf16
                                               : GenericKernelId::kPackF32,
-                      Config(static_cast<uint32_t>(l.rows), blocks_per_row,
-                             kMoePackThreads, 0, l.stream, l.rows),
+                      Config(shape.grid_x, shape.grid_y, shape.threads,
+                             shape.shared_bytes, l.stream, l.rows),
                       &p, sizeof(p));
 }
 
@@ -553,12 +486,8 @@ CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
 
 int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
                                         int64_t max_expert_rows) const {
-  if (!hopper_) return 64;
-  if (assignments >= kRowsFor128 * experts) return 128;
-  if (swap_ab_ && max_expert_rows <= kMoeSm90SwapMaxRows) {
-    return MoeSwapTileRows(max_expert_rows);
-  }
-  return 64;
+  return MoeDefaultTileRows(hopper_, swap_ab_, assignments, experts,
+                            max_expert_rows);
 }
 
 namespace {
@@ -611,16 +540,13 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   v.cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
   v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
   v.a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), v.swap_ab);
-  TAILOR_ASSIGN_OR_RETURN(
-      const TensorMapBytes* a_map,
-      descriptors_.GetOrEncode(Bf16Rows(l.a, l.rows, l.k, v.a_rows)));
-  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes* w_map,
-                          descriptors_.GetOrEncode(Bf16Rows(
-                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
-  std::memcpy(&p.a_map, a_map->bytes, sizeof(p.a_map));
-  std::memcpy(&p.w_map, w_map->bytes, sizeof(p.w_map));
-  v.tma_store =
-      !v.swap_ab && HopperStoresByTma(descriptors_, tma_store_, l, p.c_map);
+  TAILOR_ASSIGN_OR_RETURN(const HopperGemmMaps maps,
+                          EncodeHopperGemmMaps(descriptors_, l, v.a_rows,
+                                               tma_store_ && !v.swap_ab));
+  p.a_map = maps.a;
+  p.w_map = maps.w;
+  p.c_map = maps.c;
+  v.tma_store = maps.tma_store;
   p.c = l.c;
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
@@ -636,22 +562,19 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   v.cluster = HopperClusterFor(cluster_, v.cta_rows);
   const int64_t expert_w_bytes =
       l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype));
-  p.expert_groups =
-      expert_groups_ >= 0
-          ? expert_groups_
-          : MoeSm90ExpertGroups(l.rows, l.experts, v.cta_rows, expert_w_bytes,
-                                l2_bytes_);
+  p.expert_groups = expert_groups_ >= 0
+                        ? expert_groups_
+                        : MoeSm90ExpertGroups(l.rows, l.experts, v.cta_rows,
+                                              expert_w_bytes, l2_bytes_);
   p.w_evict_first =
       v.cluster == 1 &&
-      Decide(w_evict_first_,
-             MoeSm90EvictFirstW(l.rows, l.tile_rows, l.experts,
-                                expert_w_bytes, l2_bytes_));
+      Decide(w_evict_first_, MoeSm90EvictFirstW(l.rows, l.tile_rows, l.experts,
+                                                expert_w_bytes, l2_bytes_));
   p.max_work = static_cast<int>(l.plan.max_work);
   const bool prefetch_w =
       v.cluster == 1 &&
-      Decide(prefetch_w_,
-             MoeSm90PrefetchWEarly(l.rows, l.tile_rows, l.experts,
-                                   expert_w_bytes, l2_bytes_));
+      Decide(prefetch_w_, MoeSm90PrefetchWEarly(l.rows, l.tile_rows, l.experts,
+                                                expert_w_bytes, l2_bytes_));
   p.prefetch_w_kblocks = prefetch_w ? kMoeSm90PrefetchWKBlocks : 0;
   if (v.cluster > 1) {
     TAILOR_ASSIGN_OR_RETURN(const int max_clusters, MaxClusters(v.cluster));
@@ -684,8 +607,8 @@ absl::StatusOr<int> CudaMoeKernels::MaxClusters(int cluster) {
 tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
     const GroupedGemmLaunch& l, const HopperVariant& v,
     const MoeGroupedGemmSm90Params& p) const {
-  return {.kernel = v.swap_ab ? "cuda.sm90_tma_wgmma_swap_ab"
-                              : "cuda.sm90_tma_wgmma",
+  return {.kernel =
+              v.swap_ab ? "cuda.sm90_tma_wgmma_swap_ab" : "cuda.sm90_tma_wgmma",
           .n = l.n,
           .k = l.k,
           .cta_rows = v.a_rows,
@@ -707,11 +630,10 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
   MoeGroupedGemmSm90Params p = {};
-  TAILOR_ASSIGN_OR_RETURN(const HopperVariant v,
-                          HopperParams(l, max_tiles, p));
-  const SpecKey key = GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows,
-                              l.epilogue, kHopperGemm, pipeline_checks_,
-                              v.tma_store, v.cluster, v.swap_ab);
+  TAILOR_ASSIGN_OR_RETURN(const HopperVariant v, HopperParams(l, max_tiles, p));
+  const SpecKey key =
+      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+              kHopperGemm, pipeline_checks_, v.tma_store, v.cluster, v.swap_ab);
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,
                                  GenericGemmId(l.dtype, l.k, l.epilogue)));
@@ -756,15 +678,7 @@ absl::Status CudaMoeKernels::PortableGroupedGemm(Engine& engine,
   const bool mma = MoeGemmUsesMma(l.dtype == DType::kBF16, l.k);
   const int64_t max_tiles = l.plan.max_work * MoeGemmNTiles(mma, gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
-  MoeGroupedGemmParams p = {
-      .a = l.a,
-      .w = l.w,
-      .c = l.c,
-      .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
-      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch),
-      .n = static_cast<int>(l.n),
-      .k = static_cast<int>(l.k),
-      .tile_rows = static_cast<int>(l.tile_rows)};
+  MoeGroupedGemmParams p = gpu::MoePortableGemmParamsOf(l);
   const int64_t resident =
       int64_t{multiprocessors_} * (mma ? kMmaCtasPerSm : kSimtCtasPerSm);
   const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
@@ -797,21 +711,13 @@ absl::Status CudaMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
   if (l.tokens == 0) return absl::OkStatus();
   const SpecKey key =
       CombineKey(engine.target(), l.dtype, l.hidden_dim, l.topk);
-  MoeCombineParams p = {.c = l.c,
-                        .weights = l.weights,
-                        .inverse = l.inverse,
-                        .out = l.out,
-                        .rows = static_cast<int>(l.rows),
-                        .tokens = static_cast<int>(l.tokens),
-                        .hidden_dim = static_cast<int>(l.hidden_dim),
-                        .topk = static_cast<int>(l.topk)};
-  const uint32_t blocks_per_token =
-      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
+  const MoeCombineParams p = gpu::MoeCombineParamsOf(l);
+  const gpu::LaunchShape shape = gpu::MoeCombineShape(l);
   return LaunchKernel(engine, key, GenerateCombine,
                       l.dtype == DType::kBF16 ? GenericKernelId::kCombineBf16
                                               : GenericKernelId::kCombineF32,
-                      Config(static_cast<uint32_t>(l.tokens), blocks_per_token,
-                             kMoeCombineThreads, 0, l.stream, l.rows),
+                      Config(shape.grid_x, shape.grid_y, shape.threads,
+                             shape.shared_bytes, l.stream, l.rows),
                       &p, sizeof(p));
 }
 

@@ -76,6 +76,26 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const tailor::internal::KeyTarget& target,
     const tailor::internal::MoeLayerShape& layer, const MoeTuning& tuning);
 
+// The tensor maps of a Hopper grouped-GEMM launch (MoeGroupedGemmSm90Params,
+// templates/cuda/moe/params.h), from `descriptors`: A [rows, K] in boxes of
+// `a_rows` rows x 64 K and W [E * N, K] in 64 x 64 boxes; C [rows, output
+// columns] in 64 x 64 boxes when full tiles leave by TMA stores
+// (`tma_store`, the plan tile is the CTA tile, C rows are 16-byte multiples,
+// C is 16-byte aligned and its map legal; else c is zero and tma_store
+// false). A and C span the buffers' reserved rows (GroupedGemmLaunch::
+// row_capacity, else the step's rows), never a step's count: the TMA unit
+// zero-fills loads and drops stores past a map's end, and the kernel stores
+// only the work list's rows, so every step on one workspace reuses the same
+// maps, encoded once.
+struct HopperGemmMaps {
+  TensorMap a = {}, w = {}, c = {};
+  bool tma_store = false;
+};
+absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(
+    DescriptorPool& descriptors,
+    const tailor::internal::GroupedGemmLaunch& launch, int a_rows,
+    bool tma_store);
+
 class CudaMoeKernels final : public tailor::internal::MoeKernels {
  public:
   static constexpr int32_t kMaxTileRows = 128;
@@ -96,17 +116,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   void SetGeneratorForTesting(tailor::internal::OpKind op,
                               tailor::internal::KernelGeneratorFn generate);
 
-  // The cost model (per step, deterministic): on Hopper, 128-row tiles
-  // (two consumer warpgroups share each W tile, halving W reads per row)
-  // once the average expert has at least kRowsFor128 rows (T * k / E);
-  // below that, where every item is a small tail (decode), the swap-AB
-  // kernel's tiles (8 or 32 rows: MoeSwapTileRows) when no expert gets
-  // more than 32 rows, else 64-row tiles. Measured on the H100
-  // (bench/results/moe_cuda_h100.txt): 128 wins from about 32 rows per
-  // expert up (DeepSeek-V3 T=4096, 128 rows/expert: 8.9 vs 10.2 ms), 64
-  // wins below 16 (Mixtral T=1: 0.164 vs 0.186 ms), even in between.
-  // Elsewhere 64, the portable kernel's CTA.
-  static constexpr int64_t kRowsFor128 = 32;
+  // The cost model's tile (per step, deterministic): MoeDefaultTileRows
+  // (backends/cuda/moe/heuristics.h) on this device.
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }

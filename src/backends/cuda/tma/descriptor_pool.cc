@@ -1,6 +1,8 @@
-// backends/cuda/tma/descriptor_pool.cc — check once, encode once, reuse.
+// backends/cuda/tma/descriptor_pool.cc — check once, encode once, reuse;
+// drop the least recently used descriptor at the bound.
 #include "backends/cuda/tma/descriptor_pool.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -11,22 +13,45 @@
 
 namespace tailor::cuda {
 
-DescriptorPool::DescriptorPool(int sm_arch, TensorMapEncoder encoder)
-    : sm_arch_(sm_arch), encoder_(std::move(encoder)) {}
+DescriptorPool::DescriptorPool(int sm_arch, TensorMapEncoder encoder,
+                               size_t capacity)
+    : sm_arch_(sm_arch),
+      encoder_(std::move(encoder)),
+      capacity_(std::max<size_t>(capacity, 1)) {}
 
-const TensorMapBytes* DescriptorPool::Find(const TensorMapSpec& spec) const {
+const DescriptorPool::Entry* DescriptorPool::FindAndTouch(
+    const TensorMapSpec& spec) const {
   const auto it = maps_.find(spec);
-  return it == maps_.end() ? nullptr : it->second.get();
+  if (it == maps_.end()) return nullptr;
+  // Under the shared lock: eviction, which reads the stamps, holds the
+  // exclusive one, so a stamp is never written while it picks.
+  it->second->last_use.store(uses_.fetch_add(1, std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
+  return it->second.get();
 }
 
-absl::StatusOr<const TensorMapBytes*> DescriptorPool::GetOrEncode(
+void DescriptorPool::EvictOne() {
+  // A linear scan: evictions are rare (the bound is far above a serving
+  // workload's maps), and a scan keeps the warm path to one stamp store.
+  auto oldest = maps_.begin();
+  for (auto it = maps_.begin(); it != maps_.end(); ++it) {
+    if (it->second->last_use.load(std::memory_order_relaxed) <
+        oldest->second->last_use.load(std::memory_order_relaxed)) {
+      oldest = it;
+    }
+  }
+  maps_.erase(oldest);
+  evictions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+absl::StatusOr<TensorMapBytes> DescriptorPool::GetOrEncode(
     const TensorMapSpec& spec) {
   {
-    // Warm path: shared lock, one probe.
+    // Warm path: shared lock, one probe, the bytes copied out under it.
     absl::ReaderMutexLock lock(&mutex_);
-    if (const TensorMapBytes* found = Find(spec)) {
+    if (const Entry* found = FindAndTouch(spec)) {
       reuses_.fetch_add(1, std::memory_order_relaxed);
-      return found;
+      return found->bytes;
     }
   }
   // Cold path. The check is pure and cheap; run it outside the lock so that
@@ -37,21 +62,24 @@ absl::StatusOr<const TensorMapBytes*> DescriptorPool::GetOrEncode(
   }
   absl::MutexLock lock(&mutex_);
   // Another thread may have encoded it while we waited for the lock.
-  if (const TensorMapBytes* found = Find(spec)) {
+  if (const Entry* found = FindAndTouch(spec)) {
     reuses_.fetch_add(1, std::memory_order_relaxed);
-    return found;
+    return found->bytes;
   }
   // Encoding under the exclusive lock keeps "exactly one encode per spec"
   // simple; encodes are rare (once per spec) and take microseconds.
-  auto bytes = std::make_unique<TensorMapBytes>();
-  if (absl::Status status = encoder_(spec, bytes.get()); !status.ok()) {
+  auto entry = std::make_unique<Entry>();
+  if (absl::Status status = encoder_(spec, &entry->bytes); !status.ok()) {
     encode_failures_.fetch_add(1, std::memory_order_relaxed);
     return status;
   }
   encodes_.fetch_add(1, std::memory_order_relaxed);
-  const TensorMapBytes* stored = bytes.get();
-  maps_.emplace(spec, std::move(bytes));
-  return stored;
+  if (maps_.size() >= capacity_) EvictOne();
+  entry->last_use.store(uses_.fetch_add(1, std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  const TensorMapBytes bytes = entry->bytes;
+  maps_.emplace(spec, std::move(entry));
+  return bytes;
 }
 
 DescriptorPoolCounters DescriptorPool::counters() const {
@@ -60,6 +88,7 @@ DescriptorPoolCounters DescriptorPool::counters() const {
       .reuses = reuses_.load(std::memory_order_relaxed),
       .rejections = rejections_.load(std::memory_order_relaxed),
       .encode_failures = encode_failures_.load(std::memory_order_relaxed),
+      .evictions = evictions_.load(std::memory_order_relaxed),
   };
 }
 

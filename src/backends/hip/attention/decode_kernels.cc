@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/gpu/error_words.h"
 #include "plan/decode_plan.h"
 #include "tailor/status.h"
 #include "templates/hip/attention/decode_params.h"
@@ -155,13 +156,7 @@ absl::StatusOr<DecodeErrors> HipDecodeKernels::TakeErrors(Engine&,
       backend_.CopyToHost(words, device_words, sizeof(words), stream));
   TAILOR_RETURN_IF_ERROR(
       backend_.FillDevice(device_words, 0xff, sizeof(words), stream));
-  auto decode =
-      [](unsigned long long word) -> std::optional<DecodeErrors::Bad> {
-    if (word == ~0ull) return std::nullopt;
-    return DecodeErrors::Bad{
-        .position = static_cast<int64_t>(word >> 32),
-        .value = static_cast<int32_t>(static_cast<uint32_t>(word))};
-  };
+  auto decode = gpu::DecodeErrorWordAs<DecodeErrors::Bad>;
   DecodeErrors errors;
   errors.bad_page = decode(words[kDecodeErrorBadPage]);
   errors.bad_seq_len = decode(words[kDecodeErrorBadSeqLen]);

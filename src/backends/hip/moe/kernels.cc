@@ -7,22 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "backends/gpu/error_words.h"
+#include "backends/gpu/moe_launch.h"
 #include "tailor/status.h"
 #include "templates/hip/moe/params.h"
 
 namespace tailor::hip {
 
-using ::tailor::cuda::kMoeCombineThreads;
-using ::tailor::cuda::kMoeMaxTileRows;
-using ::tailor::cuda::kMoeNoError;
-using ::tailor::cuda::kMoePackThreads;
-using ::tailor::cuda::kMoePackVectorsPerBlock;
-using ::tailor::cuda::kMoeRouteCountPlan;
-using ::tailor::cuda::kMoeRouteFused;
-using ::tailor::cuda::kMoeRouteHeaderBytes;
-using ::tailor::cuda::kMoeRouteScatter;
-using ::tailor::cuda::kMoeRouteSegment;
-using ::tailor::cuda::MoeRowVectorBytes;
+using ::tailor::gpu::kMoeMaxTileRows;
+using ::tailor::gpu::kMoeRouteCountPlan;
+using ::tailor::gpu::kMoeRouteFused;
+using ::tailor::gpu::kMoeRouteHeaderBytes;
+using ::tailor::gpu::kMoeRouteScatter;
+using ::tailor::gpu::kMoeRouteSegment;
 using ::tailor::internal::CombineLaunch;
 using ::tailor::internal::DeviceRouteLaunch;
 using ::tailor::internal::Engine;
@@ -61,13 +58,12 @@ KernelSource Entry(absl::string_view header, const std::string& kernel) {
 absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
   switch (key.variant) {
     case kMoeRouteCountPlan:
-      return Entry("moe/route.h", "tailor::hip::MoeRouteCountPlanHip");
+      return Entry("moe/route.h", "tailor::cuda::MoeRouteCountPlan");
     case kMoeRouteFused:
-      return Entry("moe/route.h", "tailor::hip::MoeRouteFusedHip");
+      return Entry("moe/route.h", "tailor::cuda::MoeRouteFused");
     case kMoeRouteScatter:
-      return Entry(
-          "moe/route.h",
-          absl::StrCat("tailor::hip::MoeRouteScatterHip<", key.dims[0], ">"));
+      return Entry("moe/route.h", absl::StrCat("tailor::cuda::MoeRouteScatter<",
+                                               key.dims[0], ">"));
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("variant: not a moe.route kernel: ", key.variant));
@@ -119,13 +115,9 @@ LaunchConfig Config(uint32_t grid_x, uint32_t grid_y, uint32_t threads,
   return config;
 }
 
-int64_t RowVectors(int64_t hidden, DType dtype) {
-  const int64_t row_bytes = hidden * static_cast<int64_t>(DTypeSize(dtype));
-  return row_bytes / MoeRowVectorBytes(row_bytes);
-}
-
-uint32_t CeilDiv(int64_t a, int64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
+LaunchConfig ConfigOf(const gpu::LaunchShape& shape, void* stream) {
+  return Config(shape.grid_x, shape.grid_y, shape.threads, shape.shared_bytes,
+                stream);
 }
 
 }  // namespace
@@ -173,24 +165,15 @@ HipLaunchPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l, SpecKey key,
 
 std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
                                         SpecKey key, void* stream) {
-  // At least one segment: an empty step still plans (zero counts).
-  const uint32_t segments =
-      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
-  const uint32_t expert_bytes = static_cast<uint32_t>(4 * experts);
-  const int waves = HipRouteScatterWaves(experts);
-  if (segments == 1 && waves == kHipRouteCountThreads / 64) {
-    key.variant = kMoeRouteFused;  // one block counts, plans and scatters
-    return {{key, Config(1, 1, kHipRouteCountThreads,
-                         (1 + waves) * expert_bytes, stream)}};
-  }
+  const gpu::MoeRouteKernels kernels = gpu::PlanMoeRoute(
+      assignments, experts, kHipWaveLanes, HipRouteScatterWaves(experts));
   std::vector<HipLaunchPlan> launches;
-  key.variant = kMoeRouteCountPlan;
-  launches.push_back(
-      {key, Config(segments, 1, kHipRouteCountThreads, expert_bytes, stream)});
-  key.variant = kMoeRouteScatter;
-  key.dims = {waves};
-  launches.push_back({key, Config(segments, 1, 64 * waves,
-                                  (1 + waves) * expert_bytes, stream)});
+  for (int i = 0; i < kernels.count; ++i) {
+    const gpu::MoeRouteKernel& k = kernels.kernel[i];
+    key.variant = k.variant;
+    if (k.variant == kMoeRouteScatter) key.dims = {k.scatter_warps};
+    launches.push_back({key, ConfigOf(k.shape, stream)});
+  }
   return launches;
 }
 
@@ -208,43 +191,21 @@ int64_t HipMoeKernels::MaxDeviceRouteExperts() const {
 
 absl::Status HipMoeKernels::InitRouteScratch(Engine&, void* route_scratch,
                                              void* stream) {
-  auto* header = static_cast<MoeRouteHeader*>(route_scratch);
+  char* header = static_cast<char*>(route_scratch);
   TAILOR_RETURN_IF_ERROR(
-      backend_.FillDevice(header, 0xff, 2 * sizeof(uint64_t), stream));
-  return backend_.FillDevice(&header->num_work, 0,
-                             sizeof(MoeRouteHeader) - 2 * sizeof(uint64_t),
-                             stream);
+      backend_.FillDevice(header, 0xff, gpu::kRouteHeaderErrorBytes, stream));
+  return backend_.FillDevice(
+      header + gpu::kRouteHeaderErrorBytes, 0,
+      gpu::kRouteHeaderBytesUsed - gpu::kRouteHeaderErrorBytes, stream);
 }
 
 absl::Status HipMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
-  const int64_t assignments = l.tokens * l.topk;
-  const uint32_t segments =
-      std::max<uint32_t>(1, CeilDiv(assignments, kMoeRouteSegment));
-  MoeRouteParams p = {};
-  p.topk_ids = l.topk_ids;
-  p.expert_map = l.expert_map;
-  p.valid_tokens = l.valid_tokens;
-  p.map_size = l.map_size;
-  p.tokens = static_cast<int>(l.tokens);
-  p.topk = static_cast<int>(l.topk);
-  p.experts = static_cast<int>(l.experts);
-  p.assignments = static_cast<int>(assignments);
-  p.segments = static_cast<int>(segments);
-  p.tile_rows = static_cast<int>(l.tile_rows);
-  p.max_work = static_cast<int>(l.max_work);
-  p.counts = l.counts;
-  p.offsets = l.offsets;
-  p.permutation = l.permutation;
-  p.inverse = l.inverse;
-  p.work = reinterpret_cast<MoeWorkItem*>(l.work);
-  p.header = static_cast<MoeRouteHeader*>(l.route_scratch);
-  p.histogram = reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
-                                       kMoeRouteHeaderBytes);
-  std::copy_n(l.tail_classes, l.tile_rows, p.tail_classes);
-
+  const MoeRouteParams p = gpu::MoeRouteParamsOf(
+      l, reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
+                                kMoeRouteHeaderBytes));
   for (const HipLaunchPlan& launch :
-       PlanHipRoute(assignments, l.experts, engine.MakeKey(OpKind::kMoeRoute),
-                    l.stream)) {
+       PlanHipRoute(l.tokens * l.topk, l.experts,
+                    engine.MakeKey(OpKind::kMoeRoute), l.stream)) {
     TAILOR_RETURN_IF_ERROR(LaunchKernel(engine, launch.key, GenerateRoute,
                                         launch.config, &p, sizeof(p)));
   }
@@ -259,13 +220,7 @@ absl::StatusOr<RouteErrors> HipMoeKernels::TakeRouteErrors(Engine&,
       backend_.CopyToHost(words, route_scratch, sizeof(words), stream));
   TAILOR_RETURN_IF_ERROR(
       backend_.FillDevice(route_scratch, 0xff, sizeof(words), stream));
-  auto decode = [](uint64_t word) -> std::optional<RouteErrors::Bad> {
-    if (word == kMoeNoError) return std::nullopt;
-    return RouteErrors::Bad{.position = static_cast<int64_t>(word >> 32),
-                            .value = static_cast<int32_t>(word & 0xffffffffu)};
-  };
-  return RouteErrors{.bad_id = decode(words[0]),
-                     .bad_map_entry = decode(words[1])};
+  return gpu::MoeRouteErrorsOf(words);
 }
 
 // ---- executors --------------------------------------------------------------
@@ -275,19 +230,9 @@ absl::Status HipMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
   SpecKey key = engine.MakeKey(OpKind::kMoePack);
   key.dtypes = {l.dtype};
   key.dims = {l.hidden_dim};
-  MoePackParams p = {.hidden = l.hidden,
-                     .permutation = l.permutation,
-                     .a = l.a,
-                     .rows = static_cast<int>(l.rows),
-                     .tokens = static_cast<int>(l.tokens),
-                     .topk = static_cast<int>(l.topk),
-                     .hidden_dim = static_cast<int>(l.hidden_dim)};
-  const uint32_t blocks_per_row =
-      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoePackVectorsPerBlock);
+  const MoePackParams p = gpu::MoePackParamsOf(l);
   return LaunchKernel(engine, key, GeneratePack,
-                      Config(static_cast<uint32_t>(l.rows), blocks_per_row,
-                             kMoePackThreads, 0, l.stream),
-                      &p, sizeof(p));
+                      ConfigOf(gpu::MoePackShape(l), l.stream), &p, sizeof(p));
 }
 
 absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
@@ -308,15 +253,7 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
         .cta_rows = static_cast<int32_t>(l.tile_rows),
         .ctas = static_cast<int32_t>(plan.config.grid.x)};
   }
-  MoeGroupedGemmParams p = {
-      .a = l.a,
-      .w = l.w,
-      .c = l.c,
-      .work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work),
-      .header = static_cast<const MoeRouteHeader*>(l.plan.route_scratch),
-      .n = static_cast<int>(l.n),
-      .k = static_cast<int>(l.k),
-      .tile_rows = static_cast<int>(l.tile_rows)};
+  const MoeGroupedGemmParams p = gpu::MoePortableGemmParamsOf(l);
   return LaunchKernel(engine, plan.key, GenerateGroupedGemm, plan.config, &p,
                       sizeof(p));
 }
@@ -326,20 +263,10 @@ absl::Status HipMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
   SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
   key.dtypes = {l.dtype, DType::kF32, l.dtype};
   key.dims = {l.hidden_dim, l.topk};
-  MoeCombineParams p = {.c = l.c,
-                        .weights = l.weights,
-                        .inverse = l.inverse,
-                        .out = l.out,
-                        .rows = static_cast<int>(l.rows),
-                        .tokens = static_cast<int>(l.tokens),
-                        .hidden_dim = static_cast<int>(l.hidden_dim),
-                        .topk = static_cast<int>(l.topk)};
-  const uint32_t blocks_per_token =
-      CeilDiv(RowVectors(l.hidden_dim, l.dtype), kMoeCombineThreads);
+  const MoeCombineParams p = gpu::MoeCombineParamsOf(l);
   return LaunchKernel(engine, key, GenerateCombine,
-                      Config(static_cast<uint32_t>(l.tokens), blocks_per_token,
-                             kMoeCombineThreads, 0, l.stream),
-                      &p, sizeof(p));
+                      ConfigOf(gpu::MoeCombineShape(l), l.stream), &p,
+                      sizeof(p));
 }
 
 }  // namespace tailor::hip
