@@ -1,0 +1,345 @@
+// templates/cuda/attention/prefill_sm90.cuh — ragged paged attention on
+// Hopper (prefill, chunked prefill over cached prefixes, speculative and
+// decode rows in one launch): persistent, warp-specialized, TMA + mbarrier
+// ring + wgmma, over the host planner's work list.
+//
+// Template parameters (the specialization; never a length or a batch):
+//   kType      Half16::kBf16 or kF16 (q, caches, out)
+//   kHeadDim   D in {64, 128, 256}
+//   kPack      query heads packed into a tile's rows: 1, 2, 4, 8 or 16
+//   kPageSize  tokens per page: a multiple of 8 that divides the KV block
+//              or is a multiple of it
+// The KV block, stages and query buffers follow from D (PrefillSm90ShapeFor).
+// Launch: grid {workers of the plan}, block {kThreads = 384}, dynamic shared
+// memory PrefillSm90SharedBytes(D); params as in prefill_params.h.
+//
+// Per CTA (items [worker_begin[c], worker_begin[c + 1]), each one query tile
+// of 128 packed rows over KV blocks [kv_begin, kv_end)):
+//   warpgroup 0, warp 0 (producer; registers lowered, setmaxnreg):
+//     per item: its first KV blocks, then (once a query buffer is free) the
+//     tile's rows by TMA (one box per 64 elements of D: 128 packed rows,
+//     token-major), then its other KV blocks;
+//     per KV block: looks up the block's pages (lane i: box i), waits for a
+//     free stage, and loads each box of K and V by TMA with the page id as
+//     a coordinate of the one map over the cache. A page id outside [0,
+//     num_pages) is recorded in the error word and its box dropped: read as
+//     zeros (an out-of-bounds coordinate) and named in the stage's message,
+//     whose bits the consumers mask. The last box of a sequence whose end
+//     falls inside it is copied by the warp itself for V, with the rows past
+//     the end zeroed: TMA would bring whatever the cache holds there.
+//   warpgroups 1 and 2 (consumers, registers raised): rows [0, 64) and
+//     [64, 128) of every tile, prefill_sm90_mainloop.cuh, then
+//     prefill_sm90_epilogue.cuh. Each releases a stage once its P V on it
+//     is done, and a query buffer once its rows have left.
+// Protocol: runtime/cuda/pipeline.cuh for the K/V stages (compile with
+// TAILOR_PIPELINE_CHECKS=1 for its checks); the query buffers use the same
+// parity rules with their own full / empty barriers (empty counts both
+// consumer warpgroups).
+#ifndef TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
+#define TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/mbarrier.cuh"
+#include "runtime/cuda/pipeline.cuh"
+#include "runtime/cuda/tma.cuh"
+#include "runtime/cuda/warp_mma.cuh"
+#include "runtime/cuda/wgmma.cuh"
+#include "templates/cuda/attention/prefill_params.h"
+#include "templates/cuda/attention/prefill_sm90_epilogue.cuh"
+#include "templates/cuda/attention/prefill_sm90_mainloop.cuh"
+
+namespace tailor::cuda {
+
+template <Half16 kType, int kHeadDim, int kPack, int kPageSize>
+struct PrefillSm90Kernel {
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head_dim must be 64, 128 or 256");
+  static_assert(kPack == 1 || kPack == 2 || kPack == 4 || kPack == 8 ||
+                    kPack == 16,
+                "head pack must be a power of two up to 16");
+  static constexpr PrefillSm90Shape kShape = PrefillSm90ShapeFor(kHeadDim);
+  static constexpr int kBlockN = kShape.kv_block;
+  static constexpr int kStages = kShape.stages;
+  static constexpr int kQBuffers = kShape.q_buffers;
+  static_assert(kPageSize % 8 == 0 && kPageSize <= 256 &&
+                    (kBlockN % kPageSize == 0 || kPageSize % kBlockN == 0),
+                "TMA path: page_size must be a multiple of 8 (at most 256) "
+                "that divides the KV block or is a multiple of it");
+  static constexpr int kBoxTokens = kPageSize < kBlockN ? kPageSize : kBlockN;
+  static constexpr int kBoxes = kBlockN / kBoxTokens;  // <= 16: one per lane
+  static constexpr int kChunks = kHeadDim / kPrefillChunk;
+  static constexpr unsigned kBoxBytes = kBoxTokens * 128;  // one chunk
+  static constexpr unsigned kKvChunkBytes = kBlockN * 128;
+  static constexpr unsigned kQChunkBytes = kPrefillTileRows * 128;
+
+  using Params = PrefillParams;
+  using Ring = PipelineRing<kStages, int>;  // message: dropped boxes
+  using Mainloop = PrefillSm90Mainloop<kType, kHeadDim, kBlockN, kBoxTokens>;
+  using Epilogue = PrefillSm90Epilogue<kType, kHeadDim, kPack>;
+  static constexpr int kThreads = 384;
+  static constexpr int kMinBlocksPerSm = 1;  // a register cap for setmaxnreg
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  static constexpr PrefillSm90Layout kLayout =
+      MakePrefillSm90Layout(kHeadDim, sizeof(Ring));
+  static constexpr unsigned kQBarriers =
+      kLayout.barriers + PrefillAlignUp(sizeof(Ring), 8);
+  static_assert(sizeof(Ring) <= kPrefillRingBytesBound,
+                "the host sizes shared memory with kPrefillRingBytesBound");
+  static_assert(kBoxBytes % 1024 == 0 || kBoxTokens == 8,
+                "boxes start on 128-byte swizzle rows");
+  static_assert(kLayout.stage_bytes == 2 * kBlockN * kHeadDim * 2,
+                "a stage is a K tile and a V tile");
+
+  struct Shared {
+    unsigned char* q;       // [kQBuffers][kChunks][128 rows][64]
+    unsigned char* stages;  // [kStages][K, V][kChunks][kBlockN][64]
+    Ring* ring;
+    Mbarrier* q_full;   // [kQBuffers]
+    Mbarrier* q_empty;  // [kQBuffers]
+  };
+
+  static TAILOR_DEVICE Shared Carve() {
+    extern __shared__ unsigned char prefill_smem[];
+    const unsigned misalign = SharedAddress(prefill_smem) % 1024;
+    unsigned char* base = prefill_smem + (misalign == 0 ? 0 : 1024 - misalign);
+    Shared s;
+    s.q = base + kLayout.q;
+    s.stages = base + kLayout.stages;
+    s.ring = reinterpret_cast<Ring*>(base + kLayout.barriers);
+    s.q_full = reinterpret_cast<Mbarrier*>(base + kQBarriers);
+    s.q_empty = s.q_full + kQBuffers;
+    return s;
+  }
+
+  // The query buffers walk their own ring: buffer k % kQBuffers, parity
+  // (k / kQBuffers) & 1 for the k-th item.
+  static TAILOR_DEVICE int QBuffer(int k) { return k % kQBuffers; }
+  static TAILOR_DEVICE unsigned QParity(int k) { return (k / kQBuffers) & 1; }
+
+  static TAILOR_DEVICE void RecordError(unsigned long long* errors, int word,
+                                        long long position, int value) {
+    const unsigned long long clamped =
+        position < 0 ? 0ull
+                     : (position > 0xffffffffll
+                            ? 0xffffffffull
+                            : static_cast<unsigned long long>(position));
+    atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
+  }
+
+  // ---- producer
+  // -------------------------------------------------------------
+
+  // Lane `box`'s page id for the block at `start`: num_pages (read as
+  // zeros) past the sequence's end, and for a bad id, which it records and
+  // flags in `bad`.
+  static TAILOR_DEVICE int PageOf(const Params& p, const PrefillWorkItem& item,
+                                  int start, int box, bool& bad) {
+    bad = false;
+    const int token = start + box * kBoxTokens;
+    if (box >= kBoxes || token >= item.kv_len) return p.num_pages;
+    const int index = token / kPageSize;
+    int page = -1;
+    if (index < p.max_pages) {
+      page = __ldg(p.block_table + item.seq * p.block_table_stride + index);
+    }
+    if (page < 0 || page >= p.num_pages) {
+      RecordError(p.errors, kPrefillErrorBadPage,
+                  static_cast<long long>(item.seq) * p.max_pages + index, page);
+      bad = true;
+      return p.num_pages;
+    }
+    return page;
+  }
+
+  // The warp's own copy of V box `box` of the stage (tokens past the
+  // sequence's end zeroed), 16 bytes a lane at a time.
+  static TAILOR_DEVICE void CopyEdgeBox(const Params& p,
+                                        const PrefillWorkItem& item,
+                                        unsigned char* v_tile, int start,
+                                        int box, int page, int lane) {
+    constexpr int kUnits = kHeadDim / 8;  // 16-byte units of a row
+    const int first = start + box * kBoxTokens;
+    const int kv_head = item.q_head / p.group;
+    const unsigned short* head =
+        static_cast<const unsigned short*>(p.v_cache) +
+        static_cast<long long>(page) * p.v_stride_page +
+        static_cast<long long>(kv_head) * p.v_stride_head;
+    for (int e = lane; e < kBoxTokens * kUnits; e += 32) {
+      const int row = e / kUnits, unit = e % kUnits;
+      const int token = first + row;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (token < item.kv_len) {
+        value = *reinterpret_cast<const uint4*>(
+            head + static_cast<long long>(token % kPageSize) * p.v_stride_token +
+            unit * 8);
+      }
+      const int tile_row = box * kBoxTokens + row;
+      *reinterpret_cast<uint4*>(v_tile + (unit / 8) * kKvChunkBytes +
+                                tile_row * 128 +
+                                (((unit % 8) ^ (tile_row % 8)) << 4)) = value;
+    }
+    FenceSharedToAsyncProxy();
+  }
+
+  // One KV block of `item` into stage c.
+  static TAILOR_DEVICE void LoadBlock(const Params& p, const Shared& sh,
+                                      const PrefillWorkItem& item, int j,
+                                      PipelineCursor& c, int lane) {
+    const int start = item.kv_begin + j * kBlockN;
+    bool bad;
+    const int page = PageOf(p, item, start, lane, bad);
+    const unsigned dropped = __ballot_sync(0xffffffffu, bad);
+    // The box holding the sequence's last token, when the end falls inside.
+    const int last = item.kv_len - 1;
+    const int edge_box = (last >= start && last < start + kBlockN &&
+                          item.kv_len % kBoxTokens != 0)
+                             ? (last - start) / kBoxTokens
+                             : -1;
+    const int edge_page =
+        __shfl_sync(0xffffffffu, page, edge_box < 0 ? 0 : edge_box);
+    const bool copy_edge = edge_box >= 0 && edge_page < p.num_pages;
+    WaitEmpty(*sh.ring, c);
+    unsigned char* k_tile = sh.stages + c.stage * kLayout.stage_bytes;
+    unsigned char* v_tile = k_tile + kLayout.tile_bytes;
+    if (copy_edge) CopyEdgeBox(p, item, v_tile, start, edge_box, edge_page, lane);
+    __syncwarp();
+    if (lane == 0) {
+      const unsigned stored = copy_edge ? kChunks * kBoxBytes : 0;
+      ArmFullStored(*sh.ring, c, kLayout.stage_bytes - stored, stored,
+                    static_cast<int>(dropped));
+    }
+    __syncwarp();
+    if (lane < kBoxes) {
+      const int token = start + lane * kBoxTokens;
+      const int kv_head = item.q_head / p.group;
+      Mbarrier* full = &sh.ring->full[c.stage];
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        const int coords[5] = {0, token % kPageSize, chunk, kv_head, page};
+        const unsigned offset = chunk * kKvChunkBytes + lane * kBoxBytes;
+        TmaLoad<5>(k_tile + offset, &p.k_map, coords, full);
+        if (lane != edge_box || !copy_edge) {
+          TmaLoad<5>(v_tile + offset, &p.v_map, coords, full);
+        }
+      }
+    }
+    c.Advance(kStages);
+  }
+
+  // The tile's query rows into buffer QBuffer(k), once both consumer
+  // warpgroups are done with that buffer's previous tile.
+  static TAILOR_DEVICE void LoadQuery(const Params& p, const Shared& sh,
+                                      const PrefillWorkItem& item, int k,
+                                      int lane) {
+    const int qb = QBuffer(k);
+    sh.q_empty[qb].Wait(QParity(k) ^ 1);
+    if (lane != 0) return;
+    sh.q_full[qb].ArriveExpectTx(kLayout.q_bytes);
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      const int coords[5] = {0, 0, item.q_head / kPack, item.q_token, chunk};
+      TmaLoad<5>(sh.q + qb * kLayout.q_bytes + chunk * kQChunkBytes, &p.q_map,
+                 coords, &sh.q_full[qb]);
+    }
+  }
+
+  // Per item: its first blocks (as many as the ring holds: they need only
+  // free stages), then its query (which may wait for the previous tile to
+  // leave its buffer), then the rest.
+  static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh) {
+    const int lane = threadIdx.x % 32;
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    PipelineCursor c;
+    for (int i = first; i < last; ++i) {
+      const PrefillWorkItem item = p.items[i];
+      const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+      const int early = blocks < kStages ? blocks : kStages;
+      for (int j = 0; j < early; ++j) LoadBlock(p, sh, item, j, c, lane);
+      LoadQuery(p, sh, item, i - first, lane);
+      __syncwarp();
+      for (int j = early; j < blocks; ++j) LoadBlock(p, sh, item, j, c, lane);
+    }
+  }
+
+  // ---- consumers
+  // ------------------------------------------------------------
+
+  static TAILOR_DEVICE void ConsumeItem(const Params& p, const Shared& sh,
+                                        const PrefillWorkItem& item, int k,
+                                        PipelineCursor& c, int wg,
+                                        bool leader) {
+    const int qb = QBuffer(k);
+    unsigned char* q_tile = sh.q + qb * kLayout.q_bytes;
+    sh.q_full[qb].Wait(QParity(k));
+    typename Mainloop::State st;
+    Mainloop::Init(st);
+    const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+    const int row0 = wg * kPrefillConsumerRows + 16 * ((threadIdx.x / 32) % 4) +
+                     (threadIdx.x % 32) / 4;
+    if (blocks > 0) {
+      const PrefillRowLimits lim = RowLimitsOf(p, item, kPack, row0);
+      Mainloop::template Run<kStages>(p, item, blocks, q_tile, sh.stages,
+                                      *sh.ring, c, wg, leader, lim, st);
+    }
+    const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
+    const typename Epilogue::Rows rows = Epilogue::Normalize(st, scale, wg);
+    if (item.partial >= 0) {
+      Epilogue::StorePartial(p, item, st.o, rows);
+    } else {
+      Epilogue::StoreLse(p, item, rows);
+      if (item.rows == kPrefillTileRows) {
+        Epilogue::StoreByTma(p, item, st.o, rows, q_tile, wg, leader);
+      } else {
+        Epilogue::StoreRows(p, item, st.o, rows);
+      }
+    }
+    if (leader) sh.q_empty[qb].Arrive();
+  }
+
+  static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh, int wg) {
+    const bool leader = threadIdx.x % 128 == 0;
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    // Warpgroup 0 issues first.
+    if (wg == 1) ScheduleArrive(wg);
+    PipelineCursor c;
+    for (int i = first; i < last; ++i) {
+      const PrefillWorkItem item = p.items[i];
+      ConsumeItem(p, sh, item, i - first, c, wg, leader);
+    }
+    // Warpgroup 1's last turn handed to 0: take it, so no arrival is left.
+    if (wg == 0) ScheduleSync(wg);
+  }
+
+  static TAILOR_DEVICE void Run(const Params& p) {
+    const Shared sh = Carve();
+    if (threadIdx.x == 0) {
+      sh.ring->Init(/*groups=*/2, kLayout.stage_bytes);
+      for (int b = 0; b < kQBuffers; ++b) {
+        sh.q_full[b].Init(1);
+        sh.q_empty[b].Init(2);
+      }
+      FenceMbarrierInit();
+      PrefetchTensorMap(&p.q_map);
+      PrefetchTensorMap(&p.k_map);
+      PrefetchTensorMap(&p.v_map);
+      PrefetchTensorMap(&p.out_map);
+    }
+    __syncthreads();
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+      SetMaxRegistersDecrease<kProducerRegisters>();
+      if (threadIdx.x < 32) Produce(p, sh);
+    } else {
+      SetMaxRegistersIncrease<kConsumerRegisters>();
+      Consume(p, sh, warpgroup - 1);
+    }
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
