@@ -107,7 +107,8 @@ inline constexpr PrefillSm90Layout MakePrefillSm90Layout(int head_dim,
   l.q = 0;
   l.stages = l.q + shape.q_buffers * l.q_bytes;
   l.barriers = l.stages + shape.stages * l.stage_bytes;
-  l.total = l.barriers + PrefillAlignUp(ring_bytes, 8) + 2 * 8 * shape.q_buffers;
+  l.total =
+      l.barriers + PrefillAlignUp(ring_bytes, 8) + 2 * 8 * shape.q_buffers;
   return l;
 }
 

@@ -172,7 +172,8 @@ struct PrefillSm90Kernel {
       uint4 value = make_uint4(0, 0, 0, 0);
       if (token < item.kv_len) {
         value = *reinterpret_cast<const uint4*>(
-            head + static_cast<long long>(token % kPageSize) * p.v_stride_token +
+            head +
+            static_cast<long long>(token % kPageSize) * p.v_stride_token +
             unit * 8);
       }
       const int tile_row = box * kBoxTokens + row;
@@ -203,7 +204,8 @@ struct PrefillSm90Kernel {
     WaitEmpty(*sh.ring, c);
     unsigned char* k_tile = sh.stages + c.stage * kLayout.stage_bytes;
     unsigned char* v_tile = k_tile + kLayout.tile_bytes;
-    if (copy_edge) CopyEdgeBox(p, item, v_tile, start, edge_box, edge_page, lane);
+    if (copy_edge)
+      CopyEdgeBox(p, item, v_tile, start, edge_box, edge_page, lane);
     __syncwarp();
     if (lane == 0) {
       const unsigned stored = copy_edge ? kChunks * kBoxBytes : 0;

@@ -29,8 +29,8 @@ struct PrefillSm90Epilogue {
 
   // The thread's two rows: their tile rows, normalized O and lse (log2).
   struct Rows {
-    int row[2];       // tile rows in [0, kPrefillTileRows)
-    float lse2[2];    // log2 domain; -inf for a row with nothing attended
+    int row[2];     // tile rows in [0, kPrefillTileRows)
+    float lse2[2];  // log2 domain; -inf for a row with nothing attended
   };
 
   // Sums the row sums over the quad, scales O by 1 / l.
@@ -46,8 +46,8 @@ struct PrefillSm90Epilogue {
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       rows.row[r] = wg * kPrefillConsumerRows + 16 * warp + lane / 4 + 8 * r;
       inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
-      rows.lse2[r] = l > 0.0f ? st.m[r] * scale + __log2f(l)
-                              : PrefillNegativeInfinity();
+      rows.lse2[r] =
+          l > 0.0f ? st.m[r] * scale + __log2f(l) : PrefillNegativeInfinity();
     }
 #pragma unroll
     for (int i = 0; i < kORegs; ++i) st.o[i] *= inv[(i / 2) % 2];
@@ -82,8 +82,8 @@ struct PrefillSm90Epilogue {
                                          const float (&o)[kORegs],
                                          const Rows& rows) {
     const int t = threadIdx.x % 4;
-    const long long slot = static_cast<long long>(item.partial) *
-                           kPrefillTileRows;
+    const long long slot =
+        static_cast<long long>(item.partial) * kPrefillTileRows;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = rows.row[r];

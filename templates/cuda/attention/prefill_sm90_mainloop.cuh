@@ -86,9 +86,9 @@ template <Half16 kType, int kHeadDim, int kBlockN, int kBoxTokens>
 struct PrefillSm90Mainloop {
   static_assert(kHeadDim % kPrefillChunk == 0, "D is whole 64-element chunks");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "N is whole k16 steps");
-  static constexpr int kSRegs = kBlockN / 2;    // S accumulators a thread
-  static constexpr int kORegs = kHeadDim / 2;   // O accumulators a thread
-  static constexpr int kPSteps = kBlockN / 16;  // k16 steps of P V
+  static constexpr int kSRegs = kBlockN / 2;     // S accumulators a thread
+  static constexpr int kORegs = kHeadDim / 2;    // O accumulators a thread
+  static constexpr int kPSteps = kBlockN / 16;   // k16 steps of P V
   static constexpr int kQSteps = kHeadDim / 16;  // k16 steps of Q K^T
   static constexpr unsigned kKvChunkBytes = kBlockN * 128;
   static constexpr unsigned kQChunkBytes = kPrefillTileRows * 128;
@@ -195,12 +195,14 @@ struct PrefillSm90Mainloop {
     float base[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+      row_max[r] =
+          fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+      row_max[r] =
+          fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
       // A row with nothing attended yet keeps m = -inf: base 0 keeps
       // 2^(-inf - base) = 0 instead of NaN.
-      base[r] = row_max[r] == PrefillNegativeInfinity() ? 0.0f
-                                                         : row_max[r] * scale;
+      base[r] =
+          row_max[r] == PrefillNegativeInfinity() ? 0.0f : row_max[r] * scale;
       alpha[r] = Exp2(st.m[r] * scale - base[r]);
       st.m[r] = row_max[r];
     }
