@@ -62,32 +62,36 @@ inline constexpr int kPrefillChunk = 64;
 inline constexpr int kPrefillErrorBadPage = 0;  // b * max_pages + j, page id
 inline constexpr int kPrefillErrorWords = 1;
 
-// The tile shape and pipeline depth of the Hopper kernel for a head_dim:
-// KV positions per block, K/V stages, query buffers. Sized so that the
-// query buffers and stages fit the 227 KB of shared memory:
-//   D = 64:  2 x 16 KB queries + 4 x 32 KB stages (blocks of 128)
-//   D = 128: 2 x 32 KB queries + 2 x 64 KB stages (blocks of 128)
-//   D = 256: 1 x 64 KB queries + 2 x 64 KB stages (blocks of 64)
+// The tile shape and pipeline depths of the Hopper kernel for a head_dim:
+// KV positions per block, K stages, V stages, query buffers. K and V have
+// rings of their own: a K stage is free once Q K^T has read it, half an
+// iteration before the P V that reads its V, so the producer refills it a
+// block ahead. Sized so that the query buffers and stages fit the 227 KB
+// of shared memory:
+//   D = 64:  2 x 16 KB queries + 4 + 4 x 16 KB stages (blocks of 128)
+//   D = 128: 2 x 32 KB queries + 2 + 2 x 32 KB stages (blocks of 128)
+//   D = 256: 1 x 64 KB queries + 2 + 2 x 32 KB stages (blocks of 64)
 struct PrefillSm90Shape {
   int kv_block;
-  int stages;
+  int k_stages;
+  int v_stages;
   int q_buffers;
 };
 
 inline constexpr PrefillSm90Shape PrefillSm90ShapeFor(int head_dim) {
-  return head_dim <= 64    ? PrefillSm90Shape{128, 4, 2}
-         : head_dim <= 128 ? PrefillSm90Shape{128, 2, 2}
-                           : PrefillSm90Shape{64, 2, 1};
+  return head_dim <= 64    ? PrefillSm90Shape{128, 4, 4, 2}
+         : head_dim <= 128 ? PrefillSm90Shape{128, 2, 2, 2}
+                           : PrefillSm90Shape{64, 2, 2, 1};
 }
 
 // Shared memory of one CTA, in bytes from a 1024-byte aligned base.
 struct PrefillSm90Layout {
-  unsigned q_bytes;      // one query buffer: 128 rows x D x 2
-  unsigned tile_bytes;   // one K or V tile: kv_block x D x 2
-  unsigned stage_bytes;  // K tile + V tile
-  unsigned q;            // [q_buffers] query buffers (then output staging)
-  unsigned stages;       // [stages] K tile, V tile
-  unsigned barriers;     // the stage ring, then 2 x q_buffers mbarriers
+  unsigned q_bytes;     // one query buffer: 128 rows x D x 2
+  unsigned tile_bytes;  // one K or V tile: kv_block x D x 2
+  unsigned q;           // [q_buffers] query buffers (then output staging)
+  unsigned k;           // [k_stages] K tiles
+  unsigned v;           // [v_stages] V tiles
+  unsigned barriers;    // the K ring, the V ring, then 2 x q_buffers
   unsigned total;
 };
 
@@ -95,25 +99,26 @@ inline constexpr unsigned PrefillAlignUp(unsigned n, unsigned a) {
   return (n + a - 1) / a * a;
 }
 
-// `ring_bytes`: sizeof the kernel's PipelineRing (device side; the host
-// passes an upper bound, kPrefillRingBytesBound).
+// `ring_bytes`: sizeof the kernel's two PipelineRings, each rounded up to 8
+// (device side; the host passes an upper bound, kPrefillRingBytesBound).
 inline constexpr PrefillSm90Layout MakePrefillSm90Layout(int head_dim,
                                                          unsigned ring_bytes) {
   const PrefillSm90Shape shape = PrefillSm90ShapeFor(head_dim);
   PrefillSm90Layout l = {};
   l.q_bytes = kPrefillTileRows * head_dim * 2;
   l.tile_bytes = shape.kv_block * head_dim * 2;
-  l.stage_bytes = 2 * l.tile_bytes;
   l.q = 0;
-  l.stages = l.q + shape.q_buffers * l.q_bytes;
-  l.barriers = l.stages + shape.stages * l.stage_bytes;
-  l.total =
-      l.barriers + PrefillAlignUp(ring_bytes, 8) + 2 * 8 * shape.q_buffers;
+  l.k = l.q + shape.q_buffers * l.q_bytes;
+  l.v = l.k + shape.k_stages * l.tile_bytes;
+  l.barriers = l.v + shape.v_stages * l.tile_bytes;
+  l.total = l.barriers + ring_bytes + 2 * 8 * shape.q_buffers;
   return l;
 }
 
-// Bytes a PipelineRing of up to 4 stages takes, with its protocol checks.
-inline constexpr unsigned kPrefillRingBytesBound = 4 * (8 + 8 + 4 + 8) + 16;
+// Bytes two PipelineRings of up to 4 stages take, with their protocol
+// checks.
+inline constexpr unsigned kPrefillRingBytesBound =
+    2 * (4 * (8 + 8 + 4 + 8) + 16);
 
 // Dynamic shared memory to request: the layout plus the slack that aligns
 // its base to 1024 bytes.

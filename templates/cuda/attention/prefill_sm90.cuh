@@ -9,31 +9,36 @@
 //   kPack      query heads packed into a tile's rows: 1, 2, 4, 8 or 16
 //   kPageSize  tokens per page: a multiple of 8 that divides the KV block
 //              or is a multiple of it
-// The KV block, stages and query buffers follow from D (PrefillSm90ShapeFor).
+//   kSoftmaxOverlap  see PrefillSm90Mainloop (false: A/B runs only)
+// The KV block, K and V stages and query buffers follow from D
+// (PrefillSm90ShapeFor).
 // Launch: grid {workers of the plan}, block {kThreads = 384}, dynamic shared
 // memory PrefillSm90SharedBytes(D); params as in prefill_params.h.
 //
 // Per CTA (items [worker_begin[c], worker_begin[c + 1]), each one query tile
 // of 128 packed rows over KV blocks [kv_begin, kv_end)):
 //   warpgroup 0, warp 0 (producer; registers lowered, setmaxnreg):
-//     per item: its first KV blocks, then (once a query buffer is free) the
-//     tile's rows by TMA (one box per 64 elements of D: 128 packed rows,
-//     token-major), then its other KV blocks;
-//     per KV block: looks up the block's pages (lane i: box i), waits for a
-//     free stage, and loads each box of K and V by TMA with the page id as
-//     a coordinate of the one map over the cache. A page id outside [0,
-//     num_pages) is recorded in the error word and its box dropped: read as
-//     zeros (an out-of-bounds coordinate) and named in the stage's message,
-//     whose bits the consumers mask. The last box of a sequence whose end
-//     falls inside it is copied by the warp itself for V, with the rows past
-//     the end zeroed: TMA would bring whatever the cache holds there.
+//     per item: K of its first block, then (once a query buffer is free)
+//     the tile's rows by TMA (one box per 64 elements of D: 128 packed
+//     rows, token-major), then K of block j + 1 and V of block j for each
+//     block j: V trails K by a block, as the consumers read it.
+//     Per KV block: looks up the block's pages once (lane i: box i; V
+//     reuses K's), waits for a free stage of the K (V) ring, and loads
+//     each box by TMA with the page id as a coordinate of the one map over
+//     the cache. A page id outside [0, num_pages) is recorded in the error
+//     word and its box dropped: read as zeros (an out-of-bounds coordinate)
+//     and named in the K stage's message, whose bits the consumers mask.
+//     The last box of a sequence whose end falls inside it is copied by the
+//     warp itself for V, with the rows past the end zeroed: TMA would bring
+//     whatever the cache holds there.
 //   warpgroups 1 and 2 (consumers, registers raised): rows [0, 64) and
 //     [64, 128) of every tile, prefill_sm90_mainloop.cuh, then
-//     prefill_sm90_epilogue.cuh. Each releases a stage once its P V on it
-//     is done, and a query buffer once its rows have left.
-// Protocol: runtime/cuda/pipeline.cuh for the K/V stages (compile with
-// TAILOR_PIPELINE_CHECKS=1 for its checks); the query buffers use the same
-// parity rules with their own full / empty barriers (empty counts both
+//     prefill_sm90_epilogue.cuh. Each releases a K stage once its Q K^T on
+//     it is done, a V stage once its P V is, and a query buffer once its
+//     rows have left.
+// Protocol: runtime/cuda/pipeline.cuh for the K and the V rings (compile
+// with TAILOR_PIPELINE_CHECKS=1 for its checks); the query buffers use the
+// same parity rules with their own full / empty barriers (empty counts both
 // consumer warpgroups).
 #ifndef TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
 #define TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
@@ -51,7 +56,8 @@
 
 namespace tailor::cuda {
 
-template <Half16 kType, int kHeadDim, int kPack, int kPageSize>
+template <Half16 kType, int kHeadDim, int kPack, int kPageSize,
+          bool kSoftmaxOverlap = true>
 struct PrefillSm90Kernel {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head_dim must be 64, 128 or 256");
@@ -60,7 +66,8 @@ struct PrefillSm90Kernel {
                 "head pack must be a power of two up to 16");
   static constexpr PrefillSm90Shape kShape = PrefillSm90ShapeFor(kHeadDim);
   static constexpr int kBlockN = kShape.kv_block;
-  static constexpr int kStages = kShape.stages;
+  static constexpr int kKStages = kShape.k_stages;
+  static constexpr int kVStages = kShape.v_stages;
   static constexpr int kQBuffers = kShape.q_buffers;
   static_assert(kPageSize % 8 == 0 && kPageSize <= 256 &&
                     (kBlockN % kPageSize == 0 || kPageSize % kBlockN == 0),
@@ -74,28 +81,34 @@ struct PrefillSm90Kernel {
   static constexpr unsigned kQChunkBytes = kPrefillTileRows * 128;
 
   using Params = PrefillParams;
-  using Ring = PipelineRing<kStages, int>;  // message: dropped boxes
-  using Mainloop = PrefillSm90Mainloop<kType, kHeadDim, kBlockN, kBoxTokens>;
+  using KRing = PipelineRing<kKStages, int>;  // message: dropped boxes
+  using VRing = PipelineRing<kVStages, int>;
+  using Mainloop = PrefillSm90Mainloop<kType, kHeadDim, kBlockN, kBoxTokens,
+                                       kSoftmaxOverlap>;
   using Epilogue = PrefillSm90Epilogue<kType, kHeadDim, kPack>;
   static constexpr int kThreads = 384;
   static constexpr int kMinBlocksPerSm = 1;  // a register cap for setmaxnreg
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
+  static constexpr unsigned kKRingBytes = PrefillAlignUp(sizeof(KRing), 8);
+  static constexpr unsigned kVRingBytes = PrefillAlignUp(sizeof(VRing), 8);
   static constexpr PrefillSm90Layout kLayout =
-      MakePrefillSm90Layout(kHeadDim, sizeof(Ring));
+      MakePrefillSm90Layout(kHeadDim, kKRingBytes + kVRingBytes);
   static constexpr unsigned kQBarriers =
-      kLayout.barriers + PrefillAlignUp(sizeof(Ring), 8);
-  static_assert(sizeof(Ring) <= kPrefillRingBytesBound,
+      kLayout.barriers + kKRingBytes + kVRingBytes;
+  static_assert(kKRingBytes + kVRingBytes <= kPrefillRingBytesBound,
                 "the host sizes shared memory with kPrefillRingBytesBound");
   static_assert(kBoxBytes % 1024 == 0 || kBoxTokens == 8,
                 "boxes start on 128-byte swizzle rows");
-  static_assert(kLayout.stage_bytes == 2 * kBlockN * kHeadDim * 2,
-                "a stage is a K tile and a V tile");
+  static_assert(kLayout.tile_bytes == kBlockN * kHeadDim * 2,
+                "a K or V tile is kv_block rows of D");
 
   struct Shared {
-    unsigned char* q;       // [kQBuffers][kChunks][128 rows][64]
-    unsigned char* stages;  // [kStages][K, V][kChunks][kBlockN][64]
-    Ring* ring;
+    unsigned char* q;  // [kQBuffers][kChunks][128 rows][64]
+    unsigned char* k;  // [kKStages][kChunks][kBlockN][64]
+    unsigned char* v;  // [kVStages][kChunks][kBlockN][64]
+    KRing* k_ring;
+    VRing* v_ring;
     Mbarrier* q_full;   // [kQBuffers]
     Mbarrier* q_empty;  // [kQBuffers]
   };
@@ -106,8 +119,10 @@ struct PrefillSm90Kernel {
     unsigned char* base = prefill_smem + (misalign == 0 ? 0 : 1024 - misalign);
     Shared s;
     s.q = base + kLayout.q;
-    s.stages = base + kLayout.stages;
-    s.ring = reinterpret_cast<Ring*>(base + kLayout.barriers);
+    s.k = base + kLayout.k;
+    s.v = base + kLayout.v;
+    s.k_ring = reinterpret_cast<KRing*>(base + kLayout.barriers);
+    s.v_ring = reinterpret_cast<VRing*>(base + kLayout.barriers + kKRingBytes);
     s.q_full = reinterpret_cast<Mbarrier*>(base + kQBarriers);
     s.q_empty = s.q_full + kQBuffers;
     return s;
@@ -131,6 +146,15 @@ struct PrefillSm90Kernel {
   // ---- producer
   // -------------------------------------------------------------
 
+  // One KV block's pages as the producer warp holds them: lane i the page
+  // of box i (num_pages, read as zeros, past the sequence's end or for a
+  // bad id), and the boxes dropped for bad ids (the same in every lane).
+  struct BlockPages {
+    int start;  // first KV position of the block
+    int page;
+    unsigned dropped;
+  };
+
   // Lane `box`'s page id for the block at `start`: num_pages (read as
   // zeros) past the sequence's end, and for a bad id, which it records and
   // flags in `bad`.
@@ -151,6 +175,17 @@ struct PrefillSm90Kernel {
       return p.num_pages;
     }
     return page;
+  }
+
+  static TAILOR_DEVICE BlockPages PagesOf(const Params& p,
+                                          const PrefillWorkItem& item, int j,
+                                          int lane) {
+    BlockPages b;
+    b.start = item.kv_begin + j * kBlockN;
+    bool bad;
+    b.page = PageOf(p, item, b.start, lane, bad);
+    b.dropped = __ballot_sync(0xffffffffu, bad);
+    return b;
   }
 
   // The warp's own copy of V box `box` of the stage (tokens past the
@@ -184,50 +219,68 @@ struct PrefillSm90Kernel {
     FenceSharedToAsyncProxy();
   }
 
-  // One KV block of `item` into stage c.
-  static TAILOR_DEVICE void LoadBlock(const Params& p, const Shared& sh,
-                                      const PrefillWorkItem& item, int j,
-                                      PipelineCursor& c, int lane) {
-    const int start = item.kv_begin + j * kBlockN;
-    bool bad;
-    const int page = PageOf(p, item, start, lane, bad);
-    const unsigned dropped = __ballot_sync(0xffffffffu, bad);
-    // The box holding the sequence's last token, when the end falls inside.
-    const int last = item.kv_len - 1;
-    const int edge_box = (last >= start && last < start + kBlockN &&
-                          item.kv_len % kBoxTokens != 0)
-                             ? (last - start) / kBoxTokens
-                             : -1;
-    const int edge_page =
-        __shfl_sync(0xffffffffu, page, edge_box < 0 ? 0 : edge_box);
-    const bool copy_edge = edge_box >= 0 && edge_page < p.num_pages;
-    WaitEmpty(*sh.ring, c);
-    unsigned char* k_tile = sh.stages + c.stage * kLayout.stage_bytes;
-    unsigned char* v_tile = k_tile + kLayout.tile_bytes;
-    if (copy_edge)
-      CopyEdgeBox(p, item, v_tile, start, edge_box, edge_page, lane);
-    __syncwarp();
+  // Lane `lane`'s boxes of one K or V tile, every chunk of D, by TMA.
+  static TAILOR_DEVICE void LoadBoxes(const TensorMap* map, unsigned char* tile,
+                                      const PrefillWorkItem& item,
+                                      const BlockPages& b, int lane,
+                                      Mbarrier* full, const Params& p) {
+    const int token = b.start + lane * kBoxTokens;
+    const int kv_head = item.q_head / p.group;
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      const int coords[5] = {0, token % kPageSize, chunk, kv_head, b.page};
+      TmaLoad<5>(tile + chunk * kKvChunkBytes + lane * kBoxBytes, map, coords,
+                 full);
+    }
+  }
+
+  // K of one block into the next K stage; its message names the dropped
+  // boxes.
+  static TAILOR_DEVICE void LoadK(const Params& p, const Shared& sh,
+                                  const PrefillWorkItem& item,
+                                  const BlockPages& b, PipelineCursor& c,
+                                  int lane) {
+    WaitEmpty(*sh.k_ring, c);
     if (lane == 0) {
-      const unsigned stored = copy_edge ? kChunks * kBoxBytes : 0;
-      ArmFullStored(*sh.ring, c, kLayout.stage_bytes - stored, stored,
-                    static_cast<int>(dropped));
+      ArmFull(*sh.k_ring, c, kLayout.tile_bytes, static_cast<int>(b.dropped));
     }
     __syncwarp();
     if (lane < kBoxes) {
-      const int token = start + lane * kBoxTokens;
-      const int kv_head = item.q_head / p.group;
-      Mbarrier* full = &sh.ring->full[c.stage];
-#pragma unroll
-      for (int chunk = 0; chunk < kChunks; ++chunk) {
-        const int coords[5] = {0, token % kPageSize, chunk, kv_head, page};
-        const unsigned offset = chunk * kKvChunkBytes + lane * kBoxBytes;
-        TmaLoad<5>(k_tile + offset, &p.k_map, coords, full);
-        if (lane != edge_box || !copy_edge) {
-          TmaLoad<5>(v_tile + offset, &p.v_map, coords, full);
-        }
-      }
+      LoadBoxes(&p.k_map, sh.k + c.stage * kLayout.tile_bytes, item, b, lane,
+                &sh.k_ring->full[c.stage], p);
     }
-    c.Advance(kStages);
+    c.Advance(kKStages);
+  }
+
+  // V of one block into the next V stage; the box holding the sequence's
+  // last token, when the end falls inside it, copied by the warp.
+  static TAILOR_DEVICE void LoadV(const Params& p, const Shared& sh,
+                                  const PrefillWorkItem& item,
+                                  const BlockPages& b, PipelineCursor& c,
+                                  int lane) {
+    const int last = item.kv_len - 1;
+    const int edge_box = (last >= b.start && last < b.start + kBlockN &&
+                          item.kv_len % kBoxTokens != 0)
+                             ? (last - b.start) / kBoxTokens
+                             : -1;
+    const int edge_page =
+        __shfl_sync(0xffffffffu, b.page, edge_box < 0 ? 0 : edge_box);
+    const bool copy_edge = edge_box >= 0 && edge_page < p.num_pages;
+    WaitEmpty(*sh.v_ring, c);
+    unsigned char* v_tile = sh.v + c.stage * kLayout.tile_bytes;
+    if (copy_edge) {
+      CopyEdgeBox(p, item, v_tile, b.start, edge_box, edge_page, lane);
+    }
+    __syncwarp();
+    if (lane == 0) {
+      const unsigned stored = copy_edge ? kChunks * kBoxBytes : 0;
+      ArmFullStored(*sh.v_ring, c, kLayout.tile_bytes - stored, stored);
+    }
+    __syncwarp();
+    if (lane < kBoxes && (lane != edge_box || !copy_edge)) {
+      LoadBoxes(&p.v_map, v_tile, item, b, lane, &sh.v_ring->full[c.stage], p);
+    }
+    c.Advance(kVStages);
   }
 
   // The tile's query rows into buffer QBuffer(k), once both consumer
@@ -247,22 +300,32 @@ struct PrefillSm90Kernel {
     }
   }
 
-  // Per item: its first blocks (as many as the ring holds: they need only
-  // free stages), then its query (which may wait for the previous tile to
-  // leave its buffer), then the rest.
+  // Per item: K of block 0 (it needs only a free stage), then its query
+  // (which may wait for the previous tile to leave its buffer), then K of
+  // block j + 1 and V of block j: the order the consumers free them in.
   static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh) {
     const int lane = threadIdx.x % 32;
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
-    PipelineCursor c;
+    PipelineCursor kc, vc;
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
       const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
-      const int early = blocks < kStages ? blocks : kStages;
-      for (int j = 0; j < early; ++j) LoadBlock(p, sh, item, j, c, lane);
+      BlockPages next = {};
+      if (blocks > 0) {
+        next = PagesOf(p, item, 0, lane);
+        LoadK(p, sh, item, next, kc, lane);
+      }
       LoadQuery(p, sh, item, i - first, lane);
       __syncwarp();
-      for (int j = early; j < blocks; ++j) LoadBlock(p, sh, item, j, c, lane);
+      for (int j = 0; j < blocks; ++j) {
+        const BlockPages current = next;
+        if (j + 1 < blocks) {
+          next = PagesOf(p, item, j + 1, lane);
+          LoadK(p, sh, item, next, kc, lane);
+        }
+        LoadV(p, sh, item, current, vc, lane);
+      }
     }
   }
 
@@ -271,8 +334,8 @@ struct PrefillSm90Kernel {
 
   static TAILOR_DEVICE void ConsumeItem(const Params& p, const Shared& sh,
                                         const PrefillWorkItem& item, int k,
-                                        PipelineCursor& c, int wg,
-                                        bool leader) {
+                                        PipelineCursor& kc, PipelineCursor& vc,
+                                        int wg, bool leader) {
     const int qb = QBuffer(k);
     unsigned char* q_tile = sh.q + qb * kLayout.q_bytes;
     sh.q_full[qb].Wait(QParity(k));
@@ -283,8 +346,8 @@ struct PrefillSm90Kernel {
                      (threadIdx.x % 32) / 4;
     if (blocks > 0) {
       const PrefillRowLimits lim = RowLimitsOf(p, item, kPack, row0);
-      Mainloop::template Run<kStages>(p, item, blocks, q_tile, sh.stages,
-                                      *sh.ring, c, wg, leader, lim, st);
+      Mainloop::Run(p, item, blocks, q_tile, sh.k, sh.v, *sh.k_ring, *sh.v_ring,
+                    kc, vc, wg, leader, lim, st);
     }
     const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
     const typename Epilogue::Rows rows = Epilogue::Normalize(st, scale, wg);
@@ -307,10 +370,10 @@ struct PrefillSm90Kernel {
     const int last = p.worker_begin[blockIdx.x + 1];
     // Warpgroup 0 issues first.
     if (wg == 1) ScheduleArrive(wg);
-    PipelineCursor c;
+    PipelineCursor kc, vc;
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
-      ConsumeItem(p, sh, item, i - first, c, wg, leader);
+      ConsumeItem(p, sh, item, i - first, kc, vc, wg, leader);
     }
     // Warpgroup 1's last turn handed to 0: take it, so no arrival is left.
     if (wg == 0) ScheduleSync(wg);
@@ -319,7 +382,8 @@ struct PrefillSm90Kernel {
   static TAILOR_DEVICE void Run(const Params& p) {
     const Shared sh = Carve();
     if (threadIdx.x == 0) {
-      sh.ring->Init(/*groups=*/2, kLayout.stage_bytes);
+      sh.k_ring->Init(/*groups=*/2, kLayout.tile_bytes);
+      sh.v_ring->Init(/*groups=*/2, kLayout.tile_bytes);
       for (int b = 0; b < kQBuffers; ++b) {
         sh.q_full[b].Init(1);
         sh.q_empty[b].Init(2);

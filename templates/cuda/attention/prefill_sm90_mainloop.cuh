@@ -3,7 +3,8 @@
 // (prefill_sm90.cuh): its 64 query rows of a tile against the tile's KV
 // blocks, with an online softmax in f32.
 //
-// Per KV block j (kBlockN positions, one stage of the ring):
+// Per KV block j (kBlockN positions, one stage of the K ring and one of the
+// V ring):
 //   S  = Q K_j^T          wgmma, A and B from shared memory (K-major)
 //   S  = masked(S)        only blocks the plan marks (diagonal, window, KV
 //                         end) or whose stage dropped a page; -inf outside
@@ -60,6 +61,21 @@ TAILOR_DEVICE void ScheduleArrive(int wg) {
                : "memory");
 }
 
+// Waits for all of this warpgroup's MMAs once `after` is computed. ptxas
+// schedules a wgmma wait as early as its basic block allows, which puts
+// the wait for P V before the softmax meant to overlap it; a branch on a
+// value the softmax produced opens a block the wait cannot leave. Both
+// sides wait: the second (never taken for row sums >= 0) differs only so
+// that the compiler keeps the branch.
+TAILOR_DEVICE void WgmmaWaitAllAfter(float after) {
+  if (after >= 0.0f) {
+    WgmmaWait<0>();
+  } else {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n\tmembar.cta;" ::
+                     : "memory");
+  }
+}
+
 // Where the rows of one thread may attend, in KV positions: [lo, hi).
 struct PrefillRowLimits {
   int lo[2];
@@ -82,7 +98,10 @@ TAILOR_DEVICE PrefillRowLimits RowLimitsOf(const PrefillParams& p,
   return lim;
 }
 
-template <Half16 kType, int kHeadDim, int kBlockN, int kBoxTokens>
+// kSoftmaxOverlap: the wait for P V stays after the softmax
+// (WgmmaWaitAllAfter); false leaves it where ptxas puts it (A/B runs).
+template <Half16 kType, int kHeadDim, int kBlockN, int kBoxTokens,
+          bool kSoftmaxOverlap = true>
 struct PrefillSm90Mainloop {
   static_assert(kHeadDim % kPrefillChunk == 0, "D is whole 64-element chunks");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "N is whole k16 steps");
@@ -238,11 +257,6 @@ struct PrefillSm90Mainloop {
   // -------------------------------------------------------------
 
   static constexpr unsigned kTileBytes = kBlockN * kHeadDim * 2;
-  // Stage s's K tile (its V tile follows): K/V stages from `stages` on.
-  static TAILOR_DEVICE const unsigned char* KTile(const unsigned char* stages,
-                                                  int stage) {
-    return stages + stage * 2 * kTileBytes;
-  }
 
   // Block j's mask: the plan's masked blocks, or a stage that dropped pages.
   static TAILOR_DEVICE BlockMask MaskOf(const PrefillWorkItem& item, int j,
@@ -252,55 +266,67 @@ struct PrefillSm90Mainloop {
   }
 
   // Runs the warpgroup's rows of `item` over its `blocks` KV blocks (>= 1),
-  // leaving the unnormalized O, m and l in `st`. `c` walks the ring;
-  // `leader` (one thread of the warpgroup) releases the stages.
-  template <int kStages, typename Ring>
-  static TAILOR_DEVICE void Run(const PrefillParams& p,
-                                const PrefillWorkItem& item, int blocks,
-                                const unsigned char* q_tile,
-                                const unsigned char* stages, Ring& ring,
-                                PipelineCursor& c, int wg, bool leader,
-                                const PrefillRowLimits& lim, State& st) {
+  // leaving the unnormalized O, m and l in `st`. `kc` / `vc` walk the K
+  // and V rings (K tiles from `k_tiles`, V tiles from `v_tiles`); `leader`
+  // (one thread of the warpgroup) releases a K stage once Q K^T has read
+  // it and a V stage once P V has.
+  template <int kKStages, int kVStages>
+  static TAILOR_DEVICE void Run(
+      const PrefillParams& p, const PrefillWorkItem& item, int blocks,
+      const unsigned char* q_tile, const unsigned char* k_tiles,
+      const unsigned char* v_tiles, PipelineRing<kKStages, int>& k_ring,
+      PipelineRing<kVStages, int>& v_ring, PipelineCursor& kc,
+      PipelineCursor& vc, int wg, bool leader, const PrefillRowLimits& lim,
+      State& st) {
     float s[kSRegs];
     unsigned pa[kPSteps][4];
     float alpha[2];
     // Block 0: S only.
-    WaitFull(ring, c);
-    unsigned dropped = static_cast<unsigned>(Message(ring, c));
+    WaitFull(k_ring, kc);
+    unsigned dropped = static_cast<unsigned>(Message(k_ring, kc));
     ScheduleSync(wg);
-    IssueQK(s, q_tile, KTile(stages, c.stage), wg);
+    IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
     ScheduleArrive(wg);
     WgmmaWait<0>();
     FenceRegisters(s);
+    if (leader) Release(k_ring, kc);
+    kc.Advance(kKStages);
     Softmax(s, st, alpha, MaskOf(item, 0, dropped), lim, p);
     PackP(s, pa);
-    PipelineCursor previous = c;
-    c.Advance(kStages);
     for (int j = 1; j < blocks; ++j) {
-      WaitFull(ring, c);
-      dropped = static_cast<unsigned>(Message(ring, c));
+      WaitFull(k_ring, kc);
+      dropped = static_cast<unsigned>(Message(k_ring, kc));
+      WaitFull(v_ring, vc);
       ScheduleSync(wg);
-      IssueQK(s, q_tile, KTile(stages, c.stage), wg);
-      IssuePV(st.o, pa, KTile(stages, previous.stage) + kTileBytes);
+      IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
+      IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
       ScheduleArrive(wg);
       WgmmaWait<1>();  // S of block j; P V of block j - 1 still runs
       FenceRegisters(s);
+      if (leader) Release(k_ring, kc);
+      kc.Advance(kKStages);
       Softmax(s, st, alpha, MaskOf(item, j, dropped), lim, p);
-      WgmmaWait<0>();  // P V of block j - 1: P and O are free again
+      // P V of block j - 1: P and O are free again.
+      if constexpr (kSoftmaxOverlap) {
+        WgmmaWaitAllAfter(st.l[0] + st.l[1]);
+      } else {
+        WgmmaWait<0>();
+      }
       FenceRegisters(st.o);
-      if (leader) Release(ring, previous);
+      if (leader) Release(v_ring, vc);
+      vc.Advance(kVStages);
       Rescale(st, alpha);
       PackP(s, pa);
-      previous = c;
-      c.Advance(kStages);
     }
     // The last block's P V.
+    WaitFull(v_ring, vc);
     ScheduleSync(wg);
-    IssuePV(st.o, pa, KTile(stages, previous.stage) + kTileBytes);
+    IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
     ScheduleArrive(wg);
     WgmmaWait<0>();
     FenceRegisters(st.o);
-    if (leader) Release(ring, previous);
+    if (leader) Release(v_ring, vc);
+    vc.Advance(kVStages);
   }
 };
 
