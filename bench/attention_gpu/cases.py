@@ -46,6 +46,14 @@ def correctness_cases():
     out.append(_case("bad-page-ids", [50, 1, 300], [500, 700, 900], bad_pages=3))
     out.append(_case("split-decode-32k", [1, 1, 2, 4], [32768, 20000, 100, 5000], hkv=4))
     out.append(_case("split-long-chunk", [64], [60000]))
+    # One plan, two launches: prefill rows on the prefill kernel, the trailing
+    # q_len 1 rows on the decode kernel (bf16, D 128, pages of 16).
+    dec_kv = [1, 2, 15, 16, 17, 63, 64, 65, 577, 1000, 4097, 9000, 31, 127, 300, 5]
+    for model, (hq, hkv) in MODELS.items():
+        out.append(_case(f"split-mixed-{model}", [37, 129, 4] + [1] * len(dec_kv),
+                         [1000, 129, 4000] + dec_kv, hq=hq, hkv=hkv, route="split"))
+    out.append(_case("split-decode-only", [1] * 9, [1, 17, 64, 65, 3000, 129, 2, 5000, 31],
+                     route="split"))
     out.append(_case("nopack-llama", [1, 129, 5], [300, 129, 70], pack=1))
     out.append(_case("pack2-llama", [1, 129, 5], [300, 129, 70], pack=2))
     return out
@@ -118,7 +126,8 @@ def sanitize_cases():
     """Small enough for compute-sanitizer: one awkward mixed batch with splits."""
     return [_case("sanitize-awkward", [1, 129, 17, 0, 3], [2000, 129, 600, 4, 3000], hkv=4,
                   poison=True),
-            _case("sanitize-noncausal-d64", [5, 130], [0, 70], causal=False, d=64)]
+            _case("sanitize-noncausal-d64", [5, 130], [0, 70], causal=False, d=64),
+            _case("sanitize-split", [40, 1, 1, 1], [300, 5000, 17, 64], route="split")]
 
 
 def ncu_case():

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/attention_gpu/dev_common.h"
 #include "bench/attention_gpu/kernel_table.h"
 #include "plan/attention_plan.h"
 #include "templates/cuda/attention/prefill_params.h"
@@ -29,11 +30,10 @@ struct TadPrepared {
   int workers = 0;
   int merge_grid = 0;
   unsigned shared_bytes = 0;
+  int threads = 0;
 };
 
-namespace {
-
-using tailor::attention_dev::KernelRow;
+namespace tailor::attention_dev {
 
 int Fail(char* error, int error_len, const std::string& message) {
   if (error != nullptr && error_len > 0) {
@@ -113,12 +113,25 @@ bool Encode5(tailor::cuda::TensorMap* map, int dtype, const void* base,
   return true;
 }
 
+}  // namespace tailor::attention_dev
+
+namespace {
+
+using tailor::attention_dev::CudaOk;
+using tailor::attention_dev::Encode5;
+using tailor::attention_dev::Fail;
+using tailor::attention_dev::KernelRow;
+
 const KernelRow* FindPrefill(const TadRunArgs& a) {
   int count = 0;
-  const KernelRow* rows = tailor::attention_dev::PrefillKernels(&count);
+  const KernelRow* rows =
+      a.design == tailor::attention_dev::kDesignLegacy
+          ? tailor::attention_dev::LegacyPrefillKernels(&count)
+          : tailor::attention_dev::PrefillKernels(&count);
   for (int i = 0; i < count; ++i) {
     if (rows[i].dtype == a.dtype && rows[i].head_dim == a.head_dim &&
-        rows[i].pack == a.pack && rows[i].page_size == a.page_size) {
+        rows[i].pack == a.pack && rows[i].page_size == a.page_size &&
+        rows[i].design == a.design) {
       return &rows[i];
     }
   }
@@ -364,15 +377,17 @@ int tad_prepare(const TadRunArgs* args, TadPrepared** prepared, char* error,
                 "no compiled variant for dtype " + std::to_string(a.dtype) +
                     " head_dim " + std::to_string(a.head_dim) + " pack " +
                     std::to_string(a.pack) + " page_size " +
-                    std::to_string(a.page_size) + " (see tad_variants)");
+                    std::to_string(a.page_size) + " design " +
+                    std::to_string(a.design) + " (see tad_variants)");
   }
   auto prep = std::make_unique<TadPrepared>();
   prep->params = {};
   if (!EncodeMaps(a, prep->params, error, error_len)) return 1;
   FillParams(a, *prep);
   prep->kernel = row->function;
+  prep->threads = row->threads;
   prep->workers = a.num_workers;
-  prep->shared_bytes = tailor::cuda::PrefillSm90SharedBytes(a.head_dim);
+  prep->shared_bytes = row->shared_bytes;
   if (!CudaOk(cudaFuncSetAttribute(row->function,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(prep->shared_bytes)),
@@ -396,7 +411,7 @@ int tad_launch(const TadPrepared* prep, void* stream, char* error,
                int error_len) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(prep->workers);
-  config.blockDim = dim3(384);
+  config.blockDim = dim3(prep->threads);
   config.dynamicSmemBytes = prep->shared_bytes;
   config.stream = static_cast<cudaStream_t>(stream);
   void* args[] = {const_cast<tailor::cuda::PrefillParams*>(&prep->params)};
@@ -431,16 +446,39 @@ int tad_sm_count(void) {
   return count;
 }
 
+}  // extern "C"
+
+namespace {
+
+const char* DesignSuffix(int design) {
+  switch (design) {
+    case tailor::attention_dev::kDesignLegacy:
+      return " legacy";
+    case tailor::attention_dev::kDesignNoSoftmaxOverlap:
+      return " no_overlap";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
 const char* tad_variants(void) {
   static const std::string text = [] {
     std::string s;
-    int count = 0;
-    const KernelRow* rows = tailor::attention_dev::PrefillKernels(&count);
-    for (int i = 0; i < count; ++i) {
-      s += std::string(rows[i].dtype == 0 ? "bf16" : "f16") + " " +
-           std::to_string(rows[i].head_dim) + " " +
-           std::to_string(rows[i].pack) + " " +
-           std::to_string(rows[i].page_size) + "\n";
+    for (const auto list : {tailor::attention_dev::PrefillKernels,
+                            tailor::attention_dev::LegacyPrefillKernels}) {
+      int count = 0;
+      const KernelRow* rows = list(&count);
+      for (int i = 0; i < count; ++i) {
+        s += std::string(rows[i].dtype == 0 ? "bf16" : "f16") + " " +
+             std::to_string(rows[i].head_dim) + " " +
+             std::to_string(rows[i].pack) + " " +
+             std::to_string(rows[i].page_size) +
+             DesignSuffix(rows[i].design) + "\n";
+      }
     }
     return s;
   }();

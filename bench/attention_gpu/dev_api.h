@@ -89,6 +89,9 @@ typedef struct {
   float sm_scale;
   float soft_cap; /* 0: none */
   int causal, window_left;
+  int design; /* kernel_table.h: 0 the current prefill kernel; for A/B runs
+                 (bf16, D 128, packs 4 and 8, pages of 16): 1 the previous
+                 design, 2 the current one without the softmax overlap */
 } TadRunArgs;
 
 int tad_prepare(const TadRunArgs* args, TadPrepared** prepared, char* error,
@@ -97,6 +100,82 @@ int tad_prepare(const TadRunArgs* args, TadPrepared** prepared, char* error,
 int tad_launch(const TadPrepared* prepared, void* stream, char* error,
                int error_len);
 void tad_prepared_free(TadPrepared* prepared);
+
+/* ---- decode rows on tailor's decode kernel (dev_decode.cc) ----
+ * The decode family's Hopper kernel (templates/cuda/attention/decode_sm90.cuh)
+ * over rows of q_len 1: a mixed batch runs its prefill rows on the prefill
+ * kernel and its decode rows here, two launches from one host plan. The plan
+ * config mirrors the CUDA backend's decode rules (CTAs per SM, depth, head
+ * groups, L2 evict-first) without thread-block clusters.
+ *
+ *   tad_decode_plan_build(seq_lens, ...) -> TadDecodePlan
+ *   tad_decode_plan_info / tad_decode_plan_copy -> work list for the device
+ *   tad_decode_prepare(run args) / tad_decode_launch(prepared, stream) */
+typedef struct TadDecodePlan TadDecodePlan;
+typedef struct TadDecodePrepared TadDecodePrepared;
+
+typedef struct {
+  int num_qo_heads, num_kv_heads, head_dim, page_size;
+  int workers_per_sm; /* 0: the decode family's rule; else 1 or 2 */
+  int head_group;     /* 0: the rule; 1: never; 4: always where it fits */
+} TadDecodePlanArgs;
+
+typedef struct {
+  int items, workers, partials, stages, head_group, launch_flags;
+  int busy_workers, split_pairs, item_bytes;
+  long long max_worker_cost;
+  double mean_worker_cost;
+} TadDecodePlanInfo;
+
+int tad_decode_plan_build(const int* seq_lens, int batch,
+                          const TadDecodePlanArgs* args, TadDecodePlan** plan,
+                          char* error, int error_len);
+int tad_decode_plan_info(const TadDecodePlan* plan, TadDecodePlanInfo* info);
+/* items: info.items x item_bytes; first_items: workers x item_bytes;
+ * worker_begin: workers + 2 ints (the last one: the launch flags). */
+int tad_decode_plan_copy(const TadDecodePlan* plan, void* items,
+                         void* first_items, int* worker_begin);
+void tad_decode_plan_free(TadDecodePlan* plan);
+
+typedef struct {
+  int dtype, head_dim, group, page_size, num_kv_heads, stages, head_groups;
+  /* q / out [B, Hq, D], last dim contiguous; strides in elements */
+  const void* q;
+  long long q_stride_b, q_stride_h;
+  const void* k_cache;
+  const void* v_cache;
+  long long num_pages;
+  long long k_stride_page, k_stride_token, k_stride_head;
+  long long v_stride_page, v_stride_token, v_stride_head;
+  const int* block_table; /* [B, max_pages] */
+  long long block_table_stride;
+  int max_pages;
+  const int* seq_lens; /* [B] device lengths (the plan's) */
+  void* out;
+  long long out_stride_b, out_stride_h;
+  float* lse; /* [B, Hq] or null */
+  long long lse_stride_b;
+  const void* items;
+  const void* first_items;
+  const int* worker_begin;
+  int num_workers;
+  void* partial_out;  /* [partials, group, D] 16-bit */
+  float* partial_lse; /* [partials, group] */
+  void* scratch;      /* tad_decode_scratch_bytes: counters zeroed, then the
+                         error words all ones */
+  int partials;
+  float sm_scale;
+} TadDecodeRunArgs;
+
+int tad_decode_prepare(const TadDecodeRunArgs* args,
+                       TadDecodePrepared** prepared, char* error,
+                       int error_len);
+int tad_decode_launch(const TadDecodePrepared* prepared, void* stream,
+                      char* error, int error_len);
+void tad_decode_prepared_free(TadDecodePrepared* prepared);
+/* Bytes of the scratch for `partials` slots; the error words' offset. */
+long long tad_decode_scratch_bytes(int partials);
+long long tad_decode_error_offset(int partials);
 
 /* The device's multiprocessor count (the default worker count). */
 int tad_sm_count(void);

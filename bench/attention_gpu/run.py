@@ -55,18 +55,63 @@ def tailor_for(case, q_lens=None, kv_lens=None, **kw):
     return t
 
 
-def run_tailor(case, step, with_lse=True):
+def nan_outputs(case, step, with_lse):
     import torch
-    t = tailor_for(case)
     q = step["q"]
     out = torch.full((q.shape[0], case["hq"], case["d"]), float("nan"), dtype=q.dtype,
                      device=q.device)
     lse = torch.full((q.shape[0], case["hq"]), float("nan"), dtype=torch.float32,
                      device=q.device) if with_lse else None
-    t.prepare(q, step["k"], step["v"], step["table"], out, lse)
+    return out, lse
+
+
+def run_tailor(case, step, with_lse=True, design=0):
+    import torch
+    t = tailor_for(case, design=design)
+    out, lse = nan_outputs(case, step, with_lse)
+    t.prepare(step["q"], step["k"], step["v"], step["table"], out, lse)
     t.run()
     torch.cuda.synchronize()
     return t, out, lse
+
+
+DESIGNS = {"legacy": 1, "no_overlap": 2}  # kernel_table.h's kDesign*
+
+
+def has_design(case, name):
+    import tailor_dev
+    return f"{case['dtype']} {case['d']} {case['pack']} {case['page']} {name}" in \
+        tailor_dev.variants()
+
+
+def decode_for(case, kv_lens):
+    from tailor_dev import TailorDecode
+    t = TailorDecode(num_qo_heads=case["hq"], num_kv_heads=case["hkv"], head_dim=case["d"],
+                     page_size=case["page"])
+    t.plan(kv_lens)
+    return t
+
+
+def split_route(case, step, out, lse=None):
+    """One plan, two launches: sequence 0..k-1 with q_len > 1 on the prefill
+    kernel, the trailing rows of q_len 1 on the decode kernel (their q / out
+    rows and block-table rows are contiguous, as vLLM orders a batch)."""
+    ql, kl = case["q_lens"], case["kv_lens"]
+    k = len(ql)
+    while k > 0 and ql[k - 1] == 1:
+        k -= 1
+    launches = []
+    if k > 0:
+        pre = tailor_for(case, ql[:k], kl[:k])
+        pre.prepare(step["q"], step["k"], step["v"], step["table"], out, lse)
+        launches.append(pre)
+    if k < len(ql):
+        first = sum(ql[:k])
+        dec = decode_for(case, kl[k:])
+        dec.prepare(step["q"][first:], step["k"], step["v"], step["table"][k:], out[first:],
+                    lse[first:] if lse is not None else None)
+        launches.append(dec)
+    return launches, (lambda: [t.run() for t in launches])
 
 
 def plan_summary(info):
@@ -82,13 +127,26 @@ def do_correctness(case):
     from common import compare, make_step, reference
     gen = torch.Generator().manual_seed(zlib.crc32(case["id"].encode()))
     step = make_step(case, gen)
-    t, out, lse = run_tailor(case, step)
+    launches = None
+    if case.get("route") == "split":
+        out, lse = nan_outputs(case, step, True)
+        launches, fn = split_route(case, step, out, lse)
+        fn()
+        torch.cuda.synchronize()
+        t = launches[0]
+    else:
+        t, out, lse = run_tailor(case, step)
     rng = np.random.default_rng(0)
     from common import check_seqs
     refs = reference(case, step, check_seqs(case), rng)
     res = compare(case, step, out, lse, refs)
-    res["plan"] = plan_summary(t.info)
-    err = t.errors()
+    res["plan"] = " + ".join(plan_summary(x.info) if hasattr(x, "items_host") else x.summary()
+                             for x in (launches or [t]))
+    err = None
+    for x in launches or [t]:  # the first error word any launch set
+        e = x.errors()
+        e = next((w for w in e if w), None) if isinstance(e, list) else e
+        err = err or e
     res["device_error"] = err
     expect_err = case["bad_pages"] > 0
     tol = 1e-2
@@ -153,6 +211,17 @@ def do_timing(case, fi, timer, ctx):
     res["flops"] = flops(case)
     res["kv_bytes"] = kv_bytes(case)
     res["ok"] = res["rel_err"] < 1e-2 and res["nan_rows"] == 0
+    for name, design in DESIGNS.items():  # the A/B designs on the same data
+        if case["kind"] in ("prefill", "mixed") and has_design(case, name):
+            lt, lout, _ = run_tailor(case, step, with_lse=False, design=design)
+            res[f"{name}_rel_err"] = compare(case, step, lout, None, refs)["rel_err"]
+            res[f"tailor_{name}_us"] = timer.us(lt.run)
+            res["ok"] = res["ok"] and res[f"{name}_rel_err"] < 1e-2
+    if case["kind"] in ("mixed", "decode"):
+        try:
+            timed_split(case, step, refs, timer, res)
+        except Exception as e:
+            res["split_error"] = f"{type(e).__name__}: {e}"[:300]
     if case["kind"] == "mixed":  # tailor's prefill-only and decode-only parts
         chunk = tailor_for(case, case["q_lens"][:1], case["kv_lens"][:1])
         o1 = torch.empty_like(out)
@@ -172,6 +241,24 @@ def do_timing(case, fi, timer, ctx):
     except Exception as e:
         res["sdpa_error"] = f"{type(e).__name__}: {e}"[:200]
     return res
+
+
+def timed_split(case, step, refs, timer, res):
+    """Decode rows on the decode kernel (with the prefill rows, if any, on the
+    prefill kernel): checked against the reference, then timed."""
+    import torch
+    from common import compare
+    out, _ = nan_outputs(case, step, False)
+    launches, fn = split_route(case, step, out)
+    fn()
+    torch.cuda.synchronize()
+    res["split_rel_err"] = compare(case, step, out, None, refs)["rel_err"]
+    res["split_nan_rows"] = compare(case, step, out, None, refs)["nan_rows"]
+    res["split_plan"] = launches[-1].summary()
+    res["split_errors"] = [e for e in launches[-1].errors() if e is not None]
+    res["tailor_split_us"] = timer.us(fn)
+    if len(launches) == 2:
+        res["tailor_split_decode_us"] = timer.us(launches[1].run)
 
 
 def fi_times(case, step, fi, timer, ctx, res):
@@ -248,8 +335,12 @@ def worker(args):
         try:
             if phase in ("correctness", "sanitize"):
                 res = do_correctness(case)
-            elif phase == "ncu":
-                run_tailor(case, __import__("common").make_step(case, torch.Generator()))
+            elif phase == "ncu":  # one launch of each design, profiled in order
+                step = __import__("common").make_step(case, torch.Generator())
+                run_tailor(case, step, with_lse=False)
+                for name, design in DESIGNS.items():
+                    if has_design(case, name):
+                        run_tailor(case, step, with_lse=False, design=design)
                 res = {"ok": True}
             else:
                 res = do_timing(case, fi, timer, ctx)
@@ -373,10 +464,11 @@ def tables(args):
         lines.append(f"## {phase}: dense bf16 GEMM {gemm / 1e12:.0f} TFLOP/s, copy "
                      f"{bw / 1e12:.2f} TB/s (same run); times in us, median, L2 flushed")
         if phase == "perf":
-            lines.append("case | tailor | TF/s | xGEMM | fa3 | fa2 | FI best/tailor | "
-                         "sdpa | err | plan")
+            lines.append("case | tailor | TF/s | xGEMM | legacy | legacy/tailor | "
+                         "no-overlap/tailor | fa3 | fa2 | FI best/tailor | sdpa | err | plan")
         else:
-            lines.append("case | tailor | x floor | FI tc | FI cc | FI best/tailor | err")
+            lines.append("case | prefill kernel | decode kernel | x floor (dk) | FI tc | "
+                         "FI cc | FI best/dk | err pk / dk | dk plan")
         for r in rows:
             lines.append(perf_line(r, phase, gemm, bw))
     text = "\n".join(lines)
@@ -395,20 +487,34 @@ def perf_line(r, phase, gemm, bw):
         tf = r["flops"] / (t * 1e-6) / 1e12
         fis = [v for v in (g("fi_fa3_us"), g("fi_fa2_us"), g("fi_split_us")) if v]
         best = min(fis) / t if fis else None
+        legacy = g("tailor_legacy_us")
+        no_overlap = g("tailor_no_overlap_us")
         extra = ""
         if g("tailor_prefill_part_us"):
-            extra = (f" parts {g('tailor_prefill_part_us'):.1f}+"
-                     f"{g('tailor_decode_part_us'):.1f} fi_split {f(g('fi_split_us'))}")
-        return (f"{r['id']} | {t:.1f} | {tf:.0f} | {tf * 1e12 / gemm:.2f} | "
+            split = g("tailor_split_us")
+            extra = (f" | parts {g('tailor_prefill_part_us'):.1f}+"
+                     f"{g('tailor_decode_part_us'):.1f} fi_split {f(g('fi_split_us'))}"
+                     f" | SPLIT (prefill kernel + decode kernel) {f(split)} us "
+                     f"(decode kernel {f(g('tailor_split_decode_us'))}) "
+                     f"err {g('split_rel_err') or float('nan'):.1e}"
+                     f" FI best/split {min(fis) / split if fis and split else float('nan'):.2f}"
+                     f" {g('split_plan') or g('split_error') or ''}")
+        return (f"{r['id']} | {t:.1f} | {tf:.0f} | {tf * 1e12 / gemm:.2f} | {f(legacy)} | "
+                f"{'-' if not legacy else f'{legacy / t:.2f}'} | "
+                f"{'-' if not no_overlap else f'{no_overlap / t:.2f}'} | "
                 f"{f(g('fi_fa3_us'))} | {f(g('fi_fa2_us'))} | "
                 f"{'-' if best is None else f'{best:.2f}'} | {f(g('sdpa_us'))} | "
                 f"{r['rel_err']:.1e}{'' if r.get('ok') else ' BAD'} | {r['plan']}{extra}")
     floor = r["kv_bytes"] / bw * 1e6
+    dk = g("tailor_split_us")
     fis = [v for v in (g("fi_decode_tc_us"), g("fi_decode_cc_us")) if v]
-    best = min(fis) / t if fis else None
-    return (f"{r['id']} | {t:.1f} | {floor / t:.2f} | {f(g('fi_decode_tc_us'))} | "
-            f"{f(g('fi_decode_cc_us'))} | {'-' if best is None else f'{best:.2f}'} | "
-            f"{r['rel_err']:.1e}{'' if r.get('ok') else ' BAD'}")
+    best = min(fis) / dk if fis and dk else None
+    return (f"{r['id']} | {t:.1f} | {f(dk)} | {floor / dk if dk else float('nan'):.2f} | "
+            f"{f(g('fi_decode_tc_us'))} | {f(g('fi_decode_cc_us'))} | "
+            f"{'-' if best is None else f'{best:.2f}'} | "
+            f"{r['rel_err']:.1e} / {g('split_rel_err') or float('nan'):.1e}"
+            f"{'' if r.get('ok') and (g('split_rel_err') or 0) < 1e-2 else ' BAD'} | "
+            f"{g('split_plan') or g('split_error') or ''}")
 
 
 def main():
@@ -419,10 +525,14 @@ def main():
     ap.add_argument("--checks", action="store_true",
                     help="the library built with the pipeline protocol checks")
     ap.add_argument("--budget", type=float, default=520, help="seconds for all phases")
+    ap.add_argument("--tables-only", action="store_true", help="print the tables of --out")
     ap.add_argument("--worker")
     ap.add_argument("--skip", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.tables_only:
+        print(tables(args))
+        return
     if args.worker:
         worker(args)
         return

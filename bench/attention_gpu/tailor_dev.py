@@ -49,6 +49,37 @@ class RunArgs(ctypes.Structure):
         ("partial_out", _P), ("partial_lse", _P), ("errors", _P),
         ("sm_scale", ctypes.c_float), ("soft_cap", ctypes.c_float),
         ("causal", ctypes.c_int), ("window_left", ctypes.c_int),
+        ("design", ctypes.c_int),
+    ]
+
+
+class DecodePlanArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in (
+        "num_qo_heads", "num_kv_heads", "head_dim", "page_size", "workers_per_sm",
+        "head_group")]
+
+
+class DecodePlanInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in (
+        "items", "workers", "partials", "stages", "head_group", "launch_flags",
+        "busy_workers", "split_pairs", "item_bytes")] + [
+            ("max_worker_cost", ctypes.c_longlong), ("mean_worker_cost", ctypes.c_double)]
+
+
+class DecodeRunArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in (
+        "dtype", "head_dim", "group", "page_size", "num_kv_heads", "stages",
+        "head_groups")] + [
+        ("q", _P), ("q_stride_b", _LL), ("q_stride_h", _LL),
+        ("k_cache", _P), ("v_cache", _P), ("num_pages", _LL),
+        ("k_stride_page", _LL), ("k_stride_token", _LL), ("k_stride_head", _LL),
+        ("v_stride_page", _LL), ("v_stride_token", _LL), ("v_stride_head", _LL),
+        ("block_table", _P), ("block_table_stride", _LL), ("max_pages", ctypes.c_int),
+        ("seq_lens", _P), ("out", _P), ("out_stride_b", _LL), ("out_stride_h", _LL),
+        ("lse", _P), ("lse_stride_b", _LL),
+        ("items", _P), ("first_items", _P), ("worker_begin", _P),
+        ("num_workers", ctypes.c_int), ("partial_out", _P), ("partial_lse", _P),
+        ("scratch", _P), ("partials", ctypes.c_int), ("sm_scale", ctypes.c_float),
     ]
 
 
@@ -73,6 +104,19 @@ def load(path=None):
     lib.tad_launch.argtypes = [_P, _P, err, ctypes.c_int]
     lib.tad_prepared_free.argtypes = [_P]
     lib.tad_variants.restype = ctypes.c_char_p
+    lib.tad_decode_plan_build.argtypes = [_P, ctypes.c_int, ctypes.POINTER(DecodePlanArgs),
+                                          ctypes.POINTER(_P), err, ctypes.c_int]
+    lib.tad_decode_plan_info.argtypes = [_P, ctypes.POINTER(DecodePlanInfo)]
+    lib.tad_decode_plan_copy.argtypes = [_P, _P, _P, _P]
+    lib.tad_decode_plan_free.argtypes = [_P]
+    lib.tad_decode_prepare.argtypes = [ctypes.POINTER(DecodeRunArgs), ctypes.POINTER(_P),
+                                       err, ctypes.c_int]
+    lib.tad_decode_launch.argtypes = [_P, _P, err, ctypes.c_int]
+    lib.tad_decode_prepared_free.argtypes = [_P]
+    lib.tad_decode_scratch_bytes.restype = ctypes.c_longlong
+    lib.tad_decode_scratch_bytes.argtypes = [ctypes.c_int]
+    lib.tad_decode_error_offset.restype = ctypes.c_longlong
+    lib.tad_decode_error_offset.argtypes = [ctypes.c_int]
     _LIB = lib
     return lib
 
@@ -96,8 +140,9 @@ class TailorAttention:
 
     def __init__(self, *, num_qo_heads, num_kv_heads, head_dim, pack, page_size,
                  causal=True, window_left=-1, soft_cap=0.0, sm_scale=None,
-                 num_workers=0, max_pieces=0, min_piece_blocks=0):
+                 num_workers=0, max_pieces=0, min_piece_blocks=0, design=0):
         self.lib = load()
+        self.design = design
         self.hq, self.hkv, self.d = num_qo_heads, num_kv_heads, head_dim
         self.pack, self.page = pack, page_size
         self.causal, self.window = causal, window_left
@@ -175,7 +220,7 @@ class TailorAttention:
             partial_out=self.d_partial_out.data_ptr(),
             partial_lse=self.d_partial_lse.data_ptr(), errors=self.d_errors.data_ptr(),
             sm_scale=self.sm_scale, soft_cap=self.soft_cap, causal=int(self.causal),
-            window_left=self.window)
+            window_left=self.window, design=self.design)
         buf = ctypes.create_string_buffer(1024)
         handle = _P()
         rc = self.lib.tad_prepare(ctypes.byref(a), ctypes.byref(handle), buf, len(buf))
@@ -205,4 +250,115 @@ class TailorAttention:
     def __del__(self):
         if getattr(self, "prepared", None) is not None:
             self.lib.tad_prepared_free(self.prepared)
+            self.prepared = None
+
+
+class TailorDecode:
+    """Rows of q_len 1 on tailor's decode kernel: plan(seq_lens), prepare(...), run().
+
+    q / out [B, Hq, D] (rows b = sequences), caches as for TailorAttention,
+    block_table [B, max_pages]; bf16, D 128, pages of 16, groups 4 and 8."""
+
+    def __init__(self, *, num_qo_heads, num_kv_heads, head_dim, page_size, sm_scale=None,
+                 workers_per_sm=0, head_group=0):
+        self.lib = load()
+        self.hq, self.hkv, self.d, self.page = num_qo_heads, num_kv_heads, head_dim, page_size
+        self.group = num_qo_heads // num_kv_heads
+        self.sm_scale = sm_scale if sm_scale is not None else head_dim ** -0.5
+        self.plan_args = DecodePlanArgs(num_qo_heads, num_kv_heads, head_dim, page_size,
+                                        workers_per_sm, head_group)
+        self.prepared = None
+        self.info = None
+
+    def plan(self, seq_lens, device="cuda"):
+        buf = ctypes.create_string_buffer(1024)
+        handle = _P()
+        lens = _i32(list(seq_lens))
+        rc = self.lib.tad_decode_plan_build(ctypes.cast(lens, _P), len(seq_lens),
+                                            ctypes.byref(self.plan_args),
+                                            ctypes.byref(handle), buf, len(buf))
+        _check(rc, buf, "decode plan")
+        try:
+            info = DecodePlanInfo()
+            self.lib.tad_decode_plan_info(handle, ctypes.byref(info))
+            items = torch.empty(max(1, info.items) * info.item_bytes, dtype=torch.uint8)
+            first = torch.empty(max(1, info.workers) * info.item_bytes, dtype=torch.uint8)
+            begin = torch.empty(info.workers + 2, dtype=torch.int32)
+            self.lib.tad_decode_plan_copy(handle, _P(items.data_ptr()), _P(first.data_ptr()),
+                                          _P(begin.data_ptr()))
+        finally:
+            self.lib.tad_decode_plan_free(handle)
+        self.info = info
+        self.d_items, self.d_first, self.d_begin = items.to(device), first.to(device), \
+            begin.to(device)
+        self.d_seq_lens = torch.tensor(list(seq_lens), dtype=torch.int32, device=device)
+        parts = max(1, info.partials)
+        self.d_partial_out = torch.empty(parts * self.group * self.d, dtype=torch.float32,
+                                         device=device)
+        self.d_partial_lse = torch.empty(parts * self.group, dtype=torch.float32,
+                                         device=device)
+        scratch = self.lib.tad_decode_scratch_bytes(info.partials)
+        self.d_scratch = torch.zeros(scratch, dtype=torch.uint8, device=device)
+        self.error_offset = self.lib.tad_decode_error_offset(info.partials)
+        self.d_scratch[self.error_offset:].fill_(0xFF)
+        self.prepared = None
+        return info
+
+    def prepare(self, q, k_cache, v_cache, block_table, out, lse=None):
+        info = self.info
+        a = DecodeRunArgs(
+            dtype={torch.bfloat16: 0, torch.float16: 1}[q.dtype], head_dim=self.d,
+            group=self.group, page_size=self.page, num_kv_heads=self.hkv,
+            stages=info.stages, head_groups=int(info.head_group > 1),
+            q=q.data_ptr(), q_stride_b=q.stride(0), q_stride_h=q.stride(1),
+            k_cache=k_cache.data_ptr(), v_cache=v_cache.data_ptr(),
+            num_pages=k_cache.shape[0],
+            k_stride_page=k_cache.stride(0), k_stride_token=k_cache.stride(1),
+            k_stride_head=k_cache.stride(2),
+            v_stride_page=v_cache.stride(0), v_stride_token=v_cache.stride(1),
+            v_stride_head=v_cache.stride(2),
+            block_table=block_table.data_ptr(), block_table_stride=block_table.stride(0),
+            max_pages=block_table.shape[1], seq_lens=self.d_seq_lens.data_ptr(),
+            out=out.data_ptr(), out_stride_b=out.stride(0), out_stride_h=out.stride(1),
+            lse=lse.data_ptr() if lse is not None else None,
+            lse_stride_b=lse.stride(0) if lse is not None else 0,
+            items=self.d_items.data_ptr(), first_items=self.d_first.data_ptr(),
+            worker_begin=self.d_begin.data_ptr(), num_workers=info.workers,
+            partial_out=self.d_partial_out.data_ptr(),
+            partial_lse=self.d_partial_lse.data_ptr(), scratch=self.d_scratch.data_ptr(),
+            partials=info.partials, sm_scale=self.sm_scale)
+        buf = ctypes.create_string_buffer(1024)
+        handle = _P()
+        rc = self.lib.tad_decode_prepare(ctypes.byref(a), ctypes.byref(handle), buf, len(buf))
+        _check(rc, buf, "decode prepare")
+        if self.prepared is not None:
+            self.lib.tad_decode_prepared_free(self.prepared)
+        self.prepared = handle
+        self._keep = (q, k_cache, v_cache, block_table, out, lse)
+
+    def run(self):
+        buf = ctypes.create_string_buffer(512)
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.tad_decode_launch(self.prepared, _P(stream), buf, len(buf))
+        _check(rc, buf, "decode launch")
+
+    def errors(self):
+        """The error words (bad page, bad seq len, too many pages): None where clear."""
+        words = self.d_scratch[self.error_offset:self.error_offset + 24].view(torch.int64)
+        out = []
+        for w in words.tolist():
+            w &= 0xFFFFFFFFFFFFFFFF
+            out.append(None if w == 0xFFFFFFFFFFFFFFFF else (w >> 32, w & 0xFFFFFFFF))
+        return out
+
+    def summary(self):
+        i = self.info
+        return (f"items={i.items} workers={i.workers} busy={i.busy_workers} "
+                f"split={i.split_pairs} stages={i.stages} head_group={i.head_group} "
+                f"flags={i.launch_flags} cost max/mean={i.max_worker_cost}/"
+                f"{i.mean_worker_cost:.0f}")
+
+    def __del__(self):
+        if getattr(self, "prepared", None) is not None:
+            self.lib.tad_decode_prepared_free(self.prepared)
             self.prepared = None
