@@ -15,7 +15,8 @@
 //              Release(s)         one arrival per consumer group on empty[s],
 //                                 once the group is done reading
 // Both sides walk the ring with a PipelineCursor (stage, phase, round),
-// advanced after each stage.
+// advanced after each stage. A producer that writes part of a fill with its
+// own stores (fenced to the async proxy) arms with ArmFullStored instead.
 //
 // Messages: a producer that decides the work at run time (a dynamic tile
 // scheduler) tells the consumers what a fill holds: ArmFull(s, bytes, m)
@@ -160,6 +161,30 @@ TAILOR_DEVICE void ArmFull(PipelineRing<kStages, M>& ring,
 #endif
   ring.message[c.stage] = message;
   ring.full[c.stage].ArriveExpectTx(bytes);
+}
+
+// A fill of which `stored_bytes` the producer's own threads wrote with
+// ordinary stores (e.g. a tile edge that TMA cannot zero-fill): each writer
+// fenced its stores to the async proxy (fence.proxy.async.shared::cta, for
+// readers such as wgmma) and synchronized with the arriving thread, whose
+// arrival releases them. Expects only the `tma_bytes` of the copies; the
+// checks count both parts against the ring's stage bytes.
+template <int kStages, typename M>
+TAILOR_DEVICE void ArmFullStored(PipelineRing<kStages, M>& ring,
+                                 const PipelineCursor& c, unsigned tma_bytes,
+                                 unsigned stored_bytes,
+                                 const M& message = M{}) {
+#if TAILOR_PIPELINE_CHECKS
+  if (tma_bytes + stored_bytes != ring.stage_bytes) {
+    printf("tailor pipeline: stage %d (round %u) armed with %u + %u stored "
+           "bytes, the ring's stage has %u\n",
+           c.stage, c.round, tma_bytes, stored_bytes, ring.stage_bytes);
+    __trap();
+  }
+  atomicAdd(&ring.armed[c.stage], 1u);
+#endif
+  ring.message[c.stage] = message;
+  ring.full[c.stage].ArriveExpectTx(tma_bytes);
 }
 
 // The producer's last fill: waits for the stage like any fill, carries no

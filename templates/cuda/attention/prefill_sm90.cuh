@@ -1,0 +1,411 @@
+// templates/cuda/attention/prefill_sm90.cuh — ragged paged attention on
+// Hopper (prefill, chunked prefill over cached prefixes, speculative and
+// decode rows in one launch): persistent, warp-specialized, TMA + mbarrier
+// ring + wgmma, over the host planner's work list.
+//
+// Template parameters (the specialization; never a length or a batch):
+//   kType      Half16::kBf16 or kF16 (q, caches, out)
+//   kHeadDim   D in {64, 128, 256}
+//   kPack      query heads packed into a tile's rows: 1, 2, 4, 8 or 16
+//   kPageSize  tokens per page: a multiple of 8 that divides the KV block
+//              or is a multiple of it
+//   kSoftmaxOverlap  see PrefillSm90Mainloop (false: A/B runs only)
+// The KV block, K and V stages and query buffers follow from D
+// (PrefillSm90ShapeFor).
+// Launch: grid {workers of the plan}, block {kThreads = 384}, dynamic shared
+// memory PrefillSm90SharedBytes(D); params as in prefill_params.h.
+//
+// Per CTA (items [worker_begin[c], worker_begin[c + 1]), each one query tile
+// of 128 packed rows over KV blocks [kv_begin, kv_end)):
+//   warpgroup 0, warp 0 (producer; registers lowered, setmaxnreg):
+//     per item: K of its first block, then (once a query buffer is free)
+//     the tile's rows by TMA (one box per 64 elements of D: 128 packed
+//     rows, token-major), then K of block j + 1 and V of block j for each
+//     block j: V trails K by a block, as the consumers read it.
+//     Per KV block: looks up the block's pages once (lane i: box i; V
+//     reuses K's), waits for a free stage of the K (V) ring, and loads
+//     each box by TMA with the page id as a coordinate of the one map over
+//     the cache. A page id outside [0, num_pages) is recorded in the error
+//     word and its box dropped: read as zeros (an out-of-bounds coordinate)
+//     and named in the K stage's message, whose bits the consumers mask.
+//     The last box of a sequence whose end falls inside it is copied by the
+//     warp itself for V, with the rows past the end zeroed: TMA would bring
+//     whatever the cache holds there.
+//   warpgroups 1 and 2 (consumers, registers raised): rows [0, 64) and
+//     [64, 128) of every tile, prefill_sm90_mainloop.cuh, then
+//     prefill_sm90_epilogue.cuh. Each releases a K stage once its Q K^T on
+//     it is done, a V stage once its P V is, and a query buffer once its
+//     rows have left.
+// Protocol: runtime/cuda/pipeline.cuh for the K and the V rings (compile
+// with TAILOR_PIPELINE_CHECKS=1 for its checks); the query buffers use the
+// same parity rules with their own full / empty barriers (empty counts both
+// consumer warpgroups).
+#ifndef TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
+#define TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/mbarrier.cuh"
+#include "runtime/cuda/pipeline.cuh"
+#include "runtime/cuda/tma.cuh"
+#include "runtime/cuda/warp_mma.cuh"
+#include "runtime/cuda/wgmma.cuh"
+#include "templates/cuda/attention/prefill_params.h"
+#include "templates/cuda/attention/prefill_sm90_epilogue.cuh"
+#include "templates/cuda/attention/prefill_sm90_mainloop.cuh"
+
+namespace tailor::cuda {
+
+template <Half16 kType, int kHeadDim, int kPack, int kPageSize,
+          bool kSoftmaxOverlap = true>
+struct PrefillSm90Kernel {
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head_dim must be 64, 128 or 256");
+  static_assert(kPack == 1 || kPack == 2 || kPack == 4 || kPack == 8 ||
+                    kPack == 16,
+                "head pack must be a power of two up to 16");
+  static constexpr PrefillSm90Shape kShape = PrefillSm90ShapeFor(kHeadDim);
+  static constexpr int kBlockN = kShape.kv_block;
+  static constexpr int kKStages = kShape.k_stages;
+  static constexpr int kVStages = kShape.v_stages;
+  static constexpr int kQBuffers = kShape.q_buffers;
+  static_assert(kPageSize % 8 == 0 && kPageSize <= 256 &&
+                    (kBlockN % kPageSize == 0 || kPageSize % kBlockN == 0),
+                "TMA path: page_size must be a multiple of 8 (at most 256) "
+                "that divides the KV block or is a multiple of it");
+  static constexpr int kBoxTokens = kPageSize < kBlockN ? kPageSize : kBlockN;
+  static constexpr int kBoxes = kBlockN / kBoxTokens;  // <= 16: one per lane
+  static constexpr int kChunks = kHeadDim / kPrefillChunk;
+  static constexpr unsigned kBoxBytes = kBoxTokens * 128;  // one chunk
+  static constexpr unsigned kKvChunkBytes = kBlockN * 128;
+  static constexpr unsigned kQChunkBytes = kPrefillTileRows * 128;
+
+  using Params = PrefillParams;
+  using KRing = PipelineRing<kKStages, int>;  // message: dropped boxes
+  using VRing = PipelineRing<kVStages, int>;
+  using Mainloop = PrefillSm90Mainloop<kType, kHeadDim, kBlockN, kBoxTokens,
+                                       kSoftmaxOverlap>;
+  using Epilogue = PrefillSm90Epilogue<kType, kHeadDim, kPack>;
+  static constexpr int kThreads = 384;
+  static constexpr int kMinBlocksPerSm = 1;  // a register cap for setmaxnreg
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  static constexpr unsigned kKRingBytes = PrefillAlignUp(sizeof(KRing), 8);
+  static constexpr unsigned kVRingBytes = PrefillAlignUp(sizeof(VRing), 8);
+  static constexpr PrefillSm90Layout kLayout =
+      MakePrefillSm90Layout(kHeadDim, kKRingBytes + kVRingBytes);
+  static constexpr unsigned kQBarriers =
+      kLayout.barriers + kKRingBytes + kVRingBytes;
+  static_assert(kKRingBytes + kVRingBytes <= kPrefillRingBytesBound,
+                "the host sizes shared memory with kPrefillRingBytesBound");
+  static_assert(kBoxBytes % 1024 == 0 || kBoxTokens == 8,
+                "boxes start on 128-byte swizzle rows");
+  static_assert(kLayout.tile_bytes == kBlockN * kHeadDim * 2,
+                "a K or V tile is kv_block rows of D");
+
+  struct Shared {
+    unsigned char* q;  // [kQBuffers][kChunks][128 rows][64]
+    unsigned char* k;  // [kKStages][kChunks][kBlockN][64]
+    unsigned char* v;  // [kVStages][kChunks][kBlockN][64]
+    KRing* k_ring;
+    VRing* v_ring;
+    Mbarrier* q_full;   // [kQBuffers]
+    Mbarrier* q_empty;  // [kQBuffers]
+  };
+
+  static TAILOR_DEVICE Shared Carve() {
+    extern __shared__ unsigned char prefill_smem[];
+    const unsigned misalign = SharedAddress(prefill_smem) % 1024;
+    unsigned char* base = prefill_smem + (misalign == 0 ? 0 : 1024 - misalign);
+    Shared s;
+    s.q = base + kLayout.q;
+    s.k = base + kLayout.k;
+    s.v = base + kLayout.v;
+    s.k_ring = reinterpret_cast<KRing*>(base + kLayout.barriers);
+    s.v_ring = reinterpret_cast<VRing*>(base + kLayout.barriers + kKRingBytes);
+    s.q_full = reinterpret_cast<Mbarrier*>(base + kQBarriers);
+    s.q_empty = s.q_full + kQBuffers;
+    return s;
+  }
+
+  // The query buffers walk their own ring: buffer k % kQBuffers, parity
+  // (k / kQBuffers) & 1 for the k-th item.
+  static TAILOR_DEVICE int QBuffer(int k) { return k % kQBuffers; }
+  static TAILOR_DEVICE unsigned QParity(int k) { return (k / kQBuffers) & 1; }
+
+  static TAILOR_DEVICE void RecordError(unsigned long long* errors, int word,
+                                        long long position, int value) {
+    const unsigned long long clamped =
+        position < 0 ? 0ull
+                     : (position > 0xffffffffll
+                            ? 0xffffffffull
+                            : static_cast<unsigned long long>(position));
+    atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
+  }
+
+  // ---- producer
+  // -------------------------------------------------------------
+
+  // One KV block's pages as the producer warp holds them: lane i the page
+  // of box i (num_pages, read as zeros, past the sequence's end or for a
+  // bad id), and the boxes dropped for bad ids (the same in every lane).
+  struct BlockPages {
+    int start;  // first KV position of the block
+    int page;
+    unsigned dropped;
+  };
+
+  // Lane `box`'s page id for the block at `start`: num_pages (read as
+  // zeros) past the sequence's end, and for a bad id, which it records and
+  // flags in `bad`.
+  static TAILOR_DEVICE int PageOf(const Params& p, const PrefillWorkItem& item,
+                                  int start, int box, bool& bad) {
+    bad = false;
+    const int token = start + box * kBoxTokens;
+    if (box >= kBoxes || token >= item.kv_len) return p.num_pages;
+    const int index = token / kPageSize;
+    int page = -1;
+    if (index < p.max_pages) {
+      page = __ldg(p.block_table + item.seq * p.block_table_stride + index);
+    }
+    if (page < 0 || page >= p.num_pages) {
+      RecordError(p.errors, kPrefillErrorBadPage,
+                  static_cast<long long>(item.seq) * p.max_pages + index, page);
+      bad = true;
+      return p.num_pages;
+    }
+    return page;
+  }
+
+  static TAILOR_DEVICE BlockPages PagesOf(const Params& p,
+                                          const PrefillWorkItem& item, int j,
+                                          int lane) {
+    BlockPages b;
+    b.start = item.kv_begin + j * kBlockN;
+    bool bad;
+    b.page = PageOf(p, item, b.start, lane, bad);
+    b.dropped = __ballot_sync(0xffffffffu, bad);
+    return b;
+  }
+
+  // The warp's own copy of V box `box` of the stage (tokens past the
+  // sequence's end zeroed), 16 bytes a lane at a time.
+  static TAILOR_DEVICE void CopyEdgeBox(const Params& p,
+                                        const PrefillWorkItem& item,
+                                        unsigned char* v_tile, int start,
+                                        int box, int page, int lane) {
+    constexpr int kUnits = kHeadDim / 8;  // 16-byte units of a row
+    const int first = start + box * kBoxTokens;
+    const int kv_head = item.q_head / p.group;
+    const unsigned short* head =
+        static_cast<const unsigned short*>(p.v_cache) +
+        static_cast<long long>(page) * p.v_stride_page +
+        static_cast<long long>(kv_head) * p.v_stride_head;
+    for (int e = lane; e < kBoxTokens * kUnits; e += 32) {
+      const int row = e / kUnits, unit = e % kUnits;
+      const int token = first + row;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (token < item.kv_len) {
+        value = *reinterpret_cast<const uint4*>(
+            head +
+            static_cast<long long>(token % kPageSize) * p.v_stride_token +
+            unit * 8);
+      }
+      const int tile_row = box * kBoxTokens + row;
+      *reinterpret_cast<uint4*>(v_tile + (unit / 8) * kKvChunkBytes +
+                                tile_row * 128 +
+                                (((unit % 8) ^ (tile_row % 8)) << 4)) = value;
+    }
+    FenceSharedToAsyncProxy();
+  }
+
+  // Lane `lane`'s boxes of one K or V tile, every chunk of D, by TMA.
+  static TAILOR_DEVICE void LoadBoxes(const TensorMap* map, unsigned char* tile,
+                                      const PrefillWorkItem& item,
+                                      const BlockPages& b, int lane,
+                                      Mbarrier* full, const Params& p) {
+    const int token = b.start + lane * kBoxTokens;
+    const int kv_head = item.q_head / p.group;
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      const int coords[5] = {0, token % kPageSize, chunk, kv_head, b.page};
+      TmaLoad<5>(tile + chunk * kKvChunkBytes + lane * kBoxBytes, map, coords,
+                 full);
+    }
+  }
+
+  // K of one block into the next K stage; its message names the dropped
+  // boxes.
+  static TAILOR_DEVICE void LoadK(const Params& p, const Shared& sh,
+                                  const PrefillWorkItem& item,
+                                  const BlockPages& b, PipelineCursor& c,
+                                  int lane) {
+    WaitEmpty(*sh.k_ring, c);
+    if (lane == 0) {
+      ArmFull(*sh.k_ring, c, kLayout.tile_bytes, static_cast<int>(b.dropped));
+    }
+    __syncwarp();
+    if (lane < kBoxes) {
+      LoadBoxes(&p.k_map, sh.k + c.stage * kLayout.tile_bytes, item, b, lane,
+                &sh.k_ring->full[c.stage], p);
+    }
+    c.Advance(kKStages);
+  }
+
+  // V of one block into the next V stage; the box holding the sequence's
+  // last token, when the end falls inside it, copied by the warp.
+  static TAILOR_DEVICE void LoadV(const Params& p, const Shared& sh,
+                                  const PrefillWorkItem& item,
+                                  const BlockPages& b, PipelineCursor& c,
+                                  int lane) {
+    const int last = item.kv_len - 1;
+    const int edge_box = (last >= b.start && last < b.start + kBlockN &&
+                          item.kv_len % kBoxTokens != 0)
+                             ? (last - b.start) / kBoxTokens
+                             : -1;
+    const int edge_page =
+        __shfl_sync(0xffffffffu, b.page, edge_box < 0 ? 0 : edge_box);
+    const bool copy_edge = edge_box >= 0 && edge_page < p.num_pages;
+    WaitEmpty(*sh.v_ring, c);
+    unsigned char* v_tile = sh.v + c.stage * kLayout.tile_bytes;
+    if (copy_edge) {
+      CopyEdgeBox(p, item, v_tile, b.start, edge_box, edge_page, lane);
+    }
+    __syncwarp();
+    if (lane == 0) {
+      const unsigned stored = copy_edge ? kChunks * kBoxBytes : 0;
+      ArmFullStored(*sh.v_ring, c, kLayout.tile_bytes - stored, stored);
+    }
+    __syncwarp();
+    if (lane < kBoxes && (lane != edge_box || !copy_edge)) {
+      LoadBoxes(&p.v_map, v_tile, item, b, lane, &sh.v_ring->full[c.stage], p);
+    }
+    c.Advance(kVStages);
+  }
+
+  // The tile's query rows into buffer QBuffer(k), once both consumer
+  // warpgroups are done with that buffer's previous tile.
+  static TAILOR_DEVICE void LoadQuery(const Params& p, const Shared& sh,
+                                      const PrefillWorkItem& item, int k,
+                                      int lane) {
+    const int qb = QBuffer(k);
+    sh.q_empty[qb].Wait(QParity(k) ^ 1);
+    if (lane != 0) return;
+    sh.q_full[qb].ArriveExpectTx(kLayout.q_bytes);
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      const int coords[5] = {0, 0, item.q_head / kPack, item.q_token, chunk};
+      TmaLoad<5>(sh.q + qb * kLayout.q_bytes + chunk * kQChunkBytes, &p.q_map,
+                 coords, &sh.q_full[qb]);
+    }
+  }
+
+  // Per item: K of block 0 (it needs only a free stage), then its query
+  // (which may wait for the previous tile to leave its buffer), then K of
+  // block j + 1 and V of block j: the order the consumers free them in.
+  static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh) {
+    const int lane = threadIdx.x % 32;
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    PipelineCursor kc, vc;
+    for (int i = first; i < last; ++i) {
+      const PrefillWorkItem item = p.items[i];
+      const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+      BlockPages next = {};
+      if (blocks > 0) {
+        next = PagesOf(p, item, 0, lane);
+        LoadK(p, sh, item, next, kc, lane);
+      }
+      LoadQuery(p, sh, item, i - first, lane);
+      __syncwarp();
+      for (int j = 0; j < blocks; ++j) {
+        const BlockPages current = next;
+        if (j + 1 < blocks) {
+          next = PagesOf(p, item, j + 1, lane);
+          LoadK(p, sh, item, next, kc, lane);
+        }
+        LoadV(p, sh, item, current, vc, lane);
+      }
+    }
+  }
+
+  // ---- consumers
+  // ------------------------------------------------------------
+
+  static TAILOR_DEVICE void ConsumeItem(const Params& p, const Shared& sh,
+                                        const PrefillWorkItem& item, int k,
+                                        PipelineCursor& kc, PipelineCursor& vc,
+                                        int wg, bool leader) {
+    const int qb = QBuffer(k);
+    unsigned char* q_tile = sh.q + qb * kLayout.q_bytes;
+    sh.q_full[qb].Wait(QParity(k));
+    typename Mainloop::State st;
+    Mainloop::Init(st);
+    const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+    const int row0 = wg * kPrefillConsumerRows + 16 * ((threadIdx.x / 32) % 4) +
+                     (threadIdx.x % 32) / 4;
+    if (blocks > 0) {
+      const PrefillRowLimits lim = RowLimitsOf(p, item, kPack, row0);
+      Mainloop::Run(p, item, blocks, q_tile, sh.k, sh.v, *sh.k_ring, *sh.v_ring,
+                    kc, vc, wg, leader, lim, st);
+    }
+    const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
+    const typename Epilogue::Rows rows = Epilogue::Normalize(st, scale, wg);
+    if (item.partial >= 0) {
+      Epilogue::StorePartial(p, item, st.o, rows);
+    } else {
+      Epilogue::StoreLse(p, item, rows);
+      if (item.rows == kPrefillTileRows) {
+        Epilogue::StoreByTma(p, item, st.o, rows, q_tile, wg, leader);
+      } else {
+        Epilogue::StoreRows(p, item, st.o, rows);
+      }
+    }
+    if (leader) sh.q_empty[qb].Arrive();
+  }
+
+  static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh, int wg) {
+    const bool leader = threadIdx.x % 128 == 0;
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    // Warpgroup 0 issues first.
+    if (wg == 1) ScheduleArrive(wg);
+    PipelineCursor kc, vc;
+    for (int i = first; i < last; ++i) {
+      const PrefillWorkItem item = p.items[i];
+      ConsumeItem(p, sh, item, i - first, kc, vc, wg, leader);
+    }
+    // Warpgroup 1's last turn handed to 0: take it, so no arrival is left.
+    if (wg == 0) ScheduleSync(wg);
+  }
+
+  static TAILOR_DEVICE void Run(const Params& p) {
+    const Shared sh = Carve();
+    if (threadIdx.x == 0) {
+      sh.k_ring->Init(/*groups=*/2, kLayout.tile_bytes);
+      sh.v_ring->Init(/*groups=*/2, kLayout.tile_bytes);
+      for (int b = 0; b < kQBuffers; ++b) {
+        sh.q_full[b].Init(1);
+        sh.q_empty[b].Init(2);
+      }
+      FenceMbarrierInit();
+      PrefetchTensorMap(&p.q_map);
+      PrefetchTensorMap(&p.k_map);
+      PrefetchTensorMap(&p.v_map);
+      PrefetchTensorMap(&p.out_map);
+    }
+    __syncthreads();
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+      SetMaxRegistersDecrease<kProducerRegisters>();
+      if (threadIdx.x < 32) Produce(p, sh);
+    } else {
+      SetMaxRegistersIncrease<kConsumerRegisters>();
+      Consume(p, sh, warpgroup - 1);
+    }
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_CUH_

@@ -1,0 +1,335 @@
+// templates/cuda/attention/prefill_sm90_mainloop.cuh — the math of one
+// consumer warpgroup of the Hopper ragged-attention kernel
+// (prefill_sm90.cuh): its 64 query rows of a tile against the tile's KV
+// blocks, with an online softmax in f32.
+//
+// Per KV block j (kBlockN positions, one stage of the K ring and one of the
+// V ring):
+//   S  = Q K_j^T          wgmma, A and B from shared memory (K-major)
+//   S  = masked(S)        only blocks the plan marks (diagonal, window, KV
+//                         end) or whose stage dropped a page; -inf outside
+//   m' = max(m, rowmax S);  P = 2^(S s - m' s);  l = l 2^(m s - m' s) + sum P
+//   O  = O 2^(m s - m' s) + P V_j   wgmma, P from registers, V MN-major
+// (s: the folded score scale, sm_scale log2 e; with a soft cap S is capped
+// first and s = 1.) The softmax of block j overlaps two MMAs: this
+// warpgroup's own P V_{j-1} (issued with Q K_j^T, waited after the
+// softmax), and the other warpgroup's (ping-pong: the two warpgroups take
+// turns issuing their MMAs, ScheduleSync / ScheduleArrive, so that one's
+// softmax runs while the other's MMAs use the tensor cores).
+//
+// Registers per thread (D = 128, kBlockN = 128): O 64 and S 64 floats, P
+// 32 words. P is packed from S only once the P V reading it is done (ptxas
+// would otherwise merge the two P buffers and serialize the MMAs, C7513).
+//
+// Thread layout (wgmma m64nN accumulators): warp w of the warpgroup owns
+// rows 16 w .. 16 w + 15; lane 4 g + t holds rows 16 w + g and + 8,
+// columns 8 i + 2 t, + 1 of every n8 group i.
+#ifndef TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_MAINLOOP_CUH_
+#define TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_MAINLOOP_CUH_
+
+#include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/pipeline.cuh"
+#include "runtime/cuda/warp_mma.cuh"
+#include "runtime/cuda/wgmma.cuh"
+#include "runtime/cuda/wgmma_half.cuh"
+#include "templates/cuda/attention/prefill_params.h"
+
+namespace tailor::cuda {
+
+TAILOR_DEVICE float PrefillNegativeInfinity() {
+  return __int_as_float(0xff800000u);
+}
+
+TAILOR_DEVICE float TanhApprox(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Named barriers of the consumers (0 is __syncthreads'): 1 + wg gives
+// warpgroup wg its turn to issue MMAs; 3 + wg synchronizes one warpgroup.
+inline constexpr int kPrefillScheduleBarrier = 1;
+inline constexpr int kPrefillWarpgroupBarrier = 3;
+
+// Waits for this warpgroup's turn to issue MMAs (the other one arrived).
+TAILOR_DEVICE void ScheduleSync(int wg) {
+  NamedBarrierSync<256>(kPrefillScheduleBarrier + wg);
+}
+// Gives the other warpgroup its turn.
+TAILOR_DEVICE void ScheduleArrive(int wg) {
+  asm volatile("bar.arrive %0, 256;" ::"r"(kPrefillScheduleBarrier + 1 - wg)
+               : "memory");
+}
+
+// Waits for all of this warpgroup's MMAs once `after` is computed. ptxas
+// schedules a wgmma wait as early as its basic block allows, which puts
+// the wait for P V before the softmax meant to overlap it; a branch on a
+// value the softmax produced opens a block the wait cannot leave. Both
+// sides wait: the second (never taken for row sums >= 0) differs only so
+// that the compiler keeps the branch.
+TAILOR_DEVICE void WgmmaWaitAllAfter(float after) {
+  if (after >= 0.0f) {
+    WgmmaWait<0>();
+  } else {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n\tmembar.cta;" ::
+                     : "memory");
+  }
+}
+
+// Where the rows of one thread may attend, in KV positions: [lo, hi).
+struct PrefillRowLimits {
+  int lo[2];
+  int hi[2];
+};
+
+// The limits of the thread's two rows (tile rows `row0` and row0 + 8) of
+// `item` (see prefill_params.h: row r is token (row_begin + r) / pack).
+TAILOR_DEVICE PrefillRowLimits RowLimitsOf(const PrefillParams& p,
+                                           const PrefillWorkItem& item,
+                                           int pack, int row0) {
+  PrefillRowLimits lim;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int token = (item.row_begin + row0 + 8 * r) / pack;
+    const int pos = item.kv_len - item.q_len + token;
+    lim.hi[r] = p.causal ? min(item.kv_len, pos + 1) : item.kv_len;
+    lim.lo[r] = p.window_left >= 0 ? pos - p.window_left : -0x7fffffff;
+  }
+  return lim;
+}
+
+// kSoftmaxOverlap: the wait for P V stays after the softmax
+// (WgmmaWaitAllAfter); false leaves it where ptxas puts it (A/B runs).
+template <Half16 kType, int kHeadDim, int kBlockN, int kBoxTokens,
+          bool kSoftmaxOverlap = true>
+struct PrefillSm90Mainloop {
+  static_assert(kHeadDim % kPrefillChunk == 0, "D is whole 64-element chunks");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "N is whole k16 steps");
+  static constexpr int kSRegs = kBlockN / 2;     // S accumulators a thread
+  static constexpr int kORegs = kHeadDim / 2;    // O accumulators a thread
+  static constexpr int kPSteps = kBlockN / 16;   // k16 steps of P V
+  static constexpr int kQSteps = kHeadDim / 16;  // k16 steps of Q K^T
+  static constexpr unsigned kKvChunkBytes = kBlockN * 128;
+  static constexpr unsigned kQChunkBytes = kPrefillTileRows * 128;
+
+  struct State {
+    float o[kORegs];  // unnormalized output of the thread's two rows
+    float m[2];       // running row max, in score units
+    float l[2];       // this thread's part of the row sums
+  };
+
+  // One block's masking: whether to mask, the rows' limits, the block's
+  // first position, and the stage's dropped boxes (bad page ids).
+  struct BlockMask {
+    bool on;
+    int start;
+    unsigned dropped;
+  };
+
+  static TAILOR_DEVICE void Init(State& st) {
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) st.o[i] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      st.m[r] = PrefillNegativeInfinity();
+      st.l[r] = 0.0f;
+    }
+  }
+
+  // ---- MMAs
+  // -----------------------------------------------------------------
+
+  // S[64 x N] = Q[rows of wg][D] . K[N][D]^T.
+  static TAILOR_DEVICE void IssueQK(float (&s)[kSRegs],
+                                    const unsigned char* q_tile,
+                                    const unsigned char* k_tile, int wg) {
+    const unsigned char* q_rows = q_tile + wg * kPrefillConsumerRows * 128;
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      const int chunk = kk / 4, step = kk % 4;  // +32 bytes: +2 in the field
+      const unsigned long long a =
+          SwizzledKMajorDescriptor(q_rows + chunk * kQChunkBytes) + 2 * step;
+      const unsigned long long b =
+          SwizzledKMajorDescriptor(k_tile + chunk * kKvChunkBytes) + 2 * step;
+      WgmmaSS<kType>(s, a, b, kk > 0, WgmmaN<kBlockN>{});
+    }
+    WgmmaCommit();
+  }
+
+  // O[64 x D] += P[64 x N] . V[N][D].
+  static TAILOR_DEVICE void IssuePV(float (&o)[kORegs],
+                                    const unsigned (&pa)[kPSteps][4],
+                                    const unsigned char* v_tile) {
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      const unsigned long long b =
+          SwizzledMNMajorDescriptor(v_tile + kk * 2048, kKvChunkBytes);
+      WgmmaRSTransposedB<kType>(o, pa[kk], b, true, WgmmaN<kHeadDim>{});
+    }
+    WgmmaCommit();
+  }
+
+  // ---- softmax
+  // --------------------------------------------------------------
+
+  // -inf where the thread's element may not be attended (see BlockMask).
+  static TAILOR_DEVICE void Mask(float (&s)[kSRegs], const BlockMask& mask,
+                                 const PrefillRowLimits& lim) {
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      const int col = 8 * (i / 4) + 2 * t + (i % 2);
+      const int row = (i / 2) % 2;
+      const int pos = mask.start + col;
+      const bool dropped = (mask.dropped >> (col / kBoxTokens)) & 1u;
+      if (pos < lim.lo[row] || pos >= lim.hi[row] || dropped) {
+        s[i] = PrefillNegativeInfinity();
+      }
+    }
+  }
+
+  // Turns the scores S of one block into the probabilities P (f32, in
+  // place) and updates the row max and sums; alpha = the factor O must be
+  // scaled by before P V is added.
+  static TAILOR_DEVICE void Softmax(float (&s)[kSRegs], State& st,
+                                    float (&alpha)[2], const BlockMask& mask,
+                                    const PrefillRowLimits& lim,
+                                    const PrefillParams& p) {
+    float scale = p.score_scale;
+    if (p.cap_scale != 0.0f) {
+#pragma unroll
+      for (int i = 0; i < kSRegs; ++i) {
+        s[i] = p.score_scale * TanhApprox(s[i] * p.cap_scale);
+      }
+      scale = 1.0f;
+    }
+    if (mask.on) Mask(s, mask, lim);
+    float row_max[2] = {st.m[0], st.m[1]};
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      row_max[(i / 2) % 2] = fmaxf(row_max[(i / 2) % 2], s[i]);
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] =
+          fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+      row_max[r] =
+          fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+      // A row with nothing attended yet keeps m = -inf: base 0 keeps
+      // 2^(-inf - base) = 0 instead of NaN.
+      base[r] =
+          row_max[r] == PrefillNegativeInfinity() ? 0.0f : row_max[r] * scale;
+      alpha[r] = Exp2(st.m[r] * scale - base[r]);
+      st.m[r] = row_max[r];
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      s[i] = Exp2(fmaf(s[i], scale, -base[(i / 2) % 2]));
+      sum[(i / 2) % 2] += s[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) st.l[r] = st.l[r] * alpha[r] + sum[r];
+  }
+
+  // P as the A operand of P V: the accumulator layout of two n8 groups is
+  // the A fragment of one k16 step (wgmma_half.cuh).
+  static TAILOR_DEVICE void PackP(const float (&s)[kSRegs],
+                                  unsigned (&pa)[kPSteps][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      pa[kk][0] = Pack2<kType>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = Pack2<kType>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = Pack2<kType>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = Pack2<kType>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  }
+
+  static TAILOR_DEVICE void Rescale(State& st, const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) st.o[i] *= alpha[(i / 2) % 2];
+  }
+
+  // ---- one tile
+  // -------------------------------------------------------------
+
+  static constexpr unsigned kTileBytes = kBlockN * kHeadDim * 2;
+
+  // Block j's mask: the plan's masked blocks, or a stage that dropped pages.
+  static TAILOR_DEVICE BlockMask MaskOf(const PrefillWorkItem& item, int j,
+                                        unsigned dropped) {
+    return {j < item.masked_below || j >= item.masked_from || dropped != 0,
+            item.kv_begin + j * kBlockN, dropped};
+  }
+
+  // Runs the warpgroup's rows of `item` over its `blocks` KV blocks (>= 1),
+  // leaving the unnormalized O, m and l in `st`. `kc` / `vc` walk the K
+  // and V rings (K tiles from `k_tiles`, V tiles from `v_tiles`); `leader`
+  // (one thread of the warpgroup) releases a K stage once Q K^T has read
+  // it and a V stage once P V has.
+  template <int kKStages, int kVStages>
+  static TAILOR_DEVICE void Run(
+      const PrefillParams& p, const PrefillWorkItem& item, int blocks,
+      const unsigned char* q_tile, const unsigned char* k_tiles,
+      const unsigned char* v_tiles, PipelineRing<kKStages, int>& k_ring,
+      PipelineRing<kVStages, int>& v_ring, PipelineCursor& kc,
+      PipelineCursor& vc, int wg, bool leader, const PrefillRowLimits& lim,
+      State& st) {
+    float s[kSRegs];
+    unsigned pa[kPSteps][4];
+    float alpha[2];
+    // Block 0: S only.
+    WaitFull(k_ring, kc);
+    unsigned dropped = static_cast<unsigned>(Message(k_ring, kc));
+    ScheduleSync(wg);
+    IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
+    ScheduleArrive(wg);
+    WgmmaWait<0>();
+    FenceRegisters(s);
+    if (leader) Release(k_ring, kc);
+    kc.Advance(kKStages);
+    Softmax(s, st, alpha, MaskOf(item, 0, dropped), lim, p);
+    PackP(s, pa);
+    for (int j = 1; j < blocks; ++j) {
+      WaitFull(k_ring, kc);
+      dropped = static_cast<unsigned>(Message(k_ring, kc));
+      WaitFull(v_ring, vc);
+      ScheduleSync(wg);
+      IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
+      IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
+      ScheduleArrive(wg);
+      WgmmaWait<1>();  // S of block j; P V of block j - 1 still runs
+      FenceRegisters(s);
+      if (leader) Release(k_ring, kc);
+      kc.Advance(kKStages);
+      Softmax(s, st, alpha, MaskOf(item, j, dropped), lim, p);
+      // P V of block j - 1: P and O are free again.
+      if constexpr (kSoftmaxOverlap) {
+        WgmmaWaitAllAfter(st.l[0] + st.l[1]);
+      } else {
+        WgmmaWait<0>();
+      }
+      FenceRegisters(st.o);
+      if (leader) Release(v_ring, vc);
+      vc.Advance(kVStages);
+      Rescale(st, alpha);
+      PackP(s, pa);
+    }
+    // The last block's P V.
+    WaitFull(v_ring, vc);
+    ScheduleSync(wg);
+    IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
+    ScheduleArrive(wg);
+    WgmmaWait<0>();
+    FenceRegisters(st.o);
+    if (leader) Release(v_ring, vc);
+    vc.Advance(kVStages);
+  }
+};
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_MAINLOOP_CUH_
