@@ -211,8 +211,6 @@ SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
   return key;
 }
 
-}
-
 // moe.expert_groups: the raster group bounds it forces (kMoeGroups*), or
 // -1 (auto: MoeSm90ExpertGroups decides).
 int ForcedExpertGroups(MoeExpertGroups groups) {
@@ -228,7 +226,6 @@ int ForcedExpertGroups(MoeExpertGroups groups) {
   }
   return -1;
 }
-
 
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
 // with (`hopper`) or without the Hopper kernel enabled.
