@@ -1,0 +1,401 @@
+"""bench/fp8/moe_fp8_bench.py — the FP8 (e4m3, block-scaled) MoE grouped
+GEMM on the GPU: correctness first (fp8_checks.py), then tailor beside the
+anchors (fp8_anchors.py) in one process on the same data.
+
+Grid: DeepSeek-V3 (E256 k8 H7168 I2048), the same at tensor-parallel 8
+(I = 256 per rank), Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64,
+256, 1024, 4096, 16384}, Zipf(1.0) routing with k distinct experts per token
+(the bf16 bench's generator and seed), both projections, block scaling
+(A 1 x 128 from tailor's quantizing Pack, W 128 x 128), bf16 outputs. tailor
+is timed with each tile shape of moe_fp8_kernels.cu (the cost model is not
+wired yet) and reports its best and every shape's time in the JSON.
+
+Floor = max(FLOPs / dense FP8 GEMM rate, minimum bytes / copy bandwidth),
+both measured in this run: the rate is torch._scaled_mm on 8192^3 (the faster
+of fast accumulation on and off), the bandwidth a 1 GiB device copy (read +
+write); minimum bytes = the active experts' e4m3 weights and their scales +
+A and its scales + C (bf16).
+
+Timing: CUDA events around one call after writing a 256 MiB buffer (the L2
+holds nothing of the last rep), median of the reps. Every method gets one
+untimed round first.
+
+Usage (scripts/gpu-moe-fp8-dev runs it): python3 bench/fp8/moe_fp8_bench.py
+  --lib build-fp8dev [--check-only] [--small] [--models m ...] [--tokens t ...]
+Prints the correctness log, then the table last; writes $OUT/moe_fp8_bench.json.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp8_anchors  # noqa: E402
+import fp8_checks  # noqa: E402
+from fp8_lib import (BLOCK, E4M3, TILES, Lib, Plan, dev, make_weights,  # noqa: E402
+                     quantize_groups, reference_rows, rel_err, sample_rows,
+                     scale_rows)
+
+MODELS = {"deepseek_v3": (256, 8, 7168, 2048),
+          "deepseek_v3_tp8": (256, 8, 7168, 256),
+          "qwen3_30b_a3b": (128, 8, 2048, 768)}
+TOKENS = [1, 16, 64, 256, 1024, 4096, 16384]
+_flush = None
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def bench(fn, warm=3, iters=15):
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        _flush.zero_()
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def ceilings():
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
+    b = torch.empty_like(a)
+    copy = 2 * n / bench(lambda: b.copy_(a)) / 1e9  # TB/s
+    a = b = None
+    m = 8192
+    x = (torch.randn(m, m, device=dev) * 0.5).to(E4M3)
+    w = (torch.randn(m, m, device=dev) * 0.5).to(E4M3)
+    one = torch.ones((), device=dev)
+    rates = {}
+    for fast in (False, True):
+        ms = bench(lambda: torch._scaled_mm(x, w.t(), one, one,
+                                            out_dtype=torch.bfloat16,
+                                            use_fast_accum=fast))
+        rates[fast] = 2 * m ** 3 / ms / 1e9
+    return copy, max(rates.values()), rates
+
+
+def routing(gen, tokens, experts, k):
+    p = torch.tensor([1.0 / (i + 1) for i in range(experts)])
+    p = p[torch.randperm(experts, generator=gen)]
+    return torch.multinomial(p.expand(tokens, experts), k, replacement=False,
+                             generator=gen)
+
+
+def floor_ms(counts, n, k, copy_tbps, fp8_tflops):
+    rows = sum(counts)
+    active = sum(1 for c in counts if c)
+    flops = 2.0 * rows * n * k
+    w_bytes = active * (n * k + (n // BLOCK) * (k // BLOCK) * 4)
+    bytes_ = w_bytes + rows * (k + 4 * k // BLOCK) + rows * n * 2
+    return max(flops / fp8_tflops / 1e9, bytes_ / copy_tbps / 1e9)
+
+
+def time_tailor(lib, a_q, a_s, w_q, w_s, counts, epilogue, tiles):
+    """tile -> ms, and the output of the fastest tile."""
+    rows, n = a_q.shape[0], w_q.shape[1]
+    out_n = n // 2 if epilogue != "plain" else n
+    times, outs = {}, {}
+    for tile in tiles:
+        try:
+            plan = Plan(counts, TILES[tile][0])
+            c_s = None
+            if epilogue == "quant":
+                c = torch.empty(max(rows, 1), out_n, dtype=torch.uint8, device=dev)
+                c_s = torch.empty(out_n // BLOCK, scale_rows(rows), device=dev)
+            else:
+                c = torch.empty(max(rows, 1), out_n, dtype=torch.bfloat16,
+                                device=dev)
+            g = lib.gemm(tile, epilogue, a_q, a_s, w_q, w_s, c, plan, c_s)
+            times[tile] = bench(g.launch)
+            outs[tile] = (c, c_s)
+            g.free()
+        except Exception as ex:
+            log(f"  tailor {tile} {epilogue}: {ex!r}")
+    best = min(times, key=times.get) if times else None
+    return times, best, outs.get(best)
+
+
+def candidate_tiles(counts, tiles):
+    """The tile shapes worth timing: swap-AB tiles only while the experts'
+    average rows are within a few of their tiles (else they only cost time)."""
+    active = [c for c in counts if c]
+    mean = sum(active) / max(1, len(active))
+    limit = {"s8": 64, "s16": 128, "s32": 512}
+    return [t for t in tiles if mean <= limit.get(t, float("inf"))]
+
+
+def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
+    """name -> (ms, rel err on the sampled rows)."""
+    out = {}
+    if "scaled_mm_loop" in avail and sum(counts):
+        try:
+            run, c, run_store = fp8_anchors.scaled_mm_loop(a_q, a_s, w_q, w_s,
+                                                           counts)
+            run_store()
+            err = rel_err(c[rows_idx].float(), ref)
+            out["scaled_mm_loop"] = (bench(run), err)
+        except Exception as ex:
+            log(f"  scaled_mm_loop: {ex!r}")
+    if "grouped_rowwise" in avail and rowwise is not None:
+        try:
+            run = fp8_anchors.grouped_rowwise(*rowwise, counts)
+            err = rel_err(run()[rows_idx].float(), ref)
+            out["grouped_rowwise"] = (bench(run), err)
+        except Exception as ex:
+            log(f"  grouped_rowwise: {ex!r}")
+    best = None
+    for cfg in fp8_anchors.TRITON_CONFIGS:
+        try:
+            run, c = fp8_anchors.triton_padded(a_q, a_s, w_q, w_s, counts, cfg)
+            ms = bench(run, 2, 10)
+            if best is None or ms < best[0]:
+                run()
+                torch.cuda.synchronize()
+                best = (ms, rel_err(c[rows_idx].float(), ref), cfg)
+        except Exception as ex:
+            log(f"  triton {cfg}: {ex!r}")
+    if best is not None:
+        out["triton_padded"] = best[:2]
+    return out
+
+
+def rowwise_weights(w_q, w_s):
+    """Per-channel e4m3 weights from the same dequantized values (once per
+    model and projection): (wq [E, N, K], ws [E, N])."""
+    wqs, wss = [], []
+    for e in range(w_q.shape[0]):
+        w = w_q[e].float() * w_s[e].repeat_interleave(BLOCK, 0).repeat_interleave(
+            BLOCK, 1)
+        s = (w.abs().amax(dim=1).clamp(min=1e-10) / 448.0).float()
+        wqs.append((w / s[:, None]).clamp(-448.0, 448.0).to(E4M3))
+        wss.append(s)
+    return torch.stack(wqs), torch.stack(wss)
+
+
+def rowwise_for(a_q, a_s, weights):
+    """Row-wise A from the same dequantized values, with the projection's
+    per-channel weights: the inputs of torch._scaled_grouped_mm."""
+    if weights is None or a_q.shape[0] == 0:
+        return None
+    a = a_q.float() * a_s[:, : a_q.shape[0]].t().repeat_interleave(BLOCK, 1)
+    s = (a.abs().amax(dim=1).clamp(min=1e-10) / 448.0).float()
+    aq = (a / s[:, None]).clamp(-448.0, 448.0).to(E4M3)
+    return aq, s, weights[0], weights[1]
+
+
+def run_projection(lib, row, name, a_q, a_s, w_q, w_s, counts, ceil, args,
+                   avail, rw_weights):
+    n, k = w_q.shape[1], w_q.shape[2]
+    fl = floor_ms(counts, n, k, ceil[0], ceil[1])
+    row[f"{name}_floor_ms"] = fl
+    rows_idx = sample_rows(counts)
+    ref = reference_rows(a_q, a_s, w_q, w_s, counts, rows_idx, gated=False)
+    times, best, out = time_tailor(lib, a_q, a_s, w_q, w_s, counts, "plain",
+                                   candidate_tiles(counts, args.tiles))
+    row[f"{name}_tailor_tiles_ms"] = times
+    if best is not None:
+        row[f"{name}_tailor_ms"] = times[best]
+        row[f"{name}_tailor_tile"] = best
+        row[f"{name}_tailor_err"] = rel_err(out[0][rows_idx].float(), ref)
+    if name == "gate_up" and best is not None:
+        qt, _, _ = time_tailor(lib, a_q, a_s, w_q, w_s, counts, "quant", [best])
+        if best in qt:
+            row["gate_up_tailor_silu_quant_ms"] = qt[best]
+    rowwise = None
+    try:
+        rowwise = rowwise_for(a_q, a_s, rw_weights)
+    except Exception as ex:
+        log(f"  rowwise inputs: {ex!r}")
+    for m, (ms, err) in time_anchors(a_q, a_s, w_q, w_s, counts, ref,
+                                     rows_idx, rowwise, avail).items():
+        row[f"{name}_{m}_ms"] = ms
+        row[f"{name}_{m}_err"] = err
+
+
+def probe_anchors():
+    """Which anchors run here, with the right numbers on a small case."""
+    avail = []
+    counts = [5, 0, 130, 17]
+    a_q, a_s, w_q, w_s = fp8_checks.gemm_inputs(counts, 256, 512, seed=5)
+    rows_idx = list(range(sum(counts)))
+    ref = reference_rows(a_q, a_s, w_q, w_s, counts, rows_idx, gated=False)
+    try:
+        run, c, run_store = fp8_anchors.scaled_mm_loop(a_q, a_s, w_q, w_s, counts)
+        run_store()
+        err = rel_err(c.float(), ref)
+        log(f"probe scaled_mm_loop (1x128 / 128x128): rel err {err:.2e}")
+        if err < 2e-2:
+            avail.append("scaled_mm_loop")
+    except Exception as ex:
+        log(f"probe scaled_mm_loop unavailable: {str(ex).splitlines()[0]}")
+    try:
+        rw = rowwise_for(a_q, a_s, rowwise_weights(w_q, w_s))
+        out = fp8_anchors.grouped_rowwise(*rw, counts)()
+        err = rel_err(out.float(), ref)
+        log(f"probe _scaled_grouped_mm (row-wise): rel err {err:.2e}")
+        if err < 1e-1:
+            avail.append("grouped_rowwise")
+    except Exception as ex:
+        log(f"probe _scaled_grouped_mm unavailable: {str(ex).splitlines()[0]}")
+    return avail
+
+
+def model_rows(lib, model, tokens, ceil, args, avail, results):
+    E, k, H, I = MODELS[model]
+    gen = torch.Generator(device="cpu").manual_seed(1234)
+    w13, s13 = make_weights(E, 2 * I, H, gen_seed=11)
+    w2, s2 = make_weights(E, H, I, gen_seed=12)
+    rw13 = rw2 = None
+    if "grouped_rowwise" in avail:
+        rw13, rw2 = rowwise_weights(w13, s13), rowwise_weights(w2, s2)
+    for T in tokens:
+        t0 = time.time()
+        ids = routing(gen, T, E, k)
+        counts = torch.bincount(ids.flatten(), minlength=E).tolist()
+        R = sum(counts)
+        row = {"model": model, "T": T, "rows": R,
+               "active": sum(1 for c in counts if c)}
+        try:
+            perm = torch.argsort(ids.flatten(), stable=True).to(torch.int32).to(dev)
+            hidden = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+            a1 = torch.empty(R, H, dtype=torch.uint8, device=dev)
+            a1_s = torch.empty(H // BLOCK, scale_rows(R), device=dev)
+            row["pack_us"] = 1e3 * bench(lambda: lib.pack(hidden, perm, a1, a1_s, k))
+            ref_q, ref_s = quantize_groups(hidden[perm.long() // k])
+            row["pack_exact"] = bool((a1 == ref_q.view(torch.uint8)).all()) and \
+                bool((a1_s[:, :R] == ref_s[:, :R]).all())
+            run_projection(lib, row, "gate_up", a1.view(E4M3), a1_s, w13, s13,
+                           counts, ceil, args, avail, rw13)
+            a2_q, a2_s = quantize_groups(torch.randn(R, I, device=dev))
+            run_projection(lib, row, "down", a2_q, a2_s, w2, s2, counts, ceil,
+                           args, avail, rw2)
+        except Exception:
+            log(f"{model} T={T}: " + traceback.format_exc().splitlines()[-1])
+        row["wall_s"] = time.time() - t0
+        results.append(row)
+        log(summary_line(row))
+    del w13, s13, w2, s2, rw13, rw2
+    torch.cuda.empty_cache()
+
+
+METHODS = ["tailor", "scaled_mm_loop", "grouped_rowwise", "triton_padded"]
+
+
+def summary_line(r):
+    parts = [f"{r['model']:16s} T={r['T']:5d} rows={r['rows']:6d} "
+             f"act={r['active']:3d} pack {r.get('pack_us', 0):6.1f}us "
+             f"exact={r.get('pack_exact')}"]
+    for proj in ("gate_up", "down"):
+        fl = r.get(f"{proj}_floor_ms")
+        if fl is None:
+            continue
+        s = f"| {proj} floor {fl:.3f}"
+        for m in METHODS:
+            ms = r.get(f"{proj}_{m}_ms")
+            if ms is not None:
+                tag = f"[{r[f'{proj}_tailor_tile']}]" if m == "tailor" else ""
+                s += f" {m}{tag} {ms:.3f} {100 * fl / ms:3.0f}%"
+        s += f" err {r.get(f'{proj}_tailor_err', float('nan')):.1e}"
+        parts.append(s)
+    return " ".join(parts)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def summarize(results):
+    lines = []
+    for m in METHODS:
+        fr = [r[f"{p}_floor_ms"] / r[f"{p}_{m}_ms"] for r in results
+              for p in ("gate_up", "down") if f"{p}_{m}_ms" in r]
+        if fr:
+            lines.append(f"summary {m:16s} geomean {geomean(fr):.2f} of floor, "
+                         f"min {min(fr):.2f} ({len(fr)} shapes)")
+    speed, worst = [], (float("inf"), "")
+    for r in results:
+        for p in ("gate_up", "down"):
+            t = r.get(f"{p}_tailor_ms")
+            anchors = [r[f"{p}_{m}_ms"] for m in METHODS[1:] if f"{p}_{m}_ms" in r]
+            if t and anchors:
+                x = min(anchors) / t
+                speed.append(x)
+                if x < worst[0]:
+                    worst = (x, f"{r['model']} T={r['T']} {p}")
+    if speed:
+        lines.append(f"summary tailor vs best anchor per shape: geomean "
+                     f"{geomean(speed):.2f}x, worst {worst[0]:.2f}x ({worst[1]})")
+    errs = [r.get(f"{p}_tailor_err", 0) for r in results for p in ("gate_up", "down")]
+    lines.append(f"summary tailor max rel err {max(errs + [0]):.2e} (limit 5e-3); "
+                 f"pack exact on every step: "
+                 f"{all(r.get('pack_exact', False) for r in results)}")
+    return lines
+
+
+def write_json(ceil, avail, ok, results):
+    out = os.environ.get("OUT", ".")
+    with open(os.path.join(out, "moe_fp8_bench.json"), "w") as f:
+        json.dump({"copy_tbps": ceil[0], "fp8_tflops": ceil[1],
+                   "anchors": avail, "correct": ok, "rows": results}, f,
+                  indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build-fp8dev")
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--tokens", nargs="*", type=int, default=TOKENS)
+    ap.add_argument("--tiles", nargs="*", default=list(TILES))
+    ap.add_argument("--check-only", action="store_true")
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--skip-checks", action="store_true")
+    args = ap.parse_args()
+    lib = Lib(args.lib)
+    log(f"device {torch.cuda.get_device_name()} | SMs {lib.sms} | torch "
+        f"{torch.__version__}")
+    ok = True
+    if not args.skip_checks:
+        ok = fp8_checks.run_all(lib, log, small=args.small)
+    if args.check_only:
+        sys.exit(0 if ok else 1)
+    ceil = ceilings()
+    log(f"copy {ceil[0]:.2f} TB/s | dense FP8 {ceil[1]:.0f} TFLOP/s "
+        f"(fast accum off {ceil[2][False]:.0f}, on {ceil[2][True]:.0f})")
+    avail = probe_anchors()
+    results = []
+    for model in args.models:
+        try:
+            model_rows(lib, model, args.tokens, ceil, args, avail, results)
+        except Exception:
+            log(f"{model}: " + traceback.format_exc().splitlines()[-1])
+        write_json(ceil, avail, ok, results)  # each model's rows as they come
+    log("")
+    log(f"copy {ceil[0]:.2f} TB/s | dense FP8 {ceil[1]:.0f} TFLOP/s | anchors "
+        f"{avail} | checks {'pass' if ok else 'FAIL'}")
+    for r in results:
+        log(summary_line(r))
+    for line in summarize(results):
+        log(line)
+
+
+if __name__ == "__main__":
+    main()
