@@ -226,7 +226,8 @@ void* fp8dev_gemm_prepare(const char* name, const void* a,
                 static_cast<unsigned long long>(experts) * n, k, kMoeFp8Block,
                 kMoeSm90BoxRows, true) ||
       !Encode2d(&p.a_scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a_scales,
-                scale_rows, kb, scale_rows * 4, a_rows_box, 1, false)) {
+                scale_rows, kb, scale_rows * 4,
+                MoeFp8ScaleBoxRows(a_rows_box), 1, false)) {
     return drop();
   }
   p.w_scales = w_scales;

@@ -53,9 +53,8 @@ struct MoeFp8GroupedGemmSm90 {
                 "N and K are positive, or kMoeRuntimeDim (from the params)");
   static_assert(kK % kMoeFp8Block == 0,
                 "block scaling: K is a multiple of 128");
-  static_assert(kN % kMoeFp8Block == 0 &&
-                    (kEpilogue == kMoeEpilogueNone ||
-                     kN % (2 * kMoeFp8Block) == 0),
+  static_assert(kN % kMoeFp8Block == 0 && (kEpilogue == kMoeEpilogueNone ||
+                                           kN % (2 * kMoeFp8Block) == 0),
                 "block scaling: N (gated: N / 2) is a multiple of 128");
 
   using Params = MoeFp8GemmSm90Params;
@@ -77,6 +76,7 @@ struct MoeFp8GroupedGemmSm90 {
   struct TileMessage {
     int unit;  // kPipelineClosed: the stream's end
     int item, n_tile, expert;
+    int scale_shift;  // row_begin % kMoeFp8ScaleRowAlign (Mainloop::Tile)
   };
   using Ring = PipelineRing<kStages, TileMessage>;
   static_assert(sizeof(Ring) <= 1024, "the ring fits its KiB");
@@ -126,7 +126,23 @@ struct MoeFp8GroupedGemmSm90 {
     }
   }
 
-  // ---- producer ---------------------------------------------------------------
+  // Checked builds (TAILOR_PIPELINE_CHECKS): a work item this tile cannot
+  // run traps, naming it, instead of loading rows of another expert.
+  static void CheckItem(const MoeWorkItem& item, int index) {
+#if TAILOR_PIPELINE_CHECKS
+    const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+    if (item.row_begin < 0 || item.group < 0 || rows < 1 ||
+        rows > kTileRows || (item.tail_class == 0 && item.rows != kTileRows)) {
+      printf("tailor fp8 gemm: work item %d {row_begin %d, rows %d, expert "
+             "%d, tail_class %d} does not fit a %d-row tile\n",
+             index, item.row_begin, item.rows, item.group, item.tail_class,
+             kTileRows);
+      __trap();
+    }
+#endif
+  }
+
+  // ---- producer -------------------------------------------------------------
   static void Produce(const Params& p, unsigned char* stages, Ring& ring,
                       int num_work, const MoeSm90Schedule& schedule) {
     PipelineCursor c;
@@ -137,13 +153,15 @@ struct MoeFp8GroupedGemmSm90 {
       const TileCoord coord =
           TileOf(u.plan_tile, p.work, num_work, n_tiles, p.expert_groups);
       const MoeWorkItem item = p.work[coord.item];
+      CheckItem(item, coord.item);
       int next = 0;
       for (int kb = u.k_begin; kb < u.k_end; ++kb) {
         // Asked one fill early: the counter's latency hides behind the wait.
         if (kb == u.k_end - 1) next = NextTile(p, t);
         WaitEmpty(ring, c);
         ArmFull(ring, c, Mainloop::kTxBytes,
-                TileMessage{t, coord.item, coord.n_tile, item.group});
+                TileMessage{t, coord.item, coord.n_tile, item.group,
+                            item.row_begin % kMoeFp8ScaleRowAlign});
         Mainloop::Load(p, stages + c.stage * Mainloop::kStageBytes,
                        &ring.full[c.stage], kb, item.row_begin, item.group,
                        coord.n_tile, n);
@@ -155,7 +173,7 @@ struct MoeFp8GroupedGemmSm90 {
     ResetSchedule(p);
   }
 
-  // ---- consumers ----------------------------------------------------------------
+  // ---- consumers ------------------------------------------------------------
   // Split-K: the consumer's partial of split unit u goes to its slot; the
   // tile's last split to arrive adds the other splits' partials into `acc`,
   // resets the arrival count and returns true; the others return false.
@@ -175,8 +193,8 @@ struct MoeFp8GroupedGemmSm90 {
                                          acc[4 * q + 2], acc[4 * q + 3]));
     }
     // One arrival per consumer, or (kCtaWideSplits) per CTA.
-    const int slot = kCtaWideSplits ? 2 * u.split_tile
-                                    : 2 * u.split_tile + consumer;
+    const int slot =
+        kCtaWideSplits ? 2 * u.split_tile : 2 * u.split_tile + consumer;
     int* arrivals = &p.split_arrivals[slot];
     const bool arriver = kCtaWideSplits ? threadIdx.x == 128 : i == 0;
     bool last;
@@ -225,8 +243,9 @@ struct MoeFp8GroupedGemmSm90 {
       const Unit u = UnitOf(schedule, m.unit, k_blocks);
       // Read now, needed after the K loop: its latency hides behind the MMAs.
       const MoeWorkItem item = p.work[m.item];
-      Mainloop::Run(p, stages, ring, c, u.k_begin, u.k_end, m.expert,
-                    m.n_tile, consumer, n, k_blocks, acc);
+      const typename Mainloop::Tile tile = {
+          u.k_begin, u.k_end, m.expert, m.n_tile, m.scale_shift, n, k_blocks};
+      Mainloop::Run(p, stages, ring, c, tile, consumer, acc);
       if (u.split_tile >= 0 && !ReduceSplits(p, u, consumer, acc)) continue;
       const int rows = item.tail_class == 0 ? kTileRows : item.rows;
       Epilogue::Store(p, item, rows, m.n_tile, consumer, out_n, acc, exchange);
@@ -239,9 +258,10 @@ struct MoeFp8GroupedGemmSm90 {
     // the epilogue's exchange.
     unsigned char* stages = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<unsigned long long>(fp8_smem) + 1023) & ~1023ull);
-    auto* ring = reinterpret_cast<Ring*>(stages + kStages * Mainloop::kStageBytes);
-    float* exchange = reinterpret_cast<float*>(
-        reinterpret_cast<unsigned char*>(ring) + 1024);
+    auto* ring =
+        reinterpret_cast<Ring*>(stages + kStages * Mainloop::kStageBytes);
+    float* exchange =
+        reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(ring) + 1024);
     if (threadIdx.x == 0) {
       ring->Init(/*groups=*/2, Mainloop::kTxBytes);
       FenceMbarrierInit();

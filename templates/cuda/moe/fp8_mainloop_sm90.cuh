@@ -4,9 +4,12 @@
 //
 // One stage per 128-K block (the scale block; 128 e4m3 = one 128-byte
 // swizzled row): the A tile (kARows rows), 4 W boxes of 64 rows, and the A
-// tile's scales of that K block (kARows floats), all by TMA onto the stage's
-// full barrier. The CTA tiles are the bf16 kernel's (moe/grouped_gemm_sm90.cuh,
-// same W box order, same gate/up layout):
+// tile's scales of that K block, all by TMA onto the stage's full barrier.
+// The scale box starts at the tile's first row rounded down to 4 (a TMA
+// box's innermost start is 16-byte aligned; fp8_params.h), so a tile's
+// scales sit `scale_shift` (row_begin % 4) floats into it. The CTA tiles
+// are the bf16 kernel's (moe/grouped_gemm_sm90.cuh, same W box order, same
+// gate/up layout):
 //   128 rows   consumer c: A rows [64 c, +64) x all 256 W rows, as two waves
 //              of m64n128k32 (W boxes {0, 1}, then {2, 3})
 //   64 rows    consumer c: all 64 rows x W boxes {2 c, 2 c + 1} (one wave)
@@ -45,7 +48,8 @@ template <int kTileRows, int kSwapAB, bool kGated>
 struct MoeFp8MainloopSm90 {
   static_assert(kTileRows >= 1 && kTileRows <= kMoeSm90MaxRows,
                 "a plan tile must fit the CTA's 128 rows");
-  static_assert(kSwapAB == 0 || (kSwapAB == 1 && kTileRows <= kMoeSm90SwapMaxRows),
+  static_assert(kSwapAB == 0 ||
+                    (kSwapAB == 1 && kTileRows <= kMoeSm90SwapMaxRows),
                 "swap-AB: plan tiles of at most 32 rows");
   using Params = MoeFp8GemmSm90Params;
   static constexpr bool kSwap = kSwapAB == 1;
@@ -57,6 +61,7 @@ struct MoeFp8MainloopSm90 {
   static constexpr unsigned kABytes = kARows * kBK;
   static constexpr unsigned kBoxBytes = kMoeFp8WBoxBytes;
   static constexpr unsigned kScaleOffset = kABytes + 4 * kBoxBytes;
+  static constexpr int kScaleBoxRows = MoeFp8ScaleBoxRows(kARows);
   static constexpr unsigned kTxBytes = MoeFp8StageTxBytes(kARows);
   static constexpr unsigned kStageBytes = MoeFp8StageBytes(kARows);
   static constexpr int kStages = MoeFp8Stages(kARows);
@@ -73,7 +78,19 @@ struct MoeFp8MainloopSm90 {
   // may be gate and up rows of different blocks.
   static constexpr int kWaveScales = kSplitRows ? 1 : 2;
   static_assert(kScaleOffset % 128 == 0, "the A-scale box is 128-byte aligned");
-  static_assert(kARows * 4 % 16 == 0, "TMA boxes are 16-byte multiples");
+  static_assert(kScaleBoxRows * 4 % 16 == 0 && kScaleBoxRows <= 256,
+                "TMA boxes are 16-byte multiples of at most 256 elements");
+  static_assert(kTxBytes == kScaleOffset + kScaleBoxRows * 4,
+                "the stage's copies are the A tile, 4 W boxes, the scales");
+
+  // The K blocks of one tile (or split unit) a consumer runs, and what the
+  // producer told it about the tile.
+  struct Tile {
+    int k_begin, k_end;  // K blocks [k_begin, k_end)
+    int expert, n_tile;
+    int scale_shift;  // the tile's first A scale in the stage's scale box
+    int n, k_blocks;  // N and K / 128
+  };
 
   // Global W row (of the [E * N, K] view) of box q of N tile n_tile: the
   // bf16 kernel's order. Gated, 128 rows: gate 0-63, gate 64-127, up 0-63,
@@ -105,23 +122,26 @@ struct MoeFp8MainloopSm90 {
       TmaLoad<2>(stage + kABytes + q * kBoxBytes, &p.w_map,
                  {kb * kBK, WBoxRow(expert, n_tile, q, n)}, full);
     }
-    TmaLoad<2>(stage + kScaleOffset, &p.a_scale_map, {row_begin, kb}, full);
+    TmaLoad<2>(stage + kScaleOffset, &p.a_scale_map,
+               {MoeFp8ScaleBoxStart(row_begin), kb}, full);
   }
 
-  // ---- consumer: scales -------------------------------------------------------
+  // ---- consumer: scales -----------------------------------------------------
   // W scale of box q for K block kb (0 for boxes past N: never stored).
   static float WScale(const Params& p, int expert, int n_tile, int q, int kb,
                       int n, int k_blocks) {
     const int row = WBoxRow(expert, n_tile, q, n);
     if (row - expert * n >= n) return 0.0f;
-    return __ldg(&p.w_scales[static_cast<long long>(row / kBK) * k_blocks + kb]);
+    return __ldg(
+        &p.w_scales[static_cast<long long>(row / kBK) * k_blocks + kb]);
   }
 
   // This thread's A scales of the stage: rows 16 w + g + 8 h (+ 64 c for the
   // 128-row tile), or tokens 8 j + 2 t + x (index 2 j + x).
-  static void AScales(const unsigned char* stage, int consumer,
+  static void AScales(const unsigned char* stage, int consumer, int scale_shift,
                       float (&sa)[kRowScales]) {
-    const float* scales = reinterpret_cast<const float*>(stage + kScaleOffset);
+    const float* scales =
+        reinterpret_cast<const float*>(stage + kScaleOffset) + scale_shift;
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int g = lane / 4, t = lane % 4;
     if constexpr (kSwap) {
@@ -136,7 +156,7 @@ struct MoeFp8MainloopSm90 {
     }
   }
 
-  // ---- consumer: MMAs of one wave into the partial ----------------------------
+  // ---- consumer: MMAs of one wave into the partial --------------------------
   static void MmaWave(const unsigned char* stage, int consumer, int wave,
                       float (&part)[kPartials]) {
     const unsigned char* w_tile =
@@ -196,32 +216,31 @@ struct MoeFp8MainloopSm90 {
     }
   }
 
-  // Runs K blocks [k_begin, k_end) of one tile into `acc` (overwritten). The
-  // caller has waited for the first block's stage (it carries the tile's
-  // message); `c` ends past the last stage, which is released.
+  // Runs tile `t`'s K blocks into `acc` (overwritten). The caller has waited
+  // for the first block's stage (it carries the tile's message); `c` ends
+  // past the last stage, which is released.
   template <typename Ring>
   static void Run(const Params& p, const unsigned char* stages, Ring& ring,
-                  PipelineCursor& c, int k_begin, int k_end, int expert,
-                  int n_tile, int consumer, int n, int k_blocks,
+                  PipelineCursor& c, const Tile& t, int consumer,
                   float (&acc)[kAccumulators]) {
 #pragma unroll
     for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
     float part[kPartials];
     const bool leader = threadIdx.x % 128 == 0;
-    for (int kb = k_begin; kb < k_end; ++kb) {
+    for (int kb = t.k_begin; kb < t.k_end; ++kb) {
       float sw[kWaves][kWaveScales];
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {
 #pragma unroll
         for (int b = 0; b < kWaveScales; ++b) {
-          sw[v][b] = WScale(p, expert, n_tile, BoxOf(consumer, v, b), kb, n,
-                            k_blocks);
+          sw[v][b] = WScale(p, t.expert, t.n_tile, BoxOf(consumer, v, b), kb,
+                            t.n, t.k_blocks);
         }
       }
-      if (kb != k_begin) WaitFull(ring, c);
+      if (kb != t.k_begin) WaitFull(ring, c);
       const unsigned char* stage = stages + c.stage * kStageBytes;
       float sa[kRowScales];
-      AScales(stage, consumer, sa);
+      AScales(stage, consumer, t.scale_shift, sa);
       float s[kWaves][kWaveScales][kRowScales];
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {

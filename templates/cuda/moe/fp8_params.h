@@ -12,7 +12,7 @@
 //   A scales  f32  [K / 128, scale_rows]: one per row and 128-K block, K-block
 //             major (the rows of one K block contiguous), scale_rows = R
 //             rounded up to kMoeFp8ScaleRowAlign, so the GEMM loads a tile's
-//             scales of one K block with one TMA box
+//             scales of one K block with one TMA box (MoeFp8ScaleBoxRows)
 // Dequantized: A[r, k] = a[r, k] * sa[k / 128, r], W[e, n, k] = w[e, n, k] *
 // sw[e, n / 128, k / 128]. Block mode needs K % 128 == 0 and N % 128 == 0
 // (gated: N / 2 % 128 == 0), the shapes those checkpoints have.
@@ -30,6 +30,17 @@ inline constexpr int kMoeFp8ScaleRowAlign = 4;
 constexpr long long MoeFp8ScaleRows(long long rows) {
   return (rows + kMoeFp8ScaleRowAlign - 1) / kMoeFp8ScaleRowAlign *
          kMoeFp8ScaleRowAlign;
+}
+// A TMA box must start 16 bytes aligned in its innermost dimension (else the
+// copy is an illegal instruction), and an expert's rows start anywhere: the
+// A-scale box of a tile whose first row is r starts at
+// MoeFp8ScaleBoxStart(r) and spans the tile's A rows plus the shift
+// (r - start < kMoeFp8ScaleRowAlign).
+constexpr int MoeFp8ScaleBoxStart(int row_begin) {
+  return row_begin - row_begin % kMoeFp8ScaleRowAlign;
+}
+constexpr int MoeFp8ScaleBoxRows(int a_rows) {
+  return a_rows + kMoeFp8ScaleRowAlign;
 }
 
 // Epilogue of the gate/up GEMM that quantizes its silu_and_mul output for the
@@ -64,8 +75,8 @@ inline constexpr int kMoeFp8PackGroupsPerBlock =
 //   a_map        2D {K, rows of A} e4m3, box {128, MoeSm90ARows(tile rows)},
 //                128-byte swizzle
 //   w_map        2D {K, E * N} e4m3, box {128, 64}, 128-byte swizzle
-//   a_scale_map  2D {scale_rows, K / 128} f32, box {MoeSm90ARows(tile rows),
-//                1}, no swizzle
+//   a_scale_map  2D {scale_rows, K / 128} f32, box {MoeFp8ScaleBoxRows(
+//                MoeSm90ARows(tile rows)), 1}, no swizzle
 // The tiles, work list, schedule and split-K are the bf16 kernel's
 // (MoeGroupedGemmSm90Params): same CTA tiles, same W boxes, same units.
 struct MoeFp8GemmSm90Params {
@@ -89,11 +100,12 @@ struct MoeFp8GemmSm90Params {
 };
 
 // Stage of the ring: the A tile (a_rows x 128 bytes), 4 W boxes (64 rows x
-// 128 bytes each), the tile's A scales of the K block (a_rows floats); each
-// stage starts 1024-byte aligned (the swizzle atom).
+// 128 bytes each), the A-scale box of the K block (MoeFp8ScaleBoxRows
+// floats); each stage starts 1024-byte aligned (the swizzle atom).
 inline constexpr int kMoeFp8WBoxBytes = kMoeSm90BoxRows * kMoeFp8Block;
 constexpr int MoeFp8StageTxBytes(int a_rows) {
-  return a_rows * kMoeFp8Block + 4 * kMoeFp8WBoxBytes + a_rows * 4;
+  return a_rows * kMoeFp8Block + 4 * kMoeFp8WBoxBytes +
+         MoeFp8ScaleBoxRows(a_rows) * 4;
 }
 constexpr int MoeFp8StageBytes(int a_rows) {
   return (MoeFp8StageTxBytes(a_rows) + 1023) / 1024 * 1024;
