@@ -88,9 +88,9 @@ TAILOR_DEVICE float GroupAbsMax(float local) {
   static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0,
                 "a group spans a power of two of lanes");
   const unsigned lane = threadIdx.x % 32;
-  const unsigned mask =
-      kLanes == 32 ? 0xffffffffu
-                   : ((1u << kLanes) - 1u) << (lane & ~(kLanes - 1u));
+  const unsigned mask = kLanes == 32
+                            ? 0xffffffffu
+                            : ((1u << kLanes) - 1u) << (lane & ~(kLanes - 1u));
 #pragma unroll
   for (int offset = kLanes / 2; offset > 0; offset /= 2) {
     local = MaxPropagateNan(local, __shfl_xor_sync(mask, local, offset));

@@ -61,7 +61,7 @@ struct MoeFp8EpilogueSm90 {
     NamedBarrierSync<256>(kMoeFp8ConsumersBarrier);
   }
 
-  // ---- rows x columns tiles (128 and 64 rows) --------------------------------
+  // ---- rows x columns tiles (128 and 64 rows) -------------------------------
   // Accumulator 4 j + 2 h + x holds row 16 warp + g + 8 h (+ 64 consumer with
   // 128 rows), column 8 j + 2 t + x of the consumer's W rows; gated, group j
   // (gate) and j + kUp (up) hold the same output.
@@ -149,15 +149,14 @@ struct MoeFp8EpilogueSm90 {
     }
   }
 
-  // ---- swap-AB tiles ----------------------------------------------------------
+  // ---- swap-AB tiles --------------------------------------------------------
   // Accumulator half b is W box b of the consumer; its accumulator 4 j + 2 h
   // + x holds W row 16 warp + g + 8 h of the box, token 8 j + 2 t + x. Gated,
   // the halves are the gate and up rows of the same 64 output columns.
   static constexpr int kHalf = kAccumulators / 2;
   static constexpr int kTokens = kAccumulators;  // the tile's token columns
 
-  static float SwappedOutput(const float (&acc)[kAccumulators], int b,
-                             int i) {
+  static float SwappedOutput(const float (&acc)[kAccumulators], int b, int i) {
     if constexpr (kGated) {
       return Silu(acc[i]) * acc[kHalf + i];
     } else {
@@ -179,9 +178,11 @@ struct MoeFp8EpilogueSm90 {
                                    fabsf(SwappedOutput(acc, 0, 4 * j + 2 + x)));
 #pragma unroll
       for (int offset = 4; offset < 32; offset *= 2) {
-        amax = MaxPropagateNan(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        amax =
+            MaxPropagateNan(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
       }
-      if (lane < 4) exchange[(consumer * 4 + warp) * 32 + 8 * j + 2 * t + x] = amax;
+      if (lane < 4)
+        exchange[(consumer * 4 + warp) * 32 + 8 * j + 2 * t + x] = amax;
     }
     ConsumersSync();
 #pragma unroll
@@ -218,9 +219,9 @@ struct MoeFp8EpilogueSm90 {
               s;
         }
         if (col < out_n) {
-          static_cast<unsigned char*>(p.c)[c_row * out_n + col] = static_cast<
-              unsigned char>(PackE4m3x2(Fp8Scaled(SwappedOutput(acc, 0, i), s),
-                                        0.0f));
+          static_cast<unsigned char*>(p.c)[c_row * out_n + col] =
+              static_cast<unsigned char>(
+                  PackE4m3x2(Fp8Scaled(SwappedOutput(acc, 0, i), s), 0.0f));
         }
       } else {
         unsigned short* c = static_cast<unsigned short*>(p.c) + c_row * out_n;

@@ -42,7 +42,7 @@ struct MoeFp8Pack {
     const int lane = threadIdx.x % 32;
     const int group = blockIdx.y * kMoeFp8PackGroupsPerBlock +
                       threadIdx.x / kLanes;  // 8-lane segments in order
-    if (group >= h / kMoeFp8Block) return;  // whole segments leave together
+    if (group >= h / kMoeFp8Block) return;   // whole segments leave together
     const long long token = entry / p.topk;
     const long long column = static_cast<long long>(group) * kMoeFp8Block +
                              (lane % kLanes) * kPerLane;
@@ -62,7 +62,8 @@ struct MoeFp8Pack {
       }
     }
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) amax = MaxPropagateNan(amax, fabsf(x[i]));
+    for (int i = 0; i < kPerLane; ++i)
+      amax = MaxPropagateNan(amax, fabsf(x[i]));
     const float scale = Fp8GroupScale(GroupAbsMax<kLanes>(amax));
     unsigned q[4];
 #pragma unroll
