@@ -24,7 +24,9 @@ from fp8_lib import BLOCK, E4M3, dev
 
 
 # ---- Triton pad-to-block with block scales -------------------------------------
-@triton.jit
+# num_rows and scale_rows change with every step: compiled once, not per
+# divisibility class of each.
+@triton.jit(do_not_specialize=["num_rows", "scale_rows"])
 def _fp8_padded_gemm(A, As, W, Ws, C, row_ids, block_expert, num_rows, N, K,
                      scale_rows, k_blocks, n_blocks,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):

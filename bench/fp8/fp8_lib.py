@@ -3,8 +3,11 @@ ctypes over libfp8dev.so (moe_fp8_host.cc), the reference quantizer in
 torch, the work list a device Route would write, and fp64 references.
 
 The reference quantizer is the rule of runtime/cuda/fp8.cuh written with
-torch ops (f32, IEEE division, NaN propagating through the amax):
+torch ops (f32 values, IEEE f32 division, NaN propagating through the amax):
   scale = max(amax(|x|) over 1 x 128, 1e-10) / 448,  q = e4m3(clamp(x / scale))
+Both divisions run in fp64 and round to f32, which is exactly the f32 IEEE
+quotient (53 >= 2 * 24 + 2 bits: double rounding is innocuous); torch's own
+`tensor / python_float` on CUDA multiplies by the reciprocal, one ulp off.
 """
 import ctypes
 import os
@@ -15,7 +18,15 @@ E4M3 = torch.float8_e4m3fn
 BLOCK = 128
 EPS = 1e-10
 FP8_MAX = 448.0
-dev = torch.device("cuda")
+# FP8_FAKE=1: fp8_fake.FakeLib on the CPU stands in for the GPU (the
+# harness's own self-test, bench/fp8/fp8_selftest.py).
+FAKE = os.environ.get("FP8_FAKE") == "1"
+dev = torch.device("cpu" if FAKE else "cuda")
+
+
+def sync():
+    if not FAKE:
+        torch.cuda.synchronize()
 
 # Tile shapes of the kernels in moe_fp8_kernels.cu: name -> (plan tile rows,
 # A box rows, swap-AB).
@@ -28,14 +39,33 @@ def scale_rows(rows):
     return max(4, (rows + 3) // 4 * 4)
 
 
+def f32_div(a, b):
+    """a / b rounded once to f32 (IEEE division), for f32 tensors or scalars."""
+    if not torch.is_tensor(b):
+        b = torch.tensor(b, dtype=torch.float64, device=a.device)
+    return (a.double() / b.double()).float()
+
+
+def to_e4m3(y):
+    """f32 -> e4m3, round to nearest even, saturated to +-448 (NaN stays)."""
+    return y.clamp(-FP8_MAX, FP8_MAX).to(E4M3)
+
+
+def e4m3_half_step(y):
+    """Half the spacing of e4m3 values around |y| (the rounding bound), for
+    |y| <= 448: 2^(e - 4) in binade [2^e, 2^(e+1)), 2^-10 below 2^-6."""
+    a = y.abs().clamp(min=2.0 ** -6)
+    return torch.exp2(torch.floor(torch.log2(a)) - 4)
+
+
 # ---- reference quantization ---------------------------------------------------
 def quantize_groups(x, rows_alloc=None):
     """x [R, K] -> (q e4m3 [R, K], scales f32 [K / 128, scale_rows(R)])."""
     r, k = x.shape
     xf = x.float().view(r, k // BLOCK, BLOCK)
     amax = xf.abs().amax(dim=-1)  # NaN propagates
-    scale = torch.clamp(amax, min=EPS) / FP8_MAX
-    q = (xf / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(E4M3).view(r, k)
+    scale = f32_div(torch.clamp(amax, min=EPS), FP8_MAX)
+    q = to_e4m3(f32_div(xf, scale.unsqueeze(-1))).view(r, k)
     s = torch.zeros(k // BLOCK, scale_rows(rows_alloc or r), device=x.device)
     s[:, :r] = scale.t()
     return q, s
@@ -46,8 +76,8 @@ def quantize_weights(w):
     n, k = w.shape
     wb = w.float().view(n // BLOCK, BLOCK, k // BLOCK, BLOCK)
     amax = wb.abs().amax(dim=(1, 3))
-    scale = torch.clamp(amax, min=EPS) / FP8_MAX
-    q = (wb / scale[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(E4M3)
+    scale = f32_div(torch.clamp(amax, min=EPS), FP8_MAX)
+    q = to_e4m3(f32_div(wb, scale[:, None, :, None]))
     return q.view(n, k), scale
 
 
@@ -103,8 +133,40 @@ class Plan:
 
 
 # ---- ctypes ------------------------------------------------------------------------
+# ---- the Hopper schedule (templates/cuda/moe/params.h), for the log ---------------
+def sm90_ctas(max_tiles, k, sms, split_k, swap):
+    """MoeSm90Ctas: the host's grid (it counts 64-K blocks)."""
+    k_blocks = (k + 63) // 64
+    splits = k_blocks // (4 if swap else 8) if split_k else 1
+    if swap and max_tiles >= 40:
+        splits = 1
+    splits = max(1, min(splits, 8))
+    return max(1, min(max_tiles * splits, sms))
+
+
+def sm90_schedule(tiles, grid, k_blocks, split_k, swap):
+    """MoeSm90ScheduleOf with the FP8 kernel's 128-K blocks: (whole, splits,
+    units)."""
+    rest = tiles % grid if grid > 0 else 0
+    few = 2 * rest <= grid and (not swap or rest < 40)
+    splits = 1
+    if split_k and rest > 0 and few:
+        splits = min(grid // rest, 8, k_blocks // (4 if swap else 8))
+    if splits <= 1:
+        return tiles, 1, tiles
+    return tiles - rest, splits, tiles - rest + rest * splits
+
+
+def open_lib(folder, cubin="moe_fp8.cubin"):
+    """The kernels' launcher: libfp8dev.so, or the CPU stand-in (FP8_FAKE)."""
+    if FAKE:
+        import fp8_fake
+        return fp8_fake.FakeLib()
+    return Lib(folder, cubin)
+
+
 class Lib:
-    def __init__(self, folder):
+    def __init__(self, folder, cubin="moe_fp8.cubin"):
         self.so = ctypes.CDLL(os.path.join(folder, "libfp8dev.so"))
         so = self.so
         so.fp8dev_error.restype = ctypes.c_char_p
@@ -120,7 +182,7 @@ class Lib:
         so.fp8dev_gemm_free.argtypes = [p]
         torch.cuda.init()
         torch.empty(1, device=dev)
-        if so.fp8dev_init(os.path.join(folder, "moe_fp8.cubin").encode()):
+        if so.fp8dev_init(os.path.join(folder, cubin).encode()):
             raise RuntimeError(so.fp8dev_error().decode())
         self.sms = so.fp8dev_sm_count()
         # Split-K scratch: one partial slot (2 x 128 x 128 floats) per SM.
@@ -164,13 +226,18 @@ class Lib:
             expert_groups)
         if not handle:
             raise RuntimeError(self.error())
-        return Prepared(self, handle)
+        prepared = Prepared(self, handle)
+        prepared.schedule = sm90_schedule(len(plan.items) * n_tiles,
+                                          prepared.grid, k // BLOCK, split_k,
+                                          bool(swap))
+        return prepared
 
 
 class Prepared:
     def __init__(self, lib, handle):
         self.lib, self.handle = lib, handle
         self.grid = lib.so.fp8dev_gemm_grid(handle)
+        self.schedule = None  # (whole, splits, units), set by Lib.gemm
 
     def launch(self):
         if self.lib.so.fp8dev_gemm_launch(self.handle, Lib.stream()):

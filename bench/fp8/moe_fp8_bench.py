@@ -20,13 +20,15 @@ Timing: CUDA events around one call after writing a 256 MiB buffer (the L2
 holds nothing of the last rep), median of the reps. Every method gets one
 untimed round first.
 
-Usage (scripts/gpu-moe-fp8-dev runs it): python3 bench/fp8/moe_fp8_bench.py
-  --lib build-fp8dev [--check-only] [--small] [--models m ...] [--tokens t ...]
-Prints the correctness log, then the table last; writes $OUT/moe_fp8_bench.json.
+Cases (fp8_runner.py runs them in child processes, resuming after a crash):
+  ceilings   copy bandwidth, dense FP8 rate, which anchors run (written to
+             OUT/fp8_ceilings.json for the later cases)
+  MODEL:T    one grid point: Pack, then both projections, every method
+Usage: python3 moe_fp8_bench.py --lib DIR --out DIR --cases ceilings,qwen3_30b_a3b:1
+  [--exclude TILE_EPILOGUE,...]; prints "@@END case PASS <json row>".
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -37,28 +39,35 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fp8_anchors  # noqa: E402
 import fp8_checks  # noqa: E402
-from fp8_lib import (BLOCK, E4M3, TILES, Lib, Plan, dev, make_weights,  # noqa: E402
-                     quantize_groups, reference_rows, rel_err, sample_rows,
-                     scale_rows)
+from fp8_lib import (BLOCK, E4M3, FAKE, TILES, Plan, dev,  # noqa: E402
+                     make_weights, open_lib, quantize_groups, reference_rows,
+                     rel_err, sample_rows, scale_rows, sync)
+from fp8_table import MODEL_SHAPES  # noqa: E402
 
-MODELS = {"deepseek_v3": (256, 8, 7168, 2048),
-          "deepseek_v3_tp8": (256, 8, 7168, 256),
-          "qwen3_30b_a3b": (128, 8, 2048, 768)}
-TOKENS = [1, 16, 64, 256, 1024, 4096, 16384]
 _flush = None
+_excluded = set()  # kernels tile_epilogue left out (crashed in the checks)
 
 
 def log(msg):
     print(msg, flush=True)
 
 
+def fatal(ex):
+    """A sticky CUDA error: the context is gone, the case must end."""
+    return "CUDA error" in str(ex)
+
+
 def bench(fn, warm=3, iters=15):
     global _flush
+    if FAKE:  # the self-test times nothing real
+        start = time.perf_counter()
+        fn()
+        return 1e3 * (time.perf_counter() - start)
     if _flush is None:
         _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     for _ in range(warm):
         fn()
-    torch.cuda.synchronize()
+    sync()
     times = []
     for _ in range(iters):
         s = torch.cuda.Event(enable_timing=True)
@@ -67,13 +76,15 @@ def bench(fn, warm=3, iters=15):
         s.record()
         fn()
         e.record()
-        torch.cuda.synchronize()
+        sync()
         times.append(s.elapsed_time(e))
     times.sort()
     return times[len(times) // 2]
 
 
 def ceilings():
+    if FAKE:
+        return 1.0, 100.0, {False: 100.0, True: 100.0}
     n = 1 << 30
     a = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
     b = torch.empty_like(a)
@@ -108,12 +119,15 @@ def floor_ms(counts, n, k, copy_tbps, fp8_tflops):
     return max(flops / fp8_tflops / 1e9, bytes_ / copy_tbps / 1e9)
 
 
-def time_tailor(lib, a_q, a_s, w_q, w_s, counts, epilogue, tiles):
-    """tile -> ms, and the output of the fastest tile."""
+def time_tailor(lib, a_q, a_s, w_q, w_s, counts, epilogue, tiles, judge=None):
+    """(tile -> ms, the fastest tile, its output, tile -> error). With
+    `judge` (output -> rel err), the fastest tile among those within 5e-3."""
     rows, n = a_q.shape[0], w_q.shape[1]
     out_n = n // 2 if epilogue != "plain" else n
-    times, outs = {}, {}
+    times, outs, errs = {}, {}, {}
     for tile in tiles:
+        if f"{tile}_{epilogue}" in _excluded:
+            continue
         try:
             plan = Plan(counts, TILES[tile][0])
             c_s = None
@@ -124,13 +138,20 @@ def time_tailor(lib, a_q, a_s, w_q, w_s, counts, epilogue, tiles):
                 c = torch.empty(max(rows, 1), out_n, dtype=torch.bfloat16,
                                 device=dev)
             g = lib.gemm(tile, epilogue, a_q, a_s, w_q, w_s, c, plan, c_s)
+            log(f"@@LAUNCH {tile}_{epilogue}")
             times[tile] = bench(g.launch)
             outs[tile] = (c, c_s)
             g.free()
+            if judge is not None:
+                errs[tile] = judge(c)
         except Exception as ex:
             log(f"  tailor {tile} {epilogue}: {ex!r}")
-    best = min(times, key=times.get) if times else None
-    return times, best, outs.get(best)
+            if fatal(ex):
+                raise
+    log("@@LAUNCH none")
+    good = [t for t in times if judge is None or errs[t] < 5e-3] or list(times)
+    best = min(good, key=times.get) if good else None
+    return times, best, outs.get(best), errs
 
 
 def candidate_tiles(counts, tiles):
@@ -145,7 +166,9 @@ def candidate_tiles(counts, tiles):
 def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
     """name -> (ms, rel err on the sampled rows)."""
     out = {}
+    avail = [m for m in avail if f"anchor_{m}" not in _excluded]
     if "scaled_mm_loop" in avail and sum(counts):
+        log("@@LAUNCH anchor_scaled_mm_loop")
         try:
             run, c, run_store = fp8_anchors.scaled_mm_loop(a_q, a_s, w_q, w_s,
                                                            counts)
@@ -154,26 +177,37 @@ def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
             out["scaled_mm_loop"] = (bench(run), err)
         except Exception as ex:
             log(f"  scaled_mm_loop: {ex!r}")
+            if fatal(ex):
+                raise
     if "grouped_rowwise" in avail and rowwise is not None:
+        log("@@LAUNCH anchor_grouped_rowwise")
         try:
             run = fp8_anchors.grouped_rowwise(*rowwise, counts)
             err = rel_err(run()[rows_idx].float(), ref)
             out["grouped_rowwise"] = (bench(run), err)
         except Exception as ex:
             log(f"  grouped_rowwise: {ex!r}")
+            if fatal(ex):
+                raise
     best = None
+    log("@@LAUNCH anchor_triton_padded")
     for cfg in fp8_anchors.TRITON_CONFIGS:
+        if "anchor_triton_padded" in _excluded:
+            break
         try:
             run, c = fp8_anchors.triton_padded(a_q, a_s, w_q, w_s, counts, cfg)
             ms = bench(run, 2, 10)
             if best is None or ms < best[0]:
                 run()
-                torch.cuda.synchronize()
+                sync()
                 best = (ms, rel_err(c[rows_idx].float(), ref), cfg)
         except Exception as ex:
             log(f"  triton {cfg}: {ex!r}")
+            if fatal(ex):
+                raise
     if best is not None:
         out["triton_padded"] = best[:2]
+    log("@@LAUNCH none")
     return out
 
 
@@ -208,15 +242,19 @@ def run_projection(lib, row, name, a_q, a_s, w_q, w_s, counts, ceil, args,
     row[f"{name}_floor_ms"] = fl
     rows_idx = sample_rows(counts)
     ref = reference_rows(a_q, a_s, w_q, w_s, counts, rows_idx, gated=False)
-    times, best, out = time_tailor(lib, a_q, a_s, w_q, w_s, counts, "plain",
-                                   candidate_tiles(counts, args.tiles))
+    times, best, out, errs = time_tailor(
+        lib, a_q, a_s, w_q, w_s, counts, "plain",
+        candidate_tiles(counts, args.tiles),
+        judge=lambda c: rel_err(c[rows_idx].float(), ref))
     row[f"{name}_tailor_tiles_ms"] = times
+    row[f"{name}_tailor_tiles_err"] = errs
     if best is not None:
         row[f"{name}_tailor_ms"] = times[best]
         row[f"{name}_tailor_tile"] = best
-        row[f"{name}_tailor_err"] = rel_err(out[0][rows_idx].float(), ref)
+        row[f"{name}_tailor_err"] = errs[best]
     if name == "gate_up" and best is not None:
-        qt, _, _ = time_tailor(lib, a_q, a_s, w_q, w_s, counts, "quant", [best])
+        qt, _, _, _ = time_tailor(lib, a_q, a_s, w_q, w_s, counts, "quant",
+                                  [best])
         if best in qt:
             row["gate_up_tailor_silu_quant_ms"] = qt[best]
     rowwise = None
@@ -258,143 +296,97 @@ def probe_anchors():
     return avail
 
 
-def model_rows(lib, model, tokens, ceil, args, avail, results):
-    E, k, H, I = MODELS[model]
-    gen = torch.Generator(device="cpu").manual_seed(1234)
-    w13, s13 = make_weights(E, 2 * I, H, gen_seed=11)
-    w2, s2 = make_weights(E, H, I, gen_seed=12)
-    rw13 = rw2 = None
-    if "grouped_rowwise" in avail:
-        rw13, rw2 = rowwise_weights(w13, s13), rowwise_weights(w2, s2)
-    for T in tokens:
-        t0 = time.time()
-        ids = routing(gen, T, E, k)
-        counts = torch.bincount(ids.flatten(), minlength=E).tolist()
-        R = sum(counts)
-        row = {"model": model, "T": T, "rows": R,
-               "active": sum(1 for c in counts if c)}
-        try:
-            perm = torch.argsort(ids.flatten(), stable=True).to(torch.int32).to(dev)
-            hidden = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
-            a1 = torch.empty(R, H, dtype=torch.uint8, device=dev)
-            a1_s = torch.empty(H // BLOCK, scale_rows(R), device=dev)
-            row["pack_us"] = 1e3 * bench(lambda: lib.pack(hidden, perm, a1, a1_s, k))
-            ref_q, ref_s = quantize_groups(hidden[perm.long() // k])
-            row["pack_exact"] = bool((a1 == ref_q.view(torch.uint8)).all()) and \
-                bool((a1_s[:, :R] == ref_s[:, :R]).all())
-            run_projection(lib, row, "gate_up", a1.view(E4M3), a1_s, w13, s13,
-                           counts, ceil, args, avail, rw13)
-            a2_q, a2_s = quantize_groups(torch.randn(R, I, device=dev))
-            run_projection(lib, row, "down", a2_q, a2_s, w2, s2, counts, ceil,
-                           args, avail, rw2)
-        except Exception:
-            log(f"{model} T={T}: " + traceback.format_exc().splitlines()[-1])
-        row["wall_s"] = time.time() - t0
-        results.append(row)
-        log(summary_line(row))
-    del w13, s13, w2, s2, rw13, rw2
-    torch.cuda.empty_cache()
+# model -> (w13, s13, w2, s2, rw13, rw2): every model's stay (about 27 GB
+# with the row-wise copies), so the grid can run T by T across the models.
+_weights = {}
 
 
-METHODS = ["tailor", "scaled_mm_loop", "grouped_rowwise", "triton_padded"]
+def model_weights(model, avail):
+    if model not in _weights:
+        E, k, H, I = MODEL_SHAPES[model]
+        w13, s13 = make_weights(E, 2 * I, H, gen_seed=11)
+        w2, s2 = make_weights(E, H, I, gen_seed=12)
+        rw13 = rw2 = None
+        if "grouped_rowwise" in avail:
+            rw13, rw2 = rowwise_weights(w13, s13), rowwise_weights(w2, s2)
+        _weights[model] = (w13, s13, w2, s2, rw13, rw2)
+    return _weights[model]
 
 
-def summary_line(r):
-    parts = [f"{r['model']:16s} T={r['T']:5d} rows={r['rows']:6d} "
-             f"act={r['active']:3d} pack {r.get('pack_us', 0):6.1f}us "
-             f"exact={r.get('pack_exact')}"]
-    for proj in ("gate_up", "down"):
-        fl = r.get(f"{proj}_floor_ms")
-        if fl is None:
-            continue
-        s = f"| {proj} floor {fl:.3f}"
-        for m in METHODS:
-            ms = r.get(f"{proj}_{m}_ms")
-            if ms is not None:
-                tag = f"[{r[f'{proj}_tailor_tile']}]" if m == "tailor" else ""
-                s += f" {m}{tag} {ms:.3f} {100 * fl / ms:3.0f}%"
-        s += f" err {r.get(f'{proj}_tailor_err', float('nan')):.1e}"
-        parts.append(s)
-    return " ".join(parts)
+def grid_point(lib, model, T, ceil, args):
+    """One row of the table: Pack, then gate/up and down, every method."""
+    avail = ceil["anchors"]
+    E, k, H, I = MODEL_SHAPES[model]
+    w13, s13, w2, s2, rw13, rw2 = model_weights(model, avail)
+    t0 = time.time()
+    gen = torch.Generator(device="cpu").manual_seed(1234 + T)
+    ids = routing(gen, T, E, k)
+    counts = torch.bincount(ids.flatten(), minlength=E).tolist()
+    R = sum(counts)
+    row = {"model": model, "T": T, "rows": R,
+           "active": sum(1 for c in counts if c)}
+    perm = torch.argsort(ids.flatten(), stable=True).to(torch.int32).to(dev)
+    hidden = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    a1 = torch.empty(R, H, dtype=torch.uint8, device=dev)
+    a1_s = torch.empty(H // BLOCK, scale_rows(R), device=dev)
+    row["pack_us"] = 1e3 * bench(lambda: lib.pack(hidden, perm, a1, a1_s, k))
+    ref_q, ref_s = quantize_groups(hidden[perm.long() // k])
+    row["pack_exact"] = bool((a1 == ref_q.view(torch.uint8)).all()) and \
+        bool((a1_s[:, :R] == ref_s[:, :R]).all())
+    ceil_pair = (ceil["copy_tbps"], ceil["fp8_tflops"])
+    run_projection(lib, row, "gate_up", a1.view(E4M3), a1_s, w13, s13, counts,
+                   ceil_pair, args, avail, rw13)
+    a2_q, a2_s = quantize_groups(torch.randn(R, I, device=dev))
+    run_projection(lib, row, "down", a2_q, a2_s, w2, s2, counts, ceil_pair,
+                   args, avail, rw2)
+    row["wall_s"] = time.time() - t0
+    return row
 
 
-def geomean(xs):
-    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+def measure_ceilings(lib, out):
+    copy, fp8, rates = ceilings()
+    name = "cpu (fake)" if FAKE else torch.cuda.get_device_name()
+    log(f"device {name} | SMs {lib.sms} | torch {torch.__version__}")
+    log(f"copy {copy:.2f} TB/s | dense FP8 {fp8:.0f} TFLOP/s (fast accum "
+        f"off {rates[False]:.0f}, on {rates[True]:.0f})")
+    data = {"copy_tbps": copy, "fp8_tflops": fp8, "anchors": probe_anchors(),
+            "device": name, "torch": torch.__version__}
+    with open(os.path.join(out, "fp8_ceilings.json"), "w") as f:
+        json.dump(data, f)
+    return data
 
 
-def summarize(results):
-    lines = []
-    for m in METHODS:
-        fr = [r[f"{p}_floor_ms"] / r[f"{p}_{m}_ms"] for r in results
-              for p in ("gate_up", "down") if f"{p}_{m}_ms" in r]
-        if fr:
-            lines.append(f"summary {m:16s} geomean {geomean(fr):.2f} of floor, "
-                         f"min {min(fr):.2f} ({len(fr)} shapes)")
-    speed, worst = [], (float("inf"), "")
-    for r in results:
-        for p in ("gate_up", "down"):
-            t = r.get(f"{p}_tailor_ms")
-            anchors = [r[f"{p}_{m}_ms"] for m in METHODS[1:] if f"{p}_{m}_ms" in r]
-            if t and anchors:
-                x = min(anchors) / t
-                speed.append(x)
-                if x < worst[0]:
-                    worst = (x, f"{r['model']} T={r['T']} {p}")
-    if speed:
-        lines.append(f"summary tailor vs best anchor per shape: geomean "
-                     f"{geomean(speed):.2f}x, worst {worst[0]:.2f}x ({worst[1]})")
-    errs = [r.get(f"{p}_tailor_err", 0) for r in results for p in ("gate_up", "down")]
-    lines.append(f"summary tailor max rel err {max(errs + [0]):.2e} (limit 5e-3); "
-                 f"pack exact on every step: "
-                 f"{all(r.get('pack_exact', False) for r in results)}")
-    return lines
-
-
-def write_json(ceil, avail, ok, results):
-    out = os.environ.get("OUT", ".")
-    with open(os.path.join(out, "moe_fp8_bench.json"), "w") as f:
-        json.dump({"copy_tbps": ceil[0], "fp8_tflops": ceil[1],
-                   "anchors": avail, "correct": ok, "rows": results}, f,
-                  indent=1)
+def run_case(lib, case, args):
+    if case == "ceilings":
+        return measure_ceilings(lib, args.out)
+    with open(os.path.join(args.out, "fp8_ceilings.json")) as f:
+        ceil = json.load(f)
+    model, T = case.split(":")
+    return grid_point(lib, model, int(T), ceil, args)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", default="build-fp8dev")
-    ap.add_argument("--models", nargs="*", default=list(MODELS))
-    ap.add_argument("--tokens", nargs="*", type=int, default=TOKENS)
+    ap.add_argument("--lib", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--cases", default="ceilings")
     ap.add_argument("--tiles", nargs="*", default=list(TILES))
-    ap.add_argument("--check-only", action="store_true")
-    ap.add_argument("--small", action="store_true")
-    ap.add_argument("--skip-checks", action="store_true")
+    ap.add_argument("--exclude", default="-")
     args = ap.parse_args()
-    lib = Lib(args.lib)
-    log(f"device {torch.cuda.get_device_name()} | SMs {lib.sms} | torch "
-        f"{torch.__version__}")
-    ok = True
-    if not args.skip_checks:
-        ok = fp8_checks.run_all(lib, log, small=args.small)
-    if args.check_only:
-        sys.exit(0 if ok else 1)
-    ceil = ceilings()
-    log(f"copy {ceil[0]:.2f} TB/s | dense FP8 {ceil[1]:.0f} TFLOP/s "
-        f"(fast accum off {ceil[2][False]:.0f}, on {ceil[2][True]:.0f})")
-    avail = probe_anchors()
-    results = []
-    for model in args.models:
+    _excluded.update(k for k in args.exclude.split(",") if k and k != "-")
+    lib = open_lib(args.lib)
+    for case in [c for c in args.cases.split(",") if c]:
+        print(f"@@BEGIN {case}", flush=True)
         try:
-            model_rows(lib, model, args.tokens, ceil, args, avail, results)
-        except Exception:
-            log(f"{model}: " + traceback.format_exc().splitlines()[-1])
-        write_json(ceil, avail, ok, results)  # each model's rows as they come
-    log("")
-    log(f"copy {ceil[0]:.2f} TB/s | dense FP8 {ceil[1]:.0f} TFLOP/s | anchors "
-        f"{avail} | checks {'pass' if ok else 'FAIL'}")
-    for r in results:
-        log(summary_line(r))
-    for line in summarize(results):
-        log(line)
+            data = run_case(lib, case, args)
+        except Exception as ex:  # the context may be gone: report and leave
+            line = str(ex).splitlines()[0] if str(ex) else repr(ex)
+            print(f"@@END {case} FAIL raised {type(ex).__name__}: {line}",
+                  flush=True)
+            traceback.print_exc()
+            sys.stdout.flush()
+            os._exit(3)
+        print(f"@@END {case} PASS {json.dumps(data)}", flush=True)
 
 
 if __name__ == "__main__":
