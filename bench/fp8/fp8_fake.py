@@ -32,6 +32,7 @@ class FakeGemm:
         self.kernel, self.epilogue = kernel, epilogue
         self.a, self.a_s, self.w, self.w_s = a, a_s, w, w_s
         self.c, self.c_s, self.plan = c, c_s, plan
+        self._w = {}
         experts, n, k = w.shape
         gated = epilogue != "plain"
         n_tiles = ((n // 2 if gated else n) + (128 if gated else 256) - 1) // (
@@ -54,12 +55,18 @@ class FakeGemm:
         for row_begin, rows, expert, _ in self.plan.items:
             self._item(row_begin, rows, expert, mode == "wrong")
 
+    def _weight(self, expert):
+        """W[expert] dequantized, f64 (once per launch object)."""
+        if expert not in self._w:
+            self._w[expert] = (self.w[expert].double() * self.w_s[
+                expert].double().repeat_interleave(BLOCK, 0).repeat_interleave(
+                    BLOCK, 1))
+        return self._w[expert]
+
     def _item(self, r0, rows, expert, wrong):
         a = self.a[r0:r0 + rows].float() * self.a_s[:, r0:r0 + rows].t(
         ).repeat_interleave(BLOCK, dim=1)
-        w = self.w[expert].float() * self.w_s[expert].repeat_interleave(
-            BLOCK, 0).repeat_interleave(BLOCK, 1)
-        y = (a.double() @ w.double().t()).float()  # the f32 accumulators
+        y = (a.double() @ self._weight(expert).t()).float()  # f32 accumulators
         if wrong:
             y = y * 1.02
         if self.epilogue == "plain":

@@ -12,8 +12,9 @@ whole run fits one device call, and the table comes last.
 
   python3 fp8_runner.py --lib DIR [--out DIR] [--budget S] [--sanitize]
                         [--small] [--models ...] [--tokens ...]
-Writes to --out ($OUT): checks.log, checks.json, bench.log, bench.json,
-memcheck.log.
+Writes to --out ($OUT): checks.log, checks.json (every case), protocol.log
+(the small suite on the cubin with the pipeline protocol checks), bench.log,
+bench.json, fp8_ceilings.json, memcheck.log (--sanitize).
 """
 import argparse
 import json
@@ -143,9 +144,11 @@ class CaseRunner:
         while True:
             wait = min(limit - (time.time() - started), self.deadline())
             line = lines.next(wait)
-            if line is None:  # the case outlived its time (or the run's)
+            if line is None:  # the case outlived its time, or the phase's
                 _kill(proc)
-                if current:
+                if current and self.deadline() <= 0.5:
+                    self.results[current] = ("SKIP", "out of time")
+                elif current:
                     self.finish(current, "TIMEOUT", f"over {wait:.0f} s; " +
                                 " | ".join(tail[-3:]), culprit)
                 return
@@ -230,9 +233,26 @@ def phase_bench(args, budget, out, check_results):
     return ceil, rows, results
 
 
+def phase_protocol(args, budget, out):
+    """The small suite on the cubin built with the pipeline protocol checks
+    (TAILOR_PIPELINE_CHECKS: a broken handoff or a bad work item traps with
+    a message naming it)."""
+    cases = list_check_cases(small=True)
+    end = time.time() + min(args.protocol_budget, budget.left() - 5)
+    with open(os.path.join(out, "protocol.log"), "w") as log:
+        runner = CaseRunner(None, log, 20, 45, lambda: end - time.time())
+        runner.cmd = lambda: [sys.executable,
+                              os.path.join(HERE, "fp8_checks.py"), "--lib",
+                              args.lib, "--cubin", "moe_fp8_checked.cubin",
+                              "--exclude", ",".join(sorted(runner.bad)) or "-"]
+        results = runner.run(cases)
+    bad = [f"{c} {s}" for c, (s, _) in results.items() if s != "PASS"]
+    return (f"{len(cases) - len(bad)} of {len(cases)} pass" +
+            (f"; not: {', '.join(bad[:6])}" if bad else ""))
+
+
 def phase_memcheck(args, budget, out):
-    """compute-sanitizer memcheck over the small suite, on the cubin built
-    with the pipeline protocol checks (a trap names the broken rule)."""
+    """compute-sanitizer memcheck over the small suite."""
     tool = "/usr/local/cuda/bin/compute-sanitizer"
     for path in os.environ.get("PATH", "").split(":"):
         if os.path.exists(os.path.join(path, "compute-sanitizer")):
@@ -243,8 +263,8 @@ def phase_memcheck(args, budget, out):
         runner = CaseRunner(None, log, 60, 90, lambda: end - time.time())
         runner.cmd = lambda: [tool, "--tool", "memcheck", sys.executable,
                               os.path.join(HERE, "fp8_checks.py"), "--lib",
-                              args.lib, "--cubin", "moe_fp8_checked.cubin",
-                              "--exclude", ",".join(sorted(runner.bad)) or "-"]
+                              args.lib, "--exclude",
+                              ",".join(sorted(runner.bad)) or "-"]
         results = runner.run(cases)
     errors, processes = 0, 0
     with open(os.path.join(out, "memcheck.log")) as log:
@@ -265,6 +285,7 @@ def main():
     ap.add_argument("--check-budget", type=float, default=170)
     ap.add_argument("--sanitize", action="store_true")
     ap.add_argument("--sanitize-budget", type=float, default=90)
+    ap.add_argument("--protocol-budget", type=float, default=40)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--no-checks", action="store_true")
@@ -272,12 +293,13 @@ def main():
     ap.add_argument("--tokens", nargs="*", type=int, default=fp8_table.TOKENS)
     args = ap.parse_args()
     args.reserve = lambda: (0 if args.no_bench else 200) + (
-        args.sanitize_budget if args.sanitize else 0)
+        args.sanitize_budget if args.sanitize else 0) + args.protocol_budget
     budget = Budget(args.budget)
     os.makedirs(args.out, exist_ok=True)
-    cases, checks = [], {}
+    cases, checks, protocol = [], {}, None
     if not args.no_checks:
         cases, checks = phase_checks(args, budget, args.out)
+        protocol = phase_protocol(args, budget, args.out)
         print(f"checks done, {budget.left():.0f} s left", flush=True)
     ceil, rows = None, []
     if not args.no_bench:
@@ -290,6 +312,7 @@ def main():
     print("")
     if cases:
         print("\n".join(fp8_table.check_summary(cases, checks)))
+        print(f"protocol-checked cubin, small suite: {protocol}")
     if memcheck:
         print(f"memcheck (small suite, checked cubin): {memcheck}")
     if not args.no_bench:
