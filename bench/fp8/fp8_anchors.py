@@ -12,10 +12,15 @@ tailor's FP8 grouped GEMM, on the same data:
                    vLLM's fused-MoE algorithm (every expert padded to BLOCK_M,
                    one expert per block, padded rows masked), best of a small
                    config sweep
+  deepgemm         DeepGEMM's m_grouped_fp8_gemm_nt_contiguous (the
+                   sgl-deep-gemm wheel carried in the build folder, unpacked
+                   at run time): every expert padded to 128 rows
 
 Each builder returns (callable, output) or raises; probe() tries one call on
 a small case and checks it against fp64 before a method enters the grid.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -138,3 +143,51 @@ def grouped_rowwise(aq, sa, wq, ws, counts):
         return torch._scaled_grouped_mm(aq, wt, sa, ws, offs=offs,
                                         out_dtype=torch.bfloat16)
     return run
+
+
+# ---- DeepGEMM (sgl-deep-gemm), contiguous layout ------------------------------
+def load_deepgemm(folder, scratch):
+    """deep_gemm imported from the wheel in folder/wheels (unzipped into
+    scratch), or raises."""
+    import glob
+    import sys
+    import zipfile
+    wheels = sorted(glob.glob(os.path.join(folder, "wheels",
+                                           "sgl_deep_gemm-*.whl")))
+    if not wheels:
+        raise RuntimeError("no sgl-deep-gemm wheel in the build folder")
+    target = os.path.join(scratch, "deep_gemm_pkg")
+    if not os.path.isdir(os.path.join(target, "deep_gemm")):
+        zipfile.ZipFile(wheels[-1]).extractall(target)
+    sys.path.insert(0, target)
+    import deep_gemm
+    return deep_gemm
+
+
+def deepgemm_contiguous(dg, a_q, a_s, w_q, w_s, counts):
+    """(run, c): every expert's rows padded to DeepGEMM's M alignment, row
+    scales [M, K / 128]; c [R, N] gathered back outside the timed call."""
+    align = dg.get_mk_alignment_for_contiguous_layout()
+    k = a_q.shape[1]
+    n = w_q.shape[1]
+    src, layout, start = [], [], 0
+    for e, m in enumerate(counts):
+        if m == 0:
+            continue
+        mp = (m + align - 1) // align * align
+        src += list(range(start, start + m)) + [-1] * (mp - m)
+        layout += [e] * m + [-1] * (mp - m)
+        start += m
+    idx = torch.tensor(src, dtype=torch.long, device=dev)
+    valid = idx >= 0
+    a_p = torch.zeros(len(src), k, dtype=E4M3, device=dev)
+    a_p[valid] = a_q[idx[valid]]
+    s_p = torch.ones(len(src), k // BLOCK, device=dev)
+    s_p[valid] = a_s[:, idx[valid]].t()
+    m_indices = torch.tensor(layout, dtype=torch.int32, device=dev)
+    d = torch.empty(len(src), n, dtype=torch.bfloat16, device=dev)
+
+    def run():
+        dg.m_grouped_fp8_gemm_nt_contiguous((a_p, s_p), (w_q, w_s), d,
+                                            m_indices)
+    return run, d, valid

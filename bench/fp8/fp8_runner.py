@@ -206,7 +206,7 @@ def phase_bench(args, budget, out, check_results):
                                                d.startswith("raised"))})
     # T by T across the models: a run cut short still covers every model.
     cases = ["ceilings"] + [f"{m}:{t}" for t in args.tokens
-                            for m in args.models]
+                            for m in args.models] + ["deepgemm"]
     share = budget.left() - (args.sanitize_budget if args.sanitize else 0) - 10
     end = time.time() + share
     with open(os.path.join(out, "bench.log"), "w") as log:
@@ -225,8 +225,12 @@ def phase_bench(args, budget, out, check_results):
             data = json.loads(detail)
             if case == "ceilings":
                 ceil = data
+            elif case == "deepgemm":
+                ceil = dict(ceil or {}, deepgemm=data)
             else:
                 rows.append(data)
+        elif case == "deepgemm":
+            ceil = dict(ceil or {}, deepgemm={"error": f"{status} {detail}"})
     with open(os.path.join(out, "bench.json"), "w") as f:
         json.dump({"ceilings": ceil, "rows": rows, "cases": results,
                    "left_out": sorted(runner.bad)}, f, indent=1)

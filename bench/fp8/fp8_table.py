@@ -97,7 +97,14 @@ def summarize(results):
 def bench_table(ceil, rows):
     if ceil is None:
         return ["bench: no ceilings measured (see bench.log)"]
+    if "copy_tbps" not in ceil:
+        return [f"bench: no ceilings measured (see bench.log); {ceil}"]
     lines = [f"copy {ceil['copy_tbps']:.2f} TB/s | dense FP8 "
              f"{ceil['fp8_tflops']:.0f} TFLOP/s | anchors {ceil['anchors']}"]
+    dg = ceil.get("deepgemm")
+    if dg is not None:
+        lines.append("deepgemm probe: " + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in dg.items()))
     lines += [summary_line(r) for r in rows]
     return lines + summarize(rows)

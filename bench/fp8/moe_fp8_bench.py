@@ -356,9 +356,42 @@ def measure_ceilings(lib, out):
     return data
 
 
+def probe_deepgemm(args):
+    """Whether DeepGEMM loads and runs here, its first call's time (the JIT
+    compile) and its error, on one Qwen3-30B-A3B gate/up-sized GEMM of 8
+    experts (the grid leaves it out until its compiles fit a run)."""
+    out = {}
+    t0 = time.time()
+    try:
+        dg = fp8_anchors.load_deepgemm(args.lib, args.out)
+        out["import_s"] = time.time() - t0
+        counts = [1, 0, 129, 17, 300, 64, 7, 2]
+        a_q, a_s, w_q, w_s = fp8_checks.gemm_inputs(counts, 1536, 2048, seed=9)
+        run, d, valid = fp8_anchors.deepgemm_contiguous(dg, a_q, a_s, w_q, w_s,
+                                                        counts)
+        log("@@LAUNCH anchor_deepgemm")
+        t1 = time.time()
+        run()
+        sync()
+        out["first_call_s"] = time.time() - t1
+        rows = list(range(sum(counts)))
+        ref = reference_rows(a_q, a_s, w_q, w_s, counts, rows, gated=False)
+        out["err"] = rel_err(d[valid].float(), ref)
+        out["ms"] = bench(run)
+        log("@@LAUNCH none")
+    except Exception as ex:
+        out["error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:300]}"
+        if fatal(ex):
+            raise
+    out["wall_s"] = time.time() - t0
+    return out
+
+
 def run_case(lib, case, args):
     if case == "ceilings":
         return measure_ceilings(lib, args.out)
+    if case == "deepgemm":
+        return probe_deepgemm(args)
     with open(os.path.join(args.out, "fp8_ceilings.json")) as f:
         ceil = json.load(f)
     model, T = case.split(":")
