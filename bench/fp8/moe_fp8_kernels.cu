@@ -1,0 +1,23 @@
+// bench/fp8/moe_fp8_kernels.cu — the FP8 MoE kernels of the GPU harness,
+// compiled ahead of time with nvcc (sm_90a cubin) instead of the runtime's
+// NVRTC: runtime N and K (kMoeRuntimeDim), one kernel per tile shape and
+// epilogue. moe_fp8_host.cc loads the cubin and launches them.
+#include "templates/cuda/moe/fp8_grouped_gemm_sm90.cuh"
+#include "templates/cuda/moe/fp8_pack.cuh"
+
+#define FP8_GEMM(NAME, ROWS, EPILOGUE, SWAP)                              \
+  TAILOR_CUDA_ENTRY(NAME, (tailor::cuda::MoeFp8GroupedGemmSm90<           \
+                              0, 0, ROWS, tailor::cuda::EPILOGUE, SWAP>))
+
+#define FP8_GEMMS(SUFFIX, EPILOGUE)                          \
+  FP8_GEMM(tailor_fp8_gemm_128_##SUFFIX, 128, EPILOGUE, 0) \
+  FP8_GEMM(tailor_fp8_gemm_64_##SUFFIX, 64, EPILOGUE, 0)   \
+  FP8_GEMM(tailor_fp8_gemm_s32_##SUFFIX, 32, EPILOGUE, 1)  \
+  FP8_GEMM(tailor_fp8_gemm_s16_##SUFFIX, 16, EPILOGUE, 1)  \
+  FP8_GEMM(tailor_fp8_gemm_s8_##SUFFIX, 8, EPILOGUE, 1)
+
+FP8_GEMMS(plain, kMoeEpilogueNone)
+FP8_GEMMS(silu, kMoeEpilogueSiluAndMul)
+FP8_GEMMS(quant, kMoeEpilogueSiluAndMulQuant)
+
+TAILOR_CUDA_ENTRY(tailor_fp8_pack, (tailor::cuda::MoeFp8Pack<0>))
