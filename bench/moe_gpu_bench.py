@@ -1,5 +1,7 @@
 """bench/moe_gpu_bench.py — tailor's MoE kernels beside the anchors, every
-method in one process on the same data (../shared/anchors/README.md).
+method in one process on the same data. The anchors are baseline scripts
+kept outside this repository (their generator, the pad-to-block Triton
+kernel); --anchors names the folder they were copied to.
 
 Part 1, grouped GEMM: Mixtral-8x7B (E8 k2 H4096 I14336), DeepSeek-V3 (E256
 k8 H7168 I2048), Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64, 256,
@@ -9,7 +11,7 @@ anchors' generator and seed), bf16, both projections:
   tailor+silu   the gate/up projection with silu_and_mul fused (tailor only)
   grouped_mm    torch._grouped_mm (CUTLASS)
   triton        the pad-to-block Triton kernel (vLLM's algorithm), best of
-                its config sweep (../shared/anchors/triton_pad_to_block.py)
+                its config sweep (the anchors' triton_pad_to_block.py)
   loop          a per-expert cuBLAS loop
 Each as a fraction of the physical floor = max(FLOPs / dense bf16 GEMM rate,
 (active experts' weights + A + C) bytes / copy bandwidth), both rates
