@@ -28,15 +28,12 @@ other round, and keep their best median (the Triton anchor keeps the best
 of its config sweep): at large T an H100 runs at its 700 W power limit and
 its SM clock drifts by 10-20 % between back-to-back runs, so one median per
 method measures its place in the order as much as the method. The place
-alone moved one tailor launch by up to 10 % (session 21: two runtimes with
-the same kernel, timed in turn, the first read faster in either order, e.g.
-Mixtral T=4096 down 1.43 / 1.52 ms and 1.40 / 1.54 ms), hence the reversal;
-use an even R. Session 24 found the cause: the first method timed after a
-pause (tailor's kernels compiling, the GPU idle) runs on a cool GPU. Three
-runtimes with the same kernel, timed in turn after their compiles, read
-Mixtral T=4096 gate_up 2.76 / 3.03 / 3.11 ms; with one untimed round of
-every method first, 2.95 / 2.94 / 3.00. So every projection starts with
-such a round. Usage, on the GPU machine from the repository root
+alone moved one tailor launch by up to 10 % (two runtimes with the same
+kernel, timed in turn: the first read faster in either order), hence the
+reversal; use an even R. The cause: the first method timed after a pause
+(tailor's kernels compiling, the GPU idle) runs on a cool GPU, so every
+projection starts with an untimed round of every method
+(bench/results/moe_gpu_h100.txt, "Method order"). Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
