@@ -1,5 +1,6 @@
 // bench/cuda_decode_bench — paged-KV decode attention on the GPU over the
-// anchor grid of ../shared/anchors/README.md, as a fraction of the memory
+// anchor grid (the shapes of the baseline scripts, which are not part of
+// this repository), as a fraction of the memory
 // floor measured in the same run. The anchors' own table
 // (paged_decode_anchors.py: vLLM's Triton kernel, gather + SDPA, contiguous
 // SDPA) joins this one on (model, case): same models, cases and names, same

@@ -1,5 +1,5 @@
-"""Runs the shared paged-decode anchors (../shared/anchors/paged_decode_anchors.py) with
-each rep starting from a clean L2 instead of a dirty one.
+"""Runs the paged-decode anchors (paged_decode_anchors.py, a baseline script kept outside
+this repository) with each rep starting from a clean L2 instead of a dirty one.
 
 triton.testing.do_bench, which the anchors time with, zeroes a 256 MiB buffer before
 every rep: L2 is then full of dirty lines, and the timed kernel also pays for writing

@@ -1,6 +1,7 @@
 // bench/moe_cuda_bench — tailor's MoE layer on a CUDA GPU, tailor alone
 // (for quick iteration; the anchored comparison, every method in one
-// process, is bench/moe_gpu_bench.py). The grid of ../shared/anchors:
+// process, is bench/moe_gpu_bench.py). The anchor grid (the baseline
+// scripts' shapes; the scripts are not part of this repository):
 // Mixtral-8x7B (E8 k2 H4096 I14336), DeepSeek-V3 (E256 k8 H7168 I2048),
 // Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64, 256, 1024, 4096,
 // 16384}, Zipf(1.0) expert popularity, k distinct experts per token, bf16:
@@ -77,7 +78,7 @@ void FillRandomBf16(const cuda::DriverApi& api, const DeviceBuffer& buffer,
 }
 
 // topk_ids [T, k]: Zipf(1.0) popularity over a random expert order, k
-// distinct experts per token (as ../shared/anchors/torch_baselines.py).
+// distinct experts per token (as the anchors' torch baselines draw it).
 std::vector<int32_t> ZipfRouting(std::mt19937_64& rng, int64_t tokens,
                                  int64_t experts, int64_t k) {
   std::vector<double> weight(experts);

@@ -4,7 +4,7 @@ and several routing draws, in one process on the same data.
 The grid (moe_gpu_bench.py) times one routing draw per shape. At the launches
 the H100's power limit holds, the order of the tiles (the raster) moves a
 launch by up to 10 % from one Zipf draw to another with the same tile count
-(bench/results/moe_gpu_h100.txt, session 32), so a setting judged on one
+(bench/results/moe_gpu_h100.txt, "Routing draws"), so a setting judged on one
 draw can be judged wrong. This times every setting on each of several draws:
 
   variants  one tailor Runtime per variant, built with the variant's

@@ -1,5 +1,7 @@
 """bench/moe_gpu_bench.py — tailor's MoE kernels beside the anchors, every
-method in one process on the same data (../shared/anchors/README.md).
+method in one process on the same data. The anchors are baseline scripts
+kept outside this repository (their generator, the pad-to-block Triton
+kernel); --anchors names the folder they were copied to.
 
 Part 1, grouped GEMM: Mixtral-8x7B (E8 k2 H4096 I14336), DeepSeek-V3 (E256
 k8 H7168 I2048), Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64, 256,
@@ -9,7 +11,7 @@ anchors' generator and seed), bf16, both projections:
   tailor+silu   the gate/up projection with silu_and_mul fused (tailor only)
   grouped_mm    torch._grouped_mm (CUTLASS)
   triton        the pad-to-block Triton kernel (vLLM's algorithm), best of
-                its config sweep (../shared/anchors/triton_pad_to_block.py)
+                its config sweep (the anchors' triton_pad_to_block.py)
   loop          a per-expert cuBLAS loop
 Each as a fraction of the physical floor = max(FLOPs / dense bf16 GEMM rate,
 (active experts' weights + A + C) bytes / copy bandwidth), both rates
@@ -26,15 +28,12 @@ other round, and keep their best median (the Triton anchor keeps the best
 of its config sweep): at large T an H100 runs at its 700 W power limit and
 its SM clock drifts by 10-20 % between back-to-back runs, so one median per
 method measures its place in the order as much as the method. The place
-alone moved one tailor launch by up to 10 % (session 21: two runtimes with
-the same kernel, timed in turn, the first read faster in either order, e.g.
-Mixtral T=4096 down 1.43 / 1.52 ms and 1.40 / 1.54 ms), hence the reversal;
-use an even R. Session 24 found the cause: the first method timed after a
-pause (tailor's kernels compiling, the GPU idle) runs on a cool GPU. Three
-runtimes with the same kernel, timed in turn after their compiles, read
-Mixtral T=4096 gate_up 2.76 / 3.03 / 3.11 ms; with one untimed round of
-every method first, 2.95 / 2.94 / 3.00. So every projection starts with
-such a round. Usage, on the GPU machine from the repository root
+alone moved one tailor launch by up to 10 % (two runtimes with the same
+kernel, timed in turn: the first read faster in either order), hence the
+reversal; use an even R. The cause: the first method timed after a pause
+(tailor's kernels compiling, the GPU idle) runs on a cool GPU, so every
+projection starts with an untimed round of every method
+(bench/results/moe_gpu_h100.txt, "Method order"). Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]

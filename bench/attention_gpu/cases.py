@@ -1,5 +1,5 @@
 """The cases of the ragged-attention GPU run: correctness (tailor only, awkward
-sizes, every compiled variant kind) and timing (the issue's shape list, beside
+sizes, every compiled variant kind) and timing (the ragged-attention shape list, beside
 FlashInfer fa2 / fa3 and torch SDPA). A case is a dict; `id` names it uniquely.
 """
 import numpy as np
@@ -73,7 +73,7 @@ def _mixed():
 
 
 def perf_cases(quick=False):
-    """The issue's shapes (page 16, bf16); 'split' marks the mixed batch."""
+    """The timing shapes (page 16, bf16); 'split' marks the mixed batch."""
     rq, rkv = _ragged()
     mq, mkv = _mixed()
     shapes = [

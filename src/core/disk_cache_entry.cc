@@ -69,8 +69,7 @@ std::optional<Hash128> HashFromHex(absl::string_view hex) {
   return h;
 }
 
-// ---- where an entry's bytes come from
-// ----------------------------------------
+// ---- where an entry's bytes come from ---------------------------------------
 
 // An entry's bytes, read on demand: a file (lazily, with pread) or memory.
 class EntryBytes {

@@ -17,8 +17,9 @@
 //                  .dims = {768, 2048}, .tail_class = 8,
 //                  .tile = {.m = 16, .n = 64, .k = 64}};
 //   key.SetArch("x86_64-znver3");
-//   key.ToString();  //
-//   "moe.grouped_gemm/cpu/x86_64-znver3/bf16,bf16,f32/N=768,K=2048/b0/t8/m16n64k64"
+//   key.ToString();
+//   // "moe.grouped_gemm/cpu/x86_64-znver3/bf16,bf16,f32/"
+//   //  "N=768,K=2048/b0/t8/m16n64k64" (one string)
 #ifndef TAILOR_CORE_SPEC_KEY_H_
 #define TAILOR_CORE_SPEC_KEY_H_
 

@@ -7,12 +7,12 @@
 //
 // A BucketPolicy is one of four kinds:
 //
-//   kind              Bucket(n)                    BucketId(n)       ToString()
-//   exact             n                            n                 "exact"
-//   next power of 2   smallest 2^k >= n            k                 "pow2"
-//   multiple of q     smallest multiple of q >= n  Bucket(n) / q
-//   "multiple_of(16)" list s_0<...<s_m  first s_i >= n               i
-//   "list(1,2,4,8)"
+//   kind              Bucket(n)          BucketId(n)    ToString()
+//   exact             n                  n              "exact"
+//   next power of 2   smallest 2^k >= n  k              "pow2"
+//   multiple of q     smallest multiple  Bucket(n) / q  "multiple_of(16)"
+//                     of q >= n
+//   list s_0<...<s_m  first s_i >= n     i              "list(1,2,4,8)"
 //
 // Every kind maps n in [1, ...) and rejects n < 1 (InvalidArgument). Results
 // that cannot be represented are OutOfRange: n above a list's last entry, a
@@ -23,9 +23,9 @@
 //
 // Example:
 //   tailor::plan::BucketPolicy policy =
-//   tailor::plan::BucketPolicy::NextPowerOfTwo(); absl::StatusOr<int64_t>
-//   padded = policy.Bucket(37);   // 64 absl::StatusOr<int32_t> id =
-//   policy.BucketId(37);     // 6
+//       tailor::plan::BucketPolicy::NextPowerOfTwo();
+//   absl::StatusOr<int64_t> padded = policy.Bucket(37);  // 64
+//   absl::StatusOr<int32_t> id = policy.BucketId(37);    // 6
 //
 //   TAILOR_ASSIGN_OR_RETURN(auto batch, BucketPolicy::List({1, 2, 4, 8, 16}));
 //   batch.Bucket(5);    // 8

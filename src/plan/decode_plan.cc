@@ -341,8 +341,7 @@ std::string DecodePlan::ToString() const {
       params_.num_workers, s.max_worker_cost, s.mean_worker_cost);
 }
 
-// ---- cuts
-// ---------------------------------------------------------------------
+// ---- cuts -------------------------------------------------------------------
 
 // Forgets the items of a cut (the lengths and parameters stay).
 void DecodePlan::ResetItems() {
@@ -463,8 +462,7 @@ void DecodePlan::FinishWorkers() {
   }
 }
 
-// ---- BuildDecodePlan
-// ----------------------------------------------------------
+// ---- BuildDecodePlan --------------------------------------------------------
 
 absl::Status BuildDecodePlan(absl::Span<const int32_t> seq_lens,
                              const DecodePlanParams& params, DecodePlan* plan) {

@@ -51,8 +51,7 @@ constexpr int32_t kTileRows = 4;  // the tile of bounded (JIT) MoE calls
 constexpr int64_t kMaxWorkspaceBytes = int64_t{64} << 20;
 constexpr int64_t kHeadDim = 64;  // the head_dim of bounded decode calls
 
-// ---- Runtimes
-// ----------------------------------------------------------------
+// ---- Runtimes ---------------------------------------------------------------
 
 struct Runtimes {
   tailor_runtime* jit = nullptr;
@@ -184,8 +183,7 @@ Outcome CheckOp(const char* entry, const CTensors& call,
   return {s, message};
 }
 
-// ---- MoE
-// ---------------------------------------------------------------------
+// ---- MoE --------------------------------------------------------------------
 
 // The MoE layer one input works in (as moe_api_fuzz's: bounded dims).
 struct MoeModel {
@@ -464,8 +462,7 @@ void RunMoeWorkspace(CTensors& call, const MoeModel& m,
   }
 }
 
-// ---- Paged decode
-// --------------------------------------------------------------
+// ---- Paged decode -----------------------------------------------------------
 
 // The attention layer one input works in; bounded: head_dim 64, GQA group
 // 1 or 2, page size 5 or 16 (the CPU kernels' compiled-in values).

@@ -208,8 +208,7 @@ absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
                                  void* memory, int64_t bytes,
                                  DecodeWorkspace& ws, void* stream = nullptr);
 
-// ---- PlanDecode: the inspector
-// ------------------------------------------------
+// ---- PlanDecode: the inspector ----------------------------------------------
 
 struct PlanDecodeArgs {
   TensorRef seq_lens;  // [B] i32 in HOST memory, each in [0, kMaxSeqLen]
@@ -229,8 +228,7 @@ struct PlanDecodeArgs {
 absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
                         DecodeWorkspace& ws);
 
-// ---- RunDecode: the executor
-// --------------------------------------------------
+// ---- RunDecode: the executor ------------------------------------------------
 
 struct RunDecodeArgs {
   TensorRef q;            // [B', Hq, D] bf16 | f16, B' >= the plan's B

@@ -40,9 +40,9 @@ namespace {
 constexpr char kRoot[] = "/tailor/";
 constexpr char kMainFile[] = "/tailor/kernel.cc";
 // Code generation at -O1, after the -O2 IR pipeline. -O2 and up add the
-// post-RA list scheduler (5-20% of a kernel's compile time here), which
-// bought no measurable run time on the out-of-order x86 cores tailor
-// targets (bench/moe_bench, bench/decode_bench: within noise). Part of
+// post-RA list scheduler, which costs compile time and buys no run time on
+// the out-of-order x86 cores tailor targets
+// (bench/results/compile_time.txt, "CPU codegen level"). Part of
 // ClangCompilerIdentity, hence of every cache key.
 constexpr llvm::CodeGenOpt::Level kCodegenLevel = llvm::CodeGenOpt::Less;
 
@@ -145,9 +145,9 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(
 // Clang's -O2 IR pipeline (clang -O2 -funroll-loops -fvectorize
 // -fslp-vectorize builds the same one) over `module`, with the target's cost
 // model. -O3 differs mainly in higher unrolling thresholds; with the
-// templates saying which loops to unroll (runtime/cpu/tailor_cpu.h) it made
-// the same kernels no faster (bench A/B: medians within noise) and took
-// ~17% longer over the Qwen3-30B-A3B variants.
+// templates saying which loops to unroll (runtime/cpu/tailor_cpu.h) it makes
+// the same kernels no faster and compiles longer
+// (bench/results/compile_time.txt, "CPU IR pipeline").
 void Optimize(llvm::Module& module, llvm::TargetMachine& machine) {
   llvm::PipelineTuningOptions tuning;
   tuning.LoopUnrolling = true;

@@ -11,8 +11,8 @@
 // no system or builtin headers are visible, so they include only tailor's
 // runtime/cpu headers.
 //
-// Compile time is mostly the optimize and codegen phases (the frontend is
-// ~10 ms of a compile) and grows with the code left after loop unrolling,
+// Compile time is mostly the optimize and codegen phases (the frontend is a
+// small share) and grows with the code left after loop unrolling,
 // so the templates say which loops to unroll (runtime/cpu/tailor_cpu.h);
 // compile_time_bench prints the split per variant.
 //

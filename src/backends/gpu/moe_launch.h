@@ -27,8 +27,7 @@ struct LaunchShape {
   uint32_t shared_bytes = 0;
 };
 
-// ---- Route
-// --------------------------------------------------------------------
+// ---- Route ------------------------------------------------------------------
 
 // Segments of kMoeRouteSegment assignments a route launch covers: at least
 // one (an empty step still plans).
@@ -67,8 +66,7 @@ inline constexpr int64_t kRouteHeaderErrorBytes =
     2 * sizeof(unsigned long long);
 inline constexpr int64_t kRouteHeaderBytesUsed = sizeof(MoeRouteHeader);
 
-// ---- Pack, Combine, the portable grouped GEMM
-// ----------------------------------
+// ---- Pack, Combine, the portable grouped GEMM -------------------------------
 
 MoePackParams MoePackParamsOf(const tailor::internal::PackLaunch& l);
 // Grid (rows, ceil(row vectors / kMoePackVectorsPerBlock)), kMoePackThreads.

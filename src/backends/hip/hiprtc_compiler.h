@@ -27,8 +27,8 @@
 //
 // Example:
 //   TAILOR_ASSIGN_OR_RETURN(HiprtcCompiler compiler,
-//   HiprtcCompiler::Create({})); TAILOR_ASSIGN_OR_RETURN(HiprtcCompiler::Output
-//   out,
+//                           HiprtcCompiler::Create({}));
+//   TAILOR_ASSIGN_OR_RETURN(HiprtcCompiler::Output out,
 //                           compiler.Compile(source, "gfx90a"));
 //   // out.code_object: load with hipModuleLoadData
 #ifndef TAILOR_BACKENDS_HIP_HIPRTC_COMPILER_H_

@@ -1,9 +1,9 @@
 // ops/attention/kernels.h — the decode-attention kernel family: what the
 // attention:: op fronts ask of a backend.
 //
-// The op front (src/ops/attention_*.cc) validates, plans and calls this
+// The op front (src/ops/attention/) validates, plans and calls this
 // interface; each backend implements it next to its templates
-// (src/backends/<name>/decode_kernels.*, templates/<name>/decode_*) and
+// (src/backends/<name>/attention/, templates/<name>/attention/) and
 // returns it from Backend::decode_kernels(). The op front never names a
 // template, a generator or a launch shape.
 //

@@ -205,8 +205,7 @@ absl::Status DecodeWorkspace::TakeErrors(Runtime& runtime, void* stream) {
   return absl::OkStatus();
 }
 
-// ---- reservation
-// --------------------------------------------------------------
+// ---- reservation ------------------------------------------------------------
 
 namespace {
 

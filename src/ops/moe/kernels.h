@@ -1,9 +1,9 @@
 // ops/moe/kernels.h — the MoE kernel family: what the moe:: op fronts ask of
 // a backend.
 //
-// An op front (src/ops/moe_*.cc) validates, plans and calls this interface;
+// An op front (src/ops/moe/) validates, plans and calls this interface;
 // each backend implements it next to its templates
-// (src/backends/<name>/moe_kernels.*, templates/<name>/moe_*) and returns it
+// (src/backends/<name>/moe/, templates/<name>/moe/) and returns it
 // from Backend::moe_kernels(). The op front never names a template, a
 // generator or a launch shape, so adding a backend adds a folder.
 //

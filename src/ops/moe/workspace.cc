@@ -29,8 +29,7 @@ using internal::MoeDeviceBuffers;
 using internal::MoeKernels;
 using internal::MoeWorkspace;
 
-// ---- Workspace
-// ----------------------------------------------------------------
+// ---- Workspace --------------------------------------------------------------
 
 Workspace::Workspace() : impl_(std::make_unique<MoeWorkspace>()) {}
 Workspace::~Workspace() = default;
@@ -209,8 +208,7 @@ absl::Status Workspace::TakeRoutingErrors(Runtime& runtime, void* stream) {
   return absl::OkStatus();
 }
 
-// ---- reservation
-// ----------------------------------------------------------------
+// ---- reservation ------------------------------------------------------------
 
 namespace {
 

@@ -43,8 +43,7 @@ struct MoeWorkspace {
   // expert_map length): the text of device routing errors.
   int64_t id_limit = 0;
 
-  // ---- host storage
-  // ----------------------------------------------------------
+  // ---- host storage ---------------------------------------------------------
   std::vector<int32_t> counts;       // [>= E]
   std::vector<int32_t> offsets;      // [>= E + 1]
   std::vector<int32_t> permutation;  // [>= R]

@@ -145,8 +145,7 @@ struct MoeCombineParams {
 inline constexpr int kMoeEpilogueNone = 0;
 inline constexpr int kMoeEpilogueSiluAndMul = 1;
 
-// ---- launch shapes of the shared kernels
-// -------------------------------------
+// ---- launch shapes of the shared kernels ------------------------------------
 
 // Bytes of the widest vector (16, 8, 4, 2 or 1) that divides `row_bytes`:
 // rows of that many bytes laid back to back stay aligned to it.

@@ -222,9 +222,8 @@ TAILOR_DEVICE void DecodeWarpTile(const DecodeKernelParams& p, unsigned k_tile,
     st.o[n][2] *= alpha[1];
     st.o[n][3] *= alpha[1];
   }
-  // ---- O += P . V
-  // --------------------------------------------------------------- P as the A
-  // operand: the C layout of the two n8 tiles is A's k16 layout.
+  // ---- O += P . V -----------------------------------------------------------
+  // P as the A operand: the C layout of the two n8 tiles is A's k16 layout.
   const unsigned pa[4] = {
       Pack2<kType>(s[0][0], s[0][1]), Pack2<kType>(s[0][2], s[0][3]),
       Pack2<kType>(s[1][0], s[1][1]), Pack2<kType>(s[1][2], s[1][3])};
@@ -465,8 +464,7 @@ TAILOR_DEVICE void DecodeCombineWarps(const DecodeKernelParams& p,
     }
   }
   DecodeConsumerSync<kNamedSync>();
-  // ---- 2. per-row scales of the warps' states
-  // --------------------------------
+  // ---- 2. per-row scales of the warps' states -------------------------------
   // A lane per (row, warp), rows side by side: whole warps 0 and 1 (16 rows
   // x 4 warps), so that every lane that shuffles takes part. (One thread a
   // row looped over the warps cost more at every item's end.)
@@ -575,8 +573,7 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
           lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;
     }
   }
-  // ---- 4. the last piece of a split pair merges it
-  // ---------------------------
+  // ---- 4. the last piece of a split pair merges it --------------------------
   if (item.partial >= 0) {
     DecodeConsumerSync<kNamedSync>();  // the partial, before the arrival
     if (thread == 0) {

@@ -130,8 +130,7 @@ struct DecodeSm90Kernel {
     return sh.base + kLayout.kv + stage * 2 * kLayout.tile_bytes;
   }
 
-  // ---- producer
-  // ---------------------------------------------------------------
+  // ---- producer -------------------------------------------------------------
   // One K and one V copy into the stage's tiles at `k_dst` and k_dst +
   // tile_bytes, with the launch's L2 policy.
   static TAILOR_DEVICE void LoadKv(const Shared& sh, unsigned char* k_dst,
@@ -307,8 +306,7 @@ struct DecodeSm90Kernel {
     }
   }
 
-  // ---- consumers
-  // ---------------------------------------------------------------
+  // ---- consumers ------------------------------------------------------------
   // Head groups: warp w computes item i + w of each group alone, from its
   // own query rows (loaded here: no stage carries them), and ends it with
   // DecodeFinishWarpItem; a warp whose piece of its head's pair arrived
@@ -367,8 +365,7 @@ struct DecodeSm90Kernel {
     }
   }
 
-  // ---- cluster merges
-  // ----------------------------------------------------------
+  // ---- cluster merges -------------------------------------------------------
   // Whether every piece of `item`'s pair runs in this CTA's cluster: plans
   // flagged kDecodeLaunchClusterMerges put piece i on worker first + i, so
   // the pair's pieces run on CTAs [c - i, c - i + pieces) (c = blockIdx.x;

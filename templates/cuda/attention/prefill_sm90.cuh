@@ -143,8 +143,7 @@ struct PrefillSm90Kernel {
     atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
   }
 
-  // ---- producer
-  // -------------------------------------------------------------
+  // ---- producer -------------------------------------------------------------
 
   // One KV block's pages as the producer warp holds them: lane i the page
   // of box i (num_pages, read as zeros, past the sequence's end or for a
@@ -329,8 +328,7 @@ struct PrefillSm90Kernel {
     }
   }
 
-  // ---- consumers
-  // ------------------------------------------------------------
+  // ---- consumers ------------------------------------------------------------
 
   static TAILOR_DEVICE void ConsumeItem(const Params& p, const Shared& sh,
                                         const PrefillWorkItem& item, int k,

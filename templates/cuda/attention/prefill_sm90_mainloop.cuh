@@ -136,8 +136,7 @@ struct PrefillSm90Mainloop {
     }
   }
 
-  // ---- MMAs
-  // -----------------------------------------------------------------
+  // ---- MMAs -----------------------------------------------------------------
 
   // S[64 x N] = Q[rows of wg][D] . K[N][D]^T.
   static TAILOR_DEVICE void IssueQK(float (&s)[kSRegs],
@@ -171,8 +170,7 @@ struct PrefillSm90Mainloop {
     WgmmaCommit();
   }
 
-  // ---- softmax
-  // --------------------------------------------------------------
+  // ---- softmax --------------------------------------------------------------
 
   // -inf where the thread's element may not be attended (see BlockMask).
   static TAILOR_DEVICE void Mask(float (&s)[kSRegs], const BlockMask& mask,
@@ -253,8 +251,7 @@ struct PrefillSm90Mainloop {
     for (int i = 0; i < kORegs; ++i) st.o[i] *= alpha[(i / 2) % 2];
   }
 
-  // ---- one tile
-  // -------------------------------------------------------------
+  // ---- one tile -------------------------------------------------------------
 
   static constexpr unsigned kTileBytes = kBlockN * kHeadDim * 2;
 

@@ -108,9 +108,8 @@ TAILOR_DEVICE int BlockExclusiveSum(int value, WarpSums& warp_sums,
   return result;
 }
 
-// ---- count: one segment's assignments per local expert
-// ----------------------- Leaves the counts in shared `segment_counts` [E] and
-// in histogram[segment].
+// ---- count: one segment's assignments per local expert ----------------------
+// Leaves the counts in shared `segment_counts` [E] and in histogram[segment].
 TAILOR_DEVICE void CountSegment(const MoeRouteParams& p, int segment, int valid,
                                 int* segment_counts) {
   for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
@@ -213,11 +212,11 @@ struct MoeRoutePlanner {
   }
 };
 
-// ---- scatter: stable rows of one segment's assignments
-// ----------------------- The rounds of a block of kWarps warps over segment
-// `segment`: expert_of(round, i) is assignment i's local expert (-1 dropped, -2
-// past the step). running [E] holds each expert's next row, warp_count [kWarps,
-// E] zeros; both in shared memory, visible to the whole block.
+// ---- scatter: stable rows of one segment's assignments ----------------------
+// The rounds of a block of kWarps warps over segment `segment`:
+// expert_of(round, i) is assignment i's local expert (-1 dropped, -2 past the
+// step). running [E] holds each expert's next row, warp_count [kWarps, E]
+// zeros; both in shared memory, visible to the whole block.
 template <int kWarps, typename ExpertOf>
 TAILOR_DEVICE void ScatterRounds(const MoeRouteParams& p, int segment,
                                  int* running, int* warp_count,

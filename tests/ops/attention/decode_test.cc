@@ -232,8 +232,7 @@ TEST(AttentionDecodeTest, ReservedWorkspaceStepsDoNotGrow) {
   }
 }
 
-// ---- errors
-// -------------------------------------------------------------------
+// ---- errors -----------------------------------------------------------------
 
 class AttentionDecodeErrorsTest : public ::testing::Test {
  protected:

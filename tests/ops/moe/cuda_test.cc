@@ -43,8 +43,7 @@ std::vector<int32_t> RouteHeader(const cuda::DriverApi& api,
                      3);
 }
 
-// ---- Route
-// --------------------------------------------------------------------
+// ---- Route ------------------------------------------------------------------
 
 struct RouteCase {
   int64_t experts;
@@ -179,8 +178,7 @@ TEST_F(MoeCudaRouteTest, ManyExpertsUseNarrowerScatterBlocks) {
   }
 }
 
-// ---- Experts
-// ------------------------------------------------------------------
+// ---- Experts ----------------------------------------------------------------
 
 struct ExpertsCase {
   DType dtype;
@@ -402,8 +400,7 @@ TEST_F(MoeCudaExpertsTest, InPlaceAndValidTokens) {
     ASSERT_EQ(out.at(i), 0.0) << i;
 }
 
-// ---- executors on their own, awkward model dims
-// --------------------------------
+// ---- executors on their own, awkward model dims -----------------------------
 
 struct GemmCase {
   DType dtype;
@@ -906,8 +903,7 @@ TEST_F(MoeCudaTest, PackAndCombineOnTheirOwn) {
   }
 }
 
-// ---- bad routing data, found on the device
-// --------------------------------------
+// ---- bad routing data, found on the device ----------------------------------
 
 TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
   std::mt19937_64 rng(TestSeed());
@@ -943,8 +939,7 @@ TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
                                  "8)")));
 }
 
-// ---- device workspaces
-// -----------------------------------------------------------
+// ---- device workspaces ------------------------------------------------------
 
 TEST_F(MoeCudaTest, WorkspaceMustBeReservedAndLargeEnough) {
   HostTensor ids(DType::kI32, {32, 1});
@@ -1006,8 +1001,7 @@ TEST_F(MoeCudaTest, MisalignedActivationsAreRejected) {
                                  "cuda:0")));
 }
 
-// ---- Runtime memory (what the examples and C++ servers use)
-// ---------------------
+// ---- Runtime memory (what the examples and C++ servers use) -----------------
 
 TEST_F(MoeCudaTest, RuntimeMemoryRoundTrip) {
   absl::StatusOr<std::shared_ptr<void>> memory = runtime().Allocate(4096);
@@ -1020,8 +1014,7 @@ TEST_F(MoeCudaTest, RuntimeMemoryRoundTrip) {
   EXPECT_EQ(in, out);
 }
 
-// ---- CUDA graphs
-// --------------------------------------------------------------------
+// ---- CUDA graphs ------------------------------------------------------------
 
 TEST_F(MoeCudaExpertsTest, GraphReplaysEveryTokenCountOfItsBucket) {
   std::mt19937_64 rng(TestSeed());

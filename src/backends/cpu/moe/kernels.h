@@ -61,9 +61,8 @@ class CpuMoeKernels final : public MoeKernels {
   std::array<std::atomic<KernelGeneratorFn>, 3> test_generators_{};
 };
 
-// ---- keys and sources without a launch (tests, warm-up)
-// ---------------------- The launches build their keys with these, so the two
-// cannot drift.
+// ---- keys and sources without a launch (tests, warm-up) ---------------------
+// The launches build their keys with these, so the two cannot drift.
 
 SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden_dim);
 // The key of one GroupedGemm variant (tail_class 0: core); reads the launch's

@@ -306,8 +306,7 @@ absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
       .entry = entry};
 }
 
-// ---- CudaDecodeKernels
-// --------------------------------------------------------
+// ---- CudaDecodeKernels ------------------------------------------------------
 
 absl::Status CudaDecodeKernels::QueryDevice() {
   if (multiprocessors_.load() > 0) return absl::OkStatus();
@@ -561,8 +560,7 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
                      tma_status.message()));
   }
   last_.store(tma ? Path::kTma : Path::kCpAsync);
-  // ---- the kernel and its launch
-  // ---------------------------------------------
+  // ---- the kernel and its launch --------------------------------------------
   const SpecKey key = CudaDecodeKey(
       engine, shape, tma ? kDecodeVariantTma : kDecodeVariantCpAsync, stages);
   tailor::internal::KernelGeneratorFn generate = test_generator_.load();

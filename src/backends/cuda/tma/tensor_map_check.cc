@@ -372,12 +372,10 @@ TensorMapVerdict CheckOobFill(const TensorMapSpec& spec) {
 }
 
 // Driver (undocumented in cuda.h): the box must fit in one SM's shared
-// memory. Measured on an H100 (228 KiB per SM): u8 boxes of 16x228x64 =
-// 233472 bytes encode, 16x105x139 = 233520 bytes do not, with or without
-// interleave. The driver counts floor(boxDim[i] / elementStrides[i])
-// elements per dimension, elementStrides[0] included even without interleave
-// (16x229x127 u8 with elementStrides[2] = 2 encodes: 63 planes fit, 64 would
-// not).
+// memory, with or without interleave. The driver counts
+// floor(boxDim[i] / elementStrides[i]) elements per dimension,
+// elementStrides[0] included even without interleave. The boundary probes:
+// bench/results/tma_differential_h100.txt, "Box bytes".
 TensorMapVerdict CheckBoxBytes(const TensorMapSpec& spec, int sm_arch) {
   uint64_t elements = 1;
   for (uint32_t i = 0; i < spec.rank; ++i) {

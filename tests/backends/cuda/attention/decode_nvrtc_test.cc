@@ -2,8 +2,7 @@
 // runs in CI): every variant a model of the anchor grid needs plus the
 // edges of the coverage (head_dim 64/256, groups 1 and 16, pages 1..256),
 // the TMA kernel for sm_90a and the cp.async kernel for sm_80 and sm_90a,
-// with ptxas -v: no variant spills, and the registers of each are printed
-// (the table in the issue notes comes from this test's output).
+// with ptxas -v: no variant spills, and the registers of each are printed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
