@@ -124,7 +124,7 @@ std::vector<TemplateCase> RaggedAttentionCases() {
         "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group",
         "setmaxnreg.inc.sync.aligned.u32 232", "bar.arrive"},
        "#include \"templates/cuda/attention/prefill_sm90.cuh\"\n"
-       "TAILOR_CUDA_ENTRY(tailor_prefill_probe, "
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
        "(tailor::cuda::PrefillSm90Kernel<tailor::cuda::Half16::kBf16, 128, 4, "
        "16>))\n",
        {"templates/cuda/attention/prefill_sm90_mainloop.cuh",
@@ -134,7 +134,7 @@ std::vector<TemplateCase> RaggedAttentionCases() {
        "templates/cuda/attention/prefill_sm90.cuh",
        {"wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"},
        "#include \"templates/cuda/attention/prefill_sm90.cuh\"\n"
-       "TAILOR_CUDA_ENTRY(tailor_prefill_probe, "
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
        "(tailor::cuda::PrefillSm90Kernel<tailor::cuda::Half16::kF16, 256, 8, "
        "32>))\n"},
       {"prefill_merge_bf16_d128",
@@ -142,9 +142,41 @@ std::vector<TemplateCase> RaggedAttentionCases() {
        "templates/cuda/attention/prefill_merge.cuh",
        {"ex2.approx.ftz.f32"},
        "#include \"templates/cuda/attention/prefill_merge.cuh\"\n"
-       "TAILOR_CUDA_ENTRY(tailor_prefill_probe, "
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
        "(tailor::cuda::PrefillMergeKernel<tailor::cuda::Half16::kBf16, "
        "128>))\n"},
+  };
+}
+
+// The FP8 MoE kernels (templates/cuda/moe/fp8_*.cuh), instantiated by hand
+// (runtime N and K, as the GPU harness bench/fp8/ builds them) until the
+// grouped GEMM's spec carries a scale mode.
+std::vector<TemplateCase> Fp8MoeCases() {
+  return {
+      {"fp8_gemm_128_silu_quant",
+       SpecKey{},
+       "templates/cuda/moe/fp8_grouped_gemm_sm90.cuh",
+       {"f32.e4m3.e4m3", "cvt.rn.satfinite.e4m3x2.f32"},
+       "#include \"templates/cuda/moe/fp8_grouped_gemm_sm90.cuh\"\n"
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
+       "(tailor::cuda::MoeFp8GroupedGemmSm90<0, 0, 128, "
+       "tailor::cuda::kMoeEpilogueSiluAndMulQuant, 0>))\n",
+       {"templates/cuda/moe/fp8_mainloop_sm90.cuh",
+        "templates/cuda/moe/fp8_epilogue_sm90.cuh"}},
+      {"fp8_gemm_swap_ab_16_plain",
+       SpecKey{},
+       "templates/cuda/moe/fp8_grouped_gemm_sm90.cuh",
+       {"wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3"},
+       "#include \"templates/cuda/moe/fp8_grouped_gemm_sm90.cuh\"\n"
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
+       "(tailor::cuda::MoeFp8GroupedGemmSm90<0, 0, 16, "
+       "tailor::cuda::kMoeEpilogueNone, 1>))\n"},
+      {"fp8_pack",
+       SpecKey{},
+       "templates/cuda/moe/fp8_pack.cuh",
+       {"cvt.rn.satfinite.e4m3x2.f32"},
+       "#include \"templates/cuda/moe/fp8_pack.cuh\"\n"
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, (tailor::cuda::MoeFp8Pack<0>))\n"},
   };
 }
 
@@ -306,12 +338,13 @@ TEST_F(NvrtcCompilerTest, EveryTemplateCompilesForSm90a) {
   std::set<std::string> covered;
   std::vector<TemplateCase> cases = AllTemplateCases();
   for (TemplateCase& c : RaggedAttentionCases()) cases.push_back(std::move(c));
+  for (TemplateCase& c : Fp8MoeCases()) cases.push_back(std::move(c));
   for (const TemplateCase& c : cases) {
     SCOPED_TRACE(c.name);
     absl::StatusOr<KernelSource> source =
         c.code.empty() ? Generate(c.key)
                        : absl::StatusOr<KernelSource>(KernelSource{
-                             .code = c.code, .entry = "tailor_prefill_probe"});
+                             .code = c.code, .entry = "tailor_template_probe"});
     TAILOR_ASSERT_OK(source.status());
     EXPECT_THAT(source->code, HasSubstr(c.header));
     absl::StatusOr<NvrtcCompiler::Output> out =
