@@ -69,7 +69,8 @@ class RecheckTest : public ::testing::Test {
                                        .dtypes = {DType::kF32},
                                        .routing = {moe::RoutingPolicy{}}}}};
     absl::StatusOr<KernelList> kernels =
-        KernelsForProfile(runtime_->engine().target(), profile);
+        KernelsForProfile(runtime_->engine().target(), profile,
+                          runtime_->engine().tuning());
     ASSERT_TRUE(kernels.ok()) << kernels.status();
     jobs_ = {kernels->jobs.front()};  // one kernel is enough
     results_ = PrecompileAll(cache(), jobs_, 1, [](const WarmupProgress&) {});

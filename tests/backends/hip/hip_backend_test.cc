@@ -10,6 +10,8 @@
 #include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
+#include "core/hash.h"
+#include "ops/moe/spec.h"
 #include "templates/hip/attention/decode_params.h"
 #include "templates/hip/moe/params.h"
 #include "test_util.h"
@@ -324,6 +326,73 @@ TEST(HipDecodeKernelsTest, PlansOneWorkerPerCuInWholeTiles) {
   EXPECT_EQ(config->item_cost_tokens, HipDecodeKernels::kItemCostTokens);
   EXPECT_LE(HipDecodeLdsBytes(128, 16), 64 * 1024);
   EXPECT_LE(HipDecodeLdsBytes(256, 8), 64 * 1024);
+}
+
+// ---- keys and sources, pinned ----------------------------------------------
+
+// Every key the HIP launches build for the anchor shapes, with its source:
+// a change to the digest changes users' HIP cache keys or kernels.
+TEST(HipKeysGoldenTest, KeysAndSourcesAreUnchanged) {
+  SpecKey target = {};
+  target.backend = BackendKind::kHip;
+  target.SetArch("gfx942");
+  std::vector<SpecKey> keys;
+  for (int64_t experts : {8, 128, 256, 4000}) {
+    for (int64_t assignments : {100, 4096 * 8}) {
+      SpecKey route = target;
+      route.op = OpKind::kMoeRoute;
+      for (const HipLaunchPlan& launch :
+           PlanHipRoute(assignments, experts, route, nullptr)) {
+        keys.push_back(launch.key);
+      }
+    }
+  }
+  SpecKey gemm = target;
+  gemm.op = OpKind::kMoeGroupedGemm;
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    for (int64_t tile_rows : {16, 64, 128}) {
+      for (int64_t k : {2048, 98}) {
+        for (moe::Epilogue epilogue :
+             {moe::Epilogue::kNone, moe::Epilogue::kSiluAndMul}) {
+          keys.push_back(PlanHipGroupedGemm(Gemm(dtype, 1536, k, tile_rows,
+                                                 epilogue, 10),
+                                            gemm, 104, true)
+                             .key);
+        }
+      }
+    }
+    const tailor::internal::KeyTarget key_target = {
+        .backend = BackendKind::kHip, .arch = "gfx942"};
+    keys.push_back(tailor::internal::MoePackSpec{.dtype = dtype, .hidden = 2048}
+                       .ToKey(key_target));
+    keys.push_back(
+        tailor::internal::MoeCombineSpec{
+            .dtype = dtype, .hidden = 2048, .topk = 8}
+            .ToKey(key_target));
+  }
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int64_t page : {1, 16, 64}) {
+      absl::StatusOr<SpecKey> key =
+          HipDecodeKey(target, {.dtype = dtype,
+                                .head_dim = 128,
+                                .group = 8,
+                                .page_size = page});
+      ASSERT_TRUE(key.ok()) << key.status();
+      keys.push_back(*key);
+    }
+  }
+  std::string all;
+  for (const SpecKey& key : keys) {
+    absl::StatusOr<KernelSource> source =
+        key.op == OpKind::kAttentionDecode ? GenerateHipDecode(key)
+                                           : GenerateHipMoeKernel(key);
+    ASSERT_TRUE(source.ok()) << key.ToString() << ": " << source.status();
+    absl::StrAppend(&all, key.Hash().Hex(), " ", key.ToString(), "\n",
+                    source->entry, "\n", source->code, "\n");
+  }
+  EXPECT_EQ(keys.size(), 47u);
+  EXPECT_EQ(tailor::internal::HashBytes(all).Hex(),
+            "f5222a0ff698c3cc81464545340cbc73");
 }
 
 // ---- the registry and the runtime path (no AMD GPU here) -------------------
