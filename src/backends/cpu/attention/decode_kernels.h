@@ -4,9 +4,8 @@
 // Generators and launch glue for templates/cpu/decode_{attention,merge}.h
 // (params: templates/cpu/attention/decode_params.h). Host plans only.
 //
-// Keys (static quantities only; B and lengths never appear):
-//   attention.decode        dtypes {x}  dims {D, group, page}
-//   attention.decode_merge  dtypes {x}  dims {D, group}
+// Keys: DecodeSpec (no tile, one kernel) and DecodeMergeSpec
+// (ops/attention/decode_spec.h).
 // Decode launches one work item per plan worker (the plan balances them),
 // then, when the plan split pairs, one merge item per split pair.
 //

@@ -4,11 +4,8 @@
 // combine}.h (params: templates/cpu/moe/params.h). Host plans only: the op
 // front routes and plans on the host.
 //
-// Keys (static dims only; T, R and per-expert counts never appear):
-//   moe.pack          dtypes {x}            dims {H}
-//   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
-//                     tail_class, variant = epilogue
-//   moe.combine       dtypes {x, f32, x}    dims {H, topk}
+// Keys: the typed specs of ops/moe/spec.h (MoePackSpec, MoeGemmSpec with a
+// tail class per variant, MoeCombineSpec).
 // GroupedGemm launches the plan's core variant and one variant per tail
 // class present, as batches of independent launches (their work items share
 // one parallel loop).

@@ -18,11 +18,9 @@
 // decode_params.h) pass the TMA legality checker and encode (descriptor
 // pool: one encode per cache tensor); the cp.async kernel otherwise.
 //
-// Key (static quantities only; B and lengths never appear):
-//   attention.decode  dtypes {x}  dims {D, group, page}  tile.m = 64 tokens,
-//                     tile.warps = 4, tile.stages = pipeline depth (from the
-//                     device's shared memory and the CTAs per SM),
-//                     variant = kDecodeVariant*
+// Key: a DecodeSpec (ops/attention/decode_spec.h) of 64-token tiles, 4
+// consumer warps, the pipeline depth (from the device's shared memory and
+// the CTAs per SM) and the kernel (kPortable: cp.async, or kTma),
 // so a model needs two kernels (one CTA an SM and two), four if some
 // layer's cache is not TMA-legal.
 //

@@ -8,16 +8,11 @@
 // at most 1024 assignments, else 2; pack, 2 GEMMs, combine) sized from T and
 // the worst case, with no host sync.
 //
-// Keys (static dims only; T, R and per-expert counts never appear):
-//   moe.route         variant = kernel (count+plan, fused, scatter);
-//                     scatter: dims {warps}
-//   moe.pack          dtypes {x}            dims {H}
-//   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
-//                     variant = epilogue (| pipeline checks | TMA store |
-//                     swap-AB), tile.n = the kernel: 2 Hopper (sm_90a, bf16,
-//                     K % 8 == 0: TMA + wgmma, moe/sm90/kernel.cuh),
-//                     1 tensor-core mma.sync (bf16, K % 8 == 0), 0 SIMT;
-//                     tile.cluster = 2 or 4 for clusters of Hopper CTAs
+// Keys: the typed specs of ops/moe/spec.h (MoeRouteSpec, MoePackSpec,
+// MoeGemmSpec, MoeCombineSpec); the generators decode their keys through
+// them. The grouped GEMM's kernel: kHopper (sm_90a, bf16, K % 8 == 0: TMA +
+// wgmma, moe/sm90/kernel.cuh), kMatrixCore (mma.sync: bf16, K % 8 == 0),
+// kSimt otherwise; Hopper clusters of 2 or 4 CTAs.
 // The Hopper kernel stores full tiles by TMA when the plan tile is its CTA
 // tile (64 or 128 rows), N % 8 == 0 and C is 16-byte aligned; it runs
 // swap-AB (W rows as wgmma's M, the tile's tokens as its N) for plan tiles
@@ -27,7 +22,6 @@
 // every tile, moe.swap_ab=off the 64-row kernel for small tiles (all for
 // comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles the Hopper kernel
 // with the pipeline's protocol checks (runtime/cuda/pipeline.cuh; tests).
-//   moe.combine       dtypes {x, f32, x}    dims {H, topk}
 // One grouped-GEMM kernel serves the core and every tail class.
 //
 // Background JIT (generic_kernels.h): while a key compiles, its launch runs
