@@ -14,13 +14,12 @@ absl::Status SpecFieldError(absl::string_view field, absl::string_view rule,
 
 absl::Status ExpectSpecOp(const SpecKey& key, OpKind op) {
   if (key.op == op) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("op: must be ",
-                                                 GetOpInfo(op).name, ", got ",
-                                                 GetOpInfo(key.op).name));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "op: must be ", GetOpInfo(op).name, ", got ", GetOpInfo(key.op).name));
 }
 
-absl::Status ExpectSpecRange(absl::string_view field, int64_t value,
-                             int64_t lo, int64_t hi) {
+absl::Status ExpectSpecRange(absl::string_view field, int64_t value, int64_t lo,
+                             int64_t hi) {
   if (value >= lo && value <= hi) return absl::OkStatus();
   return SpecFieldError(field, absl::StrCat("must be in [", lo, ", ", hi, "]"),
                         value);

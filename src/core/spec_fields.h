@@ -25,8 +25,8 @@ absl::Status SpecFieldError(absl::string_view field, absl::string_view rule,
 absl::Status ExpectSpecOp(const SpecKey& key, OpKind op);
 
 // OK when `value` lies in [lo, hi]; else SpecFieldError naming `field`.
-absl::Status ExpectSpecRange(absl::string_view field, int64_t value,
-                             int64_t lo, int64_t hi);
+absl::Status ExpectSpecRange(absl::string_view field, int64_t value, int64_t lo,
+                             int64_t hi);
 
 // The fields a family's encoding leaves unused: OK when dtypes from
 // `dtypes_used` on, dims from `dims_used` on, the bucket id and each tile

@@ -68,8 +68,8 @@ std::string DigestOf(const KeyTarget& target, absl::string_view tuning_text,
       if (absl::IsUnavailable(source.status())) return "";
       EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
       if (!source.ok()) return "";
-      absl::StrAppend(&all, job.key.Hash().Hex(), " ", job.key.FileStem(),
-                      "\n", source->entry, "\n", source->code, "\n");
+      absl::StrAppend(&all, job.key.Hash().Hex(), " ", job.key.FileStem(), "\n",
+                      source->entry, "\n", source->code, "\n");
       ++*jobs;
     }
   }

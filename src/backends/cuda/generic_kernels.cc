@@ -57,8 +57,8 @@ absl::StatusOr<GenericKernelId> GenericKernelIdOf(const SpecKey& key) {
         "variant: not a generic kernel of ",
         std::string(GetOpInfo(key.op).name), ", got ", key.variant));
   }
-  TAILOR_RETURN_IF_ERROR(tailor::internal::ExpectUnusedSpecFieldsZero(
-      key, {.variant = true}));
+  TAILOR_RETURN_IF_ERROR(
+      tailor::internal::ExpectUnusedSpecFieldsZero(key, {.variant = true}));
   return static_cast<GenericKernelId>(index);
 }
 

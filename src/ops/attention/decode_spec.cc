@@ -29,13 +29,12 @@ SpecKey DecodeSpec::ToKey(const KeyTarget& target) const {
 
 absl::StatusOr<DecodeSpec> DecodeSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kAttentionDecode));
-  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(
-      key, {.dtypes = 1,
-            .dims = 3,
-            .tile_m = true,
-            .tile_stages = true,
-            .tile_warps = true,
-            .variant = true}));
+  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(key, {.dtypes = 1,
+                                                          .dims = 3,
+                                                          .tile_m = true,
+                                                          .tile_stages = true,
+                                                          .tile_warps = true,
+                                                          .variant = true}));
   TAILOR_RETURN_IF_ERROR(ExpectDtype(key.dtypes[0]));
   TAILOR_RETURN_IF_ERROR(
       ExpectSpecRange("head_dim (dims[0])", key.dims[0], 1, kMostDim));
@@ -70,8 +69,8 @@ SpecKey DecodeMergeSpec::ToKey(const KeyTarget& target) const {
 
 absl::StatusOr<DecodeMergeSpec> DecodeMergeSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kAttentionDecodeMerge));
-  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(key, {.dtypes = 1,
-                                                          .dims = 2}));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectUnusedSpecFieldsZero(key, {.dtypes = 1, .dims = 2}));
   TAILOR_RETURN_IF_ERROR(ExpectDtype(key.dtypes[0]));
   TAILOR_RETURN_IF_ERROR(
       ExpectSpecRange("head_dim (dims[0])", key.dims[0], 1, kMostDim));

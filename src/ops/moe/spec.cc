@@ -24,8 +24,7 @@ absl::Status ExpectDtype(absl::string_view field, DType dtype) {
 
 absl::Status ExpectSame(absl::string_view field, DType got, DType want) {
   if (got == want) return absl::OkStatus();
-  return SpecFieldError(field,
-                        absl::StrCat("must be ", DTypeName(want)),
+  return SpecFieldError(field, absl::StrCat("must be ", DTypeName(want)),
                         static_cast<int>(got));
 }
 
@@ -46,8 +45,8 @@ absl::Status DecodeHopperFields(const SpecKey& key, MoeGemmSpec& spec) {
   spec.swap_ab = (key.variant & kGemmSwapAB) != 0;
   const int32_t cluster = key.tile.cluster;
   if (cluster != 0 && cluster != 2 && cluster != 4) {
-    return SpecFieldError("cluster (tile.cluster)",
-                          "must be 0 (none), 2 or 4", cluster);
+    return SpecFieldError("cluster (tile.cluster)", "must be 0 (none), 2 or 4",
+                          cluster);
   }
   spec.cluster = cluster == 0 ? 1 : cluster;
   return absl::OkStatus();
@@ -55,7 +54,7 @@ absl::Status DecodeHopperFields(const SpecKey& key, MoeGemmSpec& spec) {
 
 }  // namespace
 
-// ---- moe.route ---------------------------------------------------------------
+// ---- moe.route --------------------------------------------------------------
 
 SpecKey MoeRouteSpec::ToKey(const KeyTarget& target) const {
   SpecKey key = target.MakeKey(OpKind::kMoeRoute);
@@ -66,8 +65,8 @@ SpecKey MoeRouteSpec::ToKey(const KeyTarget& target) const {
 
 absl::StatusOr<MoeRouteSpec> MoeRouteSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoeRoute));
-  TAILOR_RETURN_IF_ERROR(ExpectSpecRange("kernel (variant)", key.variant, 0,
-                                         2));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("kernel (variant)", key.variant, 0, 2));
   MoeRouteSpec spec = {.kernel = static_cast<MoeRouteKernel>(key.variant)};
   const bool scatter = spec.kernel == MoeRouteKernel::kScatter;
   TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(
@@ -80,7 +79,7 @@ absl::StatusOr<MoeRouteSpec> MoeRouteSpec::FromKey(const SpecKey& key) {
   return spec;
 }
 
-// ---- moe.pack ----------------------------------------------------------------
+// ---- moe.pack ---------------------------------------------------------------
 
 SpecKey MoePackSpec::ToKey(const KeyTarget& target) const {
   SpecKey key = target.MakeKey(OpKind::kMoePack);
@@ -91,15 +90,15 @@ SpecKey MoePackSpec::ToKey(const KeyTarget& target) const {
 
 absl::StatusOr<MoePackSpec> MoePackSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoePack));
-  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(key, {.dtypes = 1,
-                                                          .dims = 1}));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectUnusedSpecFieldsZero(key, {.dtypes = 1, .dims = 1}));
   TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
   TAILOR_RETURN_IF_ERROR(
       ExpectSpecRange("hidden (dims[0])", key.dims[0], 1, int64_t{1} << 30));
   return MoePackSpec{.dtype = key.dtypes[0], .hidden = key.dims[0]};
 }
 
-// ---- moe.grouped_gemm --------------------------------------------------------
+// ---- moe.grouped_gemm -------------------------------------------------------
 
 SpecKey MoeGemmSpec::ToKey(const KeyTarget& target) const {
   SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
@@ -110,8 +109,7 @@ SpecKey MoeGemmSpec::ToKey(const KeyTarget& target) const {
   key.tail_class = tail_class;
   key.variant = static_cast<uint32_t>(epilogue) |
                 (pipeline_checks ? kGemmPipelineChecks : 0u) |
-                (tma_store ? kGemmTmaStore : 0u) |
-                (swap_ab ? kGemmSwapAB : 0u);
+                (tma_store ? kGemmTmaStore : 0u) | (swap_ab ? kGemmSwapAB : 0u);
   if (cluster > 1) key.tile.cluster = cluster;
   return key;
 }
@@ -138,15 +136,15 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
       ExpectSpecRange("n (dims[0])", key.dims[0], 1, int64_t{1} << 30));
   TAILOR_RETURN_IF_ERROR(
       ExpectSpecRange("k (dims[1])", key.dims[1], 1, int64_t{1} << 30));
-  TAILOR_RETURN_IF_ERROR(ExpectSpecRange("tile_rows (tile.m)", key.tile.m, 1,
-                                         moe::kMaxTileRows));
-  TAILOR_RETURN_IF_ERROR(ExpectSpecRange("tail_class", key.tail_class, 0,
-                                         moe::kMaxTileRows));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("tile_rows (tile.m)", key.tile.m, 1, moe::kMaxTileRows));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("tail_class", key.tail_class, 0, moe::kMaxTileRows));
   const uint32_t flags = key.variant & ~kEpilogueMask;
   if ((flags & ~kGemmFlags) != 0 || (!hopper && flags != 0)) {
-    return SpecFieldError(
-        "variant", "flags (bits 8-10) belong to the Hopper kernel only",
-        key.variant);
+    return SpecFieldError("variant",
+                          "flags (bits 8-10) belong to the Hopper kernel only",
+                          key.variant);
   }
   TAILOR_RETURN_IF_ERROR(ExpectSpecRange("epilogue (variant & 0xff)",
                                          key.variant & kEpilogueMask, 0, 1));
@@ -162,7 +160,7 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
   return spec;
 }
 
-// ---- moe.combine -------------------------------------------------------------
+// ---- moe.combine ------------------------------------------------------------
 
 SpecKey MoeCombineSpec::ToKey(const KeyTarget& target) const {
   SpecKey key = target.MakeKey(OpKind::kMoeCombine);
@@ -173,8 +171,8 @@ SpecKey MoeCombineSpec::ToKey(const KeyTarget& target) const {
 
 absl::StatusOr<MoeCombineSpec> MoeCombineSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoeCombine));
-  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(key, {.dtypes = 3,
-                                                          .dims = 2}));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectUnusedSpecFieldsZero(key, {.dtypes = 3, .dims = 2}));
   TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
   TAILOR_RETURN_IF_ERROR(
       ExpectSame("dtypes[1] (weights)", key.dtypes[1], DType::kF32));

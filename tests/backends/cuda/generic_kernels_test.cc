@@ -97,8 +97,8 @@ TEST(GenericKernelKeys, OneKeyPerKernelWithItsFamilysOp) {
   // No shape: one kernel serves them all. The encoding, pinned:
   EXPECT_EQ(pack.ToString(),
             absl::StrCat("moe.pack/cuda/sm_90a//H=0/b0/t0/m0n0k0/v",
-                         kGenericKeyVariant |
-                             static_cast<uint32_t>(GenericKernelId::kPackBf16)));
+                         kGenericKeyVariant | static_cast<uint32_t>(
+                                                  GenericKernelId::kPackBf16)));
   absl::StatusOr<GenericKernelId> id = GenericKernelIdOf(pack);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(*id, GenericKernelId::kPackBf16);

@@ -20,10 +20,10 @@
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/nvrtc_api.h"
 #include "core/embedded_files.h"
-#include "ops/attention/decode_spec.h"
-#include "ops/moe/spec.h"
 #include "kernels/cuda_test_kernels.h"
 #include "kernels/test_op_kinds.h"
+#include "ops/attention/decode_spec.h"
+#include "ops/moe/spec.h"
 #include "templates/cuda/attention/decode_params.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
@@ -68,7 +68,7 @@ SpecKey TmaKey(OpKind op, DType dtype, int64_t cols, int32_t tile_rows,
 }
 
 constexpr tailor::internal::KeyTarget kSm90a = {.backend = BackendKind::kCuda,
-                                                 .arch = "sm_90a"};
+                                                .arch = "sm_90a"};
 
 SpecKey RouteKey(tailor::internal::MoeRouteKernel kernel, int warps = 0) {
   return tailor::internal::MoeRouteSpec{.kernel = kernel,
@@ -251,21 +251,25 @@ std::vector<TemplateCase> AllTemplateCases() {
        "templates/cuda/moe/combine.cuh",
        {"ld.global.v4.u32"}},
       {"moe_gemm_mma_silu",
-       GemmKey(DType::kBF16, 1536, 2048, moe::Epilogue::kSiluAndMul, 64, tailor::internal::MoeGemmKernel::kMatrixCore),
+       GemmKey(DType::kBF16, 1536, 2048, moe::Epilogue::kSiluAndMul, 64,
+               tailor::internal::MoeGemmKernel::kMatrixCore),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
         "cp.async.cg.shared.global"}},
       {"moe_gemm_mma_ragged_n",
-       GemmKey(DType::kBF16, 200, 72, moe::Epilogue::kNone, 17, tailor::internal::MoeGemmKernel::kMatrixCore),
+       GemmKey(DType::kBF16, 200, 72, moe::Epilogue::kNone, 17,
+               tailor::internal::MoeGemmKernel::kMatrixCore),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"mma.sync.aligned.m16n8k16"}},
       {"moe_gemm_sm90_rows64",
-       GemmKey(DType::kBF16, 7168, 2048, moe::Epilogue::kNone, 64, tailor::internal::MoeGemmKernel::kHopper),
+       GemmKey(DType::kBF16, 7168, 2048, moe::Epilogue::kNone, 64,
+               tailor::internal::MoeGemmKernel::kHopper),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_silu_rows128",
-       GemmKey(DType::kBF16, 4096, 7168, moe::Epilogue::kSiluAndMul, 128, tailor::internal::MoeGemmKernel::kHopper),
+       GemmKey(DType::kBF16, 4096, 7168, moe::Epilogue::kSiluAndMul, 128,
+               tailor::internal::MoeGemmKernel::kHopper),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
         "setmaxnreg.inc.sync.aligned.u32 232",
@@ -273,29 +277,32 @@ std::vector<TemplateCase> AllTemplateCases() {
         "complete_tx::bytes",
         "mbarrier.try_wait.parity"}},
       {"moe_gemm_sm90_tma_store_rows128",
-       GemmKey(DType::kBF16, 7168, 2048, moe::Epilogue::kNone, 128, tailor::internal::MoeGemmKernel::kHopper,
-               {.tma_store = true}),
+       GemmKey(DType::kBF16, 7168, 2048, moe::Epilogue::kNone, 128,
+               tailor::internal::MoeGemmKernel::kHopper, {.tma_store = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "cp.async.bulk.wait_group.read 1", "fence.proxy.async.shared::cta",
         "bar.sync"}},
       {"moe_gemm_sm90_tma_store_silu_rows64",
-       GemmKey(DType::kBF16, 1536, 2048, moe::Epilogue::kSiluAndMul, 64, tailor::internal::MoeGemmKernel::kHopper,
-               {.tma_store = true}),
+       GemmKey(DType::kBF16, 1536, 2048, moe::Epilogue::kSiluAndMul, 64,
+               tailor::internal::MoeGemmKernel::kHopper, {.tma_store = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_checks_ragged",
-       GemmKey(DType::kBF16, 200, 40, moe::Epilogue::kNone, 17, tailor::internal::MoeGemmKernel::kHopper,
+       GemmKey(DType::kBF16, 200, 40, moe::Epilogue::kNone, 17,
+               tailor::internal::MoeGemmKernel::kHopper,
                {.pipeline_checks = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async", "trap;"}},
       {"moe_gemm_simt_f32",
-       GemmKey(DType::kF32, 64, 32, moe::Epilogue::kSiluAndMul, 16, tailor::internal::MoeGemmKernel::kSimt),
+       GemmKey(DType::kF32, 64, 32, moe::Epilogue::kSiluAndMul, 16,
+               tailor::internal::MoeGemmKernel::kSimt),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
       {"moe_gemm_simt_bf16_unaligned",
-       GemmKey(DType::kBF16, 30, 17, moe::Epilogue::kNone, 64, tailor::internal::MoeGemmKernel::kSimt),
+       GemmKey(DType::kBF16, 30, 17, moe::Epilogue::kNone, 64,
+               tailor::internal::MoeGemmKernel::kSimt),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
   };

@@ -167,12 +167,13 @@ TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
 // header, never HIP forks: a fork is what drifted before (its planner and
 // scatter disagreed with CUDA's about the histogram).
 TEST(HipMoeGeneratorTest, RoutePackAndCombineAreTheSharedCudaSources) {
-  for (MoeRouteKernel kernel : {MoeRouteKernel::kCountPlan,
-                                MoeRouteKernel::kFused,
-                                MoeRouteKernel::kScatter}) {
+  for (MoeRouteKernel kernel :
+       {MoeRouteKernel::kCountPlan, MoeRouteKernel::kFused,
+        MoeRouteKernel::kScatter}) {
     const SpecKey key =
-        MoeRouteSpec{.kernel = kernel,
-                     .scatter_warps = kernel == MoeRouteKernel::kScatter ? 4 : 0}
+        MoeRouteSpec{
+            .kernel = kernel,
+            .scatter_warps = kernel == MoeRouteKernel::kScatter ? 4 : 0}
             .ToKey(kTarget);
     absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
     ASSERT_TRUE(source.ok()) << source.status();
@@ -227,8 +228,8 @@ TEST(HipGroupedGemmPlanTest, MfmaForAlignedBf16WithOneCtaPerCu) {
 
 TEST(HipGroupedGemmPlanTest, TailOnlyStepsShrinkTheLds) {
   const auto plan = PlanHipGroupedGemm(
-      Gemm(DType::kBF16, 2048, 768, 16, moe::Epilogue::kNone, 3), kTarget,
-      104, true);
+      Gemm(DType::kBF16, 2048, 768, 16, moe::Epilogue::kNone, 3), kTarget, 104,
+      true);
   EXPECT_EQ(plan.config.grid.x, 3u * 16);  // 2048 / 128 N tiles, 3 items
   EXPECT_EQ(plan.config.shared_bytes, 2u * (16 + 128) * 128);
 }
@@ -279,18 +280,18 @@ TEST(HipRoutePlanTest, LargeStepsCountThenScatterPerSegment) {
   EXPECT_EQ(RouteSpecOf(launches[0].key).kernel, MoeRouteKernel::kCountPlan);
   EXPECT_EQ(launches[0].config.grid.x, 32u);
   EXPECT_EQ(launches[0].config.shared_bytes, 4u * 128);
-  EXPECT_EQ(RouteSpecOf(launches[1].key),
-            (MoeRouteSpec{.kernel = MoeRouteKernel::kScatter,
-                          .scatter_warps = 4}));
+  EXPECT_EQ(
+      RouteSpecOf(launches[1].key),
+      (MoeRouteSpec{.kernel = MoeRouteKernel::kScatter, .scatter_warps = 4}));
   EXPECT_EQ(launches[1].config.block.x, 256u);
   EXPECT_EQ(launches[1].config.shared_bytes, (1u + 4) * 4 * 128);
 }
 
 TEST(HipRoutePlanTest, ManyExpertsScatterWithFewerWavesToFitLds) {
   // (1 + 4) ints x 4000 experts > 63 KiB: two waves; 8000: one.
-  EXPECT_EQ(
-      RouteSpecOf(PlanHipRoute(100, 4000, kTarget, nullptr)[1].key).scatter_warps,
-      2);
+  EXPECT_EQ(RouteSpecOf(PlanHipRoute(100, 4000, kTarget, nullptr)[1].key)
+                .scatter_warps,
+            2);
   const auto one = PlanHipRoute(100, 8000, kTarget, nullptr);
   ASSERT_EQ(one.size(), 2u);  // a single segment, but not 4 waves: 2 kernels
   EXPECT_EQ(RouteSpecOf(one[1].key).scatter_warps, 1);
@@ -322,9 +323,9 @@ TEST(HipDecodeKeyTest, ShapesThatFitAndThoseThatDoNot) {
       StatusIs(absl::StatusCode::kInvalidArgument,
                "dtype: must be bf16 or f16, got f32"));
   EXPECT_THAT(HipDecodeKey(kTarget, {.dtype = DType::kBF16,
-                                       .head_dim = 256,
-                                       .group = 16,
-                                       .page_size = 16}),
+                                     .head_dim = 256,
+                                     .group = 16,
+                                     .page_size = 16}),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("hip decode: head_dim 256 with group 16 has "
                                  "no kernel")));
@@ -371,36 +372,34 @@ TEST(HipKeysGoldenTest, KeysAndSourcesAreUnchanged) {
       for (int64_t k : {2048, 98}) {
         for (moe::Epilogue epilogue :
              {moe::Epilogue::kNone, moe::Epilogue::kSiluAndMul}) {
-          keys.push_back(PlanHipGroupedGemm(Gemm(dtype, 1536, k, tile_rows,
-                                                 epilogue, 10),
-                                            target, 104, true)
-                             .key);
+          keys.push_back(
+              PlanHipGroupedGemm(Gemm(dtype, 1536, k, tile_rows, epilogue, 10),
+                                 target, 104, true)
+                  .key);
         }
       }
     }
-    keys.push_back(tailor::internal::MoePackSpec{.dtype = dtype, .hidden = 2048}
-                       .ToKey(target));
     keys.push_back(
-        tailor::internal::MoeCombineSpec{
-            .dtype = dtype, .hidden = 2048, .topk = 8}
-            .ToKey(target));
+        tailor::internal::MoePackSpec{.dtype = dtype, .hidden = 2048}.ToKey(
+            target));
+    keys.push_back(tailor::internal::MoeCombineSpec{
+        .dtype = dtype, .hidden = 2048, .topk = 8}
+                       .ToKey(target));
   }
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     for (int64_t page : {1, 16, 64}) {
-      absl::StatusOr<SpecKey> key =
-          HipDecodeKey(target, {.dtype = dtype,
-                                .head_dim = 128,
-                                .group = 8,
-                                .page_size = page});
+      absl::StatusOr<SpecKey> key = HipDecodeKey(
+          target,
+          {.dtype = dtype, .head_dim = 128, .group = 8, .page_size = page});
       ASSERT_TRUE(key.ok()) << key.status();
       keys.push_back(*key);
     }
   }
   std::string all;
   for (const SpecKey& key : keys) {
-    absl::StatusOr<KernelSource> source =
-        key.op == OpKind::kAttentionDecode ? GenerateHipDecode(key)
-                                           : GenerateHipMoeKernel(key);
+    absl::StatusOr<KernelSource> source = key.op == OpKind::kAttentionDecode
+                                              ? GenerateHipDecode(key)
+                                              : GenerateHipMoeKernel(key);
     ASSERT_TRUE(source.ok()) << key.ToString() << ": " << source.status();
     absl::StrAppend(&all, key.Hash().Hex(), " ", key.ToString(), "\n",
                     source->entry, "\n", source->code, "\n");

@@ -88,16 +88,17 @@ std::vector<SpecKey> MoeKeys(absl::string_view target) {
     keys.push_back(MoeRouteSpec{.kernel = kernel}.ToKey(HipTarget(target)));
   }
   for (int waves : {1, 2, 4}) {
-    keys.push_back(MoeRouteSpec{.kernel = MoeRouteKernel::kScatter,
-                                .scatter_warps = waves}
-                       .ToKey(HipTarget(target)));
+    keys.push_back(
+        MoeRouteSpec{.kernel = MoeRouteKernel::kScatter, .scatter_warps = waves}
+            .ToKey(HipTarget(target)));
   }
   for (DType dtype : {DType::kBF16, DType::kF32}) {
     keys.push_back(
         MoePackSpec{.dtype = dtype, .hidden = 4096}.ToKey(HipTarget(target)));
     // A row not 16-byte aligned, top-8.
-    keys.push_back(MoeCombineSpec{.dtype = dtype, .hidden = 2050, .topk = 8}
-                       .ToKey(HipTarget(target)));
+    keys.push_back(
+        MoeCombineSpec{.dtype = dtype, .hidden = 2050, .topk = 8}.ToKey(
+            HipTarget(target)));
   }
   // Grouped GEMM: MFMA with 64- and 128-row tiles (core and tails in one
   // kernel), both epilogues, a K that is not a multiple of the 64-K tile;
@@ -106,14 +107,14 @@ std::vector<SpecKey> MoeKeys(absl::string_view target) {
   constexpr auto kSimt = MoeGemmKernel::kSimt;
   constexpr auto kSilu = moe::Epilogue::kSiluAndMul;
   constexpr auto kNone = moe::Epilogue::kNone;
-  for (const MoeGemmSpec& g : {
-           MoeGemmSpec{DType::kBF16, 1536, 2048, 64, 0, kSilu, kMfma},
-           MoeGemmSpec{DType::kBF16, 2048, 768, 64, 0, kNone, kMfma},
-           MoeGemmSpec{DType::kBF16, 2048, 776, 128, 0, kSilu, kMfma},
-           MoeGemmSpec{DType::kBF16, 96, 72, 16, 0, kNone, kMfma},
-           MoeGemmSpec{DType::kBF16, 512, 512, 32, 0, kSilu, kMfma},
-           MoeGemmSpec{DType::kF32, 1536, 2048, 64, 0, kSilu, kSimt},
-           MoeGemmSpec{DType::kBF16, 100, 98, 64, 0, kNone, kSimt}}) {
+  for (const MoeGemmSpec& g :
+       {MoeGemmSpec{DType::kBF16, 1536, 2048, 64, 0, kSilu, kMfma},
+        MoeGemmSpec{DType::kBF16, 2048, 768, 64, 0, kNone, kMfma},
+        MoeGemmSpec{DType::kBF16, 2048, 776, 128, 0, kSilu, kMfma},
+        MoeGemmSpec{DType::kBF16, 96, 72, 16, 0, kNone, kMfma},
+        MoeGemmSpec{DType::kBF16, 512, 512, 32, 0, kSilu, kMfma},
+        MoeGemmSpec{DType::kF32, 1536, 2048, 64, 0, kSilu, kSimt},
+        MoeGemmSpec{DType::kBF16, 100, 98, 64, 0, kNone, kSimt}}) {
     keys.push_back(g.ToKey(HipTarget(target)));
   }
   return keys;
@@ -136,8 +137,7 @@ std::vector<SpecKey> DecodeKeys(absl::string_view target) {
         .head_dim = 256,
         .group = 8,
         .page_size = 5}}) {
-    absl::StatusOr<SpecKey> key =
-        HipDecodeKey(HipTarget(target), shape);
+    absl::StatusOr<SpecKey> key = HipDecodeKey(HipTarget(target), shape);
     if (key.ok()) keys.push_back(*key);
   }
   return keys;
@@ -202,11 +202,11 @@ TEST_F(HiprtcCompilerTest, MfmaGemmForGfx908IsACompileErrorNotACrash) {
                       .k = 256,
                       .tile_rows = 64,
                       .kernel = MoeGemmKernel::kMatrixCore};
-  EXPECT_THAT(compiler_->Compile(
-                  *GenerateHipMoeKernel(gemm.ToKey(HipTarget("gfx908"))),
-                  "gfx908"),
-              StatusIs(absl::StatusCode::kInternal,
-                       HasSubstr("bf16 _1k MFMAs need gfx90a or gfx94x")));
+  EXPECT_THAT(
+      compiler_->Compile(*GenerateHipMoeKernel(gemm.ToKey(HipTarget("gfx908"))),
+                         "gfx908"),
+      StatusIs(absl::StatusCode::kInternal,
+               HasSubstr("bf16 _1k MFMAs need gfx90a or gfx94x")));
   gemm.kernel = MoeGemmKernel::kSimt;
   ExpectCompiles(*GenerateHipMoeKernel(gemm.ToKey(HipTarget("gfx908"))),
                  "gfx908");

@@ -15,8 +15,7 @@ namespace {
 
 using ::tailor::testing::StatusIs;
 
-constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda,
-                               .arch = "sm_90a"};
+constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
 constexpr KeyTarget kHip = {.backend = BackendKind::kHip, .arch = "gfx90a"};
 constexpr KeyTarget kCpu = {.backend = BackendKind::kCpu,
                             .arch = "x86_64-test"};
@@ -58,13 +57,12 @@ TEST(DecodeSpecTest, EncodingIsPinned) {
                kHip,
                "attention.decode/hip/gfx90a/bf16/D=64,group=4,page=5/b0/t0/"
                "m64n0k0");
-  ExpectGolden(DecodeSpec{.dtype = DType::kF32,
-                          .head_dim = 128,
-                          .group = 1,
-                          .page_size = 1},
-               kCpu,
-               "attention.decode/cpu/x86_64-test/f32/D=128,group=1,page=1/b0/"
-               "t0/m0n0k0");
+  ExpectGolden(
+      DecodeSpec{
+          .dtype = DType::kF32, .head_dim = 128, .group = 1, .page_size = 1},
+      kCpu,
+      "attention.decode/cpu/x86_64-test/f32/D=128,group=1,page=1/b0/"
+      "t0/m0n0k0");
   ExpectGolden(
       DecodeMergeSpec{.dtype = DType::kBF16, .head_dim = 256, .group = 16},
       kCpu,
@@ -89,22 +87,27 @@ TEST(DecodeSpecTest, KeysTheFamilyCannotBuildNameTheirField) {
   EXPECT_THAT(Decode(spec, kCpu, [](SpecKey& k) { k.variant = 2; }),
               StatusIs(code, "kernel (variant): must be in [0, 1], got 2"));
   EXPECT_THAT(Decode(spec, kCpu, [](SpecKey& k) { k.dims[1] = 0; }),
-              StatusIs(code, "group (dims[1]): must be in [1, 1048576], "
-                             "got 0"));
+              StatusIs(code,
+                       "group (dims[1]): must be in [1, 1048576], "
+                       "got 0"));
   EXPECT_THAT(Decode(spec, kCpu, [](SpecKey& k) { k.dims[3] = 2; }),
-              StatusIs(code, "dims[3]: not used by this kernel, must be 0, "
-                             "got 2"));
+              StatusIs(code,
+                       "dims[3]: not used by this kernel, must be 0, "
+                       "got 2"));
   EXPECT_THAT(Decode(spec, kCpu, [](SpecKey& k) { k.tile.cluster = 2; }),
-              StatusIs(code, "tile.cluster: not used by this kernel, must be "
-                             "0, got 2"));
+              StatusIs(code,
+                       "tile.cluster: not used by this kernel, must be "
+                       "0, got 2"));
   EXPECT_THAT(Decode(spec, kCpu,
                      [](SpecKey& k) { k.op = OpKind::kAttentionDecodeMerge; }),
-              StatusIs(code, "op: must be attention.decode, got "
-                             "attention.decode_merge"));
+              StatusIs(code,
+                       "op: must be attention.decode, got "
+                       "attention.decode_merge"));
   EXPECT_THAT(Decode(DecodeMergeSpec{.head_dim = 64, .group = 2}, kCpu,
                      [](SpecKey& k) { k.dims[2] = 16; }),
-              StatusIs(code, "dims[2]: not used by this kernel, must be 0, "
-                             "got 16"));
+              StatusIs(code,
+                       "dims[2]: not used by this kernel, must be 0, "
+                       "got 16"));
   EXPECT_THAT(Decode(DecodeMergeSpec{.head_dim = 64, .group = 2}, kCpu,
                      [](SpecKey& k) { k.dtypes[0] = DType{0}; }),
               StatusIs(code, "dtype (dtypes[0]): must be in [1, 7], got 0"));

@@ -16,8 +16,7 @@ namespace {
 
 using ::tailor::testing::StatusIs;
 
-constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda,
-                               .arch = "sm_90a"};
+constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
 constexpr KeyTarget kAmpere = {.backend = BackendKind::kCuda, .arch = "sm_80"};
 constexpr KeyTarget kHip = {.backend = BackendKind::kHip, .arch = "gfx942"};
 constexpr KeyTarget kCpu = {.backend = BackendKind::kCpu,
@@ -89,7 +88,8 @@ TEST(MoeSpecTest, GroupedGemmEncodingIsPinned) {
                      .tile_rows = 64,
                      .epilogue = moe::Epilogue::kSiluAndMul,
                      .kernel = MoeGemmKernel::kMatrixCore};
-  ExpectGolden(mma, kAmpere, "moe.grouped_gemm/cuda/sm_80" + bf16 + "m64n1k0/v1");
+  ExpectGolden(mma, kAmpere,
+               "moe.grouped_gemm/cuda/sm_80" + bf16 + "m64n1k0/v1");
   ExpectGolden(mma, kHip, "moe.grouped_gemm/hip/gfx942" + bf16 + "m64n1k0/v1");
   ExpectGolden(MoeGemmSpec{.dtype = DType::kF32,
                            .n = 768,
@@ -125,59 +125,70 @@ TEST(MoeSpecTest, KeysTheFamilyCannotBuildNameTheirField) {
   EXPECT_THAT(Decode(route, kHopper, [](SpecKey& k) { k.variant = 7; }),
               StatusIs(code, "kernel (variant): must be in [0, 2], got 7"));
   EXPECT_THAT(Decode(route, kHopper, [](SpecKey& k) { k.dims[0] = 4; }),
-              StatusIs(code, "dims[0]: not used by this kernel, must be 0, "
-                             "got 4"));
+              StatusIs(code,
+                       "dims[0]: not used by this kernel, must be 0, "
+                       "got 4"));
   EXPECT_THAT(Decode(route, kHopper, [](SpecKey& k) { k.variant = 2; }),
-              StatusIs(code, "scatter_warps (dims[0]): must be in [1, 32], "
-                             "got 0"));
+              StatusIs(code,
+                       "scatter_warps (dims[0]): must be in [1, 32], "
+                       "got 0"));
   EXPECT_THAT(Decode(MoePackSpec{.hidden = 8}, kCpu,
                      [](SpecKey& k) { k.op = OpKind::kMoeCombine; }),
               StatusIs(code, "op: must be moe.pack, got moe.combine"));
   EXPECT_THAT(Decode(MoePackSpec{.hidden = 8}, kCpu,
                      [](SpecKey& k) { k.bucket_id = 3; }),
-              StatusIs(code, "bucket_id: not used by this kernel, must be 0, "
-                             "got 3"));
-  EXPECT_THAT(
-      Decode(MoeCombineSpec{.hidden = 8, .topk = 2}, kCpu,
-             [](SpecKey& k) { k.dtypes[1] = DType::kBF16; }),
-      StatusIs(code, "dtypes[1] (weights): must be f32, got 2"));
+              StatusIs(code,
+                       "bucket_id: not used by this kernel, must be 0, "
+                       "got 3"));
+  EXPECT_THAT(Decode(MoeCombineSpec{.hidden = 8, .topk = 2}, kCpu,
+                     [](SpecKey& k) { k.dtypes[1] = DType::kBF16; }),
+              StatusIs(code, "dtypes[1] (weights): must be f32, got 2"));
 }
 
 TEST(MoeSpecTest, GemmKeysTheBackendCannotBuildNameTheirField) {
   const auto code = absl::StatusCode::kInvalidArgument;
   const MoeGemmSpec gemm = {.n = 64, .k = 64, .tile_rows = 16};
   EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.tile.n = 1; }),
-              StatusIs(code, "kernel (tile.n) on cpu: must be in [0, 0], "
-                             "got 1"));
+              StatusIs(code,
+                       "kernel (tile.n) on cpu: must be in [0, 0], "
+                       "got 1"));
   EXPECT_THAT(Decode(gemm, kHip, [](SpecKey& k) { k.tile.n = 2; }),
-              StatusIs(code, "kernel (tile.n) on hip: must be in [0, 1], "
-                             "got 2"));
+              StatusIs(code,
+                       "kernel (tile.n) on hip: must be in [0, 1], "
+                       "got 2"));
   EXPECT_THAT(Decode(gemm, kHip, [](SpecKey& k) { k.variant = 1u << 9; }),
-              StatusIs(code, "variant: flags (bits 8-10) belong to the Hopper "
-                             "kernel only, got 512"));
+              StatusIs(code,
+                       "variant: flags (bits 8-10) belong to the Hopper "
+                       "kernel only, got 512"));
   EXPECT_THAT(Decode(gemm, kHopper, [](SpecKey& k) { k.tail_class = 3; }),
-              StatusIs(code, "tail_class: not used by this kernel, must be 0, "
-                             "got 3"));
+              StatusIs(code,
+                       "tail_class: not used by this kernel, must be 0, "
+                       "got 3"));
   EXPECT_THAT(Decode(gemm, kHopper, [](SpecKey& k) { k.tile.cluster = 2; }),
-              StatusIs(code, "tile.cluster: not used by this kernel, must be "
-                             "0, got 2"));
+              StatusIs(code,
+                       "tile.cluster: not used by this kernel, must be "
+                       "0, got 2"));
   EXPECT_THAT(Decode(gemm, kHopper,
                      [](SpecKey& k) {
                        k.tile.n = 2;
                        k.tile.cluster = 3;
                      }),
-              StatusIs(code, "cluster (tile.cluster): must be 0 (none), 2 or "
-                             "4, got 3"));
+              StatusIs(code,
+                       "cluster (tile.cluster): must be 0 (none), 2 or "
+                       "4, got 3"));
   EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.tile.m = 0; }),
               StatusIs(code, "tile_rows (tile.m): must be in [1, 128], got 0"));
   EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.variant = 2; }),
-              StatusIs(code, "epilogue (variant & 0xff): must be in [0, 1], "
-                             "got 2"));
-  EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.dtypes[2] = DType::kBF16; }),
-              StatusIs(code, "dtypes[2] (accumulator): must be f32, got 2"));
+              StatusIs(code,
+                       "epilogue (variant & 0xff): must be in [0, 1], "
+                       "got 2"));
+  EXPECT_THAT(
+      Decode(gemm, kCpu, [](SpecKey& k) { k.dtypes[2] = DType::kBF16; }),
+      StatusIs(code, "dtypes[2] (accumulator): must be f32, got 2"));
   EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.tile.k = 64; }),
-              StatusIs(code, "tile.k: not used by this kernel, must be 0, "
-                             "got 64"));
+              StatusIs(code,
+                       "tile.k: not used by this kernel, must be 0, "
+                       "got 64"));
 }
 
 }  // namespace

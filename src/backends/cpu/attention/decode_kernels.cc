@@ -71,19 +71,18 @@ absl::StatusOr<KernelSource> GenerateAttention(const SpecKey& key) {
         "tile, variant: the cpu decode kernel has none (all 0), got ",
         key.ToString()));
   }
-  return EntryFor("attention/decode.h",
-                  absl::StrCat("DecodeAttentionKernel<",
-                               KernelTypeName(spec.dtype), ", ", spec.head_dim,
-                               ", ", spec.group, ", ", spec.page_size, ">"));
+  return EntryFor(
+      "attention/decode.h",
+      absl::StrCat("DecodeAttentionKernel<", KernelTypeName(spec.dtype), ", ",
+                   spec.head_dim, ", ", spec.group, ", ", spec.page_size, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateMerge(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const DecodeMergeSpec spec,
                           DecodeMergeSpec::FromKey(key));
-  return EntryFor(
-      "attention/decode_merge.h",
-      absl::StrCat("DecodeMergeKernel<", KernelTypeName(spec.dtype), ", ",
-                   spec.head_dim, ", ", spec.group, ">"));
+  return EntryFor("attention/decode_merge.h",
+                  absl::StrCat("DecodeMergeKernel<", KernelTypeName(spec.dtype),
+                               ", ", spec.head_dim, ", ", spec.group, ">"));
 }
 
 DecodeParams ParamsOf(const DecodeLaunch& l) {
@@ -164,16 +163,10 @@ absl::StatusOr<DecodePlanConfig> CpuDecodeKernels::PlanConfig(
       .item_cost_tokens = kItemCostTokens};
 }
 
-void CpuDecodeKernels::SetGeneratorForTesting(OpKind op,
-                                              KernelGeneratorFn generate) {
-  test_generators_[op == OpKind::kAttentionDecode ? 0 : 1].store(generate);
-}
-
 absl::StatusOr<std::shared_ptr<Kernel>> CpuDecodeKernels::KernelFor(
     Engine& engine, const SpecKey& key, const DecodeShape& shape) {
-  KernelGeneratorFn generate =
-      test_generators_[key.op == OpKind::kAttentionDecode ? 0 : 1].load();
-  if (generate == nullptr) generate = &GenerateDecodeKernel;
+  const KernelGeneratorFn generate =
+      engine.GeneratorFor(key.op, &GenerateDecodeKernel);
   if (engine.background_jit() &&
       GenericDecodeServes(shape.head_dim, shape.group)) {
     return engine.TryGetKernel(key, generate);

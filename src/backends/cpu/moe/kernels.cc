@@ -78,10 +78,9 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const MoeCombineSpec spec,
                           MoeCombineSpec::FromKey(key));
-  return EntryFor(
-      "moe/combine.h",
-      absl::StrCat("MoeCombineKernel<", KernelTypeName(spec.dtype), ", ",
-                   spec.hidden, ", ", spec.topk, ">"));
+  return EntryFor("moe/combine.h",
+                  absl::StrCat("MoeCombineKernel<", KernelTypeName(spec.dtype),
+                               ", ", spec.hidden, ", ", spec.topk, ">"));
 }
 
 absl::Status RequireHostPlan(const MoePlanRef& plan) {
@@ -94,23 +93,9 @@ absl::Status RequireHostPlan(const MoePlanRef& plan) {
 
 }  // namespace
 
-namespace {
-
-int TestSlot(OpKind op) {
-  return op == OpKind::kMoePack ? 0 : op == OpKind::kMoeGroupedGemm ? 1 : 2;
-}
-
-}  // namespace
-
-void CpuMoeKernels::SetGeneratorForTesting(OpKind op,
-                                           KernelGeneratorFn generate) {
-  test_generators_[TestSlot(op)].store(generate);
-}
-
 absl::StatusOr<std::shared_ptr<Kernel>> CpuMoeKernels::KernelFor(
     Engine& engine, const SpecKey& key, KernelGeneratorFn library) {
-  KernelGeneratorFn generate = test_generators_[TestSlot(key.op)].load();
-  if (generate == nullptr) generate = library;
+  const KernelGeneratorFn generate = engine.GeneratorFor(key.op, library);
   if (engine.background_jit()) return engine.TryGetKernel(key, generate);
   return engine.GetKernel(key, generate);
 }

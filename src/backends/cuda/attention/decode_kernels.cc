@@ -578,8 +578,8 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
   // ---------------------------------------------
   const SpecKey key = CudaDecodeKey(
       engine, shape, tma ? kDecodeVariantTma : kDecodeVariantCpAsync, stages);
-  tailor::internal::KernelGeneratorFn generate = test_generator_.load();
-  if (generate == nullptr) generate = &GenerateCudaDecode;
+  const tailor::internal::KernelGeneratorFn generate =
+      engine.GeneratorFor(key.op, &GenerateCudaDecode);
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           backend_.generic_kernels().Select(
                               engine, key, generate, GenericDecodeId(shape)));

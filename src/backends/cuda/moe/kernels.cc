@@ -131,11 +131,11 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
                    static_cast<int>(spec.epilogue));
   switch (spec.kernel) {
     case MoeGemmKernel::kHopper: {
-      KernelSource source = Entry(
-          "moe/sm90/kernel.cuh",
-          absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
-                       spec.tma_store ? 1 : 0, ", ", spec.cluster, ", ",
-                       spec.swap_ab ? 1 : 0, ">"));
+      KernelSource source =
+          Entry("moe/sm90/kernel.cuh",
+                absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
+                             spec.tma_store ? 1 : 0, ", ", spec.cluster, ", ",
+                             spec.swap_ab ? 1 : 0, ">"));
       if (spec.pipeline_checks) {
         source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
       }
@@ -496,33 +496,11 @@ int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
                             max_expert_rows);
 }
 
-namespace {
-
-int TestSlot(OpKind op) {
-  switch (op) {
-    case OpKind::kMoeRoute:
-      return 0;
-    case OpKind::kMoePack:
-      return 1;
-    case OpKind::kMoeGroupedGemm:
-      return 2;
-    default:
-      return 3;
-  }
-}
-
-}  // namespace
-
-void CudaMoeKernels::SetGeneratorForTesting(
-    OpKind op, tailor::internal::KernelGeneratorFn generate) {
-  test_generators_[TestSlot(op)].store(generate);
-}
-
 absl::StatusOr<SelectedKernel> CudaMoeKernels::Select(
     Engine& engine, const SpecKey& key,
     tailor::internal::KernelGeneratorFn generate, GenericKernelId id) {
-  if (auto test = test_generators_[TestSlot(key.op)].load()) generate = test;
-  return generics_.Select(engine, key, generate, id);
+  return generics_.Select(engine, key, engine.GeneratorFor(key.op, generate),
+                          id);
 }
 
 absl::Status CudaMoeKernels::LaunchKernel(

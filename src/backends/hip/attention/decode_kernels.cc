@@ -186,11 +186,11 @@ absl::StatusOr<DecodeErrors> HipDecodeKernels::TakeErrors(Engine&,
 absl::Status HipDecodeKernels::Decode(Engine& engine,
                                       const DecodeLaunch& launch) {
   if (launch.work.num_workers == 0) return absl::OkStatus();
+  TAILOR_ASSIGN_OR_RETURN(const SpecKey key,
+                          HipDecodeKey(engine.target(), launch.shape));
   TAILOR_ASSIGN_OR_RETURN(
-      const SpecKey key,
-      HipDecodeKey(engine.target(), launch.shape));
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GenerateHipDecode));
+      std::shared_ptr<Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateHipDecode)));
   const HipDecodeParams params = ParamsOf(launch);
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.work.num_workers);

@@ -1,10 +1,11 @@
 // backends/hip/attention/decode_kernels.h — paged decode on the HIP backend.
 //
-// Generator and launch glue for templates/hip/attention/decode.h (params and launch
-// shape: templates/hip/attention/decode_params.h). A device-memory backend: the plan
-// is uploaded into the workspace, one launch of `workers` work-groups (one
-// per CU) runs every piece and merges split pairs; bad device data lands in
-// the scratch's error words (the CUDA layout, DecodeScratchBytes).
+// Generator and launch glue for templates/hip/attention/decode.h (params and
+// launch shape: templates/hip/attention/decode_params.h). A device-memory
+// backend: the plan is uploaded into the workspace, one launch of `workers`
+// work-groups (one per CU) runs every piece and merges split pairs; bad device
+// data lands in the scratch's error words (the CUDA layout,
+// DecodeScratchBytes).
 //
 // Key: a DecodeSpec (ops/attention/decode_spec.h) of 64-token tiles.
 // Shapes: D in {64, 128, 256}, group in [1, 16], group * D <= 2048

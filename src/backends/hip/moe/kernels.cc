@@ -89,10 +89,10 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
     return Entry("moe/grouped_gemm.h",
                  absl::StrCat("tailor::hip::MoeGroupedGemmMfma<", shape));
   }
-  return Entry("moe/grouped_gemm.h",
-               absl::StrCat("tailor::hip::MoeGroupedGemmSimtHip<",
-                            spec.dtype == DType::kBF16 ? "true" : "false",
-                            ", ", shape));
+  return Entry(
+      "moe/grouped_gemm.h",
+      absl::StrCat("tailor::hip::MoeGroupedGemmSimtHip<",
+                   spec.dtype == DType::kBF16 ? "true" : "false", ", ", shape));
 }
 
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
@@ -108,8 +108,9 @@ absl::Status LaunchKernel(
     Engine& engine, const SpecKey& key,
     absl::StatusOr<KernelSource> (*generate)(const SpecKey&),
     const LaunchConfig& config, const void* params, size_t params_size) {
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, generate));
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, generate)));
   return engine.Launch(key.op, *kernel, config, params, params_size);
 }
 
@@ -176,8 +177,7 @@ HipGemmPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l,
 // ---- Route ------------------------------------------------------------------
 
 std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
-                                        const KeyTarget& target,
-                                        void* stream) {
+                                        const KeyTarget& target, void* stream) {
   const gpu::MoeRouteKernels kernels = gpu::PlanMoeRoute(
       assignments, experts, kHipWaveLanes, HipRouteScatterWaves(experts));
   std::vector<HipLaunchPlan> launches;
@@ -220,8 +220,7 @@ absl::Status HipMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
       l, reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
                                 kMoeRouteHeaderBytes));
   for (const HipLaunchPlan& launch :
-       PlanHipRoute(l.tokens * l.topk, l.experts, engine.target(),
-                    l.stream)) {
+       PlanHipRoute(l.tokens * l.topk, l.experts, engine.target(), l.stream)) {
     TAILOR_RETURN_IF_ERROR(LaunchKernel(engine, launch.key, GenerateRoute,
                                         launch.config, &p, sizeof(p)));
   }
@@ -257,17 +256,17 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the hip backend needs a device plan");
   }
-  const HipGemmPlan plan = PlanHipGroupedGemm(l, engine.target(),
-                                              compute_units_, has_mfma_bf16_);
+  const HipGemmPlan plan =
+      PlanHipGroupedGemm(l, engine.target(), compute_units_, has_mfma_bf16_);
   if (plan.config.grid.x == 0) return absl::OkStatus();
   if (l.config != nullptr) {
-    *l.config = {
-        .kernel = plan.spec.kernel == MoeGemmKernel::kMatrixCore ? "hip.mfma"
-                                                                  : "hip.simt",
-        .n = l.n,
-        .k = l.k,
-        .cta_rows = static_cast<int32_t>(l.tile_rows),
-        .ctas = static_cast<int32_t>(plan.config.grid.x)};
+    *l.config = {.kernel = plan.spec.kernel == MoeGemmKernel::kMatrixCore
+                               ? "hip.mfma"
+                               : "hip.simt",
+                 .n = l.n,
+                 .k = l.k,
+                 .cta_rows = static_cast<int32_t>(l.tile_rows),
+                 .ctas = static_cast<int32_t>(plan.config.grid.x)};
   }
   const MoeGroupedGemmParams p = gpu::MoePortableGemmParamsOf(l);
   return LaunchKernel(engine, plan.key, GenerateGroupedGemm, plan.config, &p,
@@ -276,10 +275,9 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
 
 absl::Status HipMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
   if (l.tokens == 0) return absl::OkStatus();
-  const SpecKey key = MoeCombineSpec{.dtype = l.dtype,
-                                     .hidden = l.hidden_dim,
-                                     .topk = l.topk}
-                          .ToKey(engine.target());
+  const SpecKey key =
+      MoeCombineSpec{.dtype = l.dtype, .hidden = l.hidden_dim, .topk = l.topk}
+          .ToKey(engine.target());
   const MoeCombineParams p = gpu::MoeCombineParamsOf(l);
   return LaunchKernel(engine, key, GenerateCombine,
                       ConfigOf(gpu::MoeCombineShape(l), l.stream), &p,
