@@ -43,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #ifdef TAILOR_BENCH_CPU
+#include "api/internals.h"
 #include "backends/cpu/clang_compiler.h"
 #endif
 #include "core/backend.h"
@@ -174,7 +175,7 @@ int BenchCpu(const std::string& profile_path, int repetitions,
     std::fprintf(stderr, "%s\n", runtime.status().ToString().c_str());
     return 1;
   }
-  tailor::internal::Engine& engine = (*runtime)->engine();
+  tailor::internal::Engine& engine = tailor::internal::EngineOf(**runtime);
   auto kernels = tailor::internal::KernelsForProfile(engine.target(), *profile,
                                                      engine.tuning());
   if (!kernels.ok()) return 1;

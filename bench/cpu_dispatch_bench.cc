@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "api/internals.h"
 #include "core/engine.h"
 #include "kernels/test_op_kinds.h"
 #include "kernels/test_ops.h"
@@ -70,7 +71,7 @@ absl::StatusOr<internal::KernelSource> EmptySource(const internal::SpecKey&) {
 
 void BM_WarmDispatchLookup(benchmark::State& state) {
   auto runtime = MakeRuntime("", /*disk=*/false);
-  internal::Engine& engine = runtime->engine();
+  internal::Engine& engine = tailor::internal::EngineOf(*runtime);
   internal::SpecKey key = engine.MakeKey(internal::kTestEmptyOp);
   if (!engine.GetKernel(key, EmptySource).ok())
     state.SkipWithError("compile failed");

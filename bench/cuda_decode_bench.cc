@@ -58,6 +58,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "api/internals.h"
 #include "backends/cuda/attention/decode_kernels.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "kernels/test_op_kinds.h"
@@ -652,7 +653,7 @@ void TimeAuto(CudaTestRuntime& env, const ReadKernel& reader, const Model& m,
   row.tailor = timer.Time(run);
   row.tailor_clean = timer.Time(run, L2Flush::kClean);
   auto* kernels = dynamic_cast<CudaDecodeKernels*>(
-      env.runtime().engine().backend().decode_kernels());
+      tailor::internal::EngineOf(env.runtime()).backend().decode_kernels());
   row.path = kernels->last_path() == CudaDecodeKernels::Path::kTma ? "tma"
                                                                    : "cp.async";
   row.ok = OutputsAreTheFill(d, m, batch) &&
@@ -684,7 +685,7 @@ void TimeCpAsync(CudaTestRuntime& env, const Model& m, const Case& c,
     Die(s, "PlanDecode");
   }
   auto* kernels = dynamic_cast<CudaDecodeKernels*>(
-      env.runtime().engine().backend().decode_kernels());
+      tailor::internal::EngineOf(env.runtime()).backend().decode_kernels());
   kernels->ForcePathForTesting(CudaDecodeKernels::Path::kCpAsync);
   const RunDecodeArgs args =
       d.Args(m, batch, env.runtime().device(), stream.get());

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "api/internals.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/tma/descriptor_pool.h"
 #include "backends/cuda/tma/tensor_map_driver_encoder.h"
@@ -258,16 +259,18 @@ void CubinCacheRows() {
     options.log_level = "error";
     auto runtime = Runtime::Create(options);
     if (!runtime.ok()) Die(runtime.status(), "Runtime::Create");
-    SpecKey key =
-        (*runtime)->engine().MakeKey(tailor::internal::kTmaPatchTestOp);
+    SpecKey key = tailor::internal::EngineOf(**runtime).MakeKey(
+        tailor::internal::kTmaPatchTestOp);
     key.dtypes = {DType::kBF16};
     key.dims[0] = 128;
     key.tile.m = 64;
     auto start = std::chrono::steady_clock::now();
-    auto kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
+    auto kernel = tailor::internal::EngineOf(**runtime).GetKernel(
+        key, GenerateCudaTestKernel);
     if (twice) {
       start = std::chrono::steady_clock::now();
-      kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
+      kernel = tailor::internal::EngineOf(**runtime).GetKernel(
+          key, GenerateCudaTestKernel);
     }
     if (!kernel.ok()) Die(kernel.status(), "GetKernel(tma.patch_test)");
     return std::chrono::duration<double, std::milli>(

@@ -25,6 +25,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "core/engine.h"
 #include "core/family_registry.h"
 #include "core/kernel_cache.h"
@@ -387,7 +388,8 @@ class ProgressPrinter {
 
 int Warm(tailor::Runtime& runtime, const Flags& f, const KernelList& kernels,
          bool skipped_are_failures) {
-  tailor::internal::KernelCache& cache = runtime.engine().cache();
+  tailor::internal::KernelCache& cache =
+      tailor::internal::EngineOf(runtime).cache();
   const int parallel =
       f.jobs > 0
           ? f.jobs
@@ -427,7 +429,8 @@ int Warm(tailor::Runtime& runtime, const Flags& f, const KernelList& kernels,
 
 int Check(tailor::Runtime& runtime, const KernelList& kernels,
           bool skipped_are_failures) {
-  tailor::internal::KernelCache& cache = runtime.engine().cache();
+  tailor::internal::KernelCache& cache =
+      tailor::internal::EngineOf(runtime).cache();
   int missing = 0;
   for (const tailor::internal::KernelJob& job : kernels.jobs) {
     absl::Status s = cache.CheckOnDisk(job.key, job.generate);

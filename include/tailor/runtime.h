@@ -36,6 +36,7 @@ absl::string_view BackendName(
 namespace internal {
 class Engine;
 class StatsAttachment;
+struct Internals;  // tailor's own access to the insides (not installed)
 }  // namespace internal
 
 class Runtime {
@@ -188,10 +189,8 @@ class Runtime {
   // "key" is for people; readers rebuild keys from the other fields.
   std::string SpecializationHistoryJson() const;
 
-  // For tailor's own op fronts and tools; not a stable API.
-  internal::Engine& engine() { return *engine_; }
-
  private:
+  friend struct internal::Internals;
   explicit Runtime(std::unique_ptr<internal::Engine> engine);
   std::unique_ptr<internal::Engine> engine_;
   // Declared after engine_: detached (destroyed) before the engine goes.

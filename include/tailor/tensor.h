@@ -80,16 +80,6 @@ struct TensorRef {
   std::string ShapeString() const;  // "[16, 64] bf16 cpu"
 };
 
-// Checks the invariants of a view named `name`: rank in [0, kMaxRank], dims
-// and strides non-negative, and data non-null and aligned to the element
-// size (4 bytes for i32, ...) unless the view is empty.
-// Returns InvalidArgument naming `name` and the broken rule.
-absl::Status ValidateTensor(absl::string_view name, const TensorRef& t);
-
-// ValidateTensor plus: exactly `rank` dims and element type `dtype`.
-absl::Status ExpectTensor(absl::string_view name, const TensorRef& t, int rank,
-                          DType dtype);
-
 }  // namespace tailor
 
 #endif  // TAILOR_TENSOR_H_

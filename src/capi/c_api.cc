@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/c_api_internal.h"
+#include "core/tensor_checks.h"
 #include "tailor/status.h"
 
 namespace tailor::capi {

@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "capi/c_api_internal.h"
 #include "ops/attention/workspace.h"
 #include "tailor/c_api.h"
@@ -197,7 +198,8 @@ tailor_status tailor_attention_plan_decode(tailor_runtime* runtime,
     }();
     // As attention::PlanDecode: a failed call leaves `ws` not planned, also
     // when the C arguments were rejected before PlanDecode ran.
-    if (!status.ok() && w->impl() != nullptr) w->impl()->Invalidate();
+    if (!status.ok() && tailor::internal::WorkspaceImplOf(*w) != nullptr)
+      tailor::internal::WorkspaceImplOf(*w)->Invalidate();
     return status;
   });
 }

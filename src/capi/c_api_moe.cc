@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "capi/c_api_internal.h"
 #include "ops/moe/workspace.h"
 #include "tailor/c_api.h"
@@ -265,7 +266,8 @@ tailor_status tailor_moe_route(tailor_runtime* runtime,
     }();
     // As moe::Route: a failed call leaves `ws` not routed, also when the C
     // arguments were rejected before moe::Route ran.
-    if (!status.ok() && w->impl() != nullptr) w->impl()->Invalidate();
+    if (!status.ok() && tailor::internal::WorkspaceImplOf(*w) != nullptr)
+      tailor::internal::WorkspaceImplOf(*w)->Invalidate();
     return status;
   });
 }

@@ -223,6 +223,21 @@ KeyTarget Engine::target() const {
   return KeyTarget{.backend = backend_->kind(), .arch = backend_->arch()};
 }
 
+KernelGeneratorFn Engine::GeneratorFor(OpKind op,
+                                       KernelGeneratorFn library) const {
+  const auto index = static_cast<size_t>(op);
+  if (index >= generator_overrides_.size()) return library;
+  KernelGeneratorFn override = generator_overrides_[index].load();
+  return override != nullptr ? override : library;
+}
+
+void Engine::SetGeneratorOverride(OpKind op, KernelGeneratorFn generate) {
+  const auto index = static_cast<size_t>(op);
+  if (index < generator_overrides_.size()) {
+    generator_overrides_[index].store(generate);
+  }
+}
+
 absl::StatusOr<std::shared_ptr<Kernel>> Engine::GetKernel(
     const SpecKey& key, KernelGenerator generate) {
   return cache_->Get(key, generate);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/internals.h"
 #include "capi/c_api_internal.h"
 #include "ops/moe/workspace.h"
 
@@ -100,19 +101,19 @@ TEST_F(CApiMoePlanTest, RecordsEqualThePlanSummary) {
 TEST_F(CApiMoePlanTest, EveryFieldConvertsAndLongNamesAreCut) {
   RunExperts();
   static const std::string kLong(100, 'x');
-  ws_->workspace.impl()->RecordGemm({.kernel = kLong.c_str(),
-                                     .n = 7,
-                                     .k = 9,
-                                     .cta_rows = 11,
-                                     .cta_cols = 13,
-                                     .k_tile = 17,
-                                     .stages = 19,
-                                     .ctas = 23,
-                                     .tma_store = true,
-                                     .split_k = false,
-                                     .cluster = 2,
-                                     .w_evict_first = true,
-                                     .wave_sync = false});
+  tailor::internal::WorkspaceImplOf(ws_->workspace)->RecordGemm({.kernel = kLong.c_str(),
+                                                        .n = 7,
+                                                        .k = 9,
+                                                        .cta_rows = 11,
+                                                        .cta_cols = 13,
+                                                        .k_tile = 17,
+                                                        .stages = 19,
+                                                        .ctas = 23,
+                                                        .tma_store = true,
+                                                        .split_k = false,
+                                                        .cluster = 2,
+                                                        .w_evict_first = true,
+                                                        .wave_sync = false});
   tailor_moe_gemm_choice got;
   std::memset(&got, 0x7f, sizeof(got));
   ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK)
@@ -132,9 +133,8 @@ TEST_F(CApiMoePlanTest, EveryFieldConvertsAndLongNamesAreCut) {
   EXPECT_EQ(got.w_evict_first, 1);
   EXPECT_EQ(got.wave_sync, 0);
   // The same record with the other flags set: each flag is its own.
-  ws_->workspace.impl()->RecordGemm({.kernel = "cuda.sm90_tma_wgmma",
-                                     .split_k = true,
-                                     .wave_sync = true});
+  tailor::internal::WorkspaceImplOf(ws_->workspace)->RecordGemm(
+      {.kernel = "cuda.sm90_tma_wgmma", .split_k = true, .wave_sync = true});
   ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK);
   EXPECT_STREQ(got.kernel, "cuda.sm90_tma_wgmma");
   EXPECT_EQ(got.tma_store + got.w_evict_first, 0);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
 
@@ -117,11 +118,38 @@ TEST(FamilyRegistryTest, CpuSupportsOnlyItsFamiliesOps) {
   options.disable_disk_cache = true;
   absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
   ASSERT_TRUE(runtime.ok()) << runtime.status();
-  Engine& engine = (*runtime)->engine();
+  Engine& engine = tailor::internal::EngineOf(**runtime);
   TAILOR_EXPECT_OK(engine.backend().Supports(engine.MakeKey(OpKind::kMoePack)));
   EXPECT_THAT(engine.backend().Supports(engine.MakeKey(OpKind::kMoeRoute)),
               StatusIs(absl::StatusCode::kUnimplemented,
                        "cpu backend: no cpu kernel for moe.route"));
+}
+
+absl::StatusOr<KernelSource> LibraryGenerator(const SpecKey&) {
+  return KernelSource{.code = "library", .entry = "e"};
+}
+absl::StatusOr<KernelSource> TestGenerator(const SpecKey&) {
+  return KernelSource{.code = "test", .entry = "e"};
+}
+
+// The one generator hook for tests: per op, on the engine, removable.
+TEST(FamilyRegistryTest, EngineGeneratorOverrideReplacesOneOpsGenerator) {
+  Runtime::Options options;
+  options.backend = BackendKind::kCpu;
+  options.disable_disk_cache = true;
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  Engine& engine = EngineOf(**runtime);
+  EXPECT_EQ(engine.GeneratorFor(OpKind::kMoePack, &LibraryGenerator),
+            &LibraryGenerator);
+  engine.SetGeneratorOverride(OpKind::kMoePack, &TestGenerator);
+  EXPECT_EQ(engine.GeneratorFor(OpKind::kMoePack, &LibraryGenerator),
+            &TestGenerator);
+  EXPECT_EQ(engine.GeneratorFor(OpKind::kMoeCombine, &LibraryGenerator),
+            &LibraryGenerator);
+  engine.SetGeneratorOverride(OpKind::kMoePack, nullptr);
+  EXPECT_EQ(engine.GeneratorFor(OpKind::kMoePack, &LibraryGenerator),
+            &LibraryGenerator);
 }
 
 }  // namespace

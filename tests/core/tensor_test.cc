@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "core/tensor_checks.h"
 #include "test_util.h"
 
 namespace tailor {

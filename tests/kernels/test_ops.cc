@@ -2,8 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "api/internals.h"
 #include "core/engine.h"
 #include "core/family_registry.h"
+#include "core/tensor_checks.h"
 #include "kernels/test_op_kinds.h"
 #include "tailor/status.h"
 
@@ -86,7 +88,7 @@ absl::Status Axpy(Runtime& runtime, float a, const TensorRef& x,
         absl::StrCat("x: dims[0] / block must fit a 32-bit grid, got ",
                      x.dims[0], " / ", block));
   }
-  Engine& engine = runtime.engine();
+  Engine& engine = tailor::internal::EngineOf(runtime);
   SpecKey key = engine.MakeKey(kTestAxpyOp);
   key.dtypes = {DType::kF32, DType::kF32};
   key.tile.m = block;
@@ -105,7 +107,7 @@ absl::Status LaunchEmpty(Runtime& runtime, int64_t items) {
     return absl::InvalidArgumentError(
         absl::StrCat("items: must be in [0, 2^31], got ", items));
   }
-  Engine& engine = runtime.engine();
+  Engine& engine = tailor::internal::EngineOf(runtime);
   SpecKey key = engine.MakeKey(kTestEmptyOp);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
                           engine.GetKernel(key, GenerateEmpty));

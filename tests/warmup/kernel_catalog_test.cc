@@ -5,6 +5,7 @@
 #include "backends/cpu/moe/kernels.h"
 #include "core/family_registry.h"
 #include "ops/moe/kernels.h"
+#include "ops/moe/spec.h"
 #include "test_util.h"
 
 namespace tailor::internal {
@@ -183,8 +184,10 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
       {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile, {});
   ASSERT_TRUE(ampere.ok()) << ampere.status();
   ASSERT_EQ(ampere->jobs.size(), 8u);
-  EXPECT_EQ(ampere->jobs[4].key.tile.n, 1);
-  EXPECT_EQ(ampere->jobs[4].key.tile.m, 64);
+  absl::StatusOr<MoeGemmSpec> gemm = MoeGemmSpec::FromKey(ampere->jobs[4].key);
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  EXPECT_EQ(gemm->kernel, MoeGemmKernel::kMatrixCore);
+  EXPECT_EQ(gemm->tile_rows, 64);
 }
 
 // The server's tuning keys reach warm-up's keys: forced clusters add the

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/internals.h"
 #include "core/engine.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
@@ -68,15 +69,16 @@ class RecheckTest : public ::testing::Test {
                                        .intermediate = 32,
                                        .dtypes = {DType::kF32},
                                        .routing = {moe::RoutingPolicy{}}}}};
-    absl::StatusOr<KernelList> kernels =
-        KernelsForProfile(runtime_->engine().target(), profile, {});
+    absl::StatusOr<KernelList> kernels = KernelsForProfile(
+        tailor::internal::EngineOf(*runtime_).target(), profile,
+        tailor::internal::EngineOf(*runtime_).tuning());
     ASSERT_TRUE(kernels.ok()) << kernels.status();
     jobs_ = {kernels->jobs.front()};  // one kernel is enough
     results_ = PrecompileAll(cache(), jobs_, 1, [](const WarmupProgress&) {});
     ASSERT_TRUE(results_[0].status.ok()) << results_[0].status;
     ASSERT_TRUE(results_[0].precompile.persisted.ok());
   }
-  KernelCache& cache() { return runtime_->engine().cache(); }
+  KernelCache& cache() { return tailor::internal::EngineOf(*runtime_).cache(); }
   std::string Recheck(uint64_t evictions) {
     std::vector<WarmupResult> results = results_;
     RecheckOnDisk(cache(), jobs_, evictions, results);

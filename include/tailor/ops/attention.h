@@ -177,10 +177,8 @@ class DecodeWorkspace {
   // reports errors itself.
   absl::Status TakeErrors(Runtime& runtime, void* stream = nullptr);
 
-  // For tailor's op fronts; not a stable API.
-  internal::DecodeWorkspaceImpl* impl() const { return impl_.get(); }
-
  private:
+  friend struct internal::Internals;
   std::unique_ptr<internal::DecodeWorkspaceImpl> impl_;
 };
 

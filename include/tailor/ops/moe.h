@@ -253,10 +253,8 @@ class Workspace {
   // that fit.
   size_t CapacityBytes() const;
 
-  // For tailor's op fronts; not a stable API.
-  internal::MoeWorkspace* impl() const { return impl_.get(); }
-
  private:
+  friend struct internal::Internals;
   std::unique_ptr<internal::MoeWorkspace> impl_;
 };
 

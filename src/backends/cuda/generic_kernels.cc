@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/generic_image.h"
 #include "core/logging.h"
+#include "core/spec_fields.h"
 #include "tailor/status.h"
 
 namespace tailor::cuda {
@@ -47,7 +48,7 @@ SpecKey GenericKernelKey(const KeyTarget& target, GenericKernelId id) {
   return key;
 }
 
-absl::StatusOr<KernelSource> GenerateGenericKernel(const SpecKey& key) {
+absl::StatusOr<GenericKernelId> GenericKernelIdOf(const SpecKey& key) {
   const uint32_t index = key.variant & ~kGenericKeyVariant;
   if ((key.variant & kGenericKeyVariant) == 0 ||
       index >= static_cast<uint32_t>(kNumGenericKernels) ||
@@ -56,7 +57,13 @@ absl::StatusOr<KernelSource> GenerateGenericKernel(const SpecKey& key) {
         "variant: not a generic kernel of ",
         std::string(GetOpInfo(key.op).name), ", got ", key.variant));
   }
-  const auto id = static_cast<GenericKernelId>(index);
+  TAILOR_RETURN_IF_ERROR(
+      tailor::internal::ExpectUnusedSpecFieldsZero(key, {.variant = true}));
+  return static_cast<GenericKernelId>(index);
+}
+
+absl::StatusOr<KernelSource> GenerateGenericKernel(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const GenericKernelId id, GenericKernelIdOf(key));
   return KernelSource{.code = GenericKernelSource(id),
                       .entry = GenericKernelInfoOf(id).entry};
 }

@@ -40,9 +40,16 @@ class CudaBackend;
 // SpecKey::variant of a run-time-compiled generic kernel: this bit | id.
 inline constexpr uint32_t kGenericKeyVariant = 1u << 30;
 
-// The key and the source of generic kernel `id` compiled at run time.
+// The key of generic kernel `id` compiled at run time, and back: the one
+// encoding of these keys (its family's op, variant kGenericKeyVariant | id,
+// every other field zero), pinned by generic_kernels_test.cc. FromKey:
+// InvalidArgument naming the field of a key that is not one.
 tailor::internal::SpecKey GenericKernelKey(
     const tailor::internal::KeyTarget& target, GenericKernelId id);
+absl::StatusOr<GenericKernelId> GenericKernelIdOf(
+    const tailor::internal::SpecKey& key);
+
+// The source of a GenericKernelKey.
 absl::StatusOr<tailor::internal::KernelSource> GenerateGenericKernel(
     const tailor::internal::SpecKey& key);
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/tensor_checks.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {

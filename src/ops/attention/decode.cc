@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
+#include "core/tensor_checks.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/kernels.h"
 #include "ops/attention/workspace.h"
@@ -72,19 +74,19 @@ absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
   const auto items = plan.items();
   if (!items.empty()) {
     TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
-        runtime.engine(), items.data(), d.at(d.items),
+        internal::EngineOf(runtime), items.data(), d.at(d.items),
         items.size() * sizeof(plan::DecodeWorkItem), stream));
   }
   const auto first_items = plan.first_items();
   TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
-      runtime.engine(), first_items.data(), d.at(d.first_items),
+      internal::EngineOf(runtime), first_items.data(), d.at(d.first_items),
       first_items.size() * sizeof(plan::DecodeWorkItem), stream));
   const auto begin = plan.worker_begin();
-  TAILOR_RETURN_IF_ERROR(
-      kernels.UploadPlan(runtime.engine(), begin.data(), d.at(d.worker_begin),
-                         begin.size() * sizeof(int32_t), stream));
+  TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
+      internal::EngineOf(runtime), begin.data(), d.at(d.worker_begin),
+      begin.size() * sizeof(int32_t), stream));
   return kernels.UploadPlan(
-      runtime.engine(), &launch_flags,
+      internal::EngineOf(runtime), &launch_flags,
       static_cast<char*>(d.at(d.worker_begin)) + begin.size() * sizeof(int32_t),
       sizeof(int32_t), stream);
 }
@@ -234,7 +236,7 @@ absl::Status RunDecode(Runtime& runtime, const RunDecodeArgs& args,
   }
   w->last_num_pages = args.k_cache.dims[0];
   w->last_max_pages = args.block_table.dims[1];
-  return kernels->Decode(runtime.engine(), LaunchOf(args, *w));
+  return kernels->Decode(internal::EngineOf(runtime), LaunchOf(args, *w));
 }
 
 }  // namespace attention

@@ -1,6 +1,7 @@
 #include "ops/attention/kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 
 namespace tailor::internal {
 namespace {
@@ -28,7 +29,8 @@ absl::StatusOr<DecodeErrors> DecodeKernels::TakeErrors(Engine&, void*, int64_t,
 
 absl::StatusOr<DecodeKernels*> DecodeKernelsOf(Runtime& runtime,
                                                absl::string_view op) {
-  DecodeKernels* kernels = runtime.engine().backend().decode_kernels();
+  DecodeKernels* kernels =
+      internal::EngineOf(runtime).backend().decode_kernels();
   if (kernels == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat(op, ": the ", BackendName(runtime.backend()),

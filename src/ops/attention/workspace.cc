@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/internals.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/kernels.h"
 #include "tailor/ops/attention.h"
@@ -36,12 +37,12 @@ absl::Status TooSmall(absl::string_view what, int64_t reserved,
 }  // namespace
 
 absl::StatusOr<DecodeWorkspaceImpl*> ImplOf(attention::DecodeWorkspace& ws) {
-  if (ws.impl() == nullptr) {
+  if (internal::WorkspaceImplOf(ws) == nullptr) {
     return absl::FailedPreconditionError(
         "ws: this DecodeWorkspace was moved from; assign a new one before "
         "use");
   }
-  return ws.impl();
+  return internal::WorkspaceImplOf(ws);
 }
 
 plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
@@ -179,9 +180,10 @@ absl::Status DecodeWorkspace::TakeErrors(Runtime& runtime, void* stream) {
       DecodeKernels * kernels,
       internal::DecodeKernelsOf(runtime, "attention.decode errors"));
   DecodeDeviceBuffers& d = *impl_->device;
-  TAILOR_ASSIGN_OR_RETURN(internal::DecodeErrors errors,
-                          kernels->TakeErrors(runtime.engine(), d.at(d.scratch),
-                                              d.capacity.partials, stream));
+  TAILOR_ASSIGN_OR_RETURN(
+      internal::DecodeErrors errors,
+      kernels->TakeErrors(internal::EngineOf(runtime), d.at(d.scratch),
+                          d.capacity.partials, stream));
   const DecodeWorkspaceImpl& w = *impl_;
   if (errors.bad_page) {
     const int64_t max_pages = std::max<int64_t>(w.last_max_pages, 1);
@@ -258,9 +260,9 @@ absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
 absl::Status AdoptDeviceBuffers(Runtime& runtime, DecodeKernels& kernels,
                                 DecodeDeviceBuffers buffers, void* stream,
                                 DecodeWorkspaceImpl& w) {
-  TAILOR_RETURN_IF_ERROR(
-      kernels.InitScratch(runtime.engine(), buffers.at(buffers.scratch),
-                          buffers.capacity.partials, stream));
+  TAILOR_RETURN_IF_ERROR(kernels.InitScratch(
+      internal::EngineOf(runtime), buffers.at(buffers.scratch),
+      buffers.capacity.partials, stream));
   w.Invalidate();
   w.device = std::move(buffers);
   return absl::OkStatus();
@@ -286,7 +288,8 @@ absl::Status ReserveDecodeWorkspace(Runtime& runtime,
   }
   DecodeDeviceBuffers buffers = internal::DecodeLayoutFor(capacity);
   TAILOR_ASSIGN_OR_RETURN(
-      buffers.owned, runtime.engine().backend().AllocateDevice(buffers.bytes));
+      buffers.owned,
+      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
   buffers.base = static_cast<char*>(buffers.owned.get());
   buffers.device = runtime.device();
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);

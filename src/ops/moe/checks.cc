@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_checks.h"
 #include "tailor/ops/moe.h"
 #include "tailor/status.h"
 

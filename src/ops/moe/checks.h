@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/tensor_checks.h"
 #include "plan/piecewise_plan.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"

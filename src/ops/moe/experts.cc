@@ -1,6 +1,7 @@
 // moe::Experts: vLLM's fused_experts as Route -> Pack -> GroupedGemm
 // (+silu_and_mul) -> GroupedGemm -> Combine, intermediates in the Workspace.
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "ops/moe/checks.h"
 #include "ops/moe/kernels.h"
 #include "ops/moe/workspace.h"
@@ -143,10 +144,10 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
                                 .policy = args.policy,
                                 .stream = args.stream},
                                ws));
-  internal::MoeWorkspace& w = *ws.impl();
+  internal::MoeWorkspace& w = *internal::WorkspaceImplOf(ws);
   const DType dtype = args.hidden.dtype;
   TAILOR_ASSIGN_OR_RETURN(RowBuffers rows, IntermediateRows(d, dtype, w));
-  internal::Engine& engine = runtime.engine();
+  internal::Engine& engine = internal::EngineOf(runtime);
   const internal::MoePlanRef plan = internal::PlanRefOf(w);
   TAILOR_RETURN_IF_ERROR(
       kernels->Pack(engine, {.dtype = dtype,

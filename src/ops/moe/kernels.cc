@@ -1,6 +1,7 @@
 #include "ops/moe/kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 
 namespace tailor::internal {
 namespace {
@@ -26,7 +27,7 @@ absl::StatusOr<RouteErrors> MoeKernels::TakeRouteErrors(Engine&, void*, void*) {
 
 absl::StatusOr<MoeKernels*> MoeKernelsOf(Runtime& runtime,
                                          absl::string_view op) {
-  MoeKernels* kernels = runtime.engine().backend().moe_kernels();
+  MoeKernels* kernels = internal::EngineOf(runtime).backend().moe_kernels();
   if (kernels == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat(op, ": the ", BackendName(runtime.backend()),

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "ops/moe/checks.h"
 #include "ops/moe/kernels.h"
 #include "ops/moe/workspace.h"
@@ -34,7 +35,7 @@ absl::StatusOr<const MoeWorkspace*> RoutedWorkspace(const Workspace& ws,
         absl::StrCat("ws: routed on ", DeviceName(ws.device()),
                      ", not on the runtime's ", DeviceName(device)));
   }
-  return ws.impl();
+  return internal::WorkspaceImplOf(ws);
 }
 
 // Entries of the [R] permutation must name assignments in [0, limit).
@@ -108,7 +109,7 @@ absl::Status Pack(Runtime& runtime, const PackArgs& args) {
     TAILOR_RETURN_IF_ERROR(
         ValidatePermutation(args.permutation, tokens * args.topk));
   }
-  return kernels->Pack(runtime.engine(),
+  return kernels->Pack(internal::EngineOf(runtime),
                        {.dtype = args.hidden.dtype,
                         .hidden_dim = hidden_dim,
                         .rows = rows,
@@ -150,20 +151,20 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "a", args.a));
   TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "w", args.w));
   internal::GemmConfig config;
-  TAILOR_RETURN_IF_ERROR(
-      kernels->GroupedGemm(runtime.engine(), {.dtype = args.a.dtype,
-                                              .n = n,
-                                              .k = k,
-                                              .tile_rows = w->tile_rows,
-                                              .epilogue = args.epilogue,
-                                              .plan = internal::PlanRefOf(*w),
-                                              .a = args.a.data,
-                                              .w = args.w.data,
-                                              .c = args.c.data,
-                                              .rows = args.a.dims[0],
-                                              .experts = args.w.dims[0],
-                                              .stream = args.stream,
-                                              .config = &config}));
+  TAILOR_RETURN_IF_ERROR(kernels->GroupedGemm(internal::EngineOf(runtime),
+                                              {.dtype = args.a.dtype,
+                                               .n = n,
+                                               .k = k,
+                                               .tile_rows = w->tile_rows,
+                                               .epilogue = args.epilogue,
+                                               .plan = internal::PlanRefOf(*w),
+                                               .a = args.a.data,
+                                               .w = args.w.data,
+                                               .c = args.c.data,
+                                               .rows = args.a.dims[0],
+                                               .experts = args.w.dims[0],
+                                               .stream = args.stream,
+                                               .config = &config}));
   w->RecordGemm(config);
   return absl::OkStatus();
 }
@@ -197,7 +198,7 @@ absl::Status Combine(Runtime& runtime, const CombineArgs& args) {
   if (dev.type == DeviceType::kCpu) {  // device entries are checked there
     TAILOR_RETURN_IF_ERROR(ValidateInverse(args.inverse, rows));
   }
-  return kernels->Combine(runtime.engine(),
+  return kernels->Combine(internal::EngineOf(runtime),
                           {.dtype = args.c.dtype,
                            .hidden_dim = hidden_dim,
                            .tokens = tokens,

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "core/engine.h"
 #include "core/stats.h"
 #include "ops/moe/checks.h"
@@ -28,11 +29,11 @@ using internal::MoeWorkspace;
 namespace {
 
 absl::StatusOr<MoeWorkspace*> WorkspaceOf(Workspace& ws) {
-  if (ws.impl() == nullptr) {
+  if (internal::WorkspaceImplOf(ws) == nullptr) {
     return absl::FailedPreconditionError(
         "ws: this Workspace was moved from; assign a new one before use");
   }
-  return ws.impl();
+  return internal::WorkspaceImplOf(ws);
 }
 
 // Checks the map's entries (in [-1, num_experts)), on the host.
@@ -202,7 +203,7 @@ absl::Status RouteOnDevice(Runtime& runtime, MoeKernels& kernels,
     TAILOR_ASSIGN_OR_RETURN(tail_classes[n], plan::TailClassOf(n, params));
   }
   return kernels.Route(
-      runtime.engine(),
+      internal::EngineOf(runtime),
       {.topk_ids = args.topk_ids.as<int32_t>(),
        .expert_map = args.expert_map ? args.expert_map->as<int32_t>() : nullptr,
        .map_size = args.expert_map ? args.expert_map->dims[0] : 0,
@@ -226,7 +227,7 @@ absl::Status RouteOnDevice(Runtime& runtime, MoeKernels& kernels,
 
 // The stats' plan_useful_rows / plan_executed_rows of a host plan.
 void CountPlanRows(Runtime& runtime, const plan::PiecewisePlan& plan) {
-  internal::Stats& stats = runtime.engine().stats();
+  internal::Stats& stats = internal::EngineOf(runtime).stats();
   stats.Add(stats.plan_useful_rows, plan.accounting().useful_rows);
   stats.Add(stats.plan_executed_rows, plan.accounting().executed_rows);
 }
@@ -261,7 +262,7 @@ absl::Status RouteUnguarded(Runtime& runtime, const RouteArgs& args,
   w->topk = k;
   w->tile_rows = params.tile_rows;
   w->id_limit = args.expert_map ? args.expert_map->dims[0] : args.num_experts;
-  w->tuning = runtime.engine().shared_tuning();
+  w->tuning = internal::EngineOf(runtime).shared_tuning();
   w->routed = true;
   return absl::OkStatus();
 }
@@ -316,7 +317,7 @@ absl::Status PlanRowsUnguarded(Runtime& runtime, const PlanRowsArgs& args,
   TAILOR_RETURN_IF_ERROR(PlanFromCounts(experts, params, *w));
   CountPlanRows(runtime, w->plan);
   w->tile_rows = params.tile_rows;
-  w->tuning = runtime.engine().shared_tuning();
+  w->tuning = internal::EngineOf(runtime).shared_tuning();
   w->routed = true;
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/internals.h"
 #include "core/engine.h"
 #include "core/stats.h"
 #include "ops/moe/checks.h"
@@ -189,9 +190,9 @@ absl::Status Workspace::TakeRoutingErrors(Runtime& runtime, void* stream) {
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.route"));
   MoeDeviceBuffers& d = *impl_->device;
-  TAILOR_ASSIGN_OR_RETURN(
-      internal::RouteErrors errors,
-      kernels->TakeRouteErrors(runtime.engine(), d.at(d.scratch), stream));
+  TAILOR_ASSIGN_OR_RETURN(internal::RouteErrors errors,
+                          kernels->TakeRouteErrors(internal::EngineOf(runtime),
+                                                   d.at(d.scratch), stream));
   const int64_t k = std::max<int64_t>(impl_->topk, 1);
   if (errors.bad_id) {
     const int64_t i = errors.bad_id->position;
@@ -345,11 +346,11 @@ absl::Status ReserveHost(const WorkspaceLimits& limits,
 }
 
 absl::StatusOr<MoeWorkspace*> WorkspaceOf(Workspace& ws) {
-  if (ws.impl() == nullptr) {
+  if (internal::WorkspaceImplOf(ws) == nullptr) {
     return absl::FailedPreconditionError(
         "ws: this Workspace was moved from; assign a new one before use");
   }
-  return ws.impl();
+  return internal::WorkspaceImplOf(ws);
 }
 
 // Makes `buffers` the device storage of `w` and clears its routing errors.
@@ -357,7 +358,7 @@ absl::Status AdoptDeviceBuffers(Runtime& runtime, MoeKernels& kernels,
                                 MoeDeviceBuffers buffers, void* stream,
                                 MoeWorkspace& w) {
   TAILOR_RETURN_IF_ERROR(kernels.InitRouteScratch(
-      runtime.engine(), buffers.at(buffers.scratch), stream));
+      internal::EngineOf(runtime), buffers.at(buffers.scratch), stream));
   w.Invalidate();
   w.device = std::move(buffers);
   return absl::OkStatus();
@@ -369,9 +370,10 @@ absl::Status AdoptDeviceBuffers(Runtime& runtime, MoeKernels& kernels,
 // successful reservation or binding.
 static absl::Status Accounted(Runtime& runtime, Workspace& ws,
                               absl::Status status) {
-  if (status.ok() && ws.impl() != nullptr) {
-    ws.impl()->accounted_bytes.Set(runtime.engine().stats().workspace_bytes,
-                                   static_cast<int64_t>(ws.CapacityBytes()));
+  if (status.ok() && internal::WorkspaceImplOf(ws) != nullptr) {
+    internal::WorkspaceImplOf(ws)->accounted_bytes.Set(
+        internal::EngineOf(runtime).stats().workspace_bytes,
+        static_cast<int64_t>(ws.CapacityBytes()));
   }
   return status;
 }
@@ -393,7 +395,8 @@ static absl::Status ReserveUnaccounted(Runtime& runtime,
   }
   MoeDeviceBuffers buffers = internal::LayoutFor(capacity);
   TAILOR_ASSIGN_OR_RETURN(
-      buffers.owned, runtime.engine().backend().AllocateDevice(buffers.bytes));
+      buffers.owned,
+      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
   buffers.base = static_cast<char*>(buffers.owned.get());
   buffers.device = runtime.device();
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/barrier.h"
+#include "api/internals.h"
 #include "core/disk_eviction.h"
 #include "core/engine.h"
 #include "core/kernel_cache.h"
@@ -291,7 +292,7 @@ TEST(RuntimeCacheTest, LruEvictionKeepsCapacity) {
   EXPECT_EQ(s.memory_evictions, 2u);
   EXPECT_EQ(s.compiles, 3u);
   EXPECT_EQ(s.disk_hits, 1u);  // 64 was evicted, then reloaded from disk
-  EXPECT_EQ((*runtime)->engine().cache().memory_size(), 2u);
+  EXPECT_EQ(tailor::internal::EngineOf(**runtime).cache().memory_size(), 2u);
 }
 
 TEST(RuntimeOptionsTest, BadOptionsAreNamed) {

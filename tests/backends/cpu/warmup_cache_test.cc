@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "backends/cpu/moe/kernels.h"
 #include "core/disk_cache.h"
 #include "core/disk_eviction.h"
@@ -50,7 +51,8 @@ std::unique_ptr<Runtime> MakeRuntime(const std::string& cache_dir,
 }
 
 SpecKey PackKey(Runtime& runtime, int64_t hidden) {
-  return internal::cpu::PackKey(runtime.engine().target(), DType::kF32, hidden);
+  return internal::cpu::PackKey(tailor::internal::EngineOf(runtime).target(),
+                                DType::kF32, hidden);
 }
 
 absl::StatusOr<KernelSource> BrokenSource(const SpecKey&) {
@@ -77,7 +79,7 @@ absl::Status RunPack(Runtime& runtime, int64_t hidden) {
 TEST(PrecompileTest, WritesWithoutLoadingThenFindsItOnDisk) {
   TempDir dir;
   auto runtime = MakeRuntime(dir.path());
-  KernelCache& cache = runtime->engine().cache();
+  KernelCache& cache = tailor::internal::EngineOf(*runtime).cache();
   SpecKey key = PackKey(*runtime, 64);
   EXPECT_THAT(cache.CheckOnDisk(key, internal::cpu::GenerateMoeKernel),
               StatusIs(absl::StatusCode::kNotFound, "not in the disk cache"));
@@ -115,8 +117,8 @@ TEST(PrecompileTest, WritesWithoutLoadingThenFindsItOnDisk) {
 TEST(PrecompileTest, ABrokenTemplateIsAnErrorWithTheCompilerLog) {
   TempDir dir;
   auto runtime = MakeRuntime(dir.path());
-  auto result =
-      runtime->engine().cache().Precompile(PackKey(*runtime, 64), BrokenSource);
+  auto result = tailor::internal::EngineOf(*runtime).cache().Precompile(
+      PackKey(*runtime, 64), BrokenSource);
   EXPECT_THAT(result, StatusIs(absl::StatusCode::kInternal,
                                HasSubstr("kernel failed to compile:")));
   EXPECT_EQ(runtime->stats().compile_failures, 1u);
@@ -126,8 +128,8 @@ TEST(PrecompileTest, NeedsADiskAndTheJit) {
   TempDir dir;
   auto strict = MakeRuntime(dir.path(), 0, /*disable_jit=*/true);
   EXPECT_THAT(
-      strict->engine().cache().Precompile(PackKey(*strict, 64),
-                                          internal::cpu::GenerateMoeKernel),
+      tailor::internal::EngineOf(*strict).cache().Precompile(
+          PackKey(*strict, 64), internal::cpu::GenerateMoeKernel),
       StatusIs(absl::StatusCode::kFailedPrecondition,
                HasSubstr("TAILOR_DISABLE_JIT is set and kernel moe.pack/")));
   Runtime::Options options;
@@ -136,8 +138,7 @@ TEST(PrecompileTest, NeedsADiskAndTheJit) {
   options.log_level = "error";
   auto memory_only = Runtime::Create(options);
   ASSERT_TRUE(memory_only.ok());
-  EXPECT_THAT((*memory_only)
-                  ->engine()
+  EXPECT_THAT(tailor::internal::EngineOf(**memory_only)
                   .cache()
                   .Precompile(PackKey(**memory_only, 64),
                               internal::cpu::GenerateMoeKernel),
@@ -194,7 +195,7 @@ TEST(DiskRecencyTest, LoadsAndSteadyMemoryHitsKeepEntriesYoung) {
   EXPECT_GT(MtimeSeconds(entry), time(nullptr) - 60);
 
   SetMtimeSecondsAgo(entry, 3600);
-  internal::Engine& engine = runtime->engine();
+  internal::Engine& engine = tailor::internal::EngineOf(*runtime);
   SpecKey key = PackKey(*runtime, 64);
   // Hits 1 .. kHitsPerTouch - 1 touch nothing; hit kHitsPerTouch does.
   for (uint32_t i = 0; i + 1 < internal::kHitsPerTouch; ++i) {
@@ -219,10 +220,10 @@ TEST(DiskLimitTest, ServingEvictsTheOldestEntriesPastTheLimit) {
   for (const auto& e : *entries) total += e.bytes;
   EXPECT_LE(total, 8u * 1024);
   // The newest entry is the last one written.
-  EXPECT_TRUE(
-      std::filesystem::exists(runtime->engine().cache().disk()->EntryPath(
+  EXPECT_TRUE(std::filesystem::exists(
+      tailor::internal::EngineOf(*runtime).cache().disk()->EntryPath(
           PackKey(*runtime, 64).FileStem(),
-          runtime->engine().cache().IdentityFor(
+          tailor::internal::EngineOf(*runtime).cache().IdentityFor(
               PackKey(*runtime, 64),
               *internal::cpu::GenerateMoeKernel(PackKey(*runtime, 64))))));
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "api/internals.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
@@ -472,8 +473,10 @@ TEST(CudaBackendGpuTest, CubinComesBackFromTheDiskCache) {
     options.log_level = "error";
     auto runtime = Runtime::Create(options);
     ASSERT_TRUE(runtime.ok()) << runtime.status();
-    SpecKey key = (*runtime)->engine().MakeKey(tailor::internal::kTestEmptyOp);
-    auto kernel = (*runtime)->engine().GetKernel(key, GenerateCudaTestKernel);
+    SpecKey key = tailor::internal::EngineOf(**runtime).MakeKey(
+        tailor::internal::kTestEmptyOp);
+    auto kernel = tailor::internal::EngineOf(**runtime).GetKernel(
+        key, GenerateCudaTestKernel);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     *compiles = (*runtime)->stats().compiles;
     *disk_hits = (*runtime)->stats().disk_hits;

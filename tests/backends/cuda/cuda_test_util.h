@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
 #include "core/engine.h"
@@ -41,7 +42,8 @@ class CudaTestRuntime {
     options.backend = BackendKind::kCuda;
     absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
     if (!runtime.ok()) return runtime.status();
-    auto* backend = dynamic_cast<CudaBackend*>(&(*runtime)->engine().backend());
+    auto* backend = dynamic_cast<CudaBackend*>(
+        &tailor::internal::EngineOf(**runtime).backend());
     if (backend == nullptr) {
       return absl::InternalError("kCuda runtime without a CudaBackend");
     }
@@ -58,7 +60,9 @@ class CudaTestRuntime {
   }
 
   Runtime& runtime() { return *runtime_; }
-  tailor::internal::Engine& engine() { return runtime_->engine(); }
+  tailor::internal::Engine& engine() {
+    return tailor::internal::EngineOf(*runtime_);
+  }
   CudaBackend& backend() { return *backend_; }
   const DriverApi& api() { return backend_->device_context().api(); }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/generic_image.h"
 #include "backends/cuda/generic_kernel_table.h"
@@ -93,8 +94,14 @@ TEST(GenericImage, NoneWithoutNvrtcAtBuildTime) {
 TEST(GenericKernelKeys, OneKeyPerKernelWithItsFamilysOp) {
   const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
   const SpecKey pack = GenericKernelKey(target, GenericKernelId::kPackBf16);
-  EXPECT_EQ(pack.op, OpKind::kMoePack);
-  EXPECT_EQ(pack.dims[0], 0);  // no shape: one kernel serves them all
+  // No shape: one kernel serves them all. The encoding, pinned:
+  EXPECT_EQ(pack.ToString(),
+            absl::StrCat("moe.pack/cuda/sm_90a//H=0/b0/t0/m0n0k0/v",
+                         kGenericKeyVariant | static_cast<uint32_t>(
+                                                  GenericKernelId::kPackBf16)));
+  absl::StatusOr<GenericKernelId> id = GenericKernelIdOf(pack);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, GenericKernelId::kPackBf16);
   EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kRouteScatter4).op,
             OpKind::kMoeRoute);
   EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kGemmSimtF32None).op,
@@ -118,6 +125,12 @@ TEST(GenericKernelKeys, OneKeyPerKernelWithItsFamilysOp) {
   EXPECT_THAT(GenerateGenericKernel(specialized).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "variant: not a generic kernel of moe.pack, got 0"));
+  SpecKey shaped = pack;
+  shaped.dims[0] = 4096;
+  EXPECT_THAT(GenerateGenericKernel(shaped).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "dims[0]: not used by this kernel, must be 0, got "
+                       "4096"));
   SpecKey wrong_op = pack;
   wrong_op.op = OpKind::kMoeCombine;
   EXPECT_THAT(GenerateGenericKernel(wrong_op).status(),

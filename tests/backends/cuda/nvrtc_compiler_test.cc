@@ -22,6 +22,8 @@
 #include "core/embedded_files.h"
 #include "kernels/cuda_test_kernels.h"
 #include "kernels/test_op_kinds.h"
+#include "ops/attention/decode_spec.h"
+#include "ops/moe/spec.h"
 #include "templates/cuda/attention/decode_params.h"
 #include "templates/cuda/tma_test_params.h"
 #include "test_util.h"
@@ -65,18 +67,32 @@ SpecKey TmaKey(OpKind op, DType dtype, int64_t cols, int32_t tile_rows,
   return key;
 }
 
-SpecKey MoeKey(OpKind op, DType dtype, std::array<int64_t, 6> dims,
-               uint32_t variant = 0, int32_t tile_rows = 0, int32_t mma = 0) {
-  SpecKey key;
-  key.op = op;
-  key.backend = BackendKind::kCuda;
-  key.SetArch("sm_90a");
-  key.dtypes = {dtype, dtype, DType::kF32};
-  key.dims = dims;
-  key.variant = variant;
-  key.tile.m = tile_rows;
-  key.tile.n = mma;
-  return key;
+constexpr tailor::internal::KeyTarget kSm90a = {.backend = BackendKind::kCuda,
+                                                .arch = "sm_90a"};
+
+SpecKey RouteKey(tailor::internal::MoeRouteKernel kernel, int warps = 0) {
+  return tailor::internal::MoeRouteSpec{.kernel = kernel,
+                                        .scatter_warps = warps}
+      .ToKey(kSm90a);
+}
+
+// A grouped-GEMM key of `kernel`; `flags`: Hopper's TMA store and checks.
+struct HopperFlags {
+  bool tma_store = false;
+  bool pipeline_checks = false;
+};
+SpecKey GemmKey(DType dtype, int64_t n, int64_t k, moe::Epilogue epilogue,
+                int32_t tile_rows, tailor::internal::MoeGemmKernel kernel,
+                HopperFlags flags = {}) {
+  return tailor::internal::MoeGemmSpec{.dtype = dtype,
+                                       .n = n,
+                                       .k = k,
+                                       .tile_rows = tile_rows,
+                                       .epilogue = epilogue,
+                                       .kernel = kernel,
+                                       .pipeline_checks = flags.pipeline_checks,
+                                       .tma_store = flags.tma_store}
+      .ToKey(kSm90a);
 }
 
 // The source of a test key or of a library kernel key.
@@ -88,15 +104,16 @@ absl::StatusOr<KernelSource> Generate(const SpecKey& key) {
 }
 
 SpecKey DecodeKey(uint32_t variant, int64_t page) {
-  SpecKey key;
-  key.op = OpKind::kAttentionDecode;
-  key.backend = BackendKind::kCuda;
-  key.SetArch("sm_90a");
-  key.dtypes[0] = DType::kBF16;
-  key.dims = {128, 4, page};
-  key.tile = {.m = 64, .stages = 4, .warps = 4};
-  key.variant = variant;
-  return key;
+  return tailor::internal::DecodeSpec{
+      .dtype = DType::kBF16,
+      .head_dim = 128,
+      .group = 4,
+      .page_size = page,
+      .tile_tokens = 64,
+      .warps = 4,
+      .stages = 4,
+      .kernel = static_cast<tailor::internal::DecodeKernel>(variant)}
+      .ToKey(kSm90a);
 }
 
 // One instantiation per template family; `header` is the template it covers.
@@ -238,45 +255,53 @@ std::vector<TemplateCase> AllTemplateCases() {
         "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"}},
       // The MoE family (templates/cuda/moe_*.cuh).
       {"moe_route_count_plan",
-       MoeKey(OpKind::kMoeRoute, DType{}, {}, 0),
+       RouteKey(tailor::internal::MoeRouteKernel::kCountPlan),
        "templates/cuda/moe/route.cuh",
        {"atom.global.min.u64", "ld.global.cg.s32"}},
       {"moe_route_fused",
-       MoeKey(OpKind::kMoeRoute, DType{}, {}, 1),
+       RouteKey(tailor::internal::MoeRouteKernel::kFused),
        "templates/cuda/moe/route.cuh",
        {"match.any.sync.b32"}},
       {"moe_route_scatter",
-       MoeKey(OpKind::kMoeRoute, DType{}, {8}, 2),
+       RouteKey(tailor::internal::MoeRouteKernel::kScatter, 8),
        "templates/cuda/moe/route.cuh",
        {"match.any.sync.b32"}},
       {"moe_pack_bf16",
-       MoeKey(OpKind::kMoePack, DType::kBF16, {4096}),
+       tailor::internal::MoePackSpec{.dtype = DType::kBF16, .hidden = 4096}
+           .ToKey(kSm90a),
        "templates/cuda/moe/pack.cuh",
        {"ld.global.v4.u32"}},
       {"moe_pack_f32_odd",
-       MoeKey(OpKind::kMoePack, DType::kF32, {17}),
+       tailor::internal::MoePackSpec{.dtype = DType::kF32, .hidden = 17}.ToKey(
+           kSm90a),
        "templates/cuda/moe/pack.cuh",
        {"ld.global.u32"}},
       {"moe_combine_bf16",
-       MoeKey(OpKind::kMoeCombine, DType::kBF16, {2048, 8}),
+       tailor::internal::MoeCombineSpec{
+           .dtype = DType::kBF16, .hidden = 2048, .topk = 8}
+           .ToKey(kSm90a),
        "templates/cuda/moe/combine.cuh",
        {"ld.global.v4.u32"}},
       {"moe_gemm_mma_silu",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048}, 1, 64, 1),
+       GemmKey(DType::kBF16, 1536, 2048, moe::Epilogue::kSiluAndMul, 64,
+               tailor::internal::MoeGemmKernel::kMatrixCore),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
         "cp.async.cg.shared.global"}},
       {"moe_gemm_mma_ragged_n",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 72}, 0, 17, 1),
+       GemmKey(DType::kBF16, 200, 72, moe::Epilogue::kNone, 17,
+               tailor::internal::MoeGemmKernel::kMatrixCore),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"mma.sync.aligned.m16n8k16"}},
       {"moe_gemm_sm90_rows64",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048}, 0, 64, 2),
+       GemmKey(DType::kBF16, 7168, 2048, moe::Epilogue::kNone, 64,
+               tailor::internal::MoeGemmKernel::kHopper),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_silu_rows128",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {4096, 7168}, 1, 128, 2),
+       GemmKey(DType::kBF16, 4096, 7168, moe::Epilogue::kSiluAndMul, 128,
+               tailor::internal::MoeGemmKernel::kHopper),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
         "setmaxnreg.inc.sync.aligned.u32 232",
@@ -284,29 +309,32 @@ std::vector<TemplateCase> AllTemplateCases() {
         "complete_tx::bytes",
         "mbarrier.try_wait.parity"}},
       {"moe_gemm_sm90_tma_store_rows128",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {7168, 2048},
-              0 | (1u << 9), 128, 2),
+       GemmKey(DType::kBF16, 7168, 2048, moe::Epilogue::kNone, 128,
+               tailor::internal::MoeGemmKernel::kHopper, {.tma_store = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "cp.async.bulk.wait_group.read 1", "fence.proxy.async.shared::cta",
         "bar.sync"}},
       {"moe_gemm_sm90_tma_store_silu_rows64",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {1536, 2048},
-              1 | (1u << 9), 64, 2),
+       GemmKey(DType::kBF16, 1536, 2048, moe::Epilogue::kSiluAndMul, 64,
+               tailor::internal::MoeGemmKernel::kHopper, {.tma_store = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"}},
       {"moe_gemm_sm90_checks_ragged",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {200, 40}, 0 | (1u << 8),
-              17, 2),
+       GemmKey(DType::kBF16, 200, 40, moe::Epilogue::kNone, 17,
+               tailor::internal::MoeGemmKernel::kHopper,
+               {.pipeline_checks = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async", "trap;"}},
       {"moe_gemm_simt_f32",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kF32, {64, 32}, 1, 16, 0),
+       GemmKey(DType::kF32, 64, 32, moe::Epilogue::kSiluAndMul, 16,
+               tailor::internal::MoeGemmKernel::kSimt),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
       {"moe_gemm_simt_bf16_unaligned",
-       MoeKey(OpKind::kMoeGroupedGemm, DType::kBF16, {30, 17}, 0, 64, 0),
+       GemmKey(DType::kBF16, 30, 17, moe::Epilogue::kNone, 64,
+               tailor::internal::MoeGemmKernel::kSimt),
        "templates/cuda/moe/grouped_gemm_sm80.cuh",
        {"fma.rn.f32"}},
   };

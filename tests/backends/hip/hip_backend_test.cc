@@ -10,6 +10,9 @@
 #include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
+#include "core/hash.h"
+#include "ops/attention/decode_spec.h"
+#include "ops/moe/spec.h"
 #include "templates/hip/attention/decode_params.h"
 #include "templates/hip/moe/params.h"
 #include "test_util.h"
@@ -20,12 +23,26 @@ namespace {
 using tailor::internal::DecodeShape;
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
 using tailor::internal::LaunchConfig;
+using tailor::internal::MoeGemmKernel;
+using tailor::internal::MoeGemmSpec;
+using tailor::internal::MoeRouteKernel;
+using tailor::internal::MoeRouteSpec;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 using tailor::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+constexpr KeyTarget kTarget = {.backend = BackendKind::kHip, .arch = "gfx90a"};
+
+// The route spec of a planned launch's key.
+MoeRouteSpec RouteSpecOf(const SpecKey& key) {
+  absl::StatusOr<MoeRouteSpec> spec = MoeRouteSpec::FromKey(key);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : MoeRouteSpec{};
+}
 
 class HipOfflineBackendTest : public ::testing::Test {
  protected:
@@ -120,12 +137,13 @@ TEST(HipOfflineTargetTest, MalformedTargetIsInvalidArgument) {
 // ---- generators ----------------------------------------------------------
 
 TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
-  SpecKey key;
-  key.op = OpKind::kMoeGroupedGemm;
-  key.dtypes = {DType::kBF16, DType::kBF16, DType::kF32};
-  key.dims = {1536, 2048};
-  key.tile = {.m = 64, .n = kHipMfmaGemm};
-  key.variant = 1;
+  SpecKey key = MoeGemmSpec{.dtype = DType::kBF16,
+                            .n = 1536,
+                            .k = 2048,
+                            .tile_rows = 64,
+                            .epilogue = moe::Epilogue::kSiluAndMul,
+                            .kernel = MoeGemmKernel::kMatrixCore}
+                    .ToKey(kTarget);
   absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ(source->code,
@@ -134,11 +152,11 @@ TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
             "(tailor::hip::MoeGroupedGemmMfma<1536, 2048, 64, 1>))\n");
   EXPECT_EQ(source->entry, "tailor_entry");
 
-  key.op = OpKind::kMoeRoute;
+  key = MoeRouteSpec{}.ToKey(kTarget);
   key.variant = 7;
   EXPECT_THAT(GenerateHipMoeKernel(key),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "variant: not a moe.route kernel: 7"));
+                       "kernel (variant): must be in [0, 2], got 7"));
   key.op = OpKind::kAttentionDecode;
   EXPECT_THAT(GenerateHipMoeKernel(key),
               StatusIs(absl::StatusCode::kUnimplemented,
@@ -149,11 +167,14 @@ TEST(HipMoeGeneratorTest, SourceIsIncludesPlusOneInstantiation) {
 // header, never HIP forks: a fork is what drifted before (its planner and
 // scatter disagreed with CUDA's about the histogram).
 TEST(HipMoeGeneratorTest, RoutePackAndCombineAreTheSharedCudaSources) {
-  SpecKey key;
-  key.op = OpKind::kMoeRoute;
-  for (uint32_t variant : {0u, 1u, 2u}) {
-    key.variant = variant;
-    key.dims = {variant == 2 ? 4 : 0};
+  for (MoeRouteKernel kernel :
+       {MoeRouteKernel::kCountPlan, MoeRouteKernel::kFused,
+        MoeRouteKernel::kScatter}) {
+    const SpecKey key =
+        MoeRouteSpec{
+            .kernel = kernel,
+            .scatter_warps = kernel == MoeRouteKernel::kScatter ? 4 : 0}
+            .ToKey(kTarget);
     absl::StatusOr<KernelSource> source = GenerateHipMoeKernel(key);
     ASSERT_TRUE(source.ok()) << source.status();
     EXPECT_THAT(source->code, HasSubstr("(tailor::cuda::MoeRoute"));
@@ -190,12 +211,13 @@ TEST(HipGroupedGemmPlanTest, MfmaForAlignedBf16WithOneCtaPerCu) {
   // Qwen3-30B-A3B gate_up: N = 2 x 768, K = 2048; 64-row tiles.
   const auto plan = PlanHipGroupedGemm(
       Gemm(DType::kBF16, 1536, 2048, 64, moe::Epilogue::kSiluAndMul, 300),
-      SpecKey{}, /*compute_units=*/104, /*has_mfma_bf16=*/true);
-  EXPECT_EQ(plan.key.tile.n, kHipMfmaGemm);
-  EXPECT_EQ(plan.key.tile.m, 64);
-  EXPECT_EQ(plan.key.dims[0], 1536);
-  EXPECT_EQ(plan.key.dims[1], 2048);
-  EXPECT_EQ(plan.key.variant, 1u);
+      kTarget, /*compute_units=*/104, /*has_mfma_bf16=*/true);
+  EXPECT_EQ(plan.spec.kernel, MoeGemmKernel::kMatrixCore);
+  EXPECT_EQ(plan.spec.tile_rows, 64);
+  EXPECT_EQ(plan.spec.n, 1536);
+  EXPECT_EQ(plan.spec.k, 2048);
+  EXPECT_EQ(plan.spec.epilogue, moe::Epilogue::kSiluAndMul);
+  EXPECT_EQ(plan.key, plan.spec.ToKey(kTarget));
   // 300 items x 12 N tiles (768 outputs / 64 per CTA) > 104 CUs x 1.
   EXPECT_EQ(plan.config.grid.x, 104u);
   EXPECT_EQ(plan.config.block.x, 256u);
@@ -206,8 +228,8 @@ TEST(HipGroupedGemmPlanTest, MfmaForAlignedBf16WithOneCtaPerCu) {
 
 TEST(HipGroupedGemmPlanTest, TailOnlyStepsShrinkTheLds) {
   const auto plan = PlanHipGroupedGemm(
-      Gemm(DType::kBF16, 2048, 768, 16, moe::Epilogue::kNone, 3), SpecKey{},
-      104, true);
+      Gemm(DType::kBF16, 2048, 768, 16, moe::Epilogue::kNone, 3), kTarget, 104,
+      true);
   EXPECT_EQ(plan.config.grid.x, 3u * 16);  // 2048 / 128 N tiles, 3 items
   EXPECT_EQ(plan.config.shared_bytes, 2u * (16 + 128) * 128);
 }
@@ -216,8 +238,8 @@ TEST(HipGroupedGemmPlanTest, SimtForF32AndUnalignedBf16) {
   for (const auto& [dtype, k] : {std::pair{DType::kF32, int64_t{2048}},
                                  std::pair{DType::kBF16, int64_t{98}}}) {
     const auto plan = PlanHipGroupedGemm(
-        Gemm(dtype, 100, k, 64, moe::Epilogue::kNone, 5), SpecKey{}, 104, true);
-    EXPECT_EQ(plan.key.tile.n, kHipSimtGemm);
+        Gemm(dtype, 100, k, 64, moe::Epilogue::kNone, 5), kTarget, 104, true);
+    EXPECT_EQ(plan.spec.kernel, MoeGemmKernel::kSimt);
     EXPECT_EQ(plan.config.shared_bytes, 0u);
     EXPECT_EQ(plan.config.grid.x, 5u * 2);  // 100 / 64 N tiles
   }
@@ -229,23 +251,23 @@ TEST(HipGroupedGemmPlanTest, Gfx908RunsSimtForBf16Too) {
   EXPECT_TRUE(HasMfmaBf16("gfx942"));
   const auto plan = PlanHipGroupedGemm(
       Gemm(DType::kBF16, 1536, 2048, 64, moe::Epilogue::kSiluAndMul, 300),
-      SpecKey{}, 120, HasMfmaBf16("gfx908"));
-  EXPECT_EQ(plan.key.tile.n, kHipSimtGemm);
+      kTarget, 120, HasMfmaBf16("gfx908"));
+  EXPECT_EQ(plan.spec.kernel, MoeGemmKernel::kSimt);
   EXPECT_EQ(plan.config.shared_bytes, 0u);
 }
 
 TEST(HipGroupedGemmPlanTest, EmptyPlanLaunchesNothing) {
   const auto plan = PlanHipGroupedGemm(
-      Gemm(DType::kBF16, 128, 128, 64, moe::Epilogue::kNone, 0), SpecKey{}, 104,
+      Gemm(DType::kBF16, 128, 128, 64, moe::Epilogue::kNone, 0), kTarget, 104,
       true);
   EXPECT_EQ(plan.config.grid.x, 0u);
 }
 
 TEST(HipRoutePlanTest, SmallStepsRouteInOneFusedLaunch) {
   // Mixtral decode: T = 64, k = 2 over 8 experts.
-  const auto launches = PlanHipRoute(128, 8, SpecKey{}, nullptr);
+  const auto launches = PlanHipRoute(128, 8, kTarget, nullptr);
   ASSERT_EQ(launches.size(), 1u);
-  EXPECT_EQ(launches[0].key.variant, tailor::gpu::kMoeRouteFused);
+  EXPECT_EQ(RouteSpecOf(launches[0].key).kernel, MoeRouteKernel::kFused);
   EXPECT_EQ(launches[0].config.grid.x, 1u);
   EXPECT_EQ(launches[0].config.block.x, 256u);
   EXPECT_EQ(launches[0].config.shared_bytes, (1u + 4) * 4 * 8);
@@ -253,23 +275,26 @@ TEST(HipRoutePlanTest, SmallStepsRouteInOneFusedLaunch) {
 
 TEST(HipRoutePlanTest, LargeStepsCountThenScatterPerSegment) {
   // Qwen3 prefill: T = 4096, k = 8 over 128 experts: 32 segments.
-  const auto launches = PlanHipRoute(4096 * 8, 128, SpecKey{}, nullptr);
+  const auto launches = PlanHipRoute(4096 * 8, 128, kTarget, nullptr);
   ASSERT_EQ(launches.size(), 2u);
-  EXPECT_EQ(launches[0].key.variant, tailor::gpu::kMoeRouteCountPlan);
+  EXPECT_EQ(RouteSpecOf(launches[0].key).kernel, MoeRouteKernel::kCountPlan);
   EXPECT_EQ(launches[0].config.grid.x, 32u);
   EXPECT_EQ(launches[0].config.shared_bytes, 4u * 128);
-  EXPECT_EQ(launches[1].key.variant, tailor::gpu::kMoeRouteScatter);
-  EXPECT_EQ(launches[1].key.dims[0], 4);
+  EXPECT_EQ(
+      RouteSpecOf(launches[1].key),
+      (MoeRouteSpec{.kernel = MoeRouteKernel::kScatter, .scatter_warps = 4}));
   EXPECT_EQ(launches[1].config.block.x, 256u);
   EXPECT_EQ(launches[1].config.shared_bytes, (1u + 4) * 4 * 128);
 }
 
 TEST(HipRoutePlanTest, ManyExpertsScatterWithFewerWavesToFitLds) {
   // (1 + 4) ints x 4000 experts > 63 KiB: two waves; 8000: one.
-  EXPECT_EQ(PlanHipRoute(100, 4000, SpecKey{}, nullptr)[1].key.dims[0], 2);
-  const auto one = PlanHipRoute(100, 8000, SpecKey{}, nullptr);
+  EXPECT_EQ(RouteSpecOf(PlanHipRoute(100, 4000, kTarget, nullptr)[1].key)
+                .scatter_warps,
+            2);
+  const auto one = PlanHipRoute(100, 8000, kTarget, nullptr);
   ASSERT_EQ(one.size(), 2u);  // a single segment, but not 4 waves: 2 kernels
-  EXPECT_EQ(one[1].key.dims[0], 1);
+  EXPECT_EQ(RouteSpecOf(one[1].key).scatter_warps, 1);
   EXPECT_EQ(one[1].config.block.x, 64u);
   EXPECT_LE(one[1].config.shared_bytes, 64u * 1024);
   EXPECT_EQ(kHipMaxDeviceExperts, (64 * 1024 - 1024) / 8);  // 1 wave fits
@@ -277,29 +302,30 @@ TEST(HipRoutePlanTest, ManyExpertsScatterWithFewerWavesToFitLds) {
 
 TEST(HipDecodeKeyTest, ShapesThatFitAndThoseThatDoNot) {
   absl::StatusOr<SpecKey> key =
-      HipDecodeKey(SpecKey{}, DecodeShape{.dtype = DType::kBF16,
-                                          .head_dim = 128,
-                                          .group = 8,
-                                          .page_size = 16,
-                                          .num_kv_heads = 4});
+      HipDecodeKey(kTarget, DecodeShape{.dtype = DType::kBF16,
+                                        .head_dim = 128,
+                                        .group = 8,
+                                        .page_size = 16,
+                                        .num_kv_heads = 4});
   ASSERT_TRUE(key.ok()) << key.status();
-  EXPECT_EQ(key->op, OpKind::kAttentionDecode);
-  EXPECT_EQ(key->dims[0], 128);
-  EXPECT_EQ(key->dims[1], 8);
-  EXPECT_EQ(key->dims[2], 16);
-  EXPECT_EQ(key->tile.m, 64);
-  EXPECT_EQ(key->dims[3], 0);  // Hkv sizes the plan, not the kernel
+  // Hkv sizes the plan, not the kernel.
+  EXPECT_EQ(*key, (tailor::internal::DecodeSpec{.dtype = DType::kBF16,
+                                                .head_dim = 128,
+                                                .group = 8,
+                                                .page_size = 16,
+                                                .tile_tokens = 64}
+                       .ToKey(kTarget)));
 
   EXPECT_THAT(
       HipDecodeKey(
-          SpecKey{},
+          kTarget,
           {.dtype = DType::kF32, .head_dim = 128, .group = 8, .page_size = 16}),
       StatusIs(absl::StatusCode::kInvalidArgument,
                "dtype: must be bf16 or f16, got f32"));
-  EXPECT_THAT(HipDecodeKey(SpecKey{}, {.dtype = DType::kBF16,
-                                       .head_dim = 256,
-                                       .group = 16,
-                                       .page_size = 16}),
+  EXPECT_THAT(HipDecodeKey(kTarget, {.dtype = DType::kBF16,
+                                     .head_dim = 256,
+                                     .group = 16,
+                                     .page_size = 16}),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("hip decode: head_dim 256 with group 16 has "
                                  "no kernel")));
@@ -324,6 +350,63 @@ TEST(HipDecodeKernelsTest, PlansOneWorkerPerCuInWholeTiles) {
   EXPECT_EQ(config->item_cost_tokens, HipDecodeKernels::kItemCostTokens);
   EXPECT_LE(HipDecodeLdsBytes(128, 16), 64 * 1024);
   EXPECT_LE(HipDecodeLdsBytes(256, 8), 64 * 1024);
+}
+
+// ---- keys and sources, pinned ----------------------------------------------
+
+// Every key the HIP launches build for the anchor shapes, with its source:
+// a change to the digest changes users' HIP cache keys or kernels.
+TEST(HipKeysGoldenTest, KeysAndSourcesAreUnchanged) {
+  const KeyTarget target = {.backend = BackendKind::kHip, .arch = "gfx942"};
+  std::vector<SpecKey> keys;
+  for (int64_t experts : {8, 128, 256, 4000}) {
+    for (int64_t assignments : {100, 4096 * 8}) {
+      for (const HipLaunchPlan& launch :
+           PlanHipRoute(assignments, experts, target, nullptr)) {
+        keys.push_back(launch.key);
+      }
+    }
+  }
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    for (int64_t tile_rows : {16, 64, 128}) {
+      for (int64_t k : {2048, 98}) {
+        for (moe::Epilogue epilogue :
+             {moe::Epilogue::kNone, moe::Epilogue::kSiluAndMul}) {
+          keys.push_back(
+              PlanHipGroupedGemm(Gemm(dtype, 1536, k, tile_rows, epilogue, 10),
+                                 target, 104, true)
+                  .key);
+        }
+      }
+    }
+    keys.push_back(
+        tailor::internal::MoePackSpec{.dtype = dtype, .hidden = 2048}.ToKey(
+            target));
+    keys.push_back(tailor::internal::MoeCombineSpec{
+        .dtype = dtype, .hidden = 2048, .topk = 8}
+                       .ToKey(target));
+  }
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int64_t page : {1, 16, 64}) {
+      absl::StatusOr<SpecKey> key = HipDecodeKey(
+          target,
+          {.dtype = dtype, .head_dim = 128, .group = 8, .page_size = page});
+      ASSERT_TRUE(key.ok()) << key.status();
+      keys.push_back(*key);
+    }
+  }
+  std::string all;
+  for (const SpecKey& key : keys) {
+    absl::StatusOr<KernelSource> source = key.op == OpKind::kAttentionDecode
+                                              ? GenerateHipDecode(key)
+                                              : GenerateHipMoeKernel(key);
+    ASSERT_TRUE(source.ok()) << key.ToString() << ": " << source.status();
+    absl::StrAppend(&all, key.Hash().Hex(), " ", key.ToString(), "\n",
+                    source->entry, "\n", source->code, "\n");
+  }
+  EXPECT_EQ(keys.size(), 47u);
+  EXPECT_EQ(tailor::internal::HashBytes(all).Hex(),
+            "f5222a0ff698c3cc81464545340cbc73");
 }
 
 // ---- the registry and the runtime path (no AMD GPU here) -------------------

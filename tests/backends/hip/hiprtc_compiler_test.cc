@@ -31,6 +31,13 @@ namespace {
 
 using tailor::internal::DecodeShape;
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
+using tailor::internal::MoeCombineSpec;
+using tailor::internal::MoeGemmKernel;
+using tailor::internal::MoeGemmSpec;
+using tailor::internal::MoePackSpec;
+using tailor::internal::MoeRouteKernel;
+using tailor::internal::MoeRouteSpec;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
 using tailor::testing::StatusIs;
@@ -69,62 +76,46 @@ class HiprtcCompilerTest : public ::testing::Test {
   std::optional<HiprtcCompiler> compiler_;
 };
 
-SpecKey HipKey(OpKind op, absl::string_view target) {
-  SpecKey key;
-  key.op = op;
-  key.backend = BackendKind::kHip;
-  key.SetArch(target);
-  return key;
+KeyTarget HipTarget(absl::string_view target) {
+  return KeyTarget{.backend = BackendKind::kHip, .arch = target};
 }
 
 // Every MoE kernel variant a step can launch.
 std::vector<SpecKey> MoeKeys(absl::string_view target) {
   std::vector<SpecKey> keys;
-  for (uint32_t variant : {0u, 1u}) {  // count+plan, fused
-    SpecKey key = HipKey(OpKind::kMoeRoute, target);
-    key.variant = variant;
-    keys.push_back(key);
+  for (MoeRouteKernel kernel :
+       {MoeRouteKernel::kCountPlan, MoeRouteKernel::kFused}) {
+    keys.push_back(MoeRouteSpec{.kernel = kernel}.ToKey(HipTarget(target)));
   }
   for (int waves : {1, 2, 4}) {
-    SpecKey key = HipKey(OpKind::kMoeRoute, target);
-    key.variant = 2;  // scatter
-    key.dims = {waves};
-    keys.push_back(key);
+    keys.push_back(
+        MoeRouteSpec{.kernel = MoeRouteKernel::kScatter, .scatter_warps = waves}
+            .ToKey(HipTarget(target)));
   }
   for (DType dtype : {DType::kBF16, DType::kF32}) {
-    SpecKey pack = HipKey(OpKind::kMoePack, target);
-    pack.dtypes = {dtype};
-    pack.dims = {4096};
-    keys.push_back(pack);
-    SpecKey combine = HipKey(OpKind::kMoeCombine, target);
-    combine.dtypes = {dtype, DType::kF32, dtype};
-    combine.dims = {2050, 8};  // a row not 16-byte aligned, top-8
-    keys.push_back(combine);
+    keys.push_back(
+        MoePackSpec{.dtype = dtype, .hidden = 4096}.ToKey(HipTarget(target)));
+    // A row not 16-byte aligned, top-8.
+    keys.push_back(
+        MoeCombineSpec{.dtype = dtype, .hidden = 2050, .topk = 8}.ToKey(
+            HipTarget(target)));
   }
   // Grouped GEMM: MFMA with 64- and 128-row tiles (core and tails in one
   // kernel), both epilogues, a K that is not a multiple of the 64-K tile;
   // SIMT for f32 and for bf16 rows that are not 16-byte aligned.
-  struct Gemm {
-    DType dtype;
-    int64_t n, k;
-    int32_t tile_rows;
-    uint32_t epilogue;
-    int32_t kernel;
-  };
-  for (const Gemm& g : {Gemm{DType::kBF16, 1536, 2048, 64, 1, kHipMfmaGemm},
-                        Gemm{DType::kBF16, 2048, 768, 64, 0, kHipMfmaGemm},
-                        Gemm{DType::kBF16, 2048, 776, 128, 1, kHipMfmaGemm},
-                        Gemm{DType::kBF16, 96, 72, 16, 0, kHipMfmaGemm},
-                        Gemm{DType::kBF16, 512, 512, 32, 1, kHipMfmaGemm},
-                        Gemm{DType::kF32, 1536, 2048, 64, 1, kHipSimtGemm},
-                        Gemm{DType::kBF16, 100, 98, 64, 0, kHipSimtGemm}}) {
-    SpecKey key = HipKey(OpKind::kMoeGroupedGemm, target);
-    key.dtypes = {g.dtype, g.dtype, DType::kF32};
-    key.dims = {g.n, g.k};
-    key.tile.m = g.tile_rows;
-    key.tile.n = g.kernel;
-    key.variant = g.epilogue;
-    keys.push_back(key);
+  constexpr auto kMfma = MoeGemmKernel::kMatrixCore;
+  constexpr auto kSimt = MoeGemmKernel::kSimt;
+  constexpr auto kSilu = moe::Epilogue::kSiluAndMul;
+  constexpr auto kNone = moe::Epilogue::kNone;
+  for (const MoeGemmSpec& g :
+       {MoeGemmSpec{DType::kBF16, 1536, 2048, 64, 0, kSilu, kMfma},
+        MoeGemmSpec{DType::kBF16, 2048, 768, 64, 0, kNone, kMfma},
+        MoeGemmSpec{DType::kBF16, 2048, 776, 128, 0, kSilu, kMfma},
+        MoeGemmSpec{DType::kBF16, 96, 72, 16, 0, kNone, kMfma},
+        MoeGemmSpec{DType::kBF16, 512, 512, 32, 0, kSilu, kMfma},
+        MoeGemmSpec{DType::kF32, 1536, 2048, 64, 0, kSilu, kSimt},
+        MoeGemmSpec{DType::kBF16, 100, 98, 64, 0, kNone, kSimt}}) {
+    keys.push_back(g.ToKey(HipTarget(target)));
   }
   return keys;
 }
@@ -146,8 +137,7 @@ std::vector<SpecKey> DecodeKeys(absl::string_view target) {
         .head_dim = 256,
         .group = 8,
         .page_size = 5}}) {
-    absl::StatusOr<SpecKey> key =
-        HipDecodeKey(HipKey(OpKind::kAttentionDecode, target), shape);
+    absl::StatusOr<SpecKey> key = HipDecodeKey(HipTarget(target), shape);
     if (key.ok()) keys.push_back(*key);
   }
   return keys;
@@ -207,15 +197,19 @@ TEST_F(HiprtcCompilerTest, Gfx940CompilesOrIsRefusedWithTheReason) {
 // process in instruction selection; the kernel's static_assert stops the
 // compile first, and the SIMT kernel compiles there.
 TEST_F(HiprtcCompilerTest, MfmaGemmForGfx908IsACompileErrorNotACrash) {
-  SpecKey key = HipKey(OpKind::kMoeGroupedGemm, "gfx908");
-  key.dtypes = {DType::kBF16, DType::kBF16, DType::kF32};
-  key.dims = {256, 256};
-  key.tile = {.m = 64, .n = kHipMfmaGemm};
-  EXPECT_THAT(compiler_->Compile(*GenerateHipMoeKernel(key), "gfx908"),
-              StatusIs(absl::StatusCode::kInternal,
-                       HasSubstr("bf16 _1k MFMAs need gfx90a or gfx94x")));
-  key.tile.n = kHipSimtGemm;
-  ExpectCompiles(*GenerateHipMoeKernel(key), "gfx908");
+  MoeGemmSpec gemm = {.dtype = DType::kBF16,
+                      .n = 256,
+                      .k = 256,
+                      .tile_rows = 64,
+                      .kernel = MoeGemmKernel::kMatrixCore};
+  EXPECT_THAT(
+      compiler_->Compile(*GenerateHipMoeKernel(gemm.ToKey(HipTarget("gfx908"))),
+                         "gfx908"),
+      StatusIs(absl::StatusCode::kInternal,
+               HasSubstr("bf16 _1k MFMAs need gfx90a or gfx94x")));
+  gemm.kernel = MoeGemmKernel::kSimt;
+  ExpectCompiles(*GenerateHipMoeKernel(gemm.ToKey(HipTarget("gfx908"))),
+                 "gfx908");
 }
 
 // Disassembly of `code_object` by LLVM 14's objdump (it knows gfx90a), or
@@ -245,11 +239,13 @@ std::string Disassemble(const std::string& code_object,
 // The MFMA GEMM is what it says: bf16 MFMAs fed by 16-byte LDS accesses
 // (the swizzled layout of runtime/hip/mfma.h), and no scratch (spills).
 TEST_F(HiprtcCompilerTest, MfmaGemmUsesMatrixCoresAndWideLdsAccesses) {
-  SpecKey key = HipKey(OpKind::kMoeGroupedGemm, "gfx90a");
-  key.dtypes = {DType::kBF16, DType::kBF16, DType::kF32};
-  key.dims = {1536, 2048};
-  key.tile = {.m = 64, .n = kHipMfmaGemm};
-  key.variant = 1;
+  const SpecKey key = MoeGemmSpec{.dtype = DType::kBF16,
+                                  .n = 1536,
+                                  .k = 2048,
+                                  .tile_rows = 64,
+                                  .epilogue = moe::Epilogue::kSiluAndMul,
+                                  .kernel = MoeGemmKernel::kMatrixCore}
+                          .ToKey(HipTarget("gfx90a"));
   absl::StatusOr<HiprtcCompiler::Output> out =
       compiler_->Compile(*GenerateHipMoeKernel(key), "gfx90a");
   ASSERT_TRUE(out.ok()) << out.status();

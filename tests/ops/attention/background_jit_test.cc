@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "backends/cpu/attention/decode_kernels.h"
 #include "core/engine.h"
 #include "core/logging.h"
@@ -258,10 +259,8 @@ absl::StatusOr<KernelSource> BrokenAttention(const SpecKey&) {
 TEST(AttentionBackgroundJitTest, FailedCompileLeavesTheGenericPathServing) {
   std::unique_ptr<Runtime> runtime = MakeRuntime({});
   ASSERT_NE(runtime, nullptr);
-  auto* kernels = dynamic_cast<internal::cpu::CpuDecodeKernels*>(
-      runtime->engine().backend().decode_kernels());
-  ASSERT_NE(kernels, nullptr);
-  kernels->SetGeneratorForTesting(OpKind::kAttentionDecode, &BrokenAttention);
+  tailor::internal::EngineOf(*runtime).SetGeneratorOverride(
+      OpKind::kAttentionDecode, &BrokenAttention);
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   internal::Logger().sinks().push_back(sink);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/internals.h"
 #include "backends/cpu/moe/kernels.h"
 #include "core/engine.h"
 #include "core/logging.h"
@@ -181,10 +182,8 @@ absl::StatusOr<KernelSource> BrokenGemm(const SpecKey&) {
 TEST(MoeBackgroundJitTest, FailedCompileLeavesTheGenericPathServing) {
   std::unique_ptr<Runtime> runtime = MakeRuntime(Runtime::JitMode::kBackground);
   ASSERT_NE(runtime, nullptr);
-  auto* kernels = dynamic_cast<internal::cpu::CpuMoeKernels*>(
-      runtime->engine().backend().moe_kernels());
-  ASSERT_NE(kernels, nullptr);
-  kernels->SetGeneratorForTesting(OpKind::kMoeGroupedGemm, &BrokenGemm);
+  tailor::internal::EngineOf(*runtime).SetGeneratorOverride(
+      OpKind::kMoeGroupedGemm, &BrokenGemm);
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   internal::Logger().sinks().push_back(sink);
@@ -240,8 +239,8 @@ TEST(MoeBackgroundJitTest, ModeFromOptionsAndEnvironment) {
   absl::StatusOr<std::unique_ptr<Runtime>> blocking = Runtime::Create(options);
   unsetenv("TAILOR_JIT_MODE");
   ASSERT_TRUE(from_env.ok() && blocking.ok());
-  EXPECT_TRUE((*from_env)->engine().background_jit());
-  EXPECT_FALSE((*blocking)->engine().background_jit());
+  EXPECT_TRUE(tailor::internal::EngineOf(**from_env).background_jit());
+  EXPECT_FALSE(tailor::internal::EngineOf(**blocking).background_jit());
   EXPECT_EQ((*from_env)->jit_mode(), Runtime::JitMode::kBackground);
   EXPECT_EQ((*blocking)->jit_mode(), Runtime::JitMode::kBlocking);
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "backends/cuda/generic_image.h"
 #include "backends/cuda/moe/kernels.h"
 #include "core/logging.h"
@@ -379,10 +380,8 @@ absl::StatusOr<KernelSource> BrokenGemm(const SpecKey&) {
 }
 
 TEST_F(MoeCudaBackgroundJitTest, FailedCompileLeavesTheGenericGemmServing) {
-  auto* kernels = dynamic_cast<cuda::CudaMoeKernels*>(
-      runtime().engine().backend().moe_kernels());
-  ASSERT_NE(kernels, nullptr);
-  kernels->SetGeneratorForTesting(OpKind::kMoeGroupedGemm, &BrokenGemm);
+  internal::Engine& engine = tailor::internal::EngineOf(runtime());
+  engine.SetGeneratorOverride(OpKind::kMoeGroupedGemm, &BrokenGemm);
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   internal::Logger().sinks().push_back(sink);
@@ -396,7 +395,7 @@ TEST_F(MoeCudaBackgroundJitTest, FailedCompileLeavesTheGenericGemmServing) {
     EXPECT_LT(*error, Tolerance(DType::kBF16));
     WaitForCompiles(runtime());
   }
-  kernels->SetGeneratorForTesting(OpKind::kMoeGroupedGemm, nullptr);
+  engine.SetGeneratorOverride(OpKind::kMoeGroupedGemm, nullptr);
   internal::Logger().sinks().pop_back();
   internal::Logger().set_level(level);
   const StatsSnapshot s = runtime().stats();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "ops/moe/checks.h"
 #include "ops/moe/cuda_test_util.h"
 #include "ops/moe/workspace.h"
@@ -36,7 +37,7 @@ WorkspaceLimits Limits(int64_t max_tokens, int64_t k, int64_t experts,
 // The route header of a device workspace: num_work, num_rows, blocks_done.
 std::vector<int32_t> RouteHeader(const cuda::DriverApi& api,
                                  const Workspace& ws) {
-  const internal::MoeDeviceBuffers& d = *ws.impl()->device;
+  const internal::MoeDeviceBuffers& d = *tailor::internal::WorkspaceImplOf(ws)->device;
   return DownloadI32(api,
                      static_cast<const char*>(d.at(d.scratch)) +
                          offsetof(cuda::MoeRouteHeader, num_work),
@@ -114,7 +115,8 @@ class MoeCudaRouteTest : public MoeCudaTest {
     EXPECT_EQ(header[1], ref.offsets.back());
     EXPECT_EQ(header[2], 0) << "blocks_done must be reset for the next route";
     std::vector<int32_t> work =
-        DownloadI32(api(), ws.impl()->device->work_items(), 4 * header[0]);
+        DownloadI32(api(), tailor::internal::WorkspaceImplOf(ws)->device->work_items(),
+                    4 * header[0]);
     for (size_t i = 0; i < expected_work.size(); ++i) {
       const plan::WorkItem& w = expected_work[i];
       ASSERT_EQ(

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "backends/cpu/moe/kernels.h"
 #include "core/engine.h"
-#include "ops/moe/moe_test_util.h"
 #include "ops/moe/kernels.h"
+#include "ops/moe/moe_test_util.h"
 #include "ops/moe/workspace.h"
 
 namespace tailor::moe::testing {
@@ -225,7 +226,7 @@ TEST(MoeExpertsTest, ReserveRejectsBadLimits) {
 // default policy (core + tail classes 1, 2, 4, 8, 16), whatever T is.
 TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
   std::mt19937_64 rng(TestSeed());
-  internal::Engine& engine = SharedRuntime().engine();
+  internal::Engine& engine = tailor::internal::EngineOf(SharedRuntime());
   internal::GroupedGemmLaunch launch = {.dtype = DType::kBF16,
                                         .n = 2 * kIntermediate,
                                         .k = kHidden,
@@ -238,7 +239,7 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
         SharedRuntime(),
         {.topk_ids = HostTensor(DType::kI32, {0, 1}).ref(), .num_experts = 8},
         ws));
-    launch.plan = {.host = &ws.impl()->plan};
+    launch.plan = {.host = &tailor::internal::WorkspaceImplOf(ws)->plan};
     expected.insert(
         internal::cpu::GroupedGemmKey(engine, launch, tail_class).ToString());
   }
@@ -248,9 +249,10 @@ TEST(MoeSpecializationTest, GemmKeysNeverDependOnTokens) {
         RandomTopkIds(rng, t, 2, 8, t % 2 ? Spread::kUniform : Spread::kSubset);
     TAILOR_ASSERT_OK(
         Route(SharedRuntime(), {.topk_ids = ids.ref(), .num_experts = 8}, ws));
-    launch.plan = {.host = &ws.impl()->plan};
+    launch.plan = {.host = &tailor::internal::WorkspaceImplOf(ws)->plan};
     ASSERT_LE(ws.plan().variants, 6);
-    for (const plan::VariantRange& range : ws.impl()->plan.variants()) {
+    for (const plan::VariantRange& range :
+         tailor::internal::WorkspaceImplOf(ws)->plan.variants()) {
       seen.insert(
           internal::cpu::GroupedGemmKey(engine, launch, range.tail_class)
               .ToString());

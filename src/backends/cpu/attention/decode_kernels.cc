@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/attention/decode_generic.h"
+#include "ops/attention/decode_spec.h"
 #include "tailor/status.h"
 #include "templates/cpu/attention/decode_params.h"
 
@@ -61,17 +62,27 @@ KernelSource EntryFor(absl::string_view header, const std::string& kernel) {
 }
 
 absl::StatusOr<KernelSource> GenerateAttention(const SpecKey& key) {
-  return EntryFor("attention/decode.h",
-                  absl::StrCat("DecodeAttentionKernel<",
-                               KernelTypeName(key.dtypes[0]), ", ", key.dims[0],
-                               ", ", key.dims[1], ", ", key.dims[2], ">"));
+  TAILOR_ASSIGN_OR_RETURN(const DecodeSpec spec, DecodeSpec::FromKey(key));
+  if (!(spec == DecodeSpec{.dtype = spec.dtype,
+                           .head_dim = spec.head_dim,
+                           .group = spec.group,
+                           .page_size = spec.page_size})) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tile, variant: the cpu decode kernel has none (all 0), got ",
+        key.ToString()));
+  }
+  return EntryFor(
+      "attention/decode.h",
+      absl::StrCat("DecodeAttentionKernel<", KernelTypeName(spec.dtype), ", ",
+                   spec.head_dim, ", ", spec.group, ", ", spec.page_size, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateMerge(const SpecKey& key) {
-  return EntryFor(
-      "attention/decode_merge.h",
-      absl::StrCat("DecodeMergeKernel<", KernelTypeName(key.dtypes[0]), ", ",
-                   key.dims[0], ", ", key.dims[1], ">"));
+  TAILOR_ASSIGN_OR_RETURN(const DecodeMergeSpec spec,
+                          DecodeMergeSpec::FromKey(key));
+  return EntryFor("attention/decode_merge.h",
+                  absl::StrCat("DecodeMergeKernel<", KernelTypeName(spec.dtype),
+                               ", ", spec.head_dim, ", ", spec.group, ">"));
 }
 
 DecodeParams ParamsOf(const DecodeLaunch& l) {
@@ -106,17 +117,17 @@ DecodeParams ParamsOf(const DecodeLaunch& l) {
 }  // namespace
 
 SpecKey DecodeAttentionKey(const KeyTarget& target, const DecodeShape& shape) {
-  SpecKey key = target.MakeKey(OpKind::kAttentionDecode);
-  key.dtypes = {shape.dtype};
-  key.dims = {shape.head_dim, shape.group, shape.page_size};
-  return key;
+  return DecodeSpec{.dtype = shape.dtype,
+                    .head_dim = shape.head_dim,
+                    .group = shape.group,
+                    .page_size = shape.page_size}
+      .ToKey(target);
 }
 
 SpecKey DecodeMergeKey(const KeyTarget& target, const DecodeShape& shape) {
-  SpecKey key = target.MakeKey(OpKind::kAttentionDecodeMerge);
-  key.dtypes = {shape.dtype};
-  key.dims = {shape.head_dim, shape.group};
-  return key;
+  return DecodeMergeSpec{
+      .dtype = shape.dtype, .head_dim = shape.head_dim, .group = shape.group}
+      .ToKey(target);
 }
 
 absl::StatusOr<KernelSource> GenerateDecodeKernel(const SpecKey& key) {
@@ -152,16 +163,10 @@ absl::StatusOr<DecodePlanConfig> CpuDecodeKernels::PlanConfig(
       .item_cost_tokens = kItemCostTokens};
 }
 
-void CpuDecodeKernels::SetGeneratorForTesting(OpKind op,
-                                              KernelGeneratorFn generate) {
-  test_generators_[op == OpKind::kAttentionDecode ? 0 : 1].store(generate);
-}
-
 absl::StatusOr<std::shared_ptr<Kernel>> CpuDecodeKernels::KernelFor(
     Engine& engine, const SpecKey& key, const DecodeShape& shape) {
-  KernelGeneratorFn generate =
-      test_generators_[key.op == OpKind::kAttentionDecode ? 0 : 1].load();
-  if (generate == nullptr) generate = &GenerateDecodeKernel;
+  const KernelGeneratorFn generate =
+      engine.GeneratorFor(key.op, &GenerateDecodeKernel);
   if (engine.background_jit() &&
       GenericDecodeServes(shape.head_dim, shape.group)) {
     return engine.TryGetKernel(key, generate);

@@ -1,12 +1,11 @@
-// backends/cpu/attention/decode_kernels.h — the paged-decode kernel family on the CPU
-// backend.
+// backends/cpu/attention/decode_kernels.h — the paged-decode kernel family on
+// the CPU backend.
 //
 // Generators and launch glue for templates/cpu/decode_{attention,merge}.h
 // (params: templates/cpu/attention/decode_params.h). Host plans only.
 //
-// Keys (static quantities only; B and lengths never appear):
-//   attention.decode        dtypes {x}  dims {D, group, page}
-//   attention.decode_merge  dtypes {x}  dims {D, group}
+// Keys: DecodeSpec (no tile, one kernel) and DecodeMergeSpec
+// (ops/attention/decode_spec.h).
 // Decode launches one work item per plan worker (the plan balances them),
 // then, when the plan split pairs, one merge item per split pair.
 //
@@ -39,11 +38,6 @@ class CpuDecodeKernels final : public DecodeKernels {
       absl::Span<const int32_t> seq_lens) override;
   absl::Status Decode(Engine& engine, const DecodeLaunch& launch) override;
 
-  // Tests: generate `op`'s (attention.decode, attention.decode_merge)
-  // specialized kernels with `generate` instead of the library's templates
-  // (null: the library's again), e.g. a source that does not compile.
-  void SetGeneratorForTesting(OpKind op, KernelGeneratorFn generate);
-
  private:
   // The kernel for `key`: blocking, or in background mode (for shapes the
   // generic kernels serve) the ready kernel or null (serve the generic one).
@@ -54,8 +48,6 @@ class CpuDecodeKernels final : public DecodeKernels {
   absl::Status Merge(Engine& engine, const DecodeLaunch& launch);
 
   int num_threads_;
-  // Test overrides by op: attention, merge.
-  std::array<std::atomic<KernelGeneratorFn>, 2> test_generators_{};
 };
 
 // The keys of the two kernels (Decode builds its keys with these), for tests

@@ -10,6 +10,7 @@
 #include "backends/cpu/moe/generic.h"
 #include "core/stats.h"
 #include "ops/moe/checks.h"
+#include "ops/moe/spec.h"
 #include "tailor/status.h"
 #include "templates/cpu/moe/params.h"
 
@@ -53,24 +54,33 @@ KernelSource EntryFor(absl::string_view header, const std::string& kernel) {
 }
 
 absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const MoePackSpec spec, MoePackSpec::FromKey(key));
   return EntryFor("moe/pack.h",
-                  absl::StrCat("MoePackKernel<", KernelTypeName(key.dtypes[0]),
-                               ", ", key.dims[0], ">"));
+                  absl::StrCat("MoePackKernel<", KernelTypeName(spec.dtype),
+                               ", ", spec.hidden, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const MoeGemmSpec spec, MoeGemmSpec::FromKey(key));
+  if (spec.kernel != MoeGemmKernel::kSimt) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel (tile.n): the cpu has one grouped-GEMM kernel (0), got ",
+        static_cast<int>(spec.kernel)));
+  }
   return EntryFor(
       "moe/grouped_gemm.h",
-      absl::StrCat("MoeGroupedGemmKernel<", KernelTypeName(key.dtypes[0]), ", ",
-                   key.dims[0], ", ", key.dims[1], ", ", key.tile.m, ", ",
-                   key.tail_class, ", ", key.variant, ">"));
+      absl::StrCat("MoeGroupedGemmKernel<", KernelTypeName(spec.dtype), ", ",
+                   spec.n, ", ", spec.k, ", ", spec.tile_rows, ", ",
+                   spec.tail_class, ", ", static_cast<int>(spec.epilogue),
+                   ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
-  return EntryFor(
-      "moe/combine.h",
-      absl::StrCat("MoeCombineKernel<", KernelTypeName(key.dtypes[0]), ", ",
-                   key.dims[0], ", ", key.dims[1], ">"));
+  TAILOR_ASSIGN_OR_RETURN(const MoeCombineSpec spec,
+                          MoeCombineSpec::FromKey(key));
+  return EntryFor("moe/combine.h",
+                  absl::StrCat("MoeCombineKernel<", KernelTypeName(spec.dtype),
+                               ", ", spec.hidden, ", ", spec.topk, ">"));
 }
 
 absl::Status RequireHostPlan(const MoePlanRef& plan) {
@@ -83,23 +93,9 @@ absl::Status RequireHostPlan(const MoePlanRef& plan) {
 
 }  // namespace
 
-namespace {
-
-int TestSlot(OpKind op) {
-  return op == OpKind::kMoePack ? 0 : op == OpKind::kMoeGroupedGemm ? 1 : 2;
-}
-
-}  // namespace
-
-void CpuMoeKernels::SetGeneratorForTesting(OpKind op,
-                                           KernelGeneratorFn generate) {
-  test_generators_[TestSlot(op)].store(generate);
-}
-
 absl::StatusOr<std::shared_ptr<Kernel>> CpuMoeKernels::KernelFor(
     Engine& engine, const SpecKey& key, KernelGeneratorFn library) {
-  KernelGeneratorFn generate = test_generators_[TestSlot(key.op)].load();
-  if (generate == nullptr) generate = library;
+  const KernelGeneratorFn generate = engine.GeneratorFor(key.op, library);
   if (engine.background_jit()) return engine.TryGetKernel(key, generate);
   return engine.GetKernel(key, generate);
 }
@@ -126,21 +122,18 @@ absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
 }
 
 SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden_dim) {
-  SpecKey key = target.MakeKey(OpKind::kMoePack);
-  key.dtypes = {dtype};
-  key.dims = {hidden_dim};
-  return key;
+  return MoePackSpec{.dtype = dtype, .hidden = hidden_dim}.ToKey(target);
 }
 
 SpecKey GroupedGemmKey(const KeyTarget& target, const GroupedGemmLaunch& launch,
                        int32_t tail_class) {
-  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
-  key.dtypes = {launch.dtype, launch.dtype, DType::kF32};
-  key.dims = {launch.n, launch.k};
-  key.tile.m = static_cast<int32_t>(launch.tile_rows);
-  key.tail_class = tail_class;
-  key.variant = static_cast<uint32_t>(launch.epilogue);
-  return key;
+  return MoeGemmSpec{.dtype = launch.dtype,
+                     .n = launch.n,
+                     .k = launch.k,
+                     .tile_rows = static_cast<int32_t>(launch.tile_rows),
+                     .tail_class = tail_class,
+                     .epilogue = launch.epilogue}
+      .ToKey(target);
 }
 
 SpecKey GroupedGemmKey(const Engine& engine, const GroupedGemmLaunch& launch,
@@ -150,10 +143,8 @@ SpecKey GroupedGemmKey(const Engine& engine, const GroupedGemmLaunch& launch,
 
 SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden_dim,
                    int64_t topk) {
-  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
-  key.dtypes = {dtype, DType::kF32, dtype};
-  key.dims = {hidden_dim, topk};
-  return key;
+  return MoeCombineSpec{.dtype = dtype, .hidden = hidden_dim, .topk = topk}
+      .ToKey(target);
 }
 
 absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {

@@ -21,6 +21,7 @@
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "backends/gpu/error_words.h"
 #include "core/logging.h"
+#include "ops/attention/decode_spec.h"
 #include "tailor/status.h"
 #include "templates/cuda/attention/decode_params.h"
 
@@ -28,9 +29,11 @@ namespace tailor::cuda {
 namespace {
 
 using tailor::internal::DecodeErrors;
+using tailor::internal::DecodeKernel;
 using tailor::internal::DecodeLaunch;
 using tailor::internal::DecodePlanConfig;
 using tailor::internal::DecodeShape;
+using tailor::internal::DecodeSpec;
 using tailor::internal::Engine;
 using tailor::internal::Kernel;
 using tailor::internal::KernelJob;
@@ -72,17 +75,23 @@ absl::Status InvalidKey(absl::string_view field, absl::string_view rule,
       absl::StrCat(field, ": ", rule, ", got ", got));
 }
 
-absl::Status ValidateKey(const SpecKey& key) {
+static_assert(static_cast<unsigned>(DecodeKernel::kPortable) ==
+              kDecodeVariantCpAsync);
+static_assert(static_cast<unsigned>(DecodeKernel::kTma) == kDecodeVariantTma);
+
+// The spec of a CUDA decode key, checked against what the templates build.
+absl::StatusOr<DecodeSpec> DecodeSpecOf(const SpecKey& key) {
   if (key.op != OpKind::kAttentionDecode) {
     return absl::UnimplementedError(
         absl::StrCat("cuda decode kernels: no generator for ",
                      std::string(GetOpInfo(key.op).name)));
   }
-  if (key.dtypes[0] != DType::kBF16 && key.dtypes[0] != DType::kF16) {
+  TAILOR_ASSIGN_OR_RETURN(const DecodeSpec spec, DecodeSpec::FromKey(key));
+  if (spec.dtype != DType::kBF16 && spec.dtype != DType::kF16) {
     return InvalidKey("dtypes[0]", "must be bf16 or f16",
-                      static_cast<int>(key.dtypes[0]));
+                      static_cast<int>(spec.dtype));
   }
-  const int64_t d = key.dims[0], group = key.dims[1], page = key.dims[2];
+  const int64_t d = spec.head_dim, group = spec.group, page = spec.page_size;
   if (d != 64 && d != 128 && d != 256) {
     return InvalidKey("dims[0] (D)", "must be 64, 128 or 256", d);
   }
@@ -92,25 +101,28 @@ absl::Status ValidateKey(const SpecKey& key) {
   if (page < 1 || page > 256) {
     return InvalidKey("dims[2] (page)", "must be in [1, 256]", page);
   }
-  if (key.tile.stages < 2 || key.tile.stages > kDecodeMaxStages) {
+  if (spec.stages < 2 || spec.stages > kDecodeMaxStages) {
     return InvalidKey("tile.stages",
                       absl::StrCat("must be in [2, ", kDecodeMaxStages, "]"),
-                      key.tile.stages);
+                      spec.stages);
   }
-  if (key.variant != kDecodeVariantCpAsync &&
-      key.variant != kDecodeVariantTma) {
-    return InvalidKey("variant",
-                      "must be kDecodeVariantCpAsync or "
-                      "kDecodeVariantTma",
-                      key.variant);
+  if (spec.tile_tokens != kDecodeTileTokens) {
+    return InvalidKey("tile.m (tile_tokens)",
+                      absl::StrCat("must be ", kDecodeTileTokens),
+                      spec.tile_tokens);
   }
-  if (key.variant == kDecodeVariantTma && !DecodeTmaPageSize(page)) {
+  if (spec.warps != kDecodeConsumerWarps) {
+    return InvalidKey("tile.warps",
+                      absl::StrCat("must be ", kDecodeConsumerWarps),
+                      spec.warps);
+  }
+  if (spec.kernel == DecodeKernel::kTma && !DecodeTmaPageSize(page)) {
     return InvalidKey("dims[2] (page)",
                       "must be a multiple of 8 that divides 64 or is a "
                       "multiple of 64 for the TMA variant",
                       page);
   }
-  return absl::OkStatus();
+  return spec;
 }
 
 absl::Status MakeCurrent(const CudaBackend& backend) {
@@ -225,14 +237,15 @@ SpecKey CudaDecodeKey(const Engine& engine, const DecodeShape& shape,
 
 SpecKey CudaDecodeKey(const KeyTarget& target, const DecodeShape& shape,
                       uint32_t variant, int32_t stages) {
-  SpecKey key = target.MakeKey(OpKind::kAttentionDecode);
-  key.dtypes = {shape.dtype};
-  key.dims = {shape.head_dim, shape.group, shape.page_size};
-  key.tile.m = kDecodeTileTokens;
-  key.tile.warps = kDecodeConsumerWarps;
-  key.tile.stages = stages;
-  key.variant = variant;
-  return key;
+  return DecodeSpec{.dtype = shape.dtype,
+                    .head_dim = shape.head_dim,
+                    .group = shape.group,
+                    .page_size = shape.page_size,
+                    .tile_tokens = kDecodeTileTokens,
+                    .warps = kDecodeConsumerWarps,
+                    .stages = stages,
+                    .kernel = static_cast<DecodeKernel>(variant)}
+      .ToKey(target);
 }
 
 int64_t SharedLimitOfArch(absl::string_view arch) {
@@ -283,19 +296,19 @@ absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(
     }
   }
   for (const KernelJob& job : jobs) {
-    TAILOR_RETURN_IF_ERROR(ValidateKey(job.key));
+    TAILOR_RETURN_IF_ERROR(DecodeSpecOf(job.key).status());
   }
   return jobs;
 }
 
 absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
-  TAILOR_RETURN_IF_ERROR(ValidateKey(key));
-  const bool tma = key.variant == kDecodeVariantTma;
+  TAILOR_ASSIGN_OR_RETURN(const DecodeSpec spec, DecodeSpecOf(key));
+  const bool tma = spec.kernel == DecodeKernel::kTma;
   const std::string kernel = absl::StrCat(
       "tailor::cuda::", tma ? "DecodeSm90Kernel" : "DecodeSm80Kernel",
-      "<tailor::cuda::Half16::",
-      key.dtypes[0] == DType::kBF16 ? "kBf16" : "kF16", ", ", key.dims[0], ", ",
-      key.dims[1], ", ", key.dims[2], ", ", key.tile.stages, ">");
+      "<tailor::cuda::Half16::", spec.dtype == DType::kBF16 ? "kBf16" : "kF16",
+      ", ", spec.head_dim, ", ", spec.group, ", ", spec.page_size, ", ",
+      spec.stages, ">");
   const std::string entry =
       tma ? "tailor_decode_tma" : "tailor_decode_cp_async";
   return KernelSource{
@@ -563,8 +576,8 @@ absl::Status CudaDecodeKernels::Decode(Engine& engine,
   // ---- the kernel and its launch --------------------------------------------
   const SpecKey key = CudaDecodeKey(
       engine, shape, tma ? kDecodeVariantTma : kDecodeVariantCpAsync, stages);
-  tailor::internal::KernelGeneratorFn generate = test_generator_.load();
-  if (generate == nullptr) generate = &GenerateCudaDecode;
+  const tailor::internal::KernelGeneratorFn generate =
+      engine.GeneratorFor(key.op, &GenerateCudaDecode);
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           backend_.generic_kernels().Select(
                               engine, key, generate, GenericDecodeId(shape)));

@@ -15,6 +15,7 @@
 #include "backends/cuda/moe/heuristics.h"
 #include "backends/gpu/error_words.h"
 #include "backends/gpu/moe_launch.h"
+#include "ops/moe/spec.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe/params.h"
 
@@ -30,6 +31,12 @@ using tailor::internal::Kernel;
 using tailor::internal::KernelSource;
 using tailor::internal::KeyTarget;
 using tailor::internal::LaunchConfig;
+using tailor::internal::MoeCombineSpec;
+using tailor::internal::MoeGemmKernel;
+using tailor::internal::MoeGemmSpec;
+using tailor::internal::MoePackSpec;
+using tailor::internal::MoeRouteKernel;
+using tailor::internal::MoeRouteSpec;
 using tailor::internal::OpKind;
 using tailor::internal::PackLaunch;
 using tailor::internal::RouteErrors;
@@ -49,17 +56,12 @@ static_assert(kMoeSm90MaxRows == CudaMoeKernels::kMaxTileRows,
               "one Hopper CTA tile holds any plan tile");
 static_assert(sizeof(MoeRouteHeader) <= kMoeRouteHeaderBytes);
 
-// SpecKey::tile.n of the grouped-GEMM kernels, and the variant bits that
-// compile the Hopper kernel with its pipeline protocol checks and with TMA
-// stores of full tiles.
-constexpr int32_t kSimtGemm = 0;
-constexpr int32_t kMmaGemm = 1;
-constexpr int32_t kHopperGemm = 2;
-constexpr uint32_t kGemmPipelineChecks = 1u << 8;
-constexpr uint32_t kGemmTmaStore = 1u << 9;
-constexpr uint32_t kGemmSwapAB = 1u << 10;
-constexpr uint32_t kGemmVariantFlags =
-    kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
+// The route kernels' ids in MoeRouteSpec are the device's.
+static_assert(static_cast<unsigned>(MoeRouteKernel::kCountPlan) ==
+              kMoeRouteCountPlan);
+static_assert(static_cast<unsigned>(MoeRouteKernel::kFused) == kMoeRouteFused);
+static_assert(static_cast<unsigned>(MoeRouteKernel::kScatter) ==
+              kMoeRouteScatter);
 
 // A 2D bf16 TMA map over a [rows, k] row-major matrix, boxes of 64 K x
 // `box_rows` rows, 128-byte swizzle (moe_params.h: MoeGroupedGemmSm90Params).
@@ -102,56 +104,60 @@ KernelSource Entry(absl::string_view header, const std::string& kernel) {
 }
 
 absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
-  switch (key.variant) {
-    case kMoeRouteCountPlan:
+  TAILOR_ASSIGN_OR_RETURN(const MoeRouteSpec spec, MoeRouteSpec::FromKey(key));
+  switch (spec.kernel) {
+    case MoeRouteKernel::kCountPlan:
       return Entry("moe/route.cuh", "MoeRouteCountPlan");
-    case kMoeRouteFused:
+    case MoeRouteKernel::kFused:
       return Entry("moe/route.cuh", "MoeRouteFused");
-    case kMoeRouteScatter:
-      return Entry("moe/route.cuh",
-                   absl::StrCat("MoeRouteScatter<", key.dims[0], ">"));
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("variant: not a moe.route kernel: ", key.variant));
+    case MoeRouteKernel::kScatter:
+      break;
   }
+  return Entry("moe/route.cuh",
+               absl::StrCat("MoeRouteScatter<", spec.scatter_warps, ">"));
 }
 
 absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const MoePackSpec spec, MoePackSpec::FromKey(key));
   return Entry("moe/pack.cuh",
-               absl::StrCat("MoePack<", KernelTypeName(key.dtypes[0]), ", ",
-                            key.dims[0], ">"));
+               absl::StrCat("MoePack<", KernelTypeName(spec.dtype), ", ",
+                            spec.hidden, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
-  const uint32_t epilogue = key.variant & ~kGemmVariantFlags;
-  const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
-                                         key.tile.m, ", ", epilogue);
-  if (key.tile.n == kHopperGemm) {
-    const int tma_store = (key.variant & kGemmTmaStore) != 0 ? 1 : 0;
-    const int cluster = key.tile.cluster > 1 ? key.tile.cluster : 1;
-    const int swap_ab = (key.variant & kGemmSwapAB) != 0 ? 1 : 0;
-    KernelSource source =
-        Entry("moe/sm90/kernel.cuh",
-              absl::StrCat("MoeGroupedGemmSm90<", shape, ", ", tma_store, ", ",
-                           cluster, ", ", swap_ab, ">"));
-    if (key.variant & kGemmPipelineChecks) {
-      source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
+  TAILOR_ASSIGN_OR_RETURN(const MoeGemmSpec spec, MoeGemmSpec::FromKey(key));
+  const std::string shape =
+      absl::StrCat(spec.n, ", ", spec.k, ", ", spec.tile_rows, ", ",
+                   static_cast<int>(spec.epilogue));
+  switch (spec.kernel) {
+    case MoeGemmKernel::kHopper: {
+      KernelSource source =
+          Entry("moe/sm90/kernel.cuh",
+                absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
+                             spec.tma_store ? 1 : 0, ", ", spec.cluster, ", ",
+                             spec.swap_ab ? 1 : 0, ">"));
+      if (spec.pipeline_checks) {
+        source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
+      }
+      return source;
     }
-    return source;
-  }
-  if (key.tile.n == kMmaGemm) {
-    return Entry("moe/grouped_gemm_sm80.cuh",
-                 absl::StrCat("MoeGroupedGemmMma<", shape, ">"));
+    case MoeGemmKernel::kMatrixCore:
+      return Entry("moe/grouped_gemm_sm80.cuh",
+                   absl::StrCat("MoeGroupedGemmMma<", shape, ">"));
+    case MoeGemmKernel::kSimt:
+      break;
   }
   return Entry("moe/grouped_gemm_sm80.cuh",
-               absl::StrCat("MoeGroupedGemmSimt<",
-                            KernelTypeName(key.dtypes[0]), ", ", shape, ">"));
+               absl::StrCat("MoeGroupedGemmSimt<", KernelTypeName(spec.dtype),
+                            ", ", shape, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const MoeCombineSpec spec,
+                          MoeCombineSpec::FromKey(key));
   return Entry("moe/combine.cuh",
-               absl::StrCat("MoeCombine<", KernelTypeName(key.dtypes[0]), ", ",
-                            key.dims[0], ", ", key.dims[1], ">"));
+               absl::StrCat("MoeCombine<", KernelTypeName(spec.dtype), ", ",
+                            spec.hidden, ", ", spec.topk, ">"));
 }
 
 // ---- the generic kernels of each launch (background JIT) -----------------
@@ -198,17 +204,15 @@ constexpr int kWarpLanes = 32;
 // ---- keys: the launches and MoeLayerKernels build them here ---------------
 
 SpecKey RouteKey(const KeyTarget& target, unsigned variant, int warps) {
-  SpecKey key = target.MakeKey(OpKind::kMoeRoute);
-  key.variant = variant;
-  if (variant == kMoeRouteScatter) key.dims = {warps};
-  return key;
+  const auto kernel = static_cast<MoeRouteKernel>(variant);
+  return MoeRouteSpec{
+      .kernel = kernel,
+      .scatter_warps = kernel == MoeRouteKernel::kScatter ? warps : 0}
+      .ToKey(target);
 }
 
 SpecKey PackKey(const KeyTarget& target, DType dtype, int64_t hidden) {
-  SpecKey key = target.MakeKey(OpKind::kMoePack);
-  key.dtypes = {dtype};
-  key.dims = {hidden};
-  return key;
+  return MoePackSpec{.dtype = dtype, .hidden = hidden}.ToKey(target);
 }
 
 // moe.expert_groups: the raster group bounds it forces (kMoeGroups*), or
@@ -229,39 +233,42 @@ int ForcedExpertGroups(MoeExpertGroups groups) {
 
 // The grouped-GEMM kernel a launch of (dtype, k, tile_rows) runs on a device
 // with (`hopper`) or without the Hopper kernel enabled.
-int32_t GemmKernelFor(bool hopper, DType dtype, int64_t k, int64_t tile_rows) {
+MoeGemmKernel GemmKernelFor(bool hopper, DType dtype, int64_t k,
+                            int64_t tile_rows) {
   if (hopper && dtype == DType::kBF16 && k % 8 == 0 &&
       tile_rows <= kMoeSm90MaxRows) {
-    return kHopperGemm;
+    return MoeGemmKernel::kHopper;
   }
-  return MoeGemmUsesMma(dtype == DType::kBF16, k) ? kMmaGemm : kSimtGemm;
+  return MoeGemmUsesMma(dtype == DType::kBF16, k) ? MoeGemmKernel::kMatrixCore
+                                                  : MoeGemmKernel::kSimt;
 }
 
-SpecKey GemmKey(const KeyTarget& target, DType dtype, int64_t n, int64_t k,
-                int64_t tile_rows, moe::Epilogue epilogue, int32_t kernel,
-                bool pipeline_checks, bool tma_store, int cluster = 1,
-                bool swap_ab = false) {
-  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
-  key.dtypes = {dtype, dtype, DType::kF32};
-  key.dims = {n, k};
-  key.tile.m = static_cast<int32_t>(tile_rows);
-  key.tile.n = kernel;
-  key.variant = static_cast<uint32_t>(epilogue);
-  if (kernel == kHopperGemm) {
-    key.variant |= (pipeline_checks ? kGemmPipelineChecks : 0u) |
-                   (tma_store ? kGemmTmaStore : 0u) |
-                   (swap_ab ? kGemmSwapAB : 0u);
-    if (cluster > 1) key.tile.cluster = cluster;
-  }
-  return key;
+// The spec of a grouped-GEMM launch of `kernel`; the Hopper fields are kept
+// for the Hopper kernel only (the others have none).
+MoeGemmSpec GemmSpec(DType dtype, int64_t n, int64_t k, int64_t tile_rows,
+                     moe::Epilogue epilogue, MoeGemmKernel kernel) {
+  return MoeGemmSpec{.dtype = dtype,
+                     .n = n,
+                     .k = k,
+                     .tile_rows = static_cast<int32_t>(tile_rows),
+                     .epilogue = epilogue,
+                     .kernel = kernel};
+}
+
+MoeGemmSpec HopperGemmSpec(MoeGemmSpec spec, bool pipeline_checks,
+                           bool tma_store, int cluster, bool swap_ab) {
+  if (spec.kernel != MoeGemmKernel::kHopper) return spec;
+  spec.pipeline_checks = pipeline_checks;
+  spec.tma_store = tma_store;
+  spec.swap_ab = swap_ab;
+  spec.cluster = cluster;
+  return spec;
 }
 
 SpecKey CombineKey(const KeyTarget& target, DType dtype, int64_t hidden,
                    int64_t topk) {
-  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
-  key.dtypes = {dtype, DType::kF32, dtype};
-  key.dims = {hidden, topk};
-  return key;
+  return MoeCombineSpec{.dtype = dtype, .hidden = hidden, .topk = topk}.ToKey(
+      target);
 }
 
 bool HopperGemmEnabled(absl::string_view arch, const MoeTuning& tuning) {
@@ -342,19 +349,21 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
          {std::tuple{2 * layer.intermediate, layer.hidden,
                      moe::Epilogue::kSiluAndMul},
           std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
-      const int32_t kernel = GemmKernelFor(hopper, layer.dtype, k, tile_rows);
+      const MoeGemmSpec gemm =
+          GemmSpec(layer.dtype, n, k, tile_rows, epilogue,
+                   GemmKernelFor(hopper, layer.dtype, k, tile_rows));
       const bool swap = HopperSwapAB(swap_ab, tile_rows);
       const bool tma_store =
           !swap &&
           HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
-      add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
-                  checks, tma_store, /*cluster=*/1, swap));
+      add(HopperGemmSpec(gemm, checks, tma_store, /*cluster=*/1, swap)
+              .ToKey(target));
       // Forced clusters: the 128-row launches run them.
-      if (kernel == kHopperGemm &&
+      if (gemm.kernel == MoeGemmKernel::kHopper &&
           HopperClusterFor(cluster,
                            MoeSm90CtaRows(static_cast<int>(tile_rows))) > 1) {
-        add(GemmKey(target, layer.dtype, n, k, tile_rows, epilogue, kernel,
-                    checks, tma_store, cluster));
+        add(HopperGemmSpec(gemm, checks, tma_store, cluster, /*swap_ab=*/false)
+                .ToKey(target));
       }
     }
   }
@@ -487,33 +496,11 @@ int32_t CudaMoeKernels::DefaultTileRows(int64_t assignments, int64_t experts,
                             max_expert_rows);
 }
 
-namespace {
-
-int TestSlot(OpKind op) {
-  switch (op) {
-    case OpKind::kMoeRoute:
-      return 0;
-    case OpKind::kMoePack:
-      return 1;
-    case OpKind::kMoeGroupedGemm:
-      return 2;
-    default:
-      return 3;
-  }
-}
-
-}  // namespace
-
-void CudaMoeKernels::SetGeneratorForTesting(
-    OpKind op, tailor::internal::KernelGeneratorFn generate) {
-  test_generators_[TestSlot(op)].store(generate);
-}
-
 absl::StatusOr<SelectedKernel> CudaMoeKernels::Select(
     Engine& engine, const SpecKey& key,
     tailor::internal::KernelGeneratorFn generate, GenericKernelId id) {
-  if (auto test = test_generators_[TestSlot(key.op)].load()) generate = test;
-  return generics_.Select(engine, key, generate, id);
+  return generics_.Select(engine, key, engine.GeneratorFor(key.op, generate),
+                          id);
 }
 
 absl::Status CudaMoeKernels::LaunchKernel(
@@ -629,8 +616,10 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   MoeGroupedGemmSm90Params p = {};
   TAILOR_ASSIGN_OR_RETURN(const HopperVariant v, HopperParams(l, max_tiles, p));
   const SpecKey key =
-      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
-              kHopperGemm, pipeline_checks_, v.tma_store, v.cluster, v.swap_ab);
+      HopperGemmSpec(GemmSpec(l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+                              MoeGemmKernel::kHopper),
+                     pipeline_checks_, v.tma_store, v.cluster, v.swap_ab)
+          .ToKey(engine.target());
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,
                                  GenericGemmId(l.dtype, l.k, l.epilogue)));
@@ -651,16 +640,17 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the cuda backend needs a device plan");
   }
-  const int32_t kernel = GemmKernelFor(hopper_, l.dtype, l.k, l.tile_rows);
-  if (kernel == kHopperGemm) return HopperGroupedGemm(engine, l);
+  const MoeGemmKernel kernel =
+      GemmKernelFor(hopper_, l.dtype, l.k, l.tile_rows);
+  if (kernel == MoeGemmKernel::kHopper) return HopperGroupedGemm(engine, l);
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
-  const bool mma = kernel == kMmaGemm;
+  const bool mma = kernel == MoeGemmKernel::kMatrixCore;
   if (l.plan.max_work * MoeGemmNTiles(mma, gated, l.n) == 0) {
     return absl::OkStatus();
   }
   const SpecKey key =
-      GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
-              kernel, /*pipeline_checks=*/false, /*tma_store=*/false);
+      GemmSpec(l.dtype, l.n, l.k, l.tile_rows, l.epilogue, kernel)
+          .ToKey(engine.target());
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,
                                  GenericGemmId(l.dtype, l.k, l.epilogue)));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/gpu/error_words.h"
+#include "ops/attention/decode_spec.h"
 #include "plan/decode_plan.h"
 #include "tailor/status.h"
 #include "templates/hip/attention/decode_params.h"
@@ -17,9 +18,11 @@ using ::tailor::internal::DecodeErrors;
 using ::tailor::internal::DecodeLaunch;
 using ::tailor::internal::DecodePlanConfig;
 using ::tailor::internal::DecodeShape;
+using ::tailor::internal::DecodeSpec;
 using ::tailor::internal::Engine;
 using ::tailor::internal::Kernel;
 using ::tailor::internal::KernelSource;
+using ::tailor::internal::KeyTarget;
 using ::tailor::internal::LaunchConfig;
 using ::tailor::internal::OpKind;
 using ::tailor::internal::SpecKey;
@@ -76,7 +79,8 @@ HipDecodeParams ParamsOf(const DecodeLaunch& l) {
 
 }  // namespace
 
-absl::StatusOr<SpecKey> HipDecodeKey(SpecKey key, const DecodeShape& shape) {
+absl::StatusOr<SpecKey> HipDecodeKey(const KeyTarget& target,
+                                     const DecodeShape& shape) {
   if (shape.dtype != DType::kBF16 && shape.dtype != DType::kF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype: must be bf16 or f16, got ",
@@ -92,11 +96,12 @@ absl::StatusOr<SpecKey> HipDecodeKey(SpecKey key, const DecodeShape& shape) {
     return absl::UnimplementedError(absl::StrCat(
         "hip decode: page_size must be in [1, 256], got ", shape.page_size));
   }
-  key.op = OpKind::kAttentionDecode;
-  key.dtypes = {shape.dtype};
-  key.dims = {shape.head_dim, shape.group, shape.page_size};
-  key.tile.m = kDecodeTileTokens;
-  return key;
+  return DecodeSpec{.dtype = shape.dtype,
+                    .head_dim = shape.head_dim,
+                    .group = shape.group,
+                    .page_size = shape.page_size,
+                    .tile_tokens = kDecodeTileTokens}
+      .ToKey(target);
 }
 
 absl::StatusOr<KernelSource> GenerateHipDecode(const SpecKey& key) {
@@ -104,19 +109,33 @@ absl::StatusOr<KernelSource> GenerateHipDecode(const SpecKey& key) {
     return absl::UnimplementedError(absl::StrCat(
         "hip decode kernels: no generator for ", GetOpInfo(key.op).name));
   }
+  TAILOR_ASSIGN_OR_RETURN(const DecodeSpec spec, DecodeSpec::FromKey(key));
+  const DecodeShape shape = {.dtype = spec.dtype,
+                             .head_dim = spec.head_dim,
+                             .group = spec.group,
+                             .page_size = spec.page_size};
+  // The template's shapes: the key this backend builds for them.
+  TAILOR_ASSIGN_OR_RETURN(const SpecKey built,
+                          HipDecodeKey({key.backend, key.arch_name()}, shape));
+  if (!(built == key)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key: not a hip decode key (its build is ",
+                     built.ToString(), "), got ", key.ToString()));
+  }
   return KernelSource{
       .code = absl::StrCat(
           "#include \"templates/hip/attention/decode.h\"\n"
           "TAILOR_HIP_ENTRY(tailor_entry, (tailor::hip::HipPagedDecode<",
-          key.dtypes[0] == DType::kBF16 ? "true" : "false", ", ", key.dims[0],
-          ", ", key.dims[1], ", ", key.dims[2], ">))\n"),
+          spec.dtype == DType::kBF16 ? "true" : "false", ", ", spec.head_dim,
+          ", ", spec.group, ", ", spec.page_size, ">))\n"),
       .entry = "tailor_entry"};
 }
 
 absl::StatusOr<DecodePlanConfig> HipDecodeKernels::PlanConfig(
     const DecodeShape& shape, int64_t /*bucket*/,
     absl::Span<const int32_t> /*seq_lens*/) {
-  TAILOR_RETURN_IF_ERROR(HipDecodeKey(SpecKey{}, shape).status());
+  TAILOR_RETURN_IF_ERROR(
+      HipDecodeKey({.backend = BackendKind::kHip}, shape).status());
   return DecodePlanConfig{.num_workers = workers_,
                           .tile_tokens = kDecodeTileTokens,
                           .item_cost_tokens = kItemCostTokens};
@@ -167,11 +186,11 @@ absl::StatusOr<DecodeErrors> HipDecodeKernels::TakeErrors(Engine&,
 absl::Status HipDecodeKernels::Decode(Engine& engine,
                                       const DecodeLaunch& launch) {
   if (launch.work.num_workers == 0) return absl::OkStatus();
+  TAILOR_ASSIGN_OR_RETURN(const SpecKey key,
+                          HipDecodeKey(engine.target(), launch.shape));
   TAILOR_ASSIGN_OR_RETURN(
-      const SpecKey key,
-      HipDecodeKey(engine.MakeKey(OpKind::kAttentionDecode), launch.shape));
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, GenerateHipDecode));
+      std::shared_ptr<Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateHipDecode)));
   const HipDecodeParams params = ParamsOf(launch);
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(launch.work.num_workers);

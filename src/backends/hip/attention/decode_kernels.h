@@ -1,13 +1,14 @@
 // backends/hip/attention/decode_kernels.h — paged decode on the HIP backend.
 //
-// Generator and launch glue for templates/hip/attention/decode.h (params and launch
-// shape: templates/hip/attention/decode_params.h). A device-memory backend: the plan
-// is uploaded into the workspace, one launch of `workers` work-groups (one
-// per CU) runs every piece and merges split pairs; bad device data lands in
-// the scratch's error words (the CUDA layout, DecodeScratchBytes).
+// Generator and launch glue for templates/hip/attention/decode.h (params and
+// launch shape: templates/hip/attention/decode_params.h). A device-memory
+// backend: the plan is uploaded into the workspace, one launch of `workers`
+// work-groups (one per CU) runs every piece and merges split pairs; bad device
+// data lands in the scratch's error words (the CUDA layout,
+// DecodeScratchBytes).
 //
-// Key: attention.decode  dtypes {x}  dims {D, group, page}  tile.m = 64
-// tokens. Shapes: D in {64, 128, 256}, group in [1, 16], group * D <= 2048
+// Key: a DecodeSpec (ops/attention/decode_spec.h) of 64-token tiles.
+// Shapes: D in {64, 128, 256}, group in [1, 16], group * D <= 2048
 // (HipDecodeShapeFits); others are Unimplemented.
 #ifndef TAILOR_BACKENDS_HIP_ATTENTION_DECODE_KERNELS_H_
 #define TAILOR_BACKENDS_HIP_ATTENTION_DECODE_KERNELS_H_
@@ -18,13 +19,15 @@
 
 namespace tailor::hip {
 
-// The key of the decode kernel for `shape` (op, backend and arch of `key`
-// are kept). InvalidArgument naming the field for a dtype other than
-// bf16/f16; Unimplemented when the shape does not fit (see above).
+// The key of the decode kernel for `shape` on `target`. InvalidArgument
+// naming the field for a dtype other than bf16/f16; Unimplemented when the
+// shape does not fit (see above).
 absl::StatusOr<tailor::internal::SpecKey> HipDecodeKey(
-    tailor::internal::SpecKey key, const tailor::internal::DecodeShape& shape);
+    const tailor::internal::KeyTarget& target,
+    const tailor::internal::DecodeShape& shape);
 
-// The source of an attention.decode key; Unimplemented for other ops.
+// The source of an attention.decode key; Unimplemented for other ops,
+// InvalidArgument naming the field of a key the template cannot build.
 absl::StatusOr<tailor::internal::KernelSource> GenerateHipDecode(
     const tailor::internal::SpecKey& key);
 

@@ -15,10 +15,7 @@
 namespace tailor::hip {
 
 using ::tailor::gpu::kMoeMaxTileRows;
-using ::tailor::gpu::kMoeRouteCountPlan;
-using ::tailor::gpu::kMoeRouteFused;
 using ::tailor::gpu::kMoeRouteHeaderBytes;
-using ::tailor::gpu::kMoeRouteScatter;
 using ::tailor::gpu::kMoeRouteSegment;
 using ::tailor::internal::CombineLaunch;
 using ::tailor::internal::DeviceRouteLaunch;
@@ -26,7 +23,14 @@ using ::tailor::internal::Engine;
 using ::tailor::internal::GroupedGemmLaunch;
 using ::tailor::internal::Kernel;
 using ::tailor::internal::KernelSource;
+using ::tailor::internal::KeyTarget;
 using ::tailor::internal::LaunchConfig;
+using ::tailor::internal::MoeCombineSpec;
+using ::tailor::internal::MoeGemmKernel;
+using ::tailor::internal::MoeGemmSpec;
+using ::tailor::internal::MoePackSpec;
+using ::tailor::internal::MoeRouteKernel;
+using ::tailor::internal::MoeRouteSpec;
 using ::tailor::internal::OpKind;
 using ::tailor::internal::PackLaunch;
 using ::tailor::internal::RouteErrors;
@@ -56,52 +60,57 @@ KernelSource Entry(absl::string_view header, const std::string& kernel) {
 }
 
 absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
-  switch (key.variant) {
-    case kMoeRouteCountPlan:
+  TAILOR_ASSIGN_OR_RETURN(const MoeRouteSpec spec, MoeRouteSpec::FromKey(key));
+  switch (spec.kernel) {
+    case MoeRouteKernel::kCountPlan:
       return Entry("moe/route.h", "tailor::cuda::MoeRouteCountPlan");
-    case kMoeRouteFused:
+    case MoeRouteKernel::kFused:
       return Entry("moe/route.h", "tailor::cuda::MoeRouteFused");
-    case kMoeRouteScatter:
-      return Entry("moe/route.h", absl::StrCat("tailor::cuda::MoeRouteScatter<",
-                                               key.dims[0], ">"));
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("variant: not a moe.route kernel: ", key.variant));
+    case MoeRouteKernel::kScatter:
+      break;
   }
+  return Entry("moe/route.h", absl::StrCat("tailor::cuda::MoeRouteScatter<",
+                                           spec.scatter_warps, ">"));
 }
 
 absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const MoePackSpec spec, MoePackSpec::FromKey(key));
   return Entry("moe/pack.h", absl::StrCat("tailor::cuda::MoePack<",
-                                          KernelTypeName(key.dtypes[0]), ", ",
-                                          key.dims[0], ">"));
+                                          KernelTypeName(spec.dtype), ", ",
+                                          spec.hidden, ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
-  const std::string shape = absl::StrCat(key.dims[0], ", ", key.dims[1], ", ",
-                                         key.tile.m, ", ", key.variant, ">");
-  if (key.tile.n == kHipMfmaGemm) {
+  TAILOR_ASSIGN_OR_RETURN(const MoeGemmSpec spec, MoeGemmSpec::FromKey(key));
+  const std::string shape =
+      absl::StrCat(spec.n, ", ", spec.k, ", ", spec.tile_rows, ", ",
+                   static_cast<int>(spec.epilogue), ">");
+  if (spec.kernel == MoeGemmKernel::kMatrixCore) {
     return Entry("moe/grouped_gemm.h",
                  absl::StrCat("tailor::hip::MoeGroupedGemmMfma<", shape));
   }
-  return Entry("moe/grouped_gemm.h",
-               absl::StrCat("tailor::hip::MoeGroupedGemmSimtHip<",
-                            key.dtypes[0] == DType::kBF16 ? "true" : "false",
-                            ", ", shape));
+  return Entry(
+      "moe/grouped_gemm.h",
+      absl::StrCat("tailor::hip::MoeGroupedGemmSimtHip<",
+                   spec.dtype == DType::kBF16 ? "true" : "false", ", ", shape));
 }
 
 absl::StatusOr<KernelSource> GenerateCombine(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(const MoeCombineSpec spec,
+                          MoeCombineSpec::FromKey(key));
   return Entry(
       "moe/combine.h",
-      absl::StrCat("tailor::cuda::MoeCombine<", KernelTypeName(key.dtypes[0]),
-                   ", ", key.dims[0], ", ", key.dims[1], ">"));
+      absl::StrCat("tailor::cuda::MoeCombine<", KernelTypeName(spec.dtype),
+                   ", ", spec.hidden, ", ", spec.topk, ">"));
 }
 
 absl::Status LaunchKernel(
     Engine& engine, const SpecKey& key,
     absl::StatusOr<KernelSource> (*generate)(const SpecKey&),
     const LaunchConfig& config, const void* params, size_t params_size) {
-  TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
-                          engine.GetKernel(key, generate));
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, generate)));
   return engine.Launch(key.op, *kernel, config, params, params_size);
 }
 
@@ -138,24 +147,28 @@ absl::StatusOr<KernelSource> GenerateHipMoeKernel(const SpecKey& key) {
   }
 }
 
-HipLaunchPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l, SpecKey key,
-                                 int compute_units, bool has_mfma_bf16) {
+HipGemmPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l,
+                               const KeyTarget& target, int compute_units,
+                               bool has_mfma_bf16) {
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   const bool mfma =
       has_mfma_bf16 && HipGemmUsesMfma(l.dtype == DType::kBF16, l.k);
   const int64_t max_tiles = l.plan.max_work * HipGemmNTiles(mfma, gated, l.n);
-  key.dtypes = {l.dtype, l.dtype, DType::kF32};
-  key.dims = {l.n, l.k};
-  key.tile.m = static_cast<int32_t>(l.tile_rows);
-  key.tile.n = mfma ? kHipMfmaGemm : kHipSimtGemm;
-  key.variant = static_cast<uint32_t>(l.epilogue);
+  const MoeGemmSpec spec = {
+      .dtype = l.dtype,
+      .n = l.n,
+      .k = l.k,
+      .tile_rows = static_cast<int32_t>(l.tile_rows),
+      .epilogue = l.epilogue,
+      .kernel = mfma ? MoeGemmKernel::kMatrixCore : MoeGemmKernel::kSimt};
   const int64_t resident =
       compute_units > 0
           ? int64_t{compute_units} * (mfma ? kMfmaCtasPerCu : kSimtCtasPerCu)
           : max_tiles;
   const uint32_t ctas = static_cast<uint32_t>(std::min(max_tiles, resident));
-  return HipLaunchPlan{
-      .key = key,
+  return HipGemmPlan{
+      .spec = spec,
+      .key = spec.ToKey(target),
       .config = Config(
           ctas, 1, mfma ? kHipMfmaThreads : kHipSimtThreads,
           mfma ? HipMfmaLdsBytes(static_cast<int>(l.tile_rows)) : 0, l.stream)};
@@ -164,15 +177,18 @@ HipLaunchPlan PlanHipGroupedGemm(const GroupedGemmLaunch& l, SpecKey key,
 // ---- Route ------------------------------------------------------------------
 
 std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
-                                        SpecKey key, void* stream) {
+                                        const KeyTarget& target, void* stream) {
   const gpu::MoeRouteKernels kernels = gpu::PlanMoeRoute(
       assignments, experts, kHipWaveLanes, HipRouteScatterWaves(experts));
   std::vector<HipLaunchPlan> launches;
   for (int i = 0; i < kernels.count; ++i) {
     const gpu::MoeRouteKernel& k = kernels.kernel[i];
-    key.variant = k.variant;
-    if (k.variant == kMoeRouteScatter) key.dims = {k.scatter_warps};
-    launches.push_back({key, ConfigOf(k.shape, stream)});
+    const auto kernel = static_cast<MoeRouteKernel>(k.variant);
+    const MoeRouteSpec spec = {
+        .kernel = kernel,
+        .scatter_warps =
+            kernel == MoeRouteKernel::kScatter ? k.scatter_warps : 0};
+    launches.push_back({spec.ToKey(target), ConfigOf(k.shape, stream)});
   }
   return launches;
 }
@@ -204,8 +220,7 @@ absl::Status HipMoeKernels::Route(Engine& engine, const DeviceRouteLaunch& l) {
       l, reinterpret_cast<int*>(static_cast<char*>(l.route_scratch) +
                                 kMoeRouteHeaderBytes));
   for (const HipLaunchPlan& launch :
-       PlanHipRoute(l.tokens * l.topk, l.experts,
-                    engine.MakeKey(OpKind::kMoeRoute), l.stream)) {
+       PlanHipRoute(l.tokens * l.topk, l.experts, engine.target(), l.stream)) {
     TAILOR_RETURN_IF_ERROR(LaunchKernel(engine, launch.key, GenerateRoute,
                                         launch.config, &p, sizeof(p)));
   }
@@ -227,9 +242,9 @@ absl::StatusOr<RouteErrors> HipMoeKernels::TakeRouteErrors(Engine&,
 
 absl::Status HipMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
   if (l.rows == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoePack);
-  key.dtypes = {l.dtype};
-  key.dims = {l.hidden_dim};
+  const SpecKey key =
+      MoePackSpec{.dtype = l.dtype, .hidden = l.hidden_dim}.ToKey(
+          engine.target());
   const MoePackParams p = gpu::MoePackParamsOf(l);
   return LaunchKernel(engine, key, GeneratePack,
                       ConfigOf(gpu::MoePackShape(l), l.stream), &p, sizeof(p));
@@ -241,17 +256,17 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the hip backend needs a device plan");
   }
-  const HipLaunchPlan plan =
-      PlanHipGroupedGemm(l, engine.MakeKey(OpKind::kMoeGroupedGemm),
-                         compute_units_, has_mfma_bf16_);
+  const HipGemmPlan plan =
+      PlanHipGroupedGemm(l, engine.target(), compute_units_, has_mfma_bf16_);
   if (plan.config.grid.x == 0) return absl::OkStatus();
   if (l.config != nullptr) {
-    *l.config = {
-        .kernel = plan.key.tile.n == kHipMfmaGemm ? "hip.mfma" : "hip.simt",
-        .n = l.n,
-        .k = l.k,
-        .cta_rows = static_cast<int32_t>(l.tile_rows),
-        .ctas = static_cast<int32_t>(plan.config.grid.x)};
+    *l.config = {.kernel = plan.spec.kernel == MoeGemmKernel::kMatrixCore
+                               ? "hip.mfma"
+                               : "hip.simt",
+                 .n = l.n,
+                 .k = l.k,
+                 .cta_rows = static_cast<int32_t>(l.tile_rows),
+                 .ctas = static_cast<int32_t>(plan.config.grid.x)};
   }
   const MoeGroupedGemmParams p = gpu::MoePortableGemmParamsOf(l);
   return LaunchKernel(engine, plan.key, GenerateGroupedGemm, plan.config, &p,
@@ -260,9 +275,9 @@ absl::Status HipMoeKernels::GroupedGemm(Engine& engine,
 
 absl::Status HipMoeKernels::Combine(Engine& engine, const CombineLaunch& l) {
   if (l.tokens == 0) return absl::OkStatus();
-  SpecKey key = engine.MakeKey(OpKind::kMoeCombine);
-  key.dtypes = {l.dtype, DType::kF32, l.dtype};
-  key.dims = {l.hidden_dim, l.topk};
+  const SpecKey key =
+      MoeCombineSpec{.dtype = l.dtype, .hidden = l.hidden_dim, .topk = l.topk}
+          .ToKey(engine.target());
   const MoeCombineParams p = gpu::MoeCombineParamsOf(l);
   return LaunchKernel(engine, key, GenerateCombine,
                       ConfigOf(gpu::MoeCombineShape(l), l.stream), &p,

@@ -7,14 +7,8 @@
 // plan's real length from the route header; a step is a fixed sequence of
 // launches sized from T and the worst case, with no host sync.
 //
-// Keys (static dims only; T, R and per-expert counts never appear):
-//   moe.route         variant = kernel (count+plan, fused, scatter);
-//                     scatter: dims {waves}
-//   moe.pack          dtypes {x}            dims {H}
-//   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}   tile.m = tile_rows,
-//                     variant = epilogue, tile.n = the kernel: 1 MFMA (bf16,
-//                     K % 8 == 0), 0 SIMT
-//   moe.combine       dtypes {x, f32, x}    dims {H, topk}
+// Keys: the typed specs of ops/moe/spec.h; the scatter's warps are waves,
+// the grouped GEMM's kernel kMatrixCore (MFMA: bf16, K % 8 == 0) or kSimt.
 // One grouped-GEMM kernel serves the core and every tail class (its CTA
 // rows are the tile rows rounded up to 16, one MFMA row block).
 #ifndef TAILOR_BACKENDS_HIP_MOE_KERNELS_H_
@@ -26,12 +20,9 @@
 #include "core/backend.h"
 #include "core/engine.h"
 #include "ops/moe/kernels.h"
+#include "ops/moe/spec.h"
 
 namespace tailor::hip {
-
-// SpecKey::tile.n of the grouped-GEMM kernels.
-inline constexpr int32_t kHipSimtGemm = 0;
-inline constexpr int32_t kHipMfmaGemm = 1;
 
 // The source of a MoE key (moe.route, moe.pack, moe.grouped_gemm,
 // moe.combine); Unimplemented for other ops, InvalidArgument for an
@@ -47,21 +38,25 @@ struct HipLaunchPlan {
 };
 
 // The grouped-GEMM launch of `launch` on a device of `compute_units` CUs
-// (key fields as above; grid = min(work tiles, resident CTAs)); grid.x 0
-// when there is nothing to run. `key` comes with op, backend and arch set.
-// `has_mfma_bf16`: the target has the bf16 _1k MFMAs (HasMfmaBf16); else
-// every GEMM runs the SIMT kernel.
-HipLaunchPlan PlanHipGroupedGemm(const tailor::internal::GroupedGemmLaunch& l,
-                                 tailor::internal::SpecKey key,
-                                 int compute_units, bool has_mfma_bf16);
+// (grid = min(work tiles, resident CTAs)) and its spec; grid.x 0 when there
+// is nothing to run. `has_mfma_bf16`: the target has the bf16 _1k MFMAs
+// (HasMfmaBf16); else every GEMM runs the SIMT kernel.
+struct HipGemmPlan {
+  tailor::internal::MoeGemmSpec spec;
+  tailor::internal::SpecKey key;
+  tailor::internal::LaunchConfig config;
+};
+HipGemmPlan PlanHipGroupedGemm(const tailor::internal::GroupedGemmLaunch& l,
+                               const tailor::internal::KeyTarget& target,
+                               int compute_units, bool has_mfma_bf16);
 
 // The Route launches of a step of `assignments` (T * k) over `experts`
 // local experts: one fused launch when one block holds the step and the
 // scatter gets 4 waves, else count+plan then scatter over segments of
 // kMoeRouteSegment assignments (waves chosen so the scatter's LDS fits).
-std::vector<HipLaunchPlan> PlanHipRoute(int64_t assignments, int64_t experts,
-                                        tailor::internal::SpecKey key,
-                                        void* stream);
+std::vector<HipLaunchPlan> PlanHipRoute(
+    int64_t assignments, int64_t experts,
+    const tailor::internal::KeyTarget& target, void* stream);
 
 class HipMoeKernels final : public tailor::internal::MoeKernels {
  public:

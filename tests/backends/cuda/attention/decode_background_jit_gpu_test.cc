@@ -243,7 +243,8 @@ absl::StatusOr<KernelSource> BrokenDecode(const SpecKey&) {
 }
 
 TEST_F(DecodeBackgroundJitTest, FailedCompileLeavesTheGenericKernelServing) {
-  kernels_->SetGeneratorForTesting(&BrokenDecode);
+  env_->engine().SetGeneratorOverride(
+      tailor::internal::OpKind::kAttentionDecode, &BrokenDecode);
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   internal::Logger().sinks().push_back(sink);
@@ -259,7 +260,8 @@ TEST_F(DecodeBackgroundJitTest, FailedCompileLeavesTheGenericKernelServing) {
     EXPECT_LE(err.out_rel, Bound(c.dtype)) << err.worst;
     WaitForCompiles(runtime());
   }
-  kernels_->SetGeneratorForTesting(nullptr);
+  env_->engine().SetGeneratorOverride(
+      tailor::internal::OpKind::kAttentionDecode, nullptr);
   internal::Logger().sinks().pop_back();
   internal::Logger().set_level(level);
   const StatsSnapshot s = runtime().stats();

@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backends/cuda/cuda_test_util.h"
+#include "api/internals.h"
 #include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/cuda_test_util.h"
 #include "ops/attention/decode_test_util.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
@@ -51,7 +52,7 @@ class DecodeGpuTest : public ::testing::Test {
     }
     env_ = *std::move(env);
     kernels_ = dynamic_cast<CudaDecodeKernels*>(
-        env_->runtime().engine().backend().decode_kernels());
+        tailor::internal::EngineOf(env_->runtime()).backend().decode_kernels());
     ASSERT_NE(kernels_, nullptr);
     stream_ = std::make_unique<TestStream>(env_->api());
   }

@@ -42,19 +42,16 @@ struct Variant {
 };
 
 SpecKey KeyOf(const Variant& v) {
-  SpecKey key;
-  key.op = OpKind::kAttentionDecode;
-  key.backend = BackendKind::kCuda;
-  key.SetArch(v.arch);
-  key.dtypes[0] = v.dtype;
-  key.dims = {v.head_dim, v.group, v.page};
   const int64_t shared =
       std::string(v.arch) == "sm_80" ? kSharedSm80 : kSharedSm90;
-  key.tile = {.m = kDecodeTileTokens,
-              .stages = DecodeStagesFor(v.head_dim, v.group, shared),
-              .warps = kDecodeConsumerWarps};
-  key.variant = v.variant;
-  return key;
+  return CudaDecodeKey(
+      tailor::internal::KeyTarget{.backend = BackendKind::kCuda,
+                                  .arch = v.arch},
+      {.dtype = v.dtype,
+       .head_dim = v.head_dim,
+       .group = v.group,
+       .page_size = v.page},
+      v.variant, DecodeStagesFor(v.head_dim, v.group, shared));
 }
 
 std::vector<Variant> Variants() {
@@ -240,7 +237,17 @@ TEST(DecodeKernelKeysTest, GeneratorRejectsKeysTheTemplatesCannotBuild) {
                        "tile.stages: must be in [2, 4], got 5"));
   EXPECT_THAT(with([](SpecKey& k) { k.variant = 7; }),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("variant: must be kDecodeVariantCpAsync")));
+                       "kernel (variant): must be in [0, 1], got 7"));
+  EXPECT_THAT(with([](SpecKey& k) { k.tile.m = 32; }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "tile.m (tile_tokens): must be 64, got 32"));
+  EXPECT_THAT(with([](SpecKey& k) { k.tile.warps = 8; }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "tile.warps: must be 4, got 8"));
+  EXPECT_THAT(with([](SpecKey& k) { k.tile.cluster = 2; }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "tile.cluster: not used by this kernel, must be 0, "
+                       "got 2"));
   EXPECT_THAT(with([](SpecKey& k) { k.op = OpKind::kMoePack; }),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("no generator for moe.pack")));

@@ -1,0 +1,189 @@
+#include "ops/moe/spec.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/spec_fields.h"
+#include "tailor/status.h"
+
+namespace tailor::internal {
+namespace {
+
+// The grouped GEMM's variant: the epilogue in the low byte, then the
+// Hopper kernel's flags.
+constexpr uint32_t kEpilogueMask = 0xffu;
+constexpr uint32_t kGemmPipelineChecks = 1u << 8;
+constexpr uint32_t kGemmTmaStore = 1u << 9;
+constexpr uint32_t kGemmSwapAB = 1u << 10;
+constexpr uint32_t kGemmFlags =
+    kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
+
+absl::Status ExpectDtype(absl::string_view field, DType dtype) {
+  return ExpectSpecRange(field, static_cast<int>(dtype),
+                         static_cast<int>(DType::kF32),
+                         static_cast<int>(DType::kF64));
+}
+
+absl::Status ExpectSame(absl::string_view field, DType got, DType want) {
+  if (got == want) return absl::OkStatus();
+  return SpecFieldError(field, absl::StrCat("must be ", DTypeName(want)),
+                        static_cast<int>(got));
+}
+
+// The GEMM kernels `backend` has (see spec.h).
+absl::Status ExpectGemmKernel(BackendKind backend, int32_t kernel) {
+  const int32_t most = backend == BackendKind::kCuda  ? 2
+                       : backend == BackendKind::kHip ? 1
+                                                      : 0;
+  return ExpectSpecRange(
+      absl::StrCat("kernel (tile.n) on ", BackendName(backend)), kernel, 0,
+      most);
+}
+
+// Hopper's flags and cluster, after the kernel is known to be kHopper.
+absl::Status DecodeHopperFields(const SpecKey& key, MoeGemmSpec& spec) {
+  spec.pipeline_checks = (key.variant & kGemmPipelineChecks) != 0;
+  spec.tma_store = (key.variant & kGemmTmaStore) != 0;
+  spec.swap_ab = (key.variant & kGemmSwapAB) != 0;
+  const int32_t cluster = key.tile.cluster;
+  if (cluster != 0 && cluster != 2 && cluster != 4) {
+    return SpecFieldError("cluster (tile.cluster)", "must be 0 (none), 2 or 4",
+                          cluster);
+  }
+  spec.cluster = cluster == 0 ? 1 : cluster;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ---- moe.route --------------------------------------------------------------
+
+SpecKey MoeRouteSpec::ToKey(const KeyTarget& target) const {
+  SpecKey key = target.MakeKey(OpKind::kMoeRoute);
+  key.variant = static_cast<uint32_t>(kernel);
+  if (kernel == MoeRouteKernel::kScatter) key.dims = {scatter_warps};
+  return key;
+}
+
+absl::StatusOr<MoeRouteSpec> MoeRouteSpec::FromKey(const SpecKey& key) {
+  TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoeRoute));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("kernel (variant)", key.variant, 0, 2));
+  MoeRouteSpec spec = {.kernel = static_cast<MoeRouteKernel>(key.variant)};
+  const bool scatter = spec.kernel == MoeRouteKernel::kScatter;
+  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(
+      key, {.dims = scatter ? 1 : 0, .variant = true}));
+  if (scatter) {
+    TAILOR_RETURN_IF_ERROR(
+        ExpectSpecRange("scatter_warps (dims[0])", key.dims[0], 1, 32));
+    spec.scatter_warps = static_cast<int32_t>(key.dims[0]);
+  }
+  return spec;
+}
+
+// ---- moe.pack ---------------------------------------------------------------
+
+SpecKey MoePackSpec::ToKey(const KeyTarget& target) const {
+  SpecKey key = target.MakeKey(OpKind::kMoePack);
+  key.dtypes = {dtype};
+  key.dims = {hidden};
+  return key;
+}
+
+absl::StatusOr<MoePackSpec> MoePackSpec::FromKey(const SpecKey& key) {
+  TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoePack));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectUnusedSpecFieldsZero(key, {.dtypes = 1, .dims = 1}));
+  TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("hidden (dims[0])", key.dims[0], 1, int64_t{1} << 30));
+  return MoePackSpec{.dtype = key.dtypes[0], .hidden = key.dims[0]};
+}
+
+// ---- moe.grouped_gemm -------------------------------------------------------
+
+SpecKey MoeGemmSpec::ToKey(const KeyTarget& target) const {
+  SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
+  key.dtypes = {dtype, dtype, DType::kF32};
+  key.dims = {n, k};
+  key.tile.m = tile_rows;
+  key.tile.n = static_cast<int32_t>(kernel);
+  key.tail_class = tail_class;
+  key.variant = static_cast<uint32_t>(epilogue) |
+                (pipeline_checks ? kGemmPipelineChecks : 0u) |
+                (tma_store ? kGemmTmaStore : 0u) | (swap_ab ? kGemmSwapAB : 0u);
+  if (cluster > 1) key.tile.cluster = cluster;
+  return key;
+}
+
+absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
+  TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoeGroupedGemm));
+  TAILOR_RETURN_IF_ERROR(ExpectGemmKernel(key.backend, key.tile.n));
+  const auto kernel = static_cast<MoeGemmKernel>(key.tile.n);
+  const bool hopper = kernel == MoeGemmKernel::kHopper;
+  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(
+      key, {.dtypes = 3,
+            .dims = 2,
+            .tail_class = key.backend == BackendKind::kCpu,
+            .tile_m = true,
+            .tile_n = true,
+            .tile_cluster = hopper,
+            .variant = true}));
+  TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSame("dtypes[1] (W)", key.dtypes[1], key.dtypes[0]));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSame("dtypes[2] (accumulator)", key.dtypes[2], DType::kF32));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("n (dims[0])", key.dims[0], 1, int64_t{1} << 30));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("k (dims[1])", key.dims[1], 1, int64_t{1} << 30));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("tile_rows (tile.m)", key.tile.m, 1, moe::kMaxTileRows));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("tail_class", key.tail_class, 0, moe::kMaxTileRows));
+  const uint32_t flags = key.variant & ~kEpilogueMask;
+  if ((flags & ~kGemmFlags) != 0 || (!hopper && flags != 0)) {
+    return SpecFieldError("variant",
+                          "flags (bits 8-10) belong to the Hopper kernel only",
+                          key.variant);
+  }
+  TAILOR_RETURN_IF_ERROR(ExpectSpecRange("epilogue (variant & 0xff)",
+                                         key.variant & kEpilogueMask, 0, 1));
+  MoeGemmSpec spec = {
+      .dtype = key.dtypes[0],
+      .n = key.dims[0],
+      .k = key.dims[1],
+      .tile_rows = key.tile.m,
+      .tail_class = key.tail_class,
+      .epilogue = static_cast<moe::Epilogue>(key.variant & kEpilogueMask),
+      .kernel = kernel};
+  if (hopper) TAILOR_RETURN_IF_ERROR(DecodeHopperFields(key, spec));
+  return spec;
+}
+
+// ---- moe.combine ------------------------------------------------------------
+
+SpecKey MoeCombineSpec::ToKey(const KeyTarget& target) const {
+  SpecKey key = target.MakeKey(OpKind::kMoeCombine);
+  key.dtypes = {dtype, DType::kF32, dtype};
+  key.dims = {hidden, topk};
+  return key;
+}
+
+absl::StatusOr<MoeCombineSpec> MoeCombineSpec::FromKey(const SpecKey& key) {
+  TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoeCombine));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectUnusedSpecFieldsZero(key, {.dtypes = 3, .dims = 2}));
+  TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSame("dtypes[1] (weights)", key.dtypes[1], DType::kF32));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSame("dtypes[2] (out)", key.dtypes[2], key.dtypes[0]));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("hidden (dims[0])", key.dims[0], 1, int64_t{1} << 30));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSpecRange("topk (dims[1])", key.dims[1], 1, 1024));
+  return MoeCombineSpec{
+      .dtype = key.dtypes[0], .hidden = key.dims[0], .topk = key.dims[1]};
+}
+
+}  // namespace tailor::internal
