@@ -165,13 +165,13 @@ _SIGNATURES = {
     "tailor_string_free": (None, [_vp]),
     "tailor_moe_workspace_create": (ctypes.c_int, [_P(_vp)]),
     "tailor_moe_workspace_destroy": (None, [_vp]),
-    "tailor_moe_reserve_workspace": (ctypes.c_int,
+    "tailor_moe_workspace_reserve": (ctypes.c_int,
                                      [_vp, _P(WorkspaceLimits), _vp]),
     "tailor_moe_workspace_bytes": (ctypes.c_int,
                                    [_vp, _P(WorkspaceLimits), _P(_i64)]),
-    "tailor_moe_bind_workspace": (ctypes.c_int, [
+    "tailor_moe_workspace_bind": (ctypes.c_int, [
         _vp, _P(WorkspaceLimits), _vp, _i64, _vp, _vp]),
-    "tailor_moe_take_routing_errors": (ctypes.c_int, [_vp, _vp, _vp]),
+    "tailor_moe_workspace_take_errors": (ctypes.c_int, [_vp, _vp, _vp]),
     "tailor_moe_workspace_get_info": (ctypes.c_int, [_vp, _P(WorkspaceInfo)]),
     "tailor_moe_workspace_gemm_count": (ctypes.c_int, [_vp, _P(_i32)]),
     "tailor_moe_workspace_get_gemm": (ctypes.c_int,
@@ -181,20 +181,21 @@ _SIGNATURES = {
     "tailor_moe_grouped_gemm": (ctypes.c_int, [_vp, _P(GroupedGemmArgs), _vp]),
     "tailor_moe_combine": (ctypes.c_int, [_vp, _P(CombineArgs)]),
     "tailor_moe_experts": (ctypes.c_int, [_vp, _P(ExpertsArgs), _vp]),
-    "tailor_decode_workspace_create": (ctypes.c_int, [_P(_vp)]),
-    "tailor_decode_workspace_destroy": (None, [_vp]),
-    "tailor_attention_reserve_decode_workspace": (
+    "tailor_attention_decode_workspace_create": (ctypes.c_int, [_P(_vp)]),
+    "tailor_attention_decode_workspace_destroy": (None, [_vp]),
+    "tailor_attention_decode_workspace_reserve": (
         ctypes.c_int, [_vp, _P(DecodeLimits), _vp]),
     "tailor_attention_decode_workspace_bytes": (
         ctypes.c_int, [_vp, _P(DecodeLimits), _P(_i64)]),
-    "tailor_attention_bind_decode_workspace": (
+    "tailor_attention_decode_workspace_bind": (
         ctypes.c_int, [_vp, _P(DecodeLimits), _vp, _i64, _vp, _vp]),
-    "tailor_attention_take_decode_errors": (ctypes.c_int, [_vp, _vp, _vp]),
-    "tailor_decode_workspace_get_info": (
+    "tailor_attention_decode_workspace_take_errors": (
+        ctypes.c_int, [_vp, _vp, _vp]),
+    "tailor_attention_decode_workspace_get_info": (
         ctypes.c_int, [_vp, _P(DecodeWorkspaceInfo)]),
-    "tailor_attention_plan_decode": (ctypes.c_int,
+    "tailor_attention_decode_plan": (ctypes.c_int,
                                      [_vp, _P(PlanDecodeArgs), _vp]),
-    "tailor_attention_run_decode": (ctypes.c_int,
+    "tailor_attention_decode_run": (ctypes.c_int,
                                     [_vp, _P(RunDecodeArgs), _vp]),
 }
 

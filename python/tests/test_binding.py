@@ -189,7 +189,7 @@ def test_errors_carry_the_status_text(runtime, rng):
         tailor.moe.grouped_gemm(runtime, x, w13, out, tailor.moe.Workspace())
     with pytest.raises(tailor.UnimplementedError,
                        match="cpu backend keeps workspaces in host memory"):
-        tailor.moe.bind_workspace(runtime, ws, np.zeros(256, np.uint8),
+        tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), ws,
                                   max_tokens=4, topk=2, num_experts=8)
     with pytest.raises(TypeError, match="expected a numpy array"):
         tailor.moe.experts(runtime, [1.0], w13, w2, tw, ids, out, ws)
@@ -304,3 +304,35 @@ def test_fast_path_is_built_and_agrees(runtime, rng):
     tailor.moe.experts(runtime, x, w13, w2, tw, ids, general, ws,
                        tile_rows=16)  # a policy: the ctypes path
     np.testing.assert_array_equal(fast, general)
+
+
+def test_workspace_renames_keep_the_old_forms(runtime, rng):
+    x, w13, w2, tw, ids = moe_inputs(rng)
+    ws = tailor.moe.Workspace()
+    limits = dict(max_tokens=4, topk=2, num_experts=8)
+    unimplemented = ("UNIMPLEMENTED: moe.bind: the cpu backend keeps "
+                     "workspaces in host memory; use moe::ReserveWorkspace")
+    with pytest.raises(tailor.UnimplementedError) as new:
+        tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), ws,
+                                  **limits)
+    assert str(new.value) == unimplemented
+    with pytest.warns(DeprecationWarning,
+                      match=r"^tailor: bind_workspace\(runtime, ws, ...\) "
+                            r"is deprecated"):
+        with pytest.raises(tailor.UnimplementedError) as old:
+            tailor.moe.bind_workspace(runtime, ws, np.zeros(256, np.uint8),
+                                      **limits)
+    assert str(old.value) == unimplemented
+    with pytest.raises(TypeError) as e:
+        tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), None,
+                                  **limits)
+    assert str(e.value) == ("bind_workspace: ws: expected a "
+                            "tailor.moe.Workspace, got NoneType")
+
+    tailor.moe.experts(runtime, x, w13, w2, tw, ids, np.empty_like(x), ws)
+    assert ws.take_errors(runtime) is None
+    with pytest.warns(DeprecationWarning,
+                      match="take_routing_errors is deprecated; use "
+                            "take_errors"):
+        assert ws.take_routing_errors(runtime) is None
+

@@ -142,7 +142,7 @@ void tailor_moe_workspace_destroy(tailor_moe_workspace* ws) {
   });
 }
 
-tailor_status tailor_moe_reserve_workspace(
+tailor_status tailor_moe_workspace_reserve(
     tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
     tailor_moe_workspace* ws) {
   return Guard([&]() -> absl::Status {
@@ -169,7 +169,7 @@ tailor_status tailor_moe_workspace_bytes(
   });
 }
 
-tailor_status tailor_moe_bind_workspace(
+tailor_status tailor_moe_workspace_bind(
     tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
     void* memory, int64_t bytes, tailor_moe_workspace* ws, void* stream) {
   return Guard([&]() -> absl::Status {
@@ -182,14 +182,14 @@ tailor_status tailor_moe_bind_workspace(
   });
 }
 
-tailor_status tailor_moe_take_routing_errors(tailor_runtime* runtime,
-                                             tailor_moe_workspace* ws,
-                                             void* stream) {
+tailor_status tailor_moe_workspace_take_errors(tailor_runtime* runtime,
+                                               tailor_moe_workspace* ws,
+                                               void* stream) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
     TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
-    return w->TakeRoutingErrors(*rt, stream);
+    return w->TakeErrors(*rt, stream);
   });
 }
 

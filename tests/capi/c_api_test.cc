@@ -482,7 +482,7 @@ TEST_F(CApiTest, WorkspaceEntries) {
   limits.hidden = kH;
   limits.intermediate = kI;
   limits.dtype = TAILOR_DTYPE_F32;
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_OK)
       << LastError();
   int64_t bytes = -1;
@@ -491,24 +491,24 @@ TEST_F(CApiTest, WorkspaceEntries) {
   EXPECT_EQ(bytes, 0);  // host backends keep their own buffers
   char memory[256];
   EXPECT_EQ(
-      tailor_moe_bind_workspace(runtime_, &limits, memory, 256, ws_, nullptr),
+      tailor_moe_workspace_bind(runtime_, &limits, memory, 256, ws_, nullptr),
       TAILOR_STATUS_UNIMPLEMENTED);
   EXPECT_THAT(LastError(), HasSubstr("cpu backend keeps workspaces in host"));
-  EXPECT_EQ(tailor_moe_take_routing_errors(runtime_, ws_, nullptr),
+  EXPECT_EQ(tailor_moe_workspace_take_errors(runtime_, ws_, nullptr),
             TAILOR_STATUS_OK);
 
   limits.dtype = TAILOR_DTYPE_I32;
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(),
             "limits.dtype: must be TAILOR_DTYPE_BF16 or TAILOR_DTYPE_F32, "
             "got 4");
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, nullptr, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, nullptr, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(), "limits: must not be null");
   limits.dtype = 0;  // bf16
   limits.topk = 0;
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(LastError(), HasSubstr("topk"));
 }

@@ -16,6 +16,16 @@
 //   Combine      C [R, H] -> out [T, H], each token's rows weighted and summed
 //   Experts      all of the above: vLLM's fused_experts
 //
+// Names (one scheme for every op family; attention.h follows it too): the
+// caller-owned state of a family is `<family>::Workspace` (a family with
+// several kinds of state prefixes the kind: attention::DecodeWorkspace);
+// Reserve<X>(runtime, limits, ws) sizes it, <X>Bytes(runtime, limits) says
+// what Bind<X>(runtime, limits, memory, bytes, ws, stream) needs, and
+// ws.TakeErrors(runtime, stream) reports what the device dropped. The
+// workspace is the last argument before the stream. In C the same entries
+// are tailor_<family>_workspace_<verb> (tailor_moe_workspace_reserve, ...)
+// and tailor_<family>_<op> (tailor_moe_route, ...), see tailor/c_api.h.
+//
 // Kernels are specialized on dtype and model dims (H, N, K, top-k), the tile
 // and the tail class, never on T, R or per-expert counts, so a warm server
 // compiles nothing however the routing changes: on the CPU, with the default
@@ -50,7 +60,7 @@
 //   The host never reads device tensors, so contents are checked on the
 //   device: a bad expert id or map entry drops its assignment (no
 //   out-of-bounds access) and is recorded in the Workspace, which
-//   Workspace::TakeRoutingErrors reports with the host check's text at a
+//   Workspace::TakeErrors reports with the host check's text at a
 //   sync point the caller chooses. Permutation and inverse entries out of
 //   range (they come from Route) drop their row or slot.
 // - Device memory: a Workspace on a device backend holds its buffers in
@@ -233,7 +243,13 @@ class Workspace {
   // forgets it. Positions are read with the last Route's k. Waits for
   // `stream` (a sync point of the caller's choosing). OkStatus on host
   // backends, whose Route reports errors itself.
-  absl::Status TakeRoutingErrors(Runtime& runtime, void* stream = nullptr);
+  absl::Status TakeErrors(Runtime& runtime, void* stream = nullptr);
+  // The name TakeErrors had before every family used one; removed in the
+  // next release.
+  [[deprecated("use TakeErrors")]] absl::Status TakeRoutingErrors(
+      Runtime& runtime, void* stream = nullptr) {
+    return TakeErrors(runtime, stream);
+  }
 
   // Views of the routing (valid until the next Route, PlanRows or Experts
   // on this Workspace; on a device backend they are device tensors, written

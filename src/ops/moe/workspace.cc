@@ -185,7 +185,7 @@ std::string PlanSummary::ToString() const {
   return s;
 }
 
-absl::Status Workspace::TakeRoutingErrors(Runtime& runtime, void* stream) {
+absl::Status Workspace::TakeErrors(Runtime& runtime, void* stream) {
   if (impl_ == nullptr || !impl_->device) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.route"));

@@ -123,7 +123,7 @@ class MoeCudaRouteTest : public MoeCudaTest {
           std::vector<int32_t>({w.row_begin, w.rows, w.group, w.tail_class}))
           << "work item " << i;
     }
-    TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
   }
 };
 
@@ -261,7 +261,7 @@ class MoeCudaExpertsTest : public MoeCudaTest {
     TAILOR_ASSERT_OK(Experts(runtime(), d.Args(c.with_map), ws));
     EXPECT_LT(RelativeError(d.out.Download(), data.Reference()),
               Tolerance(c.dtype));
-    TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
   }
 };
 
@@ -921,11 +921,11 @@ TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
   TAILOR_ASSERT_OK(Experts(runtime(), d.Args(false), ws));
   HostTensor out = d.out.Download();
   for (int64_t i = 0; i < out.numel(); ++i) ASSERT_FALSE(std::isnan(out.at(i)));
-  EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
+  EXPECT_THAT(ws.TakeErrors(runtime()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("topk_ids[5,1]: expert id 9 is outside [0, "
                                  "8)")));
-  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));  // taken: forgotten
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));  // taken: forgotten
 
   HostTensor map = RandomExpertMap(rng, 16, 8);
   map.i32()[3] = 99;
@@ -937,10 +937,29 @@ TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
       runtime(),
       {.topk_ids = d_ids.ref(), .num_experts = 8, .expert_map = d_map.ref()},
       ws));
-  EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
+  EXPECT_THAT(ws.TakeErrors(runtime()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("expert_map[3]: local id 99 is outside [-1, "
                                  "8)")));
+}
+
+// The deprecated name of TakeErrors reports and forgets the same errors.
+TEST_F(MoeCudaExpertsTest, DeprecatedTakeRoutingErrorsIsTakeErrors) {
+  std::mt19937_64 rng(TestSeed());
+  HostTensor ids = RandomTopkIds(rng, 17, 2, 8, Spread::kUniform);
+  ids.i32()[3 * 2 + 0] = 8;  // outside [0, 8)
+  DeviceTensor d_ids = ToDevice(ids);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(17, 2, 8), ws));
+  TAILOR_ASSERT_OK(
+      Route(runtime(), {.topk_ids = d_ids.ref(), .num_experts = 8}, ws));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "topk_ids[3,0]: expert id 8 is outside [0, 8)"));
+#pragma GCC diagnostic pop
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));  // taken by the old name
 }
 
 // ---- device workspaces
