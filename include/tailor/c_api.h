@@ -97,8 +97,10 @@ extern "C" {
 #endif
 
 /* Incremented whenever a struct layout, an enum value or a signature here
- * changes incompatibly. */
-#define TAILOR_C_API_VERSION 2
+ * changes incompatibly. 3: tailor_moe_gemm_choice's Hopper flags became
+ * its `features` text; every family's entries follow one naming scheme
+ * (the old names remain, deprecated, until 4). */
+#define TAILOR_C_API_VERSION 3
 
 /* ---- status ------------------------------------------------------------ */
 
@@ -349,12 +351,14 @@ typedef struct tailor_moe_workspace_info {
 TAILOR_C_EXPORT tailor_status tailor_moe_workspace_get_info(
     const tailor_moe_workspace* ws, tailor_moe_workspace_info* out);
 
-/* Bytes of tailor_moe_gemm_choice.kernel, its NUL included. */
+/* Bytes of tailor_moe_gemm_choice.kernel and .features, NUL included. */
 #define TAILOR_MOE_GEMM_KERNEL_SIZE 64
+#define TAILOR_MOE_GEMM_FEATURES_SIZE 256
 
 /* One GroupedGemm configuration as the backend chose it
- * (tailor::moe::GemmChoice): the kernel family and its tiling. Fields a
- * family does not have are 0 (cluster: 1). */
+ * (tailor::moe::GemmChoice): the kernel family, its tiling, and the
+ * family's own options as "key=value" text, so that a new kernel option
+ * never changes this struct. Fields a family does not have are 0. */
 typedef struct tailor_moe_gemm_choice {
   /* "cpu", "cuda.sm90_tma_wgmma", "cuda.sm80_mma", "hip.mfma", ...;
    * NUL-terminated. A longer name (no backend has one) is cut to its first
@@ -367,12 +371,14 @@ typedef struct tailor_moe_gemm_choice {
   int32_t k_tile;   /* K per pipeline stage */
   int32_t stages;   /* shared-memory pipeline depth */
   int32_t ctas;     /* grid size (persistent kernels: <= the SMs) */
-  int32_t cluster;  /* CTAs per thread-block cluster */
-  /* Flags, 0 or 1 (see GemmChoice in tailor/ops/moe.h). */
-  int32_t tma_store;
-  int32_t split_k;
-  int32_t w_evict_first;
-  int32_t wave_sync;
+  /* 1 when GemmChoice::features did not fit `features`, which then holds
+   * its first whole entries (no backend's text is that long); else 0. */
+  int32_t features_cut;
+  /* GemmChoice::features, NUL-terminated: "key=value" entries joined by
+   * ",", e.g. "tma_store=1,split_k=0,cluster=2,...", "" for a family
+   * without options (keys and their meaning: GemmChoice in
+   * tailor/ops/moe.h). */
+  char features[TAILOR_MOE_GEMM_FEATURES_SIZE];
 } tailor_moe_gemm_choice;
 
 /* The GEMM records of `ws`'s plan summary (PlanSummary::gemms.size()),

@@ -59,6 +59,16 @@ def _stream(stream, *tensors):
     return _tensors.stream_handle(stream)
 
 
+def _features(text):
+    """{key: value} of a GemmChoice features text "k=v,k=v" (int values
+    where they are numbers)."""
+    out = {}
+    for entry in filter(None, text.split(",")):
+        key, _, value = entry.partition("=")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
 class Workspace:
     """The reusable state of one MoE layer call (tailor::moe::Workspace):
     the last routing and the Experts intermediates. Not thread-safe: one
@@ -94,9 +104,12 @@ class Workspace:
         """The configuration of each GroupedGemm launch since the last
         Route, at most the last two, oldest first (experts(): gate/up, then
         down), as dicts: kernel ("cpu", "cuda.sm90_tma_wgmma", ...), n, k,
-        cta_rows, cta_cols, k_tile, stages, ctas, cluster (ints; 0 where
-        the kernel family has no such field) and tma_store, split_k,
-        w_evict_first, wave_sync (bools). [] when not routed."""
+        cta_rows, cta_cols, k_tile, stages, ctas (ints; 0 where the kernel
+        family has no such field) and features, the kernel family's own
+        options as a dict in the backend's order (values int where they are
+        numbers, e.g. {"tma_store": 1, "cluster": 2, "expert_groups":
+        "fixed"}; {} for the cpu kernel; keys: GemmChoice in
+        tailor/ops/moe.h). [] when not routed."""
         count = ctypes.c_int32()
         check(lib.tailor_moe_workspace_gemm_count(self._handle,
                                                   ctypes.byref(count)))
@@ -107,11 +120,9 @@ class Workspace:
                                                     ctypes.byref(g)))
             record = {"kernel": g.kernel.decode("utf-8", "replace")}
             for name in ("n", "k", "cta_rows", "cta_cols", "k_tile", "stages",
-                         "ctas", "cluster"):
+                         "ctas"):
                 record[name] = getattr(g, name)
-            for name in ("tma_store", "split_k", "w_evict_first",
-                         "wave_sync"):
-                record[name] = bool(getattr(g, name))
+            record["features"] = _features(g.features.decode("ascii"))
             out.append(record)
         return out
 

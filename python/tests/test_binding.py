@@ -28,15 +28,15 @@ class _OldLibrary:
 def test_an_older_library_is_named_with_what_it_lacks():
     from tailor import _capi
     with pytest.raises(OSError) as error:
-        _capi.declare(_OldLibrary(_capi.C_API_VERSION), "/old/libtailor_c.so.2")
+        _capi.declare(_OldLibrary(_capi.C_API_VERSION), "/old/libtailor_c.so.3")
     message = str(error.value)
-    assert message.startswith("tailor: /old/libtailor_c.so.2 lacks ")
+    assert message.startswith("tailor: /old/libtailor_c.so.3 lacks ")
     assert "tailor_moe_workspace_get_gemm" in message
     assert message.endswith("it is older than this package; rebuild it (or "
                             "set TAILOR_LIBRARY to a current build)")
-    with pytest.raises(OSError, match=r"^tailor: /x\.so speaks C ABI 1, "
-                                      r"this package 2$"):
-        _capi.declare(_OldLibrary(1), "/x.so")
+    with pytest.raises(OSError, match=r"^tailor: /x\.so speaks C ABI 2, "
+                                      r"this package 3$"):
+        _capi.declare(_OldLibrary(2), "/x.so")
 
 
 def test_runtime_properties(runtime):
@@ -142,14 +142,12 @@ def test_gemms_record_each_grouped_gemm(runtime, rng):
     # gate/up, then down
     assert [(g["kernel"], g["n"], g["k"]) for g in gemms] == [
         ("cpu", 2 * I, H), ("cpu", H, I)]
-    flags = ("tma_store", "split_k", "w_evict_first", "wave_sync")
     for g in gemms:
         assert set(g) == {"kernel", "n", "k", "cta_rows", "cta_cols",
-                          "k_tile", "stages", "ctas", "cluster", *flags}
+                          "k_tile", "stages", "ctas", "features"}
         assert g["cta_rows"] == ws.info()["tile_rows"] and g["cta_cols"] > 0
-        assert (g["k_tile"], g["stages"], g["ctas"], g["cluster"]) == (
-            0, 0, 0, 1)
-        assert [g[f] for f in flags] == [False] * 4
+        assert (g["k_tile"], g["stages"], g["ctas"]) == (0, 0, 0)
+        assert g["features"] == {}  # the cpu kernel has no options
 
     # A route starts the records over; each grouped_gemm adds one.
     tailor.moe.route(runtime, ids, w13.shape[0], ws)
@@ -336,3 +334,9 @@ def test_workspace_renames_keep_the_old_forms(runtime, rng):
                             "take_errors"):
         assert ws.take_routing_errors(runtime) is None
 
+
+def test_gemm_features_text_parses_into_a_dict():
+    from tailor.moe import _features
+    assert _features("") == {}
+    assert _features("tma_store=1,split_k=0,cluster=2,expert_groups=back") == {
+        "tma_store": 1, "split_k": 0, "cluster": 2, "expert_groups": "back"}

@@ -284,7 +284,8 @@ TEST_F(CApiTest, ExpertsMatchesRouteThenStepByStep) {
 // backend's configuration for that launch's N and K.
 TEST_F(CApiTest, GemmChoicesRecordEachLaunch) {
   static_assert(sizeof(tailor_moe_gemm_choice) ==
-                    TAILOR_MOE_GEMM_KERNEL_SIZE + 2 * 8 + 10 * 4,
+                    TAILOR_MOE_GEMM_KERNEL_SIZE + 2 * 8 + 6 * 4 +
+                        TAILOR_MOE_GEMM_FEATURES_SIZE,
                 "no padding: records compare bytewise, ctypes mirrors them");
   auto gemms = [&] {
     int32_t count = -1;
@@ -319,8 +320,8 @@ TEST_F(CApiTest, GemmChoicesRecordEachLaunch) {
     EXPECT_EQ(g.k_tile, 0);  // the CPU kernel has no pipeline or grid
     EXPECT_EQ(g.stages, 0);
     EXPECT_EQ(g.ctas, 0);
-    EXPECT_EQ(g.cluster, 1);
-    EXPECT_EQ(g.tma_store + g.split_k + g.w_evict_first + g.wave_sync, 0);
+    EXPECT_STREQ(g.features, "");  // the CPU kernel has no options
+    EXPECT_EQ(g.features_cut, 0);
   }
 
   // A Route starts the records over; one GroupedGemm adds one.

@@ -569,9 +569,15 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
       EXPECT_EQ(gemm.cta_cols, 256);
       EXPECT_GE(gemm.stages, 3);
       // (A run with moe.cluster=2 pairs CTAs instead.)
-      if (gemm.cluster == 1) {
-        EXPECT_TRUE(gemm.split_k);
+      if (gemm.Feature("cluster") == "1") {
+        EXPECT_EQ(gemm.Feature("split_k"), "1") << plan.ToString();
       }
+      // Every Hopper option is listed, in the backend's order.
+      EXPECT_THAT(
+          gemm.features,
+          ::testing::MatchesRegex("tma_store=[01],split_k=[01],cluster=[124],"
+                                  "w_evict_first=[01],wave_sync=[01],"
+                                  "expert_groups=(fixed|forward|back)"));
     } else {
       EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
     }
@@ -608,11 +614,11 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
         // W evict-first (MoeSm90EvictFirstW): at T=1 (2 rows, at most 25 MB
         // of W) on every Hopper L2; never where an expert may hold 2 tiles.
         if (g.tokens == 1) {
-          EXPECT_TRUE(plan.gemms.back().w_evict_first);
-          EXPECT_THAT(plan.ToString(), HasSubstr(" w_evict_first"));
+          EXPECT_EQ(plan.gemms.back().Feature("w_evict_first"), "1");
+          EXPECT_THAT(plan.ToString(), HasSubstr(",w_evict_first=1,"));
         }
         if (kTopk * g.tokens > tile) {
-          EXPECT_FALSE(plan.gemms.back().w_evict_first);
+          EXPECT_EQ(plan.gemms.back().Feature("w_evict_first"), "0");
         }
       }
     }
@@ -696,8 +702,9 @@ class MoeCudaClusterTest : public MoeCudaKnobTest {
       const PlanSummary plan = ws.plan();
       ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
       if (env_->backend().arch() == "sm_90a" && plan.tile_rows == 128) {
-        EXPECT_EQ(plan.gemms.back().cluster, cluster) << plan.ToString();
-        EXPECT_FALSE(plan.gemms.back().split_k) << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("cluster"), absl::StrCat(cluster))
+            << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("split_k"), "0") << plan.ToString();
         EXPECT_EQ(plan.gemms.back().ctas % cluster, 0) << plan.ToString();
       }
     }
@@ -731,7 +738,8 @@ TEST_F(MoeCudaQuadClusterTest, GroupedGemmFullTilesWithEveryTailSize) {
     Workspace ws;
     CheckTwoLaunches(g, ids, rng, ws);
     if (env_->backend().arch() == "sm_90a") {
-      EXPECT_EQ(ws.plan().gemms.back().cluster, 4) << ws.plan().ToString();
+      EXPECT_EQ(ws.plan().gemms.back().Feature("cluster"), "4")
+          << ws.plan().ToString();
     }
   }
 }
@@ -757,7 +765,7 @@ class MoeCudaExpertGroupsTest : public MoeCudaKnobTest {
       if (env_->backend().arch() == "sm_90a") {
         EXPECT_EQ(ws.plan().tile_rows, 128) << ws.plan().ToString();
         EXPECT_THAT(ws.plan().gemms.back().ToString(),
-                    HasSubstr(absl::StrCat(" groups=", bounds)));
+                    HasSubstr(absl::StrCat(",expert_groups=", bounds)));
       }
     }
   }
@@ -801,7 +809,8 @@ class MoeCudaWaveSyncTest : public MoeCudaKnobTest {
       const PlanSummary plan = ws.plan();
       ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
       if (env_->backend().arch() == "sm_90a") {
-        EXPECT_TRUE(plan.gemms.back().wave_sync) << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("wave_sync"), "1")
+            << plan.ToString();
       }
     }
   }
@@ -836,7 +845,8 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSyncsWavesFromNinetySixKBlocks) {
     ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
     if (env_->backend().arch() == "sm_90a") {
       EXPECT_EQ(plan.tile_rows, 128) << plan.ToString();
-      EXPECT_EQ(plan.gemms.back().wave_sync, k == 6144) << plan.ToString();
+      EXPECT_EQ(plan.gemms.back().Feature("wave_sync"), k == 6144 ? "1" : "0")
+          << plan.ToString();
     }
   }
 }
