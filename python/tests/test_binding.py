@@ -246,6 +246,10 @@ def test_stats_dict_and_prometheus(runtime, rng):
     assert snapshot["lookups"] == (snapshot["memory_hits"] +
                                    snapshot["disk_hits"] + snapshot["misses"])
     assert set(snapshot["launches_per_op"]) >= {"moe.pack", "moe.combine"}
+    # The backend's own counters by name; the cpu backend has none (CUDA:
+    # "cuda.descriptor_encodes", ...).
+    assert snapshot["backend_counters"] == {}
+    assert "descriptor_encodes" not in snapshot
     everything = tailor.stats()
     assert everything["cpu"]["launches"] >= snapshot["launches"]
     text = runtime.stats_prometheus()
