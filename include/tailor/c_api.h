@@ -26,14 +26,15 @@
  *   for a workspace (tailor_moe_workspace_reserve,
  *   tailor_attention_decode_workspace_bind), as the C++ names are
  *   <family>::[<Kind>]Workspace, Reserve..., ...Bytes, Bind..., TakeErrors.
- *   The workspace handle is the last argument before the stream. The names
- *   these entries had before (tailor_moe_reserve_workspace,
+ *   Ops and reserve/bind/take_errors take the workspace handle last
+ *   (before a stream); its accessors (get_info, ...) take it first. The
+ *   names these entries had before (tailor_moe_reserve_workspace,
  *   tailor_attention_plan_decode, tailor_decode_workspace, ...) still work,
  *   marked deprecated, until TAILOR_C_API_VERSION 4 (end of this file).
  * - Handles (tailor_runtime, tailor_moe_workspace,
- *   tailor_attention_decode_workspace) are opaque, created and destroyed here. A runtime is thread-safe; a
- *   workspace is not (one per thread or stream, as in C++). Destroy
- *   workspaces before their runtime.
+ *   tailor_attention_decode_workspace) are opaque, created and destroyed
+ *   here. A runtime is thread-safe; a workspace is not (one per thread or
+ *   stream, as in C++). Destroy workspaces before their runtime.
  * - Tensors are tailor_tensor views the caller owns: data pointer, dtype,
  *   rank, dims, strides counted in elements, device. tailor never frees
  *   them. tailor_tensor_contiguous() fills a row-major view.
