@@ -22,7 +22,7 @@ Timing as the grid's (moe_gpu_bench.bench: an L2 flush before each rep,
 median of 20): an untimed round of every method, then --rounds rounds in
 alternating order, best median each. Usage, on the GPU machine from the
 repository root over the bundle of scripts/gpu-bundle:
-  LD_LIBRARY_PATH=build-gpu/lib TAILOR_LIBRARY=build-gpu/lib/libtailor_c.so.2 \\
+  LD_LIBRARY_PATH=build-gpu/lib TAILOR_LIBRARY=build-gpu/lib/libtailor_c.so.3 \\
   PYTHONPATH=python python3 bench/moe_gpu_ab.py \\
     --cases mixtral:1024:gate_up,mixtral:1024:down --seeds=-1,1,2,3 \\
     base: groups:TAILOR_TUNING=moe.expert_groups=forward

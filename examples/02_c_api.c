@@ -86,9 +86,9 @@ int main(void) {
   limits.hidden = H;
   limits.intermediate = I;
   limits.dtype = TAILOR_DTYPE_F32;
-  if ((s = tailor_moe_reserve_workspace(runtime, &limits, ws)) !=
+  if ((s = tailor_moe_workspace_reserve(runtime, &limits, ws)) !=
       TAILOR_STATUS_OK)
-    return Fail("tailor_moe_reserve_workspace", s);
+    return Fail("tailor_moe_workspace_reserve", s);
 
   /* 3. One step: T tokens, each routed to K of E experts. */
   srand(7);

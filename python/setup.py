@@ -1,7 +1,7 @@
 """Bundles libtailor_c.so into the package when one is found at build time.
 
 `pip install ./python` after building tailor (make, or cmake --build)
-copies $TAILOR_LIBRARY, else ../build/src/capi/libtailor_c.so.2, into
+copies $TAILOR_LIBRARY, else ../build/src/capi/libtailor_c.so.3, into
 tailor/_lib/, so the installed package needs nothing else from the build
 tree. Without either, the package loads libtailor_c.so at run time from
 $TAILOR_LIBRARY or the loader's path (tailor/_capi.py). It also builds the
@@ -18,7 +18,7 @@ from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
 # The C ABI's soname: TAILOR_C_API_VERSION of include/tailor/c_api.h.
-SONAME = "libtailor_c.so.2"
+SONAME = "libtailor_c.so.3"
 
 
 def _library():

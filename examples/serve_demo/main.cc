@@ -242,7 +242,7 @@ absl::Status RunShape(tailor::Runtime& runtime, const ModelShape& shape,
             .count();
     report.steps += 1;
     report.tokens += T;
-    TAILOR_RETURN_IF_ERROR(ws.TakeRoutingErrors(runtime));
+    TAILOR_RETURN_IF_ERROR(ws.TakeErrors(runtime));
     TAILOR_ASSIGN_OR_RETURN(std::vector<int32_t> counts, Counts(runtime, ws));
     Account(counts, ws.plan().tile_rows, report);
     if (step % kCheckEvery == 0) {

@@ -1,4 +1,5 @@
-/* tailor/c_api.h — tailor's C ABI: runtimes, stats and the MoE ops from C.
+/* tailor/c_api.h — tailor's C ABI: runtimes, stats, the MoE ops and paged
+ * decode from C.
  *
  * For C and C++ servers, other languages' FFIs (Python's ctypes, Rust, Go)
  * and anything that must not see C++ types. Every function is a thin shell
@@ -20,10 +21,20 @@
  *   that succeeded, valid until the next tailor_* call on that thread. (A
  *   thread-local string rather than an out-parameter: every entry keeps one
  *   signature shape, and the common ok path costs one string clear.)
- * - Handles (tailor_runtime, tailor_moe_workspace, tailor_decode_workspace)
- *   are opaque, created and destroyed here. A runtime is thread-safe; a
- *   workspace is not (one per thread or stream, as in C++). Destroy
- *   workspaces before their runtime.
+ * - Names: tailor_<family>_<op> for an op (tailor_moe_route,
+ *   tailor_attention_decode_plan), tailor_<family>[_<kind>]_workspace_<verb>
+ *   for a workspace (tailor_moe_workspace_reserve,
+ *   tailor_attention_decode_workspace_bind), as the C++ names are
+ *   <family>::[<Kind>]Workspace, Reserve..., ...Bytes, Bind..., TakeErrors.
+ *   Ops and reserve/bind/take_errors take the workspace handle last
+ *   (before a stream); its accessors (get_info, ...) take it first. The
+ *   names these entries had before (tailor_moe_reserve_workspace,
+ *   tailor_attention_plan_decode, tailor_decode_workspace, ...) still work,
+ *   marked deprecated, until TAILOR_C_API_VERSION 4 (end of this file).
+ * - Handles (tailor_runtime, tailor_moe_workspace,
+ *   tailor_attention_decode_workspace) are opaque, created and destroyed
+ *   here. A runtime is thread-safe; a workspace is not (one per thread or
+ *   stream, as in C++). Destroy workspaces before their runtime.
  * - Tensors are tailor_tensor views the caller owns: data pointer, dtype,
  *   rank, dims, strides counted in elements, device. tailor never frees
  *   them. tailor_tensor_contiguous() fills a row-major view.
@@ -70,13 +81,27 @@
 #define TAILOR_C_EXPORT __attribute__((visibility("default")))
 #endif
 
+/* Marks a name kept for old callers; `replacement` is its new name. Define
+ * TAILOR_C_DEPRECATED(replacement) as nothing before including this header
+ * to silence the warnings while migrating. */
+#ifndef TAILOR_C_DEPRECATED
+#if defined(__GNUC__) || defined(__clang__)
+#define TAILOR_C_DEPRECATED(replacement) \
+  __attribute__((deprecated("use " replacement)))
+#else
+#define TAILOR_C_DEPRECATED(replacement)
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Incremented whenever a struct layout, an enum value or a signature here
- * changes incompatibly. */
-#define TAILOR_C_API_VERSION 2
+ * changes incompatibly. 3: tailor_moe_gemm_choice's Hopper flags became
+ * its `features` text; every family's entries follow one naming scheme
+ * (the old names remain, deprecated, until 4). */
+#define TAILOR_C_API_VERSION 3
 
 /* ---- status ------------------------------------------------------------ */
 
@@ -280,7 +305,7 @@ tailor_moe_workspace_create(tailor_moe_workspace** out);
 TAILOR_C_EXPORT void tailor_moe_workspace_destroy(tailor_moe_workspace* ws);
 
 /* tailor::moe::ReserveWorkspace. */
-TAILOR_C_EXPORT tailor_status tailor_moe_reserve_workspace(
+TAILOR_C_EXPORT tailor_status tailor_moe_workspace_reserve(
     tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
     tailor_moe_workspace* ws);
 
@@ -291,14 +316,14 @@ TAILOR_C_EXPORT tailor_status tailor_moe_workspace_bytes(
 
 /* tailor::moe::BindWorkspace: `memory` (device memory, 256-byte aligned,
  * >= tailor_moe_workspace_bytes) must outlive every step run with `ws`. */
-TAILOR_C_EXPORT tailor_status tailor_moe_bind_workspace(
+TAILOR_C_EXPORT tailor_status tailor_moe_workspace_bind(
     tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
     void* memory, int64_t bytes, tailor_moe_workspace* ws, void* stream);
 
-/* tailor::moe::Workspace::TakeRoutingErrors: the routing errors the device
- * Route dropped since the last call, as this call's status and message.
- * Waits for `stream`. */
-TAILOR_C_EXPORT tailor_status tailor_moe_take_routing_errors(
+/* tailor::moe::Workspace::TakeErrors: the routing errors the device Route
+ * dropped since the last call, as this call's status and message. Waits
+ * for `stream`. */
+TAILOR_C_EXPORT tailor_status tailor_moe_workspace_take_errors(
     tailor_runtime* runtime, tailor_moe_workspace* ws, void* stream);
 
 /* What a workspace holds (tailor::moe::Workspace's accessors and its
@@ -327,12 +352,14 @@ typedef struct tailor_moe_workspace_info {
 TAILOR_C_EXPORT tailor_status tailor_moe_workspace_get_info(
     const tailor_moe_workspace* ws, tailor_moe_workspace_info* out);
 
-/* Bytes of tailor_moe_gemm_choice.kernel, its NUL included. */
+/* Bytes of tailor_moe_gemm_choice.kernel and .features, NUL included. */
 #define TAILOR_MOE_GEMM_KERNEL_SIZE 64
+#define TAILOR_MOE_GEMM_FEATURES_SIZE 256
 
 /* One GroupedGemm configuration as the backend chose it
- * (tailor::moe::GemmChoice): the kernel family and its tiling. Fields a
- * family does not have are 0 (cluster: 1). */
+ * (tailor::moe::GemmChoice): the kernel family, its tiling, and the
+ * family's own options as "key=value" text, so that a new kernel option
+ * never changes this struct. Fields a family does not have are 0. */
 typedef struct tailor_moe_gemm_choice {
   /* "cpu", "cuda.sm90_tma_wgmma", "cuda.sm80_mma", "hip.mfma", ...;
    * NUL-terminated. A longer name (no backend has one) is cut to its first
@@ -345,12 +372,14 @@ typedef struct tailor_moe_gemm_choice {
   int32_t k_tile;   /* K per pipeline stage */
   int32_t stages;   /* shared-memory pipeline depth */
   int32_t ctas;     /* grid size (persistent kernels: <= the SMs) */
-  int32_t cluster;  /* CTAs per thread-block cluster */
-  /* Flags, 0 or 1 (see GemmChoice in tailor/ops/moe.h). */
-  int32_t tma_store;
-  int32_t split_k;
-  int32_t w_evict_first;
-  int32_t wave_sync;
+  /* 1 when GemmChoice::features did not fit `features`, which then holds
+   * its first whole entries (no backend's text is that long); else 0. */
+  int32_t features_cut;
+  /* GemmChoice::features, NUL-terminated: "key=value" entries joined by
+   * ",", e.g. "tma_store=1,split_k=0,cluster=2,...", "" for a family
+   * without options (keys and their meaning: GemmChoice in
+   * tailor/ops/moe.h). */
+  char features[TAILOR_MOE_GEMM_FEATURES_SIZE];
 } tailor_moe_gemm_choice;
 
 /* The GEMM records of `ws`'s plan summary (PlanSummary::gemms.size()),
@@ -460,44 +489,47 @@ tailor_moe_experts(tailor_runtime* runtime, const tailor_moe_experts_args* args,
  * Plan once per step on the host (seq_lens in host memory), run every layer
  * (on a device: asynchronously on `stream`, capturable in a CUDA graph). */
 
-typedef struct tailor_decode_workspace tailor_decode_workspace;
+typedef struct tailor_attention_decode_workspace
+    tailor_attention_decode_workspace;
 
 /* tailor::attention::DecodeLimits. */
-typedef struct tailor_decode_limits {
+typedef struct tailor_attention_decode_limits {
   int64_t max_batch;
   int64_t num_qo_heads;
   int64_t num_kv_heads;
   int64_t head_dim;  /* 64, 128 or 256 */
   int64_t page_size; /* [1, 256] */
   int32_t dtype;     /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
-} tailor_decode_limits;
+} tailor_attention_decode_limits;
 
 /* A new, empty decode workspace in *out (tailor::attention::DecodeWorkspace).
  * Not thread-safe: one per thread or stream. */
-TAILOR_C_EXPORT tailor_status
-tailor_decode_workspace_create(tailor_decode_workspace** out);
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_create(
+    tailor_attention_decode_workspace** out);
 /* NULL is a no-op. Never fails. */
-TAILOR_C_EXPORT void tailor_decode_workspace_destroy(
-    tailor_decode_workspace* ws);
+TAILOR_C_EXPORT void tailor_attention_decode_workspace_destroy(
+    tailor_attention_decode_workspace* ws);
 
 /* tailor::attention::ReserveDecodeWorkspace. */
-TAILOR_C_EXPORT tailor_status tailor_attention_reserve_decode_workspace(
-    tailor_runtime* runtime, const tailor_decode_limits* limits,
-    tailor_decode_workspace* ws);
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_reserve(
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
+    tailor_attention_decode_workspace* ws);
 /* tailor::attention::DecodeWorkspaceBytes, into *bytes. */
 TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_bytes(
-    tailor_runtime* runtime, const tailor_decode_limits* limits,
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
     int64_t* bytes);
 /* tailor::attention::BindDecodeWorkspace. */
-TAILOR_C_EXPORT tailor_status tailor_attention_bind_decode_workspace(
-    tailor_runtime* runtime, const tailor_decode_limits* limits, void* memory,
-    int64_t bytes, tailor_decode_workspace* ws, void* stream);
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_bind(
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
+    void* memory, int64_t bytes, tailor_attention_decode_workspace* ws,
+    void* stream);
 /* tailor::attention::DecodeWorkspace::TakeErrors; waits for `stream`. */
-TAILOR_C_EXPORT tailor_status tailor_attention_take_decode_errors(
-    tailor_runtime* runtime, tailor_decode_workspace* ws, void* stream);
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_take_errors(
+    tailor_runtime* runtime, tailor_attention_decode_workspace* ws,
+    void* stream);
 
 /* DecodeWorkspace's accessors and its DecodePlanSummary. */
-typedef struct tailor_decode_workspace_info {
+typedef struct tailor_attention_decode_workspace_info {
   int32_t planned;
   int32_t workers; /* CUDA: CTAs of the grid; CPU: tasks */
   int64_t batch;   /* B of the last plan */
@@ -509,12 +541,13 @@ typedef struct tailor_decode_workspace_info {
   int64_t tokens;      /* KV tokens read, times KV heads */
   int64_t max_worker_cost;
   double mean_worker_cost;
-} tailor_decode_workspace_info;
+} tailor_attention_decode_workspace_info;
 
-TAILOR_C_EXPORT tailor_status tailor_decode_workspace_get_info(
-    const tailor_decode_workspace* ws, tailor_decode_workspace_info* out);
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_workspace_get_info(
+    const tailor_attention_decode_workspace* ws,
+    tailor_attention_decode_workspace_info* out);
 
-typedef struct tailor_plan_decode_args {
+typedef struct tailor_attention_decode_plan_args {
   tailor_tensor seq_lens; /* [B] i32 in HOST memory */
   int64_t page_size;
   int64_t num_qo_heads;
@@ -522,15 +555,15 @@ typedef struct tailor_plan_decode_args {
   int64_t head_dim;
   int32_t dtype; /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
   void* stream;  /* device backends: the work list is copied here */
-} tailor_plan_decode_args;
+} tailor_attention_decode_plan_args;
 
 /* tailor::attention::PlanDecode. Any error (a null `args` too) leaves `ws`
- * not planned, so RunDecode fails instead of using an earlier plan. */
-TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
-    tailor_runtime* runtime, const tailor_plan_decode_args* args,
-    tailor_decode_workspace* ws);
+ * not planned, so a run fails instead of using an earlier plan. */
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_plan(
+    tailor_runtime* runtime, const tailor_attention_decode_plan_args* args,
+    tailor_attention_decode_workspace* ws);
 
-typedef struct tailor_run_decode_args {
+typedef struct tailor_attention_decode_run_args {
   tailor_tensor q;           /* [B', Hq, D] bf16 | f16 */
   tailor_tensor k_cache;     /* [num_pages, page_size, Hkv, D] */
   tailor_tensor v_cache;     /* [num_pages, page_size, Hkv, D] */
@@ -541,12 +574,73 @@ typedef struct tailor_run_decode_args {
   float sm_scale;            /* > 0; 0: 1 / sqrt(D) */
   float logits_soft_cap;     /* >= 0; 0: no cap */
   void* stream;
-} tailor_run_decode_args;
+} tailor_attention_decode_run_args;
 
 /* tailor::attention::RunDecode. */
+TAILOR_C_EXPORT tailor_status tailor_attention_decode_run(
+    tailor_runtime* runtime, const tailor_attention_decode_run_args* args,
+    tailor_attention_decode_workspace* ws);
+
+/* ---- deprecated names (removed in TAILOR_C_API_VERSION 4) ---------------
+ * The entries and types above under the names they had before one naming
+ * scheme covered every family. The functions are exported symbols that
+ * forward to the new ones (same arguments, same results); the types are
+ * the new types under their old names. */
+
+typedef tailor_attention_decode_workspace tailor_decode_workspace
+    TAILOR_C_DEPRECATED("tailor_attention_decode_workspace");
+typedef tailor_attention_decode_limits tailor_decode_limits
+    TAILOR_C_DEPRECATED("tailor_attention_decode_limits");
+typedef tailor_attention_decode_workspace_info tailor_decode_workspace_info
+    TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_info");
+typedef tailor_attention_decode_plan_args tailor_plan_decode_args
+    TAILOR_C_DEPRECATED("tailor_attention_decode_plan_args");
+typedef tailor_attention_decode_run_args tailor_run_decode_args
+    TAILOR_C_DEPRECATED("tailor_attention_decode_run_args");
+
+TAILOR_C_DEPRECATED("tailor_moe_workspace_reserve")
+TAILOR_C_EXPORT tailor_status tailor_moe_reserve_workspace(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    tailor_moe_workspace* ws);
+TAILOR_C_DEPRECATED("tailor_moe_workspace_bind")
+TAILOR_C_EXPORT tailor_status tailor_moe_bind_workspace(
+    tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
+    void* memory, int64_t bytes, tailor_moe_workspace* ws, void* stream);
+TAILOR_C_DEPRECATED("tailor_moe_workspace_take_errors")
+TAILOR_C_EXPORT tailor_status tailor_moe_take_routing_errors(
+    tailor_runtime* runtime, tailor_moe_workspace* ws, void* stream);
+
+TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_create")
+TAILOR_C_EXPORT tailor_status
+tailor_decode_workspace_create(tailor_attention_decode_workspace** out);
+TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_destroy")
+TAILOR_C_EXPORT void tailor_decode_workspace_destroy(
+    tailor_attention_decode_workspace* ws);
+TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_reserve")
+TAILOR_C_EXPORT tailor_status tailor_attention_reserve_decode_workspace(
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
+    tailor_attention_decode_workspace* ws);
+TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_bind")
+TAILOR_C_EXPORT tailor_status tailor_attention_bind_decode_workspace(
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
+    void* memory, int64_t bytes, tailor_attention_decode_workspace* ws,
+    void* stream);
+TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_take_errors")
+TAILOR_C_EXPORT tailor_status tailor_attention_take_decode_errors(
+    tailor_runtime* runtime, tailor_attention_decode_workspace* ws,
+    void* stream);
+TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_get_info")
+TAILOR_C_EXPORT tailor_status tailor_decode_workspace_get_info(
+    const tailor_attention_decode_workspace* ws,
+    tailor_attention_decode_workspace_info* out);
+TAILOR_C_DEPRECATED("tailor_attention_decode_plan")
+TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
+    tailor_runtime* runtime, const tailor_attention_decode_plan_args* args,
+    tailor_attention_decode_workspace* ws);
+TAILOR_C_DEPRECATED("tailor_attention_decode_run")
 TAILOR_C_EXPORT tailor_status tailor_attention_run_decode(
-    tailor_runtime* runtime, const tailor_run_decode_args* args,
-    tailor_decode_workspace* ws);
+    tailor_runtime* runtime, const tailor_attention_decode_run_args* args,
+    tailor_attention_decode_workspace* ws);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -52,8 +52,6 @@ struct StatsSnapshot {
   uint64_t fallback_launches = 0;
   uint64_t pending_compiles = 0;
   uint64_t background_compile_failures = 0;
-  uint64_t descriptor_encodes = 0;
-  uint64_t descriptor_reuses = 0;
   // Rows of the piecewise plans made on the host (Route, PlanRows): what the
   // layer needs (useful) and what the grouped GEMMs run, tail padding
   // included (executed). Device plans live on the device and are not
@@ -66,6 +64,11 @@ struct StatsSnapshot {
   int64_t workspace_bytes = 0;
   std::map<std::string, uint64_t> launches_per_op;
   std::map<std::string, uint64_t> specializations_per_op;  // distinct keys seen
+  // Counters of the runtime's backend, "<backend>.<counter>" -> value; empty
+  // for a backend without any (cpu). CUDA: its TMA descriptor pool's
+  // cuda.descriptor_{encodes,reuses,evictions,rejections,encode_failures}.
+  // A backend adds names without changing this struct.
+  std::map<std::string, uint64_t> backend_counters;
   HistogramSnapshot compile_seconds;
   HistogramSnapshot disk_load_seconds;
   // The runtime's active tuning overrides (Runtime::Options::tuning), key
@@ -94,7 +97,7 @@ struct NamedStats {
 //   tailor_kernel_evictions_total{tier=memory},
 //   tailor_disk_{corrupt_entries,stale_entries,write_failures}_total,
 //   tailor_launches_total{op}, tailor_kernel_specializations{op} (gauge),
-//   tailor_descriptor_{encodes,reuses}_total,
+//   tailor_backend_events_total{counter} (backend_counters),
 //   tailor_plan_rows_total{kind=useful|executed},
 //   tailor_workspace_bytes (gauge),
 //   tailor_compile_seconds, tailor_disk_load_seconds (histograms),

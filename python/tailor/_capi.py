@@ -5,7 +5,7 @@ The library is looked up, in order:
   2. tailor/_lib/ inside this package (pip install bundles the library it
      finds at build time: $TAILOR_LIBRARY, else ../build/src/capi/)
   3. the dynamic loader's search path (e.g. after `cmake --install` and
-     ldconfig): libtailor_c.so.2
+     ldconfig): libtailor_c.so.3
 Every struct here mirrors c_api.h field by field; TAILOR_C_API_VERSION is
 checked at load, so a library with another layout is refused.
 """
@@ -14,7 +14,7 @@ import ctypes
 import os
 import pathlib
 
-C_API_VERSION = 2
+C_API_VERSION = 3
 MAX_RANK = 6
 
 # tailor_dtype
@@ -82,14 +82,15 @@ class WorkspaceInfo(ctypes.Structure):
 
 
 GEMM_KERNEL_SIZE = 64  # TAILOR_MOE_GEMM_KERNEL_SIZE
+GEMM_FEATURES_SIZE = 256  # TAILOR_MOE_GEMM_FEATURES_SIZE
 
 
 class GemmChoice(ctypes.Structure):
     _fields_ = [("kernel", ctypes.c_char * GEMM_KERNEL_SIZE), ("n", _i64),
                 ("k", _i64), ("cta_rows", _i32), ("cta_cols", _i32),
                 ("k_tile", _i32), ("stages", _i32), ("ctas", _i32),
-                ("cluster", _i32), ("tma_store", _i32), ("split_k", _i32),
-                ("w_evict_first", _i32), ("wave_sync", _i32)]
+                ("features_cut", _i32),
+                ("features", ctypes.c_char * GEMM_FEATURES_SIZE)]
 
 
 _TensorP = ctypes.POINTER(Tensor)
@@ -165,13 +166,13 @@ _SIGNATURES = {
     "tailor_string_free": (None, [_vp]),
     "tailor_moe_workspace_create": (ctypes.c_int, [_P(_vp)]),
     "tailor_moe_workspace_destroy": (None, [_vp]),
-    "tailor_moe_reserve_workspace": (ctypes.c_int,
+    "tailor_moe_workspace_reserve": (ctypes.c_int,
                                      [_vp, _P(WorkspaceLimits), _vp]),
     "tailor_moe_workspace_bytes": (ctypes.c_int,
                                    [_vp, _P(WorkspaceLimits), _P(_i64)]),
-    "tailor_moe_bind_workspace": (ctypes.c_int, [
+    "tailor_moe_workspace_bind": (ctypes.c_int, [
         _vp, _P(WorkspaceLimits), _vp, _i64, _vp, _vp]),
-    "tailor_moe_take_routing_errors": (ctypes.c_int, [_vp, _vp, _vp]),
+    "tailor_moe_workspace_take_errors": (ctypes.c_int, [_vp, _vp, _vp]),
     "tailor_moe_workspace_get_info": (ctypes.c_int, [_vp, _P(WorkspaceInfo)]),
     "tailor_moe_workspace_gemm_count": (ctypes.c_int, [_vp, _P(_i32)]),
     "tailor_moe_workspace_get_gemm": (ctypes.c_int,
@@ -181,20 +182,21 @@ _SIGNATURES = {
     "tailor_moe_grouped_gemm": (ctypes.c_int, [_vp, _P(GroupedGemmArgs), _vp]),
     "tailor_moe_combine": (ctypes.c_int, [_vp, _P(CombineArgs)]),
     "tailor_moe_experts": (ctypes.c_int, [_vp, _P(ExpertsArgs), _vp]),
-    "tailor_decode_workspace_create": (ctypes.c_int, [_P(_vp)]),
-    "tailor_decode_workspace_destroy": (None, [_vp]),
-    "tailor_attention_reserve_decode_workspace": (
+    "tailor_attention_decode_workspace_create": (ctypes.c_int, [_P(_vp)]),
+    "tailor_attention_decode_workspace_destroy": (None, [_vp]),
+    "tailor_attention_decode_workspace_reserve": (
         ctypes.c_int, [_vp, _P(DecodeLimits), _vp]),
     "tailor_attention_decode_workspace_bytes": (
         ctypes.c_int, [_vp, _P(DecodeLimits), _P(_i64)]),
-    "tailor_attention_bind_decode_workspace": (
+    "tailor_attention_decode_workspace_bind": (
         ctypes.c_int, [_vp, _P(DecodeLimits), _vp, _i64, _vp, _vp]),
-    "tailor_attention_take_decode_errors": (ctypes.c_int, [_vp, _vp, _vp]),
-    "tailor_decode_workspace_get_info": (
+    "tailor_attention_decode_workspace_take_errors": (
+        ctypes.c_int, [_vp, _vp, _vp]),
+    "tailor_attention_decode_workspace_get_info": (
         ctypes.c_int, [_vp, _P(DecodeWorkspaceInfo)]),
-    "tailor_attention_plan_decode": (ctypes.c_int,
+    "tailor_attention_decode_plan": (ctypes.c_int,
                                      [_vp, _P(PlanDecodeArgs), _vp]),
-    "tailor_attention_run_decode": (ctypes.c_int,
+    "tailor_attention_decode_run": (ctypes.c_int,
                                     [_vp, _P(RunDecodeArgs), _vp]),
 }
 

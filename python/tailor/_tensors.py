@@ -171,6 +171,18 @@ def view(x):
     return t, fill(t, x)
 
 
+# Bytes of one element of each tailor_dtype.
+_ELEMENT_BYTES = {1: 4, 2: 2, 3: 2, 4: 4, 5: 8, 6: 1, 7: 8}
+
+
+def nbytes(t):
+    """Bytes spanned by the dims of the Tensor struct `t` (contiguous)."""
+    count = 1
+    for d in t.dims[:t.rank]:
+        count *= d
+    return count * _ELEMENT_BYTES[t.dtype]
+
+
 def cuda_stream_of(*tensors):
     """torch's current CUDA stream for the first torch CUDA tensor among
     `tensors`, else None (the host, or the legacy default stream)."""

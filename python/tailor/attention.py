@@ -5,14 +5,18 @@ Plan once per step from the host sequence lengths, run every layer:
     ws = tailor.attention.DecodeWorkspace()
     tailor.attention.reserve_decode_workspace(rt, ws, max_batch=256,
         num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16)
-    tailor.attention.plan_decode(rt, ws, seq_lens_host, page_size=16,
+    tailor.attention.plan_decode(rt, seq_lens_host, ws, page_size=16,
         num_qo_heads=32, num_kv_heads=8, head_dim=128)
-    tailor.attention.run_decode(rt, ws, q, k_cache, v_cache, block_table,
-        seq_lens, out)
+    tailor.attention.run_decode(rt, q, k_cache, v_cache, block_table,
+        seq_lens, out, ws)
 
 q [B, Hq, D] bf16 | f16, caches [pages, page_size, Hkv, D], block_table
 [B, max_pages] i32, seq_lens [B] i32 (plan: host memory; run: the
 runtime's device), out like q, optional lse [B, Hq] f32.
+
+The workspace `ws` is the last positional argument of every call that
+takes one (keyword-only options follow), as in every tailor family; calls
+in the old order (runtime, ws, ...) still work, with a DeprecationWarning.
 """
 
 import ctypes
@@ -20,6 +24,7 @@ import ctypes
 from tailor import _capi, _tensors
 from tailor._capi import lib
 from tailor._errors import check
+from tailor._workspaces import workspace_last
 
 _DTYPES = {"bf16": _capi.DTYPE_BF16, "bfloat16": _capi.DTYPE_BF16,
            "f16": _capi.DTYPE_F16, "float16": _capi.DTYPE_F16}
@@ -37,7 +42,8 @@ class DecodeWorkspace:
 
     def __init__(self):
         handle = ctypes.c_void_p()
-        check(lib.tailor_decode_workspace_create(ctypes.byref(handle)))
+        check(lib.tailor_attention_decode_workspace_create(
+            ctypes.byref(handle)))
         self._handle = handle.value
         self._runtime = None
         self._memory = None
@@ -45,8 +51,8 @@ class DecodeWorkspace:
     def info(self):
         """planned, batch, capacity_bytes and the plan summary, as a dict."""
         info = _capi.DecodeWorkspaceInfo()
-        check(lib.tailor_decode_workspace_get_info(self._handle,
-                                                   ctypes.byref(info)))
+        check(lib.tailor_attention_decode_workspace_get_info(
+            self._handle, ctypes.byref(info)))
         out = {name: getattr(info, name) for name, _ in info._fields_}
         out["planned"] = bool(out["planned"])
         return out
@@ -54,12 +60,12 @@ class DecodeWorkspace:
     def take_errors(self, runtime, stream=None):
         """Raises the bad device data run_decode dropped since the last call
         (waits for `stream`)."""
-        check(lib.tailor_attention_take_decode_errors(
+        check(lib.tailor_attention_decode_workspace_take_errors(
             runtime._handle, self._handle, _tensors.stream_handle(stream)))
 
     def close(self):
         if getattr(self, "_handle", None):
-            lib.tailor_decode_workspace_destroy(self._handle)
+            lib.tailor_attention_decode_workspace_destroy(self._handle)
             self._handle = None
 
     def __del__(self):
@@ -79,7 +85,7 @@ def reserve_decode_workspace(runtime, ws, *, max_batch, num_qo_heads,
     device memory, allocated now, outside any graph)."""
     limits = _limits(max_batch, num_qo_heads, num_kv_heads, head_dim,
                      page_size, dtype)
-    check(lib.tailor_attention_reserve_decode_workspace(
+    check(lib.tailor_attention_decode_workspace_reserve(
         runtime._handle, ctypes.byref(limits), ws._handle))
     ws._runtime = runtime
 
@@ -95,27 +101,50 @@ def decode_workspace_bytes(runtime, *, max_batch, num_qo_heads, num_kv_heads,
     return out.value
 
 
-def plan_decode(runtime, ws, seq_lens, *, page_size, num_qo_heads,
+def bind_decode_workspace(runtime, memory, ws, *, max_batch, num_qo_heads,
+                          num_kv_heads, head_dim, page_size, dtype="bf16",
+                          stream=None):
+    """tailor::attention::BindDecodeWorkspace into `memory`, a device tensor
+    of at least decode_workspace_bytes(...) bytes; `ws` keeps it alive."""
+    memory, ws = workspace_last("bind_decode_workspace", DecodeWorkspace,
+                                (memory, ws))
+    limits = _limits(max_batch, num_qo_heads, num_kv_heads, head_dim,
+                     page_size, dtype)
+    t, keep = _tensors.view(memory)
+    check(lib.tailor_attention_decode_workspace_bind(
+        runtime._handle, ctypes.byref(limits), t.data, _tensors.nbytes(t),
+        ws._handle, (_tensors.cuda_stream_of(memory) if stream is None
+                     else _tensors.stream_handle(stream))))
+    ws._runtime = runtime
+    ws._memory = (memory, keep)
+
+
+def plan_decode(runtime, seq_lens, ws, *, page_size, num_qo_heads,
                 num_kv_heads, head_dim, dtype="bf16", stream=None):
     """Plans a decode step for `seq_lens` ([B] int32 in host memory); on a
     GPU the work list is copied into `ws` on `stream`."""
+    seq_lens, ws = workspace_last("plan_decode", DecodeWorkspace,
+                                  (seq_lens, ws))
     args = _capi.PlanDecodeArgs(page_size=page_size,
                                 num_qo_heads=num_qo_heads,
                                 num_kv_heads=num_kv_heads, head_dim=head_dim,
                                 dtype=_dtype(dtype),
                                 stream=_tensors.stream_handle(stream))
     keep = _tensors.fill(args.seq_lens, seq_lens)
-    check(lib.tailor_attention_plan_decode(runtime._handle,
+    check(lib.tailor_attention_decode_plan(runtime._handle,
                                            ctypes.byref(args), ws._handle))
     ws._runtime = runtime
     del keep
 
 
-def run_decode(runtime, ws, q, k_cache, v_cache, block_table, seq_lens, out,
+def run_decode(runtime, q, k_cache, v_cache, block_table, seq_lens, out, ws,
                *, lse=None, sm_scale=None, logits_soft_cap=0.0, stream=None):
     """out = softmax(sm_scale * q.k) . v over each planned sequence's pages
     (sm_scale None: 1 / sqrt(D)). stream None: torch's current stream for
     torch CUDA tensors."""
+    q, k_cache, v_cache, block_table, seq_lens, out, ws = workspace_last(
+        "run_decode", DecodeWorkspace,
+        (q, k_cache, v_cache, block_table, seq_lens, out, ws))
     args = _capi.RunDecodeArgs()
     fill = _tensors.fill
     keep = [fill(args.q, q), fill(args.k_cache, k_cache),
@@ -129,6 +158,6 @@ def run_decode(runtime, ws, q, k_cache, v_cache, block_table, seq_lens, out,
     args.logits_soft_cap = logits_soft_cap
     args.stream = (_tensors.cuda_stream_of(q) if stream is None
                    else _tensors.stream_handle(stream))
-    check(lib.tailor_attention_run_decode(runtime._handle, ctypes.byref(args),
+    check(lib.tailor_attention_decode_run(runtime._handle, ctypes.byref(args),
                                           ws._handle))
     del keep

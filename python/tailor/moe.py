@@ -6,15 +6,20 @@ copying (numpy arrays, torch tensors, DLPack objects). `stream`: None uses
 torch's current CUDA stream when an argument is a torch CUDA tensor (else
 the legacy default stream); an int is a CUstream; a torch.cuda.Stream works
 too. Host backends run synchronously and ignore it.
+
+The workspace `ws` is the last positional argument of every call that
+takes one (keyword-only options follow), as in every tailor family.
 """
 
 import ctypes
 import sys
+import warnings
 
 from tailor import _capi
 from tailor._capi import lib
 from tailor._errors import check, raise_for
 from tailor import _tensors
+from tailor._workspaces import workspace_last
 
 # The C fast path of experts() (tailor/_fastcall.c), when it was built.
 try:
@@ -54,6 +59,16 @@ def _stream(stream, *tensors):
     return _tensors.stream_handle(stream)
 
 
+def _features(text):
+    """{key: value} of a GemmChoice features text "k=v,k=v" (int values
+    where they are numbers)."""
+    out = {}
+    for entry in filter(None, text.split(",")):
+        key, _, value = entry.partition("=")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
 class Workspace:
     """The reusable state of one MoE layer call (tailor::moe::Workspace):
     the last routing and the Experts intermediates. Not thread-safe: one
@@ -89,9 +104,12 @@ class Workspace:
         """The configuration of each GroupedGemm launch since the last
         Route, at most the last two, oldest first (experts(): gate/up, then
         down), as dicts: kernel ("cpu", "cuda.sm90_tma_wgmma", ...), n, k,
-        cta_rows, cta_cols, k_tile, stages, ctas, cluster (ints; 0 where
-        the kernel family has no such field) and tma_store, split_k,
-        w_evict_first, wave_sync (bools). [] when not routed."""
+        cta_rows, cta_cols, k_tile, stages, ctas (ints; 0 where the kernel
+        family has no such field) and features, the kernel family's own
+        options as a dict in the backend's order (values int where they are
+        numbers, e.g. {"tma_store": 1, "cluster": 2, "expert_groups":
+        "fixed"}; {} for the cpu kernel; keys: GemmChoice in
+        tailor/ops/moe.h). [] when not routed."""
         count = ctypes.c_int32()
         check(lib.tailor_moe_workspace_gemm_count(self._handle,
                                                   ctypes.byref(count)))
@@ -102,11 +120,9 @@ class Workspace:
                                                     ctypes.byref(g)))
             record = {"kernel": g.kernel.decode("utf-8", "replace")}
             for name in ("n", "k", "cta_rows", "cta_cols", "k_tile", "stages",
-                         "ctas", "cluster"):
+                         "ctas"):
                 record[name] = getattr(g, name)
-            for name in ("tma_store", "split_k", "w_evict_first",
-                         "wave_sync"):
-                record[name] = bool(getattr(g, name))
+            record["features"] = _features(g.features.decode("ascii"))
             out.append(record)
         return out
 
@@ -137,11 +153,18 @@ class Workspace:
             out[name] = np.frombuffer(buffer, np.int32).reshape(shape).copy()
         return out
 
-    def take_routing_errors(self, runtime, stream=None):
+    def take_errors(self, runtime, stream=None):
         """Raises the routing errors a device Route dropped since the last
         call (waits for `stream`); returns None when there were none."""
-        check(lib.tailor_moe_take_routing_errors(
+        check(lib.tailor_moe_workspace_take_errors(
             runtime, self._handle, _tensors.stream_handle(stream)))
+
+    def take_routing_errors(self, runtime, stream=None):
+        """Deprecated name of take_errors (removed in the next release)."""
+        warnings.warn("tailor.moe.Workspace.take_routing_errors is "
+                      "deprecated; use take_errors", DeprecationWarning,
+                      stacklevel=2)
+        self.take_errors(runtime, stream)
 
     def close(self):
         if getattr(self, "_handle", None):
@@ -169,7 +192,7 @@ def reserve_workspace(runtime, ws, *, max_tokens, topk, num_experts,
     limits (on a GPU: allocate its device memory now, outside any graph)."""
     limits = _limits(max_tokens, topk, num_experts, hidden, intermediate,
                      dtype, tile_rows, tail)
-    check(lib.tailor_moe_reserve_workspace(runtime, ctypes.byref(limits),
+    check(lib.tailor_moe_workspace_reserve(runtime, ctypes.byref(limits),
                                            ws._handle))
     ws._use(runtime)
 
@@ -185,21 +208,19 @@ def workspace_bytes(runtime, *, max_tokens, topk, num_experts, hidden=0,
     return out.value
 
 
-def bind_workspace(runtime, ws, memory, *, max_tokens, topk, num_experts,
+def bind_workspace(runtime, memory, ws, *, max_tokens, topk, num_experts,
                    hidden=0, intermediate=0, dtype="bf16", tile_rows=0,
                    tail="pow2", stream=None):
     """tailor::moe::BindWorkspace into `memory`, a device tensor of at least
     workspace_bytes(...) bytes (e.g. torch.empty(n, dtype=torch.uint8,
-    device="cuda")); `ws` keeps it alive."""
+    device="cuda")); `ws` keeps it alive. The old order (runtime, ws,
+    memory) still works, with a DeprecationWarning."""
+    memory, ws = workspace_last("bind_workspace", Workspace, (memory, ws))
     limits = _limits(max_tokens, topk, num_experts, hidden, intermediate,
                      dtype, tile_rows, tail)
     t, keep = _tensors.view(memory)
-    nbytes = 1
-    for d in t.dims[:t.rank]:
-        nbytes *= d
-    nbytes *= {1: 4, 2: 2, 3: 2, 4: 4, 5: 8, 6: 1, 7: 8}[t.dtype]
-    check(lib.tailor_moe_bind_workspace(
-        runtime, ctypes.byref(limits), t.data, nbytes, ws._handle,
+    check(lib.tailor_moe_workspace_bind(
+        runtime, ctypes.byref(limits), t.data, _tensors.nbytes(t), ws._handle,
         _stream(stream, memory)))
     ws._use(runtime)
     ws._memory = (memory, keep)

@@ -279,7 +279,7 @@ def plan_paged_decode(seq_lens, *, num_qo_heads, num_kv_heads, head_dim,
                            shape, dtype_name)
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)
-    _attention.plan_decode(_runtime(device), ws, host_lens,
+    _attention.plan_decode(_runtime(device), host_lens, ws,
                            page_size=page_size, num_qo_heads=num_qo_heads,
                            num_kv_heads=num_kv_heads, head_dim=head_dim,
                            dtype=dtype_name, stream=stream)
@@ -295,8 +295,8 @@ def _paged_decode_impl(q, k_cache, v_cache, block_table, seq_lens,
     out = torch.empty_like(q)
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)
-    _attention.run_decode(_runtime(device), entry[0], q, k_cache, v_cache,
-                          block_table, seq_lens, out,
+    _attention.run_decode(_runtime(device), q, k_cache, v_cache, block_table,
+                          seq_lens, out, entry[0],
                           sm_scale=sm_scale or None,
                           logits_soft_cap=logits_soft_cap, stream=stream)
     return out

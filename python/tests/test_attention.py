@@ -44,7 +44,7 @@ def test_plan_and_run_match_reference(runtime, decode_inputs):
     tailor.attention.reserve_decode_workspace(
         runtime, ws, max_batch=4, num_qo_heads=HQ, num_kv_heads=HKV,
         head_dim=D, page_size=PAGE, dtype="f16")
-    tailor.attention.plan_decode(runtime, ws, lens, page_size=PAGE,
+    tailor.attention.plan_decode(runtime, lens, ws, page_size=PAGE,
                                  num_qo_heads=HQ, num_kv_heads=HKV,
                                  head_dim=D, dtype="f16")
     info = ws.info()
@@ -52,7 +52,7 @@ def test_plan_and_run_match_reference(runtime, decode_inputs):
     assert info["tokens"] == lens.sum() * HKV
     out = np.full_like(q, np.nan)
     lse = np.empty((B, HQ), np.float32)
-    tailor.attention.run_decode(runtime, ws, q, k, v, table, lens, out,
+    tailor.attention.run_decode(runtime, q, k, v, table, lens, out, ws,
                                 lse=lse)
     ref, ref_lse = reference(q, k, v, table, lens)
     np.testing.assert_allclose(out.astype(np.float64), ref, atol=5e-3)
@@ -65,17 +65,68 @@ def test_errors(runtime, decode_inputs):
     ws = tailor.attention.DecodeWorkspace()
     with pytest.raises(tailor.FailedPreconditionError,
                        match="ws: not planned; call attention::PlanDecode"):
-        tailor.attention.run_decode(runtime, ws, q, k, v, table, lens,
-                                    np.empty_like(q))
+        tailor.attention.run_decode(runtime, q, k, v, table, lens,
+                                    np.empty_like(q), ws)
     with pytest.raises(ValueError, match="dtype: one of"):
-        tailor.attention.plan_decode(runtime, ws, lens, page_size=PAGE,
+        tailor.attention.plan_decode(runtime, lens, ws, page_size=PAGE,
                                      num_qo_heads=HQ, num_kv_heads=HKV,
                                      head_dim=D, dtype="f32")
     bad = table.copy()
     bad[2, 1] = 99
-    tailor.attention.plan_decode(runtime, ws, lens, page_size=PAGE,
+    tailor.attention.plan_decode(runtime, lens, ws, page_size=PAGE,
                                  num_qo_heads=HQ, num_kv_heads=HKV,
                                  head_dim=D, dtype="f16")
     with pytest.raises(tailor.InvalidArgumentError, match="block_table"):
-        tailor.attention.run_decode(runtime, ws, q, k, v, bad, lens,
-                                    np.empty_like(q))
+        tailor.attention.run_decode(runtime, q, k, v, bad, lens,
+                                    np.empty_like(q), ws)
+
+
+SHAPE = dict(page_size=PAGE, num_qo_heads=HQ, num_kv_heads=HKV, head_dim=D,
+             dtype="f16")
+
+
+def test_old_argument_order_still_works_with_a_warning(runtime,
+                                                       decode_inputs):
+    q, k, v, table, lens = decode_inputs
+    new_ws, old_ws = (tailor.attention.DecodeWorkspace() for _ in range(2))
+    new_out, old_out = np.full_like(q, np.nan), np.full_like(q, np.nan)
+    tailor.attention.plan_decode(runtime, lens, new_ws, **SHAPE)
+    tailor.attention.run_decode(runtime, q, k, v, table, lens, new_out,
+                                new_ws)
+    with pytest.warns(DeprecationWarning,
+                      match=r"^tailor: plan_decode\(runtime, ws, ...\) is "
+                            r"deprecated: the workspace is now the last "
+                            r"positional argument$"):
+        tailor.attention.plan_decode(runtime, old_ws, lens, **SHAPE)
+    with pytest.warns(DeprecationWarning, match=r"^tailor: run_decode\("):
+        tailor.attention.run_decode(runtime, old_ws, q, k, v, table, lens,
+                                    old_out)
+    assert old_ws.info() == new_ws.info()
+    np.testing.assert_array_equal(old_out, new_out)
+
+
+def test_a_call_without_a_workspace_names_ws(runtime, decode_inputs):
+    q, k, v, table, lens = decode_inputs
+    with pytest.raises(TypeError) as e:
+        tailor.attention.plan_decode(runtime, lens, lens, **SHAPE)
+    assert str(e.value) == ("plan_decode: ws: expected a "
+                            "tailor.attention.DecodeWorkspace, got ndarray")
+    with pytest.raises(TypeError,
+                       match=r"^run_decode: ws: expected a tailor\.attention"
+                             r"\.DecodeWorkspace, got Workspace$"):
+        tailor.attention.run_decode(runtime, q, k, v, table, lens,
+                                    np.empty_like(q), tailor.moe.Workspace())
+
+
+def test_decode_workspace_entries_on_the_host(runtime):
+    ws = tailor.attention.DecodeWorkspace()
+    limits = dict(max_batch=4, num_qo_heads=HQ, num_kv_heads=HKV, head_dim=D,
+                  page_size=PAGE)
+    assert tailor.attention.decode_workspace_bytes(runtime, **limits) == 0
+    with pytest.raises(tailor.UnimplementedError) as e:
+        tailor.attention.bind_decode_workspace(
+            runtime, np.zeros(256, np.uint8), ws, **limits)
+    assert str(e.value) == (
+        "UNIMPLEMENTED: attention.bind_decode: the cpu backend keeps decode "
+        "workspaces in host memory; use attention::ReserveDecodeWorkspace")
+    ws.take_errors(runtime)  # host runs report their errors themselves

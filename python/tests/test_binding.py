@@ -28,15 +28,15 @@ class _OldLibrary:
 def test_an_older_library_is_named_with_what_it_lacks():
     from tailor import _capi
     with pytest.raises(OSError) as error:
-        _capi.declare(_OldLibrary(_capi.C_API_VERSION), "/old/libtailor_c.so.2")
+        _capi.declare(_OldLibrary(_capi.C_API_VERSION), "/old/libtailor_c.so.3")
     message = str(error.value)
-    assert message.startswith("tailor: /old/libtailor_c.so.2 lacks ")
+    assert message.startswith("tailor: /old/libtailor_c.so.3 lacks ")
     assert "tailor_moe_workspace_get_gemm" in message
     assert message.endswith("it is older than this package; rebuild it (or "
                             "set TAILOR_LIBRARY to a current build)")
-    with pytest.raises(OSError, match=r"^tailor: /x\.so speaks C ABI 1, "
-                                      r"this package 2$"):
-        _capi.declare(_OldLibrary(1), "/x.so")
+    with pytest.raises(OSError, match=r"^tailor: /x\.so speaks C ABI 2, "
+                                      r"this package 3$"):
+        _capi.declare(_OldLibrary(2), "/x.so")
 
 
 def test_runtime_properties(runtime):
@@ -142,14 +142,12 @@ def test_gemms_record_each_grouped_gemm(runtime, rng):
     # gate/up, then down
     assert [(g["kernel"], g["n"], g["k"]) for g in gemms] == [
         ("cpu", 2 * I, H), ("cpu", H, I)]
-    flags = ("tma_store", "split_k", "w_evict_first", "wave_sync")
     for g in gemms:
         assert set(g) == {"kernel", "n", "k", "cta_rows", "cta_cols",
-                          "k_tile", "stages", "ctas", "cluster", *flags}
+                          "k_tile", "stages", "ctas", "features"}
         assert g["cta_rows"] == ws.info()["tile_rows"] and g["cta_cols"] > 0
-        assert (g["k_tile"], g["stages"], g["ctas"], g["cluster"]) == (
-            0, 0, 0, 1)
-        assert [g[f] for f in flags] == [False] * 4
+        assert (g["k_tile"], g["stages"], g["ctas"]) == (0, 0, 0)
+        assert g["features"] == {}  # the cpu kernel has no options
 
     # A route starts the records over; each grouped_gemm adds one.
     tailor.moe.route(runtime, ids, w13.shape[0], ws)
@@ -189,7 +187,7 @@ def test_errors_carry_the_status_text(runtime, rng):
         tailor.moe.grouped_gemm(runtime, x, w13, out, tailor.moe.Workspace())
     with pytest.raises(tailor.UnimplementedError,
                        match="cpu backend keeps workspaces in host memory"):
-        tailor.moe.bind_workspace(runtime, ws, np.zeros(256, np.uint8),
+        tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), ws,
                                   max_tokens=4, topk=2, num_experts=8)
     with pytest.raises(TypeError, match="expected a numpy array"):
         tailor.moe.experts(runtime, [1.0], w13, w2, tw, ids, out, ws)
@@ -248,6 +246,10 @@ def test_stats_dict_and_prometheus(runtime, rng):
     assert snapshot["lookups"] == (snapshot["memory_hits"] +
                                    snapshot["disk_hits"] + snapshot["misses"])
     assert set(snapshot["launches_per_op"]) >= {"moe.pack", "moe.combine"}
+    # The backend's own counters by name; the cpu backend has none (CUDA:
+    # "cuda.descriptor_encodes", ...).
+    assert snapshot["backend_counters"] == {}
+    assert "descriptor_encodes" not in snapshot
     everything = tailor.stats()
     assert everything["cpu"]["launches"] >= snapshot["launches"]
     text = runtime.stats_prometheus()
@@ -304,3 +306,41 @@ def test_fast_path_is_built_and_agrees(runtime, rng):
     tailor.moe.experts(runtime, x, w13, w2, tw, ids, general, ws,
                        tile_rows=16)  # a policy: the ctypes path
     np.testing.assert_array_equal(fast, general)
+
+
+def test_workspace_renames_keep_the_old_forms(runtime, rng):
+    x, w13, w2, tw, ids = moe_inputs(rng)
+    ws = tailor.moe.Workspace()
+    limits = dict(max_tokens=4, topk=2, num_experts=8)
+    unimplemented = ("UNIMPLEMENTED: moe.bind: the cpu backend keeps "
+                     "workspaces in host memory; use moe::ReserveWorkspace")
+    with pytest.raises(tailor.UnimplementedError) as new:
+        tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), ws,
+                                  **limits)
+    assert str(new.value) == unimplemented
+    with pytest.warns(DeprecationWarning,
+                      match=r"^tailor: bind_workspace\(runtime, ws, ...\) "
+                            r"is deprecated"):
+        with pytest.raises(tailor.UnimplementedError) as old:
+            tailor.moe.bind_workspace(runtime, ws, np.zeros(256, np.uint8),
+                                      **limits)
+    assert str(old.value) == unimplemented
+    with pytest.raises(TypeError) as e:
+        tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), None,
+                                  **limits)
+    assert str(e.value) == ("bind_workspace: ws: expected a "
+                            "tailor.moe.Workspace, got NoneType")
+
+    tailor.moe.experts(runtime, x, w13, w2, tw, ids, np.empty_like(x), ws)
+    assert ws.take_errors(runtime) is None
+    with pytest.warns(DeprecationWarning,
+                      match="take_routing_errors is deprecated; use "
+                            "take_errors"):
+        assert ws.take_routing_errors(runtime) is None
+
+
+def test_gemm_features_text_parses_into_a_dict():
+    from tailor.moe import _features
+    assert _features("") == {}
+    assert _features("tma_store=1,split_k=0,cluster=2,expert_groups=back") == {
+        "tma_store": 1, "split_k": 0, "cluster": 2, "expert_groups": "back"}

@@ -9,7 +9,7 @@
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
 
-struct tailor_decode_workspace {
+struct tailor_attention_decode_workspace {
   tailor::attention::DecodeWorkspace workspace;
 };
 
@@ -30,7 +30,7 @@ absl::StatusOr<DType> ToDecodeDType(absl::string_view name, int32_t dtype) {
 }
 
 absl::StatusOr<attention::DecodeLimits> ToLimits(
-    const tailor_decode_limits* in) {
+    const tailor_attention_decode_limits* in) {
   TAILOR_RETURN_IF_ERROR(ExpectNonNull("limits", in));
   TAILOR_ASSIGN_OR_RETURN(DType dtype,
                           ToDecodeDType("limits.dtype", in->dtype));
@@ -43,13 +43,13 @@ absl::StatusOr<attention::DecodeLimits> ToLimits(
 }
 
 absl::StatusOr<attention::DecodeWorkspace*> WorkspaceOf(
-    tailor_decode_workspace* handle) {
+    tailor_attention_decode_workspace* handle) {
   TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", handle));
   return &handle->workspace;
 }
 
 absl::StatusOr<attention::PlanDecodeArgs> ToPlanArgs(
-    const tailor_plan_decode_args& in) {
+    const tailor_attention_decode_plan_args& in) {
   attention::PlanDecodeArgs out;
   TAILOR_ASSIGN_OR_RETURN(out.seq_lens, ToTensorRef("seq_lens", in.seq_lens));
   out.page_size = in.page_size;
@@ -62,7 +62,7 @@ absl::StatusOr<attention::PlanDecodeArgs> ToPlanArgs(
 }
 
 absl::StatusOr<attention::RunDecodeArgs> ToRunArgs(
-    const tailor_run_decode_args& in) {
+    const tailor_attention_decode_run_args& in) {
   attention::RunDecodeArgs out;
   TAILOR_ASSIGN_OR_RETURN(out.q, ToTensorRef("q", in.q));
   TAILOR_ASSIGN_OR_RETURN(out.k_cache, ToTensorRef("k_cache", in.k_cache));
@@ -90,24 +90,26 @@ namespace attention = tailor::attention;
 
 extern "C" {
 
-tailor_status tailor_decode_workspace_create(tailor_decode_workspace** out) {
+tailor_status tailor_attention_decode_workspace_create(
+    tailor_attention_decode_workspace** out) {
   return Guard([&]() -> absl::Status {
     TAILOR_RETURN_IF_ERROR(ExpectNonNull("out", out));
-    *out = new tailor_decode_workspace();
+    *out = new tailor_attention_decode_workspace();
     return absl::OkStatus();
   });
 }
 
-void tailor_decode_workspace_destroy(tailor_decode_workspace* ws) {
+void tailor_attention_decode_workspace_destroy(
+    tailor_attention_decode_workspace* ws) {
   Guard([&]() -> absl::Status {
     delete ws;
     return absl::OkStatus();
   });
 }
 
-tailor_status tailor_attention_reserve_decode_workspace(
-    tailor_runtime* runtime, const tailor_decode_limits* limits,
-    tailor_decode_workspace* ws) {
+tailor_status tailor_attention_decode_workspace_reserve(
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
+    tailor_attention_decode_workspace* ws) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
@@ -120,7 +122,7 @@ tailor_status tailor_attention_reserve_decode_workspace(
 }
 
 tailor_status tailor_attention_decode_workspace_bytes(
-    tailor_runtime* runtime, const tailor_decode_limits* limits,
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
     int64_t* bytes) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
@@ -133,9 +135,10 @@ tailor_status tailor_attention_decode_workspace_bytes(
   });
 }
 
-tailor_status tailor_attention_bind_decode_workspace(
-    tailor_runtime* runtime, const tailor_decode_limits* limits, void* memory,
-    int64_t bytes, tailor_decode_workspace* ws, void* stream) {
+tailor_status tailor_attention_decode_workspace_bind(
+    tailor_runtime* runtime, const tailor_attention_decode_limits* limits,
+    void* memory, int64_t bytes, tailor_attention_decode_workspace* ws,
+    void* stream) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
@@ -147,9 +150,9 @@ tailor_status tailor_attention_bind_decode_workspace(
   });
 }
 
-tailor_status tailor_attention_take_decode_errors(tailor_runtime* runtime,
-                                                  tailor_decode_workspace* ws,
-                                                  void* stream) {
+tailor_status tailor_attention_decode_workspace_take_errors(
+    tailor_runtime* runtime, tailor_attention_decode_workspace* ws,
+    void* stream) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
@@ -159,8 +162,9 @@ tailor_status tailor_attention_take_decode_errors(tailor_runtime* runtime,
   });
 }
 
-tailor_status tailor_decode_workspace_get_info(
-    const tailor_decode_workspace* ws, tailor_decode_workspace_info* out) {
+tailor_status tailor_attention_decode_workspace_get_info(
+    const tailor_attention_decode_workspace* ws,
+    tailor_attention_decode_workspace_info* out) {
   return Guard([&]() -> absl::Status {
     TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", ws));
     TAILOR_RETURN_IF_ERROR(ExpectNonNull("out", out));
@@ -182,9 +186,9 @@ tailor_status tailor_decode_workspace_get_info(
   });
 }
 
-tailor_status tailor_attention_plan_decode(tailor_runtime* runtime,
-                                           const tailor_plan_decode_args* args,
-                                           tailor_decode_workspace* ws) {
+tailor_status tailor_attention_decode_plan(
+    tailor_runtime* runtime, const tailor_attention_decode_plan_args* args,
+    tailor_attention_decode_workspace* ws) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
@@ -204,9 +208,9 @@ tailor_status tailor_attention_plan_decode(tailor_runtime* runtime,
   });
 }
 
-tailor_status tailor_attention_run_decode(tailor_runtime* runtime,
-                                          const tailor_run_decode_args* args,
-                                          tailor_decode_workspace* ws) {
+tailor_status tailor_attention_decode_run(
+    tailor_runtime* runtime, const tailor_attention_decode_run_args* args,
+    tailor_attention_decode_workspace* ws) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));

@@ -96,12 +96,26 @@ absl::StatusOr<moe::ExpertsArgs> ToExpertsArgs(
   return out;
 }
 
+// `text` into the C field `out` of `size` bytes, NUL-terminated; zero-filled
+// first, so the NUL follows what was kept.
+void CopyText(absl::string_view text, char* out, size_t size) {
+  std::memset(out, 0, size);
+  std::memcpy(out, text.data(), std::min(text.size(), size - 1));
+}
+
+// The first whole entries of a features text that fit `size` bytes with a
+// NUL (c_api.h: a longer text keeps its first whole entries).
+absl::string_view WholeEntries(absl::string_view features, size_t size) {
+  if (features.size() < size) return features;
+  const size_t comma = features.substr(0, size).rfind(',');
+  return comma == absl::string_view::npos ? "" : features.substr(0, comma);
+}
+
 // The C record of `g`; a kernel name longer than the C field is cut to its
 // first TAILOR_MOE_GEMM_KERNEL_SIZE - 1 bytes (c_api.h).
 tailor_moe_gemm_choice ToGemmChoice(const moe::GemmChoice& g) {
   tailor_moe_gemm_choice out = {};
-  const size_t kept = std::min(g.kernel.size(), sizeof(out.kernel) - 1);
-  std::memcpy(out.kernel, g.kernel.data(), kept);  // zero-filled: NUL ends it
+  CopyText(g.kernel, out.kernel, sizeof(out.kernel));
   out.n = g.n;
   out.k = g.k;
   out.cta_rows = g.cta_rows;
@@ -109,11 +123,9 @@ tailor_moe_gemm_choice ToGemmChoice(const moe::GemmChoice& g) {
   out.k_tile = g.k_tile;
   out.stages = g.stages;
   out.ctas = g.ctas;
-  out.cluster = g.cluster;
-  out.tma_store = g.tma_store ? 1 : 0;
-  out.split_k = g.split_k ? 1 : 0;
-  out.w_evict_first = g.w_evict_first ? 1 : 0;
-  out.wave_sync = g.wave_sync ? 1 : 0;
+  const absl::string_view kept = WholeEntries(g.features, sizeof(out.features));
+  CopyText(kept, out.features, sizeof(out.features));
+  out.features_cut = kept.size() < g.features.size() ? 1 : 0;
   return out;
 }
 
@@ -143,7 +155,7 @@ void tailor_moe_workspace_destroy(tailor_moe_workspace* ws) {
   });
 }
 
-tailor_status tailor_moe_reserve_workspace(
+tailor_status tailor_moe_workspace_reserve(
     tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
     tailor_moe_workspace* ws) {
   return Guard([&]() -> absl::Status {
@@ -170,7 +182,7 @@ tailor_status tailor_moe_workspace_bytes(
   });
 }
 
-tailor_status tailor_moe_bind_workspace(
+tailor_status tailor_moe_workspace_bind(
     tailor_runtime* runtime, const tailor_moe_workspace_limits* limits,
     void* memory, int64_t bytes, tailor_moe_workspace* ws, void* stream) {
   return Guard([&]() -> absl::Status {
@@ -183,14 +195,14 @@ tailor_status tailor_moe_bind_workspace(
   });
 }
 
-tailor_status tailor_moe_take_routing_errors(tailor_runtime* runtime,
-                                             tailor_moe_workspace* ws,
-                                             void* stream) {
+tailor_status tailor_moe_workspace_take_errors(tailor_runtime* runtime,
+                                               tailor_moe_workspace* ws,
+                                               void* stream) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
     TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
-    return w->TakeRoutingErrors(*rt, stream);
+    return w->TakeErrors(*rt, stream);
   });
 }
 

@@ -119,8 +119,9 @@ class Backend {
     return absl::OkStatus();
   }
 
-  // (optional) Adds backend-owned counters (e.g. the CUDA descriptor pool's
-  // encodes and reuses) to a stats snapshot. Defaults to adding nothing.
+  // (optional) Adds backend-owned counters to a stats snapshot's
+  // backend_counters, named "<backend>.<counter>" (e.g. the CUDA descriptor
+  // pool's cuda.descriptor_encodes). Defaults to adding nothing.
   virtual void AddCounters(StatsSnapshot& snapshot) const {}
 
   // ---- device memory (optional: device-memory backends) --------------------

@@ -169,12 +169,14 @@ void WriteOps(Writer& w) {
                          emit({{"op", op}}, n);
                        }
                      });
-  w.Scalar("tailor_descriptor_encodes_total", "counter",
-           "TMA descriptors encoded.",
-           [](const StatsSnapshot& s) { return s.descriptor_encodes; });
-  w.Scalar("tailor_descriptor_reuses_total", "counter",
-           "TMA descriptor pool hits (no encode).",
-           [](const StatsSnapshot& s) { return s.descriptor_reuses; });
+  w.Family<uint64_t>("tailor_backend_events_total", "counter",
+                     "Counters of the runtime's backend by name "
+                     "(e.g. cuda.descriptor_encodes).",
+                     [](const StatsSnapshot& s, const Emit& emit) {
+                       for (const auto& [name, n] : s.backend_counters) {
+                         emit({{"counter", name}}, n);
+                       }
+                     });
   w.Family<uint64_t>(
       "tailor_plan_rows_total", "counter",
       "Rows of host-made piecewise plans: useful, and executed including "

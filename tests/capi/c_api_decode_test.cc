@@ -44,7 +44,7 @@ class CApiDecodeTest : public ::testing::Test {
     options.cache_dir = TAILOR_CAPI_TEST_CACHE_DIR;
     ASSERT_EQ(tailor_runtime_create(&options, &runtime_), TAILOR_STATUS_OK)
         << tailor_last_error();
-    ASSERT_EQ(tailor_decode_workspace_create(&ws_), TAILOR_STATUS_OK);
+    ASSERT_EQ(tailor_attention_decode_workspace_create(&ws_), TAILOR_STATUS_OK);
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (auto* v : {&q_, &k_, &v_}) {
@@ -52,12 +52,12 @@ class CApiDecodeTest : public ::testing::Test {
     }
   }
   void TearDown() override {
-    tailor_decode_workspace_destroy(ws_);
+    tailor_attention_decode_workspace_destroy(ws_);
     tailor_runtime_destroy(runtime_);
   }
 
-  tailor_plan_decode_args PlanArgs() {
-    tailor_plan_decode_args args = {};
+  tailor_attention_decode_plan_args PlanArgs() {
+    tailor_attention_decode_plan_args args = {};
     const int64_t dims[1] = {kBatch};
     args.seq_lens =
         tailor_tensor_contiguous(seq_lens_.data(), TAILOR_DTYPE_I32, 1, dims);
@@ -69,8 +69,8 @@ class CApiDecodeTest : public ::testing::Test {
     return args;
   }
 
-  tailor_run_decode_args RunArgs() {
-    tailor_run_decode_args args = {};
+  tailor_attention_decode_run_args RunArgs() {
+    tailor_attention_decode_run_args args = {};
     const int64_t q_dims[3] = {kBatch, kQoHeads, kDim},
                   cache_dims[4] = {kPages, kPage, kKvHeads, kDim},
                   table_dims[2] = {kBatch, kMaxPages}, lens_dims[1] = {kBatch};
@@ -116,7 +116,7 @@ class CApiDecodeTest : public ::testing::Test {
   }
 
   tailor_runtime* runtime_ = nullptr;
-  tailor_decode_workspace* ws_ = nullptr;
+  tailor_attention_decode_workspace* ws_ = nullptr;
   std::vector<uint16_t> q_ = std::vector<uint16_t>(kBatch * kQoHeads * kDim),
                         k_ = std::vector<uint16_t>(kPages * kPage * kKvHeads *
                                                    kDim),
@@ -127,21 +127,22 @@ class CApiDecodeTest : public ::testing::Test {
 };
 
 TEST_F(CApiDecodeTest, PlanAndRunMatchTheReference) {
-  tailor_decode_limits limits = {};
+  tailor_attention_decode_limits limits = {};
   limits.max_batch = 4;
   limits.num_qo_heads = kQoHeads;
   limits.num_kv_heads = kKvHeads;
   limits.head_dim = kDim;
   limits.page_size = kPage;
-  ASSERT_EQ(tailor_attention_reserve_decode_workspace(runtime_, &limits, ws_),
+  ASSERT_EQ(tailor_attention_decode_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_OK)
       << tailor_last_error();
-  tailor_plan_decode_args plan = PlanArgs();
-  ASSERT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+  tailor_attention_decode_plan_args plan = PlanArgs();
+  ASSERT_EQ(tailor_attention_decode_plan(runtime_, &plan, ws_),
             TAILOR_STATUS_OK)
       << tailor_last_error();
-  tailor_decode_workspace_info info;
-  ASSERT_EQ(tailor_decode_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+  tailor_attention_decode_workspace_info info;
+  ASSERT_EQ(tailor_attention_decode_workspace_get_info(ws_, &info),
+            TAILOR_STATUS_OK);
   EXPECT_EQ(info.planned, 1);
   EXPECT_EQ(info.batch, kBatch);
   EXPECT_EQ(info.tokens, (5 + 0 + 9) * kKvHeads);
@@ -150,9 +151,9 @@ TEST_F(CApiDecodeTest, PlanAndRunMatchTheReference) {
   const int64_t lse_dims[2] = {kBatch, kQoHeads};
   tailor_tensor lse_view =
       tailor_tensor_contiguous(lse.data(), TAILOR_DTYPE_F32, 2, lse_dims);
-  tailor_run_decode_args run = RunArgs();
+  tailor_attention_decode_run_args run = RunArgs();
   run.lse = &lse_view;
-  ASSERT_EQ(tailor_attention_run_decode(runtime_, &run, ws_), TAILOR_STATUS_OK)
+  ASSERT_EQ(tailor_attention_decode_run(runtime_, &run, ws_), TAILOR_STATUS_OK)
       << tailor_last_error();
   double worst = 0;
   for (int64_t b = 0; b < kBatch; ++b) {
@@ -166,23 +167,25 @@ TEST_F(CApiDecodeTest, PlanAndRunMatchTheReference) {
   }
   EXPECT_LT(worst, 2e-2);
   EXPECT_EQ(lse[1 * kQoHeads], -INFINITY);  // a sequence of length 0
-  EXPECT_EQ(tailor_attention_take_decode_errors(runtime_, ws_, nullptr),
-            TAILOR_STATUS_OK);
+  EXPECT_EQ(
+      tailor_attention_decode_workspace_take_errors(runtime_, ws_, nullptr),
+      TAILOR_STATUS_OK);
   int64_t bytes = -1;
   EXPECT_EQ(tailor_attention_decode_workspace_bytes(runtime_, &limits, &bytes),
             TAILOR_STATUS_OK);
   EXPECT_EQ(bytes, 0);  // host backends keep their own buffers
 }
 
-// Regression (c_api_fuzz): a tailor_attention_plan_decode that the C layer
+// Regression (c_api_fuzz): a tailor_attention_decode_plan that the C layer
 // rejected (seq_lens rank, dtype out of the enum, null args) left the
 // previous plan in place, so RunDecode went on with stale lengths.
 // attention::PlanDecode leaves a failed workspace not planned; the C entry
 // now does too.
 TEST_F(CApiDecodeTest, FailedPlanLeavesTheWorkspaceNotPlanned) {
   auto planned = [&] {
-    tailor_decode_workspace_info info = {};
-    EXPECT_EQ(tailor_decode_workspace_get_info(ws_, &info), TAILOR_STATUS_OK);
+    tailor_attention_decode_workspace_info info = {};
+    EXPECT_EQ(tailor_attention_decode_workspace_get_info(ws_, &info),
+              TAILOR_STATUS_OK);
     return info.planned;
   };
   const char* const expected[] = {
@@ -191,21 +194,21 @@ TEST_F(CApiDecodeTest, FailedPlanLeavesTheWorkspaceNotPlanned) {
       "args: must not be null"};
   for (int broken = 0; broken < 3; ++broken) {
     SCOPED_TRACE(expected[broken]);
-    tailor_plan_decode_args plan = PlanArgs();
-    ASSERT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+    tailor_attention_decode_plan_args plan = PlanArgs();
+    ASSERT_EQ(tailor_attention_decode_plan(runtime_, &plan, ws_),
               TAILOR_STATUS_OK)
         << tailor_last_error();
     ASSERT_EQ(planned(), 1);
     if (broken == 0) plan.seq_lens.rank = -1;
     if (broken == 1) plan.dtype = 42;
-    EXPECT_EQ(tailor_attention_plan_decode(runtime_,
+    EXPECT_EQ(tailor_attention_decode_plan(runtime_,
                                            broken == 2 ? nullptr : &plan, ws_),
               TAILOR_STATUS_INVALID_ARGUMENT);
     EXPECT_STREQ(tailor_last_error(), expected[broken]);
     EXPECT_EQ(planned(), 0);
   }
-  tailor_run_decode_args run = RunArgs();
-  EXPECT_EQ(tailor_attention_run_decode(runtime_, &run, ws_),
+  tailor_attention_decode_run_args run = RunArgs();
+  EXPECT_EQ(tailor_attention_decode_run(runtime_, &run, ws_),
             TAILOR_STATUS_FAILED_PRECONDITION);
   EXPECT_STREQ(tailor_last_error(),
                "ws: not planned; call attention::PlanDecode first");
@@ -215,45 +218,45 @@ TEST_F(CApiDecodeTest, FailedPlanLeavesTheWorkspaceNotPlanned) {
 // (UBSan: load of misaligned address); now InvalidArgument.
 TEST_F(CApiDecodeTest, MisalignedSeqLensAreRejected) {
   alignas(8) unsigned char bytes[4 * kBatch + 8] = {};
-  tailor_plan_decode_args plan = PlanArgs();
+  tailor_attention_decode_plan_args plan = PlanArgs();
   const int64_t dims[1] = {kBatch};
   plan.seq_lens =
       tailor_tensor_contiguous(bytes + 2, TAILOR_DTYPE_I32, 1, dims);
-  EXPECT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+  EXPECT_EQ(tailor_attention_decode_plan(runtime_, &plan, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(tailor_last_error(),
               StartsWith("seq_lens: data must be aligned to its element size"));
 }
 
 TEST_F(CApiDecodeTest, Errors) {
-  tailor_run_decode_args run = RunArgs();
-  EXPECT_EQ(tailor_attention_run_decode(runtime_, &run, ws_),
+  tailor_attention_decode_run_args run = RunArgs();
+  EXPECT_EQ(tailor_attention_decode_run(runtime_, &run, ws_),
             TAILOR_STATUS_FAILED_PRECONDITION);
   EXPECT_STREQ(tailor_last_error(),
                "ws: not planned; call attention::PlanDecode first");
-  tailor_plan_decode_args plan = PlanArgs();
+  tailor_attention_decode_plan_args plan = PlanArgs();
   plan.dtype = 42;
-  EXPECT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+  EXPECT_EQ(tailor_attention_decode_plan(runtime_, &plan, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(),
                "dtype: not a tailor_dtype value (1..7), got 42");
   plan = PlanArgs();
   plan.seq_lens.rank = -1;
-  EXPECT_EQ(tailor_attention_plan_decode(runtime_, &plan, ws_),
+  EXPECT_EQ(tailor_attention_decode_plan(runtime_, &plan, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(), "seq_lens: rank must be in [0, 6], got -1");
-  EXPECT_EQ(tailor_attention_plan_decode(runtime_, nullptr, ws_),
+  EXPECT_EQ(tailor_attention_decode_plan(runtime_, nullptr, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(), "args: must not be null");
-  EXPECT_EQ(tailor_attention_plan_decode(runtime_, &plan, nullptr),
+  EXPECT_EQ(tailor_attention_decode_plan(runtime_, &plan, nullptr),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(), "ws: must not be null");
-  tailor_decode_limits limits = {};
-  EXPECT_EQ(tailor_attention_reserve_decode_workspace(runtime_, &limits, ws_),
+  tailor_attention_decode_limits limits = {};
+  EXPECT_EQ(tailor_attention_decode_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(tailor_last_error(), HasSubstr("limits."));
   char memory[256];
-  EXPECT_EQ(tailor_attention_bind_decode_workspace(runtime_, &limits, memory,
+  EXPECT_EQ(tailor_attention_decode_workspace_bind(runtime_, &limits, memory,
                                                    256, ws_, nullptr),
             TAILOR_STATUS_UNIMPLEMENTED);  // host backends
 }

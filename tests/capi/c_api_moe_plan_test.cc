@@ -1,10 +1,11 @@
 // The C ABI's GEMM records against the C++ PlanSummary they convert
 // (internal: the test reads the workspace behind the C handle): every field
-// of every record equal, and a kernel name longer than the C field cut, not
-// overflowed.
+// of every record equal, the features text as the backend listed it, and a
+// kernel name or features text longer than its C field cut, not overflowed.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,34 +87,31 @@ TEST_F(CApiMoePlanTest, RecordsEqualThePlanSummary) {
     EXPECT_EQ(got.k_tile, want.k_tile);
     EXPECT_EQ(got.stages, want.stages);
     EXPECT_EQ(got.ctas, want.ctas);
-    EXPECT_EQ(got.cluster, want.cluster);
-    EXPECT_EQ(got.tma_store, want.tma_store ? 1 : 0);
-    EXPECT_EQ(got.split_k, want.split_k ? 1 : 0);
-    EXPECT_EQ(got.w_evict_first, want.w_evict_first ? 1 : 0);
-    EXPECT_EQ(got.wave_sync, want.wave_sync ? 1 : 0);
+    EXPECT_EQ(std::string(got.features), want.features);
+    EXPECT_EQ(got.features_cut, 0);
+    EXPECT_EQ(want.features, "");  // the cpu kernel has no options
   }
 }
 
 // Every field lands in its own C field (a record with a distinct value in
-// each, which no CPU launch makes: its pipeline fields are 0), and a kernel
-// name of 64 bytes or more (no backend has one) is cut to its first 63 bytes
-// and a NUL.
+// each, which no CPU launch makes: its pipeline fields are 0), the features
+// print as the backend listed them, and a kernel name of 64 bytes or more
+// (no backend has one) is cut to its first 63 bytes and a NUL.
 TEST_F(CApiMoePlanTest, EveryFieldConvertsAndLongNamesAreCut) {
   RunExperts();
   static const std::string kLong(100, 'x');
-  tailor::internal::WorkspaceImplOf(ws_->workspace)->RecordGemm({.kernel = kLong.c_str(),
-                                                        .n = 7,
-                                                        .k = 9,
-                                                        .cta_rows = 11,
-                                                        .cta_cols = 13,
-                                                        .k_tile = 17,
-                                                        .stages = 19,
-                                                        .ctas = 23,
-                                                        .tma_store = true,
-                                                        .split_k = false,
-                                                        .cluster = 2,
-                                                        .w_evict_first = true,
-                                                        .wave_sync = false});
+  tailor::internal::WorkspaceImplOf(ws_->workspace)->RecordGemm(
+      {.kernel = kLong.c_str(),
+       .n = 7,
+       .k = 9,
+       .cta_rows = 11,
+       .cta_cols = 13,
+       .k_tile = 17,
+       .stages = 19,
+       .ctas = 23,
+       .features = {{.key = "tma_store", .value = 1},
+                    {.key = "cluster", .value = 2},
+                    {.key = "expert_groups", .value = 2, .name = "back"}}});
   tailor_moe_gemm_choice got;
   std::memset(&got, 0x7f, sizeof(got));
   ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK)
@@ -127,18 +125,36 @@ TEST_F(CApiMoePlanTest, EveryFieldConvertsAndLongNamesAreCut) {
   EXPECT_EQ(got.k_tile, 17);
   EXPECT_EQ(got.stages, 19);
   EXPECT_EQ(got.ctas, 23);
-  EXPECT_EQ(got.cluster, 2);
-  EXPECT_EQ(got.tma_store, 1);
-  EXPECT_EQ(got.split_k, 0);
-  EXPECT_EQ(got.w_evict_first, 1);
-  EXPECT_EQ(got.wave_sync, 0);
-  // The same record with the other flags set: each flag is its own.
-  tailor::internal::WorkspaceImplOf(ws_->workspace)->RecordGemm(
-      {.kernel = "cuda.sm90_tma_wgmma", .split_k = true, .wave_sync = true});
+  EXPECT_STREQ(got.features, "tma_store=1,cluster=2,expert_groups=back");
+  EXPECT_EQ(got.features_cut, 0);
+  const moe::GemmChoice cpp = ws_->workspace.plan().gemms[1];
+  EXPECT_EQ(cpp.features, "tma_store=1,cluster=2,expert_groups=back");
+  EXPECT_EQ(cpp.Feature("cluster"), "2");
+  EXPECT_EQ(cpp.Feature("expert_groups"), "back");
+  EXPECT_EQ(cpp.Feature("split_k"), std::nullopt);  // not listed
+  EXPECT_EQ(cpp.Feature("cluste"), std::nullopt);   // whole keys only
+}
+
+// A features text longer than the C field keeps its first whole entries:
+// six entries of 42 bytes need 257 bytes, five fit.
+TEST_F(CApiMoePlanTest, LongFeaturesKeepTheirFirstWholeEntries) {
+  RunExperts();
+  static const std::vector<std::string> kKeys = {
+      std::string(40, 'a'), std::string(40, 'b'), std::string(40, 'c'),
+      std::string(40, 'd'), std::string(40, 'e'), std::string(40, 'f')};
+  internal::GemmConfig config = {.kernel = "cuda.sm90_tma_wgmma"};
+  for (size_t i = 0; i < kKeys.size(); ++i) {
+    config.features[i] = {.key = kKeys[i].c_str(), .value = 1};
+  }
+  tailor::internal::WorkspaceImplOf(ws_->workspace)->RecordGemm(config);
+  const std::string full = ws_->workspace.plan().gemms[1].features;
+  ASSERT_EQ(full.size(), 6 * 42 + 5);
+  tailor_moe_gemm_choice got;
+  std::memset(&got, 0x7f, sizeof(got));
   ASSERT_EQ(tailor_moe_workspace_get_gemm(ws_, 1, &got), TAILOR_STATUS_OK);
-  EXPECT_STREQ(got.kernel, "cuda.sm90_tma_wgmma");
-  EXPECT_EQ(got.tma_store + got.w_evict_first, 0);
-  EXPECT_EQ(got.split_k + got.wave_sync, 2);
+  EXPECT_EQ(std::string(got.features), full.substr(0, 5 * 42 + 4));
+  EXPECT_EQ(got.features[5 * 42 + 4], '\0');
+  EXPECT_EQ(got.features_cut, 1);
 }
 
 }  // namespace

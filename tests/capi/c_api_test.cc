@@ -284,7 +284,8 @@ TEST_F(CApiTest, ExpertsMatchesRouteThenStepByStep) {
 // backend's configuration for that launch's N and K.
 TEST_F(CApiTest, GemmChoicesRecordEachLaunch) {
   static_assert(sizeof(tailor_moe_gemm_choice) ==
-                    TAILOR_MOE_GEMM_KERNEL_SIZE + 2 * 8 + 10 * 4,
+                    TAILOR_MOE_GEMM_KERNEL_SIZE + 2 * 8 + 6 * 4 +
+                        TAILOR_MOE_GEMM_FEATURES_SIZE,
                 "no padding: records compare bytewise, ctypes mirrors them");
   auto gemms = [&] {
     int32_t count = -1;
@@ -319,8 +320,8 @@ TEST_F(CApiTest, GemmChoicesRecordEachLaunch) {
     EXPECT_EQ(g.k_tile, 0);  // the CPU kernel has no pipeline or grid
     EXPECT_EQ(g.stages, 0);
     EXPECT_EQ(g.ctas, 0);
-    EXPECT_EQ(g.cluster, 1);
-    EXPECT_EQ(g.tma_store + g.split_k + g.w_evict_first + g.wave_sync, 0);
+    EXPECT_STREQ(g.features, "");  // the CPU kernel has no options
+    EXPECT_EQ(g.features_cut, 0);
   }
 
   // A Route starts the records over; one GroupedGemm adds one.
@@ -482,7 +483,7 @@ TEST_F(CApiTest, WorkspaceEntries) {
   limits.hidden = kH;
   limits.intermediate = kI;
   limits.dtype = TAILOR_DTYPE_F32;
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_OK)
       << LastError();
   int64_t bytes = -1;
@@ -491,24 +492,24 @@ TEST_F(CApiTest, WorkspaceEntries) {
   EXPECT_EQ(bytes, 0);  // host backends keep their own buffers
   char memory[256];
   EXPECT_EQ(
-      tailor_moe_bind_workspace(runtime_, &limits, memory, 256, ws_, nullptr),
+      tailor_moe_workspace_bind(runtime_, &limits, memory, 256, ws_, nullptr),
       TAILOR_STATUS_UNIMPLEMENTED);
   EXPECT_THAT(LastError(), HasSubstr("cpu backend keeps workspaces in host"));
-  EXPECT_EQ(tailor_moe_take_routing_errors(runtime_, ws_, nullptr),
+  EXPECT_EQ(tailor_moe_workspace_take_errors(runtime_, ws_, nullptr),
             TAILOR_STATUS_OK);
 
   limits.dtype = TAILOR_DTYPE_I32;
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(),
             "limits.dtype: must be TAILOR_DTYPE_BF16 or TAILOR_DTYPE_F32, "
             "got 4");
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, nullptr, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, nullptr, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(), "limits: must not be null");
   limits.dtype = 0;  // bf16
   limits.topk = 0;
-  EXPECT_EQ(tailor_moe_reserve_workspace(runtime_, &limits, ws_),
+  EXPECT_EQ(tailor_moe_workspace_reserve(runtime_, &limits, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(LastError(), HasSubstr("topk"));
 }

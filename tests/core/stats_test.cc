@@ -64,6 +64,28 @@ TEST(StatsTest, PrometheusExposition) {
   EXPECT_THAT(text, HasSubstr("tailor_compile_seconds_count 2\n"));
 }
 
+// Backend counters are a map by name: JSON keeps the names, Prometheus has
+// one family with a sample per counter.
+TEST(StatsTest, BackendCountersByName) {
+  Stats stats;
+  StatsSnapshot s = stats.Snapshot();
+  EXPECT_TRUE(s.backend_counters.empty());
+  s.backend_counters["cuda.descriptor_encodes"] = 3;
+  s.backend_counters["cuda.descriptor_reuses"] = 40;
+  nlohmann::json j = nlohmann::json::parse(s.ToJson());
+  EXPECT_EQ(j["backend_counters"],
+            nlohmann::json::parse(R"({"cuda.descriptor_encodes": 3,
+                                      "cuda.descriptor_reuses": 40})"));
+  EXPECT_FALSE(j.contains("descriptor_encodes"));
+  EXPECT_THAT(
+      s.ToPrometheus(),
+      HasSubstr("# TYPE tailor_backend_events_total counter\n"
+                "tailor_backend_events_total{counter=\"cuda.descriptor_"
+                "encodes\"} 3\n"
+                "tailor_backend_events_total{counter=\"cuda.descriptor_"
+                "reuses\"} 40\n"));
+}
+
 TEST(StatsTest, JsonIsParseableAndComplete) {
   Stats stats;
   stats.Add(stats.disk_hits, 4);
@@ -72,7 +94,7 @@ TEST(StatsTest, JsonIsParseableAndComplete) {
   for (const char* key :
        {"lookups", "memory_hits", "misses", "compiles", "compile_failures",
         "corrupt_entries", "stale_entries", "launches",
-        "specializations_per_op", "compile_seconds"}) {
+        "specializations_per_op", "backend_counters", "compile_seconds"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
 }

@@ -425,8 +425,8 @@ void RunMoeWorkspace(CTensors& call, const MoeModel& m,
   Nulls nulls(in);
   switch (in.InRange(0, 3)) {
     case 0:
-      CheckOp("tailor_moe_reserve_workspace", call, runtime, nulls, [&] {
-        return tailor_moe_reserve_workspace(
+      CheckOp("tailor_moe_workspace_reserve", call, runtime, nulls, [&] {
+        return tailor_moe_workspace_reserve(
             nulls.Maybe(runtime), nulls.Maybe(&limits), nulls.Maybe(ws));
       });
       return;
@@ -445,9 +445,9 @@ void RunMoeWorkspace(CTensors& call, const MoeModel& m,
     case 2: {
       const int64_t bytes = in.OneIn(4) ? in.EdgeValue() : 4096;
       void* memory = in.OneIn(4) ? nullptr : call.Allocate(4096);
-      CheckOp("tailor_moe_bind_workspace", call, runtime, nulls,
+      CheckOp("tailor_moe_workspace_bind", call, runtime, nulls,
               [&] {
-                return tailor_moe_bind_workspace(
+                return tailor_moe_workspace_bind(
                     nulls.Maybe(runtime), nulls.Maybe(&limits), memory, bytes,
                     nulls.Maybe(ws), nullptr);
               },
@@ -455,9 +455,9 @@ void RunMoeWorkspace(CTensors& call, const MoeModel& m,
       return;
     }
     default:
-      CheckOp("tailor_moe_take_routing_errors", call, runtime, nulls, [&] {
-        return tailor_moe_take_routing_errors(nulls.Maybe(runtime),
-                                              nulls.Maybe(ws), nullptr);
+      CheckOp("tailor_moe_workspace_take_errors", call, runtime, nulls, [&] {
+        return tailor_moe_workspace_take_errors(nulls.Maybe(runtime),
+                                                nulls.Maybe(ws), nullptr);
       });
   }
 }
@@ -487,20 +487,22 @@ struct PlannedDecode {
   std::vector<int32_t> seq_lens;
 };
 
-tailor_decode_workspace_info DecodeInfo(const tailor_decode_workspace* ws) {
-  tailor_decode_workspace_info info = {};
-  const tailor_status s = tailor_decode_workspace_get_info(ws, &info);
+tailor_attention_decode_workspace_info DecodeInfo(
+    const tailor_attention_decode_workspace* ws) {
+  tailor_attention_decode_workspace_info info = {};
+  const tailor_status s = tailor_attention_decode_workspace_get_info(ws, &info);
   FUZZ_CHECK(s == TAILOR_STATUS_OK) << tailor_last_error();
   return info;
 }
 
 void RunPlanDecode(CTensors& call, const DecodeModel& m,
-                   tailor_decode_workspace* ws, PlannedDecode& planned) {
+                   tailor_attention_decode_workspace* ws,
+                   PlannedDecode& planned) {
   FuzzInput& in = call.in();
   auto pick = [&](int64_t usual) {
     return in.OneIn(12) ? in.EdgeValue() : usual;
   };
-  tailor_plan_decode_args args = {};
+  tailor_attention_decode_plan_args args = {};
   args.seq_lens = call.Index({in.InRange(0, 6)}, [](FuzzInput& f, int64_t) {
     return f.OneIn(32) ? f.Take<int32_t>()
                        : static_cast<int32_t>(f.InRange(0, 40));
@@ -514,14 +516,14 @@ void RunPlanDecode(CTensors& call, const DecodeModel& m,
   tailor_runtime* runtime = Pick(call, false);  // plans compile nothing
   Nulls nulls(in);
   const Outcome plan =
-      CheckOp("tailor_attention_plan_decode", call, runtime, nulls, [&] {
-        return tailor_attention_plan_decode(
+      CheckOp("tailor_attention_decode_plan", call, runtime, nulls, [&] {
+        return tailor_attention_decode_plan(
             nulls.Maybe(runtime), nulls.Maybe(&args), nulls.Maybe(ws));
       });
   if (nulls.any()) return;
-  const tailor_decode_workspace_info info = DecodeInfo(ws);
+  const tailor_attention_decode_workspace_info info = DecodeInfo(ws);
   FUZZ_CHECK(info.planned == plan.ok())
-      << "after tailor_attention_plan_decode: " << plan.message;
+      << "after tailor_attention_decode_plan: " << plan.message;
   planned = {};
   if (!plan.ok()) return;
   FUZZ_CHECK(info.batch == args.seq_lens.dims[0]) << info.batch;
@@ -557,7 +559,8 @@ float Scale(FuzzInput& in, float usual) {
 }
 
 void RunRunDecode(CTensors& call, const DecodeModel& m,
-                  tailor_decode_workspace* ws, const PlannedDecode& planned) {
+                  tailor_attention_decode_workspace* ws,
+                  const PlannedDecode& planned) {
   FuzzInput& in = call.in();
   // The plan's shape, or the model's when nothing is planned.
   const int32_t dtype = planned.planned ? planned.dtype : m.dtype;
@@ -572,7 +575,7 @@ void RunRunDecode(CTensors& call, const DecodeModel& m,
   const int64_t rows = batch + in.InRange(0, 2);
   const int64_t max_pages = (longest + page - 1) / page + in.InRange(0, 1);
   const int64_t num_pages = in.InRange(1, 12);
-  tailor_run_decode_args args = {};
+  tailor_attention_decode_run_args args = {};
   args.q = call.Float({rows, hq, d}, dtype);
   // NHD (contiguous) or HND (memory [pages, Hkv, page_size, D]) caches.
   const std::vector<int64_t> cache = {num_pages, page, kv, d};
@@ -600,8 +603,8 @@ void RunRunDecode(CTensors& call, const DecodeModel& m,
   tailor_runtime* runtime = Pick(call, bounded);
   Nulls nulls(in);
   const Outcome run =
-      CheckOp("tailor_attention_run_decode", call, runtime, nulls, [&] {
-        return tailor_attention_run_decode(nulls.Maybe(runtime),
+      CheckOp("tailor_attention_decode_run", call, runtime, nulls, [&] {
+        return tailor_attention_decode_run(nulls.Maybe(runtime),
                                            nulls.Maybe(&args), nulls.Maybe(ws));
       });
   if (!run.ok()) return;
@@ -617,12 +620,12 @@ void RunRunDecode(CTensors& call, const DecodeModel& m,
 
 // Reserve, Bytes, Bind and TakeErrors on the host runtimes.
 void RunDecodeWorkspace(CTensors& call, const DecodeModel& m,
-                        tailor_decode_workspace* ws) {
+                        tailor_attention_decode_workspace* ws) {
   FuzzInput& in = call.in();
   auto pick = [&](int64_t usual) {
     return in.OneIn(8) ? in.EdgeValue() : usual;
   };
-  tailor_decode_limits limits = {
+  tailor_attention_decode_limits limits = {
       .max_batch = pick(in.InRange(0, 8)),
       .num_qo_heads = pick(m.kv_heads * m.group),
       .num_kv_heads = pick(m.kv_heads),
@@ -633,9 +636,9 @@ void RunDecodeWorkspace(CTensors& call, const DecodeModel& m,
   Nulls nulls(in);
   switch (in.InRange(0, 3)) {
     case 0:
-      CheckOp("tailor_attention_reserve_decode_workspace", call, runtime, nulls,
+      CheckOp("tailor_attention_decode_workspace_reserve", call, runtime, nulls,
               [&] {
-                return tailor_attention_reserve_decode_workspace(
+                return tailor_attention_decode_workspace_reserve(
                     nulls.Maybe(runtime), nulls.Maybe(&limits),
                     nulls.Maybe(ws));
               });
@@ -655,9 +658,9 @@ void RunDecodeWorkspace(CTensors& call, const DecodeModel& m,
     case 2: {
       const int64_t bytes = in.OneIn(4) ? in.EdgeValue() : 4096;
       void* memory = in.OneIn(4) ? nullptr : call.Allocate(4096);
-      CheckOp("tailor_attention_bind_decode_workspace", call, runtime, nulls,
+      CheckOp("tailor_attention_decode_workspace_bind", call, runtime, nulls,
               [&] {
-                return tailor_attention_bind_decode_workspace(
+                return tailor_attention_decode_workspace_bind(
                     nulls.Maybe(runtime), nulls.Maybe(&limits), memory, bytes,
                     nulls.Maybe(ws), nullptr);
               },
@@ -665,10 +668,11 @@ void RunDecodeWorkspace(CTensors& call, const DecodeModel& m,
       return;
     }
     default:
-      CheckOp("tailor_attention_take_decode_errors", call, runtime, nulls, [&] {
-        return tailor_attention_take_decode_errors(nulls.Maybe(runtime),
-                                                   nulls.Maybe(ws), nullptr);
-      });
+      CheckOp("tailor_attention_decode_workspace_take_errors", call, runtime,
+              nulls, [&] {
+                return tailor_attention_decode_workspace_take_errors(
+                    nulls.Maybe(runtime), nulls.Maybe(ws), nullptr);
+              });
   }
 }
 
@@ -763,14 +767,15 @@ void RunSmallEntries(FuzzInput& in, tailor_runtime* runtime) {
 // Handles of one input, destroyed with it (workspaces before runtimes).
 struct Handles {
   tailor_moe_workspace* moe = nullptr;
-  tailor_decode_workspace* decode = nullptr;
+  tailor_attention_decode_workspace* decode = nullptr;
   Handles() {
     FUZZ_CHECK(tailor_moe_workspace_create(&moe) == TAILOR_STATUS_OK);
-    FUZZ_CHECK(tailor_decode_workspace_create(&decode) == TAILOR_STATUS_OK);
+    FUZZ_CHECK(tailor_attention_decode_workspace_create(&decode) ==
+               TAILOR_STATUS_OK);
   }
   ~Handles() {
     tailor_moe_workspace_destroy(moe);
-    tailor_decode_workspace_destroy(decode);
+    tailor_attention_decode_workspace_destroy(decode);
   }
 };
 

@@ -22,7 +22,7 @@ if [ "${TAILOR_TEST_TORCH:-0}" = 1 ]; then
   echo "torch install: $(( $(date +%s) - start )) s"
 fi
 # --no-build-isolation: the venv's setuptools builds it, nothing downloaded.
-TAILOR_LIBRARY=$build/src/capi/libtailor_c.so.2 \
+TAILOR_LIBRARY=$build/src/capi/libtailor_c.so.3 \
   "${pip[@]}" install --no-build-isolation --force-reinstall --no-deps "$source/python"
 unset TAILOR_LIBRARY  # the installed package must find its bundled library
 export TAILOR_CACHE_DIR=$build/tests/python/kernel_cache

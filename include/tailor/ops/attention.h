@@ -65,6 +65,12 @@
 //   a replay may run any plan whose batch is at most the q.dims[0] captured.
 //   PlanDecode and RunDecode must be ordered on one stream.
 // - A DecodeWorkspace is not thread-safe: one per thread (or stream).
+// - Names follow every family's scheme (tailor/ops/moe.h): the state of a
+//   kind of step is attention::<Kind>Workspace (DecodeWorkspace), sized by
+//   Reserve<Kind>Workspace, <Kind>WorkspaceBytes, Bind<Kind>Workspace and
+//   checked by <Kind>Workspace::TakeErrors; the workspace is the last
+//   argument before the stream. In C: tailor_attention_decode_workspace_
+//   <verb> and tailor_attention_decode_{plan,run} (tailor/c_api.h).
 //
 // Example (every step; plan once, run every layer):
 //   attention::DecodeWorkspace ws;            // keep it across steps

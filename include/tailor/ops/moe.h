@@ -16,6 +16,16 @@
 //   Combine      C [R, H] -> out [T, H], each token's rows weighted and summed
 //   Experts      all of the above: vLLM's fused_experts
 //
+// Names (one scheme for every op family; attention.h follows it too): the
+// caller-owned state of a family is `<family>::Workspace` (a family with
+// several kinds of state prefixes the kind: attention::DecodeWorkspace);
+// Reserve<X>(runtime, limits, ws) sizes it, <X>Bytes(runtime, limits) says
+// what Bind<X>(runtime, limits, memory, bytes, ws, stream) needs, and
+// ws.TakeErrors(runtime, stream) reports what the device dropped. The
+// workspace is the last argument before the stream. In C the same entries
+// are tailor_<family>_workspace_<verb> (tailor_moe_workspace_reserve, ...)
+// and tailor_<family>_<op> (tailor_moe_route, ...), see tailor/c_api.h.
+//
 // Kernels are specialized on dtype and model dims (H, N, K, top-k), the tile
 // and the tail class, never on T, R or per-expert counts, so a warm server
 // compiles nothing however the routing changes: on the CPU, with the default
@@ -50,7 +60,7 @@
 //   The host never reads device tensors, so contents are checked on the
 //   device: a bad expert id or map entry drops its assignment (no
 //   out-of-bounds access) and is recorded in the Workspace, which
-//   Workspace::TakeRoutingErrors reports with the host check's text at a
+//   Workspace::TakeErrors reports with the host check's text at a
 //   sync point the caller chooses. Permutation and inverse entries out of
 //   range (they come from Route) drop their row or slot.
 // - Device memory: a Workspace on a device backend holds its buffers in
@@ -98,6 +108,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -139,43 +150,46 @@ struct RoutingPolicy {
 };
 
 // One GroupedGemm configuration, as the backend chose it for (N, K, the
-// plan's tile rows, the device): the kernel family and its tiling. Fields a
-// family does not have are 0.
+// plan's tile rows, the device): the kernel family, its tiling, and the
+// family's own options as text, so that a new option (a scale mode, another
+// architecture's schedule) adds a key, not a field. Fields a family does not
+// have are 0.
 struct GemmChoice {
-  std::string kernel;      // "cpu", "cuda.sm90_tma_wgmma",
-                           // "cuda.sm90_tma_wgmma_swap_ab" (decode steps:
-                           // cta_rows is the tokens, wgmma's N),
-                           // "cuda.sm80_mma", "cuda.simt", "hip.mfma",
-                           // "hip.simt"; while a
-                           // background compile is pending on CUDA,
-                           // "cuda.generic_mma" or "cuda.generic_simt"
-  int64_t n = 0;           // W rows per expert
-  int64_t k = 0;           // reduction dim
-  int32_t cta_rows = 0;    // A rows of one CTA (work-group) tile
-  int32_t cta_cols = 0;    // W rows of one CTA tile
-  int32_t k_tile = 0;      // K per pipeline stage
-  int32_t stages = 0;      // shared-memory pipeline depth
-  int32_t ctas = 0;        // grid size (persistent kernels: <= the SMs)
-  bool tma_store = false;  // full tiles leave by TMA stores
-  // K split for launches of few tiles and for a partial last wave
-  // (templates/cuda/moe/params.h, MoeSm90ScheduleOf).
-  bool split_k = false;
-  // CTAs per thread-block cluster: 2 when a pair of CTAs shares each W tile
-  // by TMA multicast (templates/cuda/moe/sm90/kernel.cuh), else 1.
-  int32_t cluster = 1;
-  // W streamed with an L2 evict-first policy: steps whose experts are one
-  // tile each and whose active weights fit in the L2
-  // (templates/cuda/moe/params.h, MoeSm90EvictFirstW).
-  bool w_evict_first = false;
-  // Tiles run in waves that start together, so that the tiles sharing A or
-  // W tiles walk K side by side: long-K launches of the 128-row kernel
-  // (templates/cuda/moe/params.h, MoeSm90WaveSync).
-  bool wave_sync = false;
-  // Raster group bounds: 0 groups of 8 work items, 1 (forward) or 2 (back)
-  // moved to expert starts (templates/cuda/moe/params.h,
-  // MoeSm90ExpertGroups).
-  int32_t expert_groups = 0;
-  std::string ToString() const;  // "cuda.sm90_tma_wgmma N=4096 K=7168 ..."
+  std::string kernel;    // "cpu", "cuda.sm90_tma_wgmma",
+                         // "cuda.sm90_tma_wgmma_swap_ab" (decode steps:
+                         // cta_rows is the tokens, wgmma's N),
+                         // "cuda.sm80_mma", "cuda.simt", "hip.mfma",
+                         // "hip.simt"; while a background compile is
+                         // pending on CUDA, "cuda.generic_mma" or
+                         // "cuda.generic_simt"
+  int64_t n = 0;         // W rows per expert
+  int64_t k = 0;         // reduction dim
+  int32_t cta_rows = 0;  // A rows of one CTA (work-group) tile
+  int32_t cta_cols = 0;  // W rows of one CTA tile
+  int32_t k_tile = 0;    // K per pipeline stage
+  int32_t stages = 0;    // shared-memory pipeline depth
+  int32_t ctas = 0;      // grid size (persistent kernels: <= the SMs)
+  // The kernel family's options, "key=value" entries joined by ",", in the
+  // backend's order; "" for a family without any (cpu, cuda.sm80_mma, ...).
+  // Keys are [a-z0-9_]+, values [a-z0-9_]+ (flags 0 or 1). The Hopper
+  // kernels (cuda.sm90_tma_wgmma*) list:
+  //   tma_store      1: full tiles leave by TMA stores
+  //   split_k        1: K split for launches of few tiles and for a partial
+  //                  last wave
+  //   cluster        CTAs per thread-block cluster (2: a pair shares each W
+  //                  tile by TMA multicast)
+  //   w_evict_first  1: W streamed with an L2 evict-first policy
+  //   wave_sync      1: tiles run in waves that start together
+  //   expert_groups  raster group bounds: fixed, forward or back
+  // e.g. "tma_store=1,split_k=0,cluster=2,w_evict_first=0,wave_sync=1,
+  // expert_groups=fixed". A key a kernel does not list is not an option of
+  // that kernel; new keys may appear in any release.
+  std::string features;
+
+  // The value of `key` in features; nullopt when the kernel does not list it.
+  std::optional<std::string> Feature(std::string_view key) const;
+  // "cuda.sm90_tma_wgmma N=4096 K=7168 cta=128x128 ... [tma_store=1,...]"
+  std::string ToString() const;
 };
 
 // What the last Route (or PlanRows) planned, for logs and tests, and how the
@@ -233,7 +247,13 @@ class Workspace {
   // forgets it. Positions are read with the last Route's k. Waits for
   // `stream` (a sync point of the caller's choosing). OkStatus on host
   // backends, whose Route reports errors itself.
-  absl::Status TakeRoutingErrors(Runtime& runtime, void* stream = nullptr);
+  absl::Status TakeErrors(Runtime& runtime, void* stream = nullptr);
+  // The name TakeErrors had before every family used one; removed in the
+  // next release.
+  [[deprecated("use TakeErrors")]] absl::Status TakeRoutingErrors(
+      Runtime& runtime, void* stream = nullptr) {
+    return TakeErrors(runtime, stream);
+  }
 
   // Views of the routing (valid until the next Route, PlanRows or Experts
   // on this Workspace; on a device backend they are device tensors, written

@@ -10,8 +10,8 @@ runs it on the GPU machine; CI has no GPU). Exits nonzero on any failure.
      16): numerics, and a CUDA graph replayed after new plans
 
 Run from the repository root after scripts/gpu-bundle (which puts
-libtailor_c.so.2 and its shared libraries in build-gpu/lib):
-  LD_LIBRARY_PATH=$PWD/build-gpu/lib TAILOR_LIBRARY=$PWD/build-gpu/lib/libtailor_c.so.2 \
+libtailor_c.so.3 and its shared libraries in build-gpu/lib):
+  LD_LIBRARY_PATH=$PWD/build-gpu/lib TAILOR_LIBRARY=$PWD/build-gpu/lib/libtailor_c.so.3 \
     PYTHONPATH=$PWD/python python3 python/tests/gpu/check_torch_cuda.py
 """
 

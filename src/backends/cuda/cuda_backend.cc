@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -192,9 +193,13 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       overlap_enabled_(MoeTuningFrom(tuning).pdl) {}
 
 void CudaBackend::AddCounters(StatsSnapshot& snapshot) const {
-  DescriptorPoolCounters counters = descriptor_pool_.counters();
-  snapshot.descriptor_encodes += counters.encodes;
-  snapshot.descriptor_reuses += counters.reuses;
+  const DescriptorPoolCounters pool = descriptor_pool_.counters();
+  std::map<std::string, uint64_t>& out = snapshot.backend_counters;
+  out["cuda.descriptor_encodes"] += pool.encodes;
+  out["cuda.descriptor_reuses"] += pool.reuses;
+  out["cuda.descriptor_evictions"] += pool.evictions;
+  out["cuda.descriptor_rejections"] += pool.rejections;
+  out["cuda.descriptor_encode_failures"] += pool.encode_failures;
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(

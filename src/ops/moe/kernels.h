@@ -63,17 +63,25 @@ struct PackLaunch {
   void* stream = nullptr;
 };
 
+// One option of a kernel family, for moe::GemmChoice::features: `key`
+// (static, [a-z0-9_]+) and its value, printed as `name` when that is set
+// (static) and as the integer otherwise.
+struct GemmFeature {
+  const char* key = nullptr;
+  int64_t value = 0;
+  const char* name = nullptr;
+};
+inline constexpr int kMaxGemmFeatures = 8;
+
 // What a backend chose for one GroupedGemm (moe::GemmChoice without
-// allocation: the server path records one per launch).
+// allocation: the server path records one per launch). A backend lists its
+// kernel's own options in `features` (the first entries, up to one without
+// a key): a new option is a new entry there, nothing else changes.
 struct GemmConfig {
   const char* kernel = "";
   int64_t n = 0, k = 0;
   int32_t cta_rows = 0, cta_cols = 0, k_tile = 0, stages = 0, ctas = 0;
-  bool tma_store = false, split_k = false;
-  int32_t cluster = 1;
-  bool w_evict_first = false;
-  bool wave_sync = false;
-  int32_t expert_groups = 0;
+  GemmFeature features[kMaxGemmFeatures] = {};
 };
 
 struct GroupedGemmLaunch {

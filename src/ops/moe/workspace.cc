@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -94,6 +97,21 @@ TensorRef Workspace::inverse() const {
 
 namespace {
 
+// GemmChoice::features of `c`: its listed features as "key=value,...".
+std::string FeaturesText(const internal::GemmConfig& c) {
+  std::string text;
+  for (const internal::GemmFeature& f : c.features) {
+    if (f.key == nullptr) break;
+    if (!text.empty()) text += ',';
+    if (f.name != nullptr) {
+      absl::StrAppend(&text, f.key, "=", f.name);
+    } else {
+      absl::StrAppend(&text, f.key, "=", f.value);
+    }
+  }
+  return text;
+}
+
 std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
   std::vector<GemmChoice> out;
   for (const internal::GemmConfig& c : w.Gemms()) {
@@ -105,12 +123,7 @@ std::vector<GemmChoice> GemmChoices(const internal::MoeWorkspace& w) {
                    .k_tile = c.k_tile,
                    .stages = c.stages,
                    .ctas = c.ctas,
-                   .tma_store = c.tma_store,
-                   .split_k = c.split_k,
-                   .cluster = c.cluster,
-                   .w_evict_first = c.w_evict_first,
-                   .wave_sync = c.wave_sync,
-                   .expert_groups = c.expert_groups});
+                   .features = FeaturesText(c)});
   }
   return out;
 }
@@ -159,19 +172,28 @@ size_t Workspace::CapacityBytes() const {
          w.rows_i.capacity() + w.plan.CapacityBytes() + device_bytes;
 }
 
+std::optional<std::string> GemmChoice::Feature(std::string_view key) const {
+  std::string_view rest = features;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    const size_t equals = entry.find('=');
+    if (equals != std::string_view::npos && entry.substr(0, equals) == key) {
+      return std::string(entry.substr(equals + 1));
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return std::nullopt;
+}
+
 std::string GemmChoice::ToString() const {
   std::string s = absl::StrCat(kernel, " N=", n, " K=", k, " cta=", cta_rows,
                                "x", cta_cols);
   if (k_tile > 0) absl::StrAppend(&s, " k_tile=", k_tile);
   if (stages > 0) absl::StrAppend(&s, " stages=", stages);
   if (ctas > 0) absl::StrAppend(&s, " ctas=", ctas);
-  if (tma_store) absl::StrAppend(&s, " tma_store");
-  if (split_k) absl::StrAppend(&s, " split_k");
-  if (cluster > 1) absl::StrAppend(&s, " cluster=", cluster);
-  if (w_evict_first) absl::StrAppend(&s, " w_evict_first");
-  if (wave_sync) absl::StrAppend(&s, " wave_sync");
-  if (expert_groups == 1) absl::StrAppend(&s, " groups=forward");
-  if (expert_groups == 2) absl::StrAppend(&s, " groups=back");
+  if (!features.empty()) absl::StrAppend(&s, " [", features, "]");
   return s;
 }
 
@@ -185,7 +207,7 @@ std::string PlanSummary::ToString() const {
   return s;
 }
 
-absl::Status Workspace::TakeRoutingErrors(Runtime& runtime, void* stream) {
+absl::Status Workspace::TakeErrors(Runtime& runtime, void* stream) {
   if (impl_ == nullptr || !impl_->device) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.route"));

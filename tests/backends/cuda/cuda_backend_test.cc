@@ -310,8 +310,9 @@ TEST(CudaBackendGpuTest, DescriptorPoolCountsReachRuntimeStats) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(std::memcmp(first->bytes, second->bytes, sizeof(first->bytes)), 0);
   StatsSnapshot stats = env->runtime().stats();
-  EXPECT_EQ(stats.descriptor_encodes, 1u);
-  EXPECT_EQ(stats.descriptor_reuses, 1u);
+  EXPECT_EQ(stats.backend_counters.at("cuda.descriptor_encodes"), 1u);
+  EXPECT_EQ(stats.backend_counters.at("cuda.descriptor_reuses"), 1u);
+  EXPECT_EQ(stats.backend_counters.at("cuda.descriptor_evictions"), 0u);
 }
 
 // ---- Programmatic dependent launch ------------------------------------------

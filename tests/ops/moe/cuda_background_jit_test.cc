@@ -146,7 +146,7 @@ class MoeCudaBackgroundJitTest : public ::testing::Test {
         MillisecondsOf([&] { ran = Experts(rt, step.Args(policy), ws); });
     if (ms != nullptr) *ms = took;
     if (!ran.ok()) return ran;
-    TAILOR_RETURN_IF_ERROR(ws.TakeRoutingErrors(rt));  // syncs
+    TAILOR_RETURN_IF_ERROR(ws.TakeErrors(rt));  // syncs
     return step.Error();
   }
 

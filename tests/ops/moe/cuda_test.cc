@@ -124,7 +124,7 @@ class MoeCudaRouteTest : public MoeCudaTest {
           std::vector<int32_t>({w.row_begin, w.rows, w.group, w.tail_class}))
           << "work item " << i;
     }
-    TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
   }
 };
 
@@ -261,7 +261,7 @@ class MoeCudaExpertsTest : public MoeCudaTest {
     TAILOR_ASSERT_OK(Experts(runtime(), d.Args(c.with_map), ws));
     EXPECT_LT(RelativeError(d.out.Download(), data.Reference()),
               Tolerance(c.dtype));
-    TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
   }
 };
 
@@ -302,6 +302,9 @@ TEST_F(MoeCudaExpertsTest, StepsOfEveryTEncodeNoNewDescriptors) {
       ws));
   ExpertsData data({DType::kBF16, kE, kTokens, kK}, rng);
   ExpertsData::OnDevice d = data.Upload(api());
+  auto encodes = [&] {
+    return runtime().stats().backend_counters.at("cuda.descriptor_encodes");
+  };
   std::vector<uint64_t> encodes_after_pass;
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t t : {kTokens, int64_t{1}, int64_t{2}, int64_t{17},
@@ -328,15 +331,15 @@ TEST_F(MoeCudaExpertsTest, StepsOfEveryTEncodeNoNewDescriptors) {
       }
       EXPECT_LT(std::sqrt(diff / norm), Tolerance(DType::kBF16));
       if (encodes_after_pass.empty() && t == kTokens) {
-        encodes_after_pass.push_back(runtime().stats().descriptor_encodes);
+        encodes_after_pass.push_back(encodes());
       }
     }
-    encodes_after_pass.push_back(runtime().stats().descriptor_encodes);
+    encodes_after_pass.push_back(encodes());
   }
   // [after the first step, after pass 0, after pass 1]
   EXPECT_LE(encodes_after_pass[1] - encodes_after_pass[0], kMaxNewMapsPerPass);
   EXPECT_EQ(encodes_after_pass[2], encodes_after_pass[1]);
-  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
 }
 
 TEST_F(MoeCudaExpertsTest, SkewedRoutingAndExpertMaps) {
@@ -578,9 +581,15 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
       EXPECT_EQ(gemm.cta_cols, 256);
       EXPECT_GE(gemm.stages, 3);
       // (A run with moe.cluster=2 pairs CTAs instead.)
-      if (gemm.cluster == 1) {
-        EXPECT_TRUE(gemm.split_k);
+      if (gemm.Feature("cluster") == "1") {
+        EXPECT_EQ(gemm.Feature("split_k"), "1") << plan.ToString();
       }
+      // Every Hopper option is listed, in the backend's order.
+      EXPECT_THAT(
+          gemm.features,
+          ::testing::MatchesRegex("tma_store=[01],split_k=[01],cluster=[124],"
+                                  "w_evict_first=[01],wave_sync=[01],"
+                                  "expert_groups=(fixed|forward|back)"));
     } else {
       EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
     }
@@ -617,11 +626,11 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
         // W evict-first (MoeSm90EvictFirstW): at T=1 (2 rows, at most 25 MB
         // of W) on every Hopper L2; never where an expert may hold 2 tiles.
         if (g.tokens == 1) {
-          EXPECT_TRUE(plan.gemms.back().w_evict_first);
-          EXPECT_THAT(plan.ToString(), HasSubstr(" w_evict_first"));
+          EXPECT_EQ(plan.gemms.back().Feature("w_evict_first"), "1");
+          EXPECT_THAT(plan.ToString(), HasSubstr(",w_evict_first=1,"));
         }
         if (kTopk * g.tokens > tile) {
-          EXPECT_FALSE(plan.gemms.back().w_evict_first);
+          EXPECT_EQ(plan.gemms.back().Feature("w_evict_first"), "0");
         }
       }
     }
@@ -705,8 +714,9 @@ class MoeCudaClusterTest : public MoeCudaKnobTest {
       const PlanSummary plan = ws.plan();
       ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
       if (env_->backend().arch() == "sm_90a" && plan.tile_rows == 128) {
-        EXPECT_EQ(plan.gemms.back().cluster, cluster) << plan.ToString();
-        EXPECT_FALSE(plan.gemms.back().split_k) << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("cluster"), absl::StrCat(cluster))
+            << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("split_k"), "0") << plan.ToString();
         EXPECT_EQ(plan.gemms.back().ctas % cluster, 0) << plan.ToString();
       }
     }
@@ -740,7 +750,8 @@ TEST_F(MoeCudaQuadClusterTest, GroupedGemmFullTilesWithEveryTailSize) {
     Workspace ws;
     CheckTwoLaunches(g, ids, rng, ws);
     if (env_->backend().arch() == "sm_90a") {
-      EXPECT_EQ(ws.plan().gemms.back().cluster, 4) << ws.plan().ToString();
+      EXPECT_EQ(ws.plan().gemms.back().Feature("cluster"), "4")
+          << ws.plan().ToString();
     }
   }
 }
@@ -766,7 +777,7 @@ class MoeCudaExpertGroupsTest : public MoeCudaKnobTest {
       if (env_->backend().arch() == "sm_90a") {
         EXPECT_EQ(ws.plan().tile_rows, 128) << ws.plan().ToString();
         EXPECT_THAT(ws.plan().gemms.back().ToString(),
-                    HasSubstr(absl::StrCat(" groups=", bounds)));
+                    HasSubstr(absl::StrCat(",expert_groups=", bounds)));
       }
     }
   }
@@ -810,7 +821,8 @@ class MoeCudaWaveSyncTest : public MoeCudaKnobTest {
       const PlanSummary plan = ws.plan();
       ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
       if (env_->backend().arch() == "sm_90a") {
-        EXPECT_TRUE(plan.gemms.back().wave_sync) << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("wave_sync"), "1")
+            << plan.ToString();
       }
     }
   }
@@ -845,7 +857,8 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSyncsWavesFromNinetySixKBlocks) {
     ASSERT_EQ(plan.gemms.size(), 2u) << plan.ToString();
     if (env_->backend().arch() == "sm_90a") {
       EXPECT_EQ(plan.tile_rows, 128) << plan.ToString();
-      EXPECT_EQ(plan.gemms.back().wave_sync, k == 6144) << plan.ToString();
+      EXPECT_EQ(plan.gemms.back().Feature("wave_sync"), k == 6144 ? "1" : "0")
+          << plan.ToString();
     }
   }
 }
@@ -929,11 +942,11 @@ TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
   TAILOR_ASSERT_OK(Experts(runtime(), d.Args(false), ws));
   HostTensor out = d.out.Download();
   for (int64_t i = 0; i < out.numel(); ++i) ASSERT_FALSE(std::isnan(out.at(i)));
-  EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
+  EXPECT_THAT(ws.TakeErrors(runtime()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("topk_ids[5,1]: expert id 9 is outside [0, "
                                  "8)")));
-  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(runtime()));  // taken: forgotten
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));  // taken: forgotten
 
   HostTensor map = RandomExpertMap(rng, 16, 8);
   map.i32()[3] = 99;
@@ -945,10 +958,29 @@ TEST_F(MoeCudaExpertsTest, BadIdsAreDroppedAndReportedOnce) {
       runtime(),
       {.topk_ids = d_ids.ref(), .num_experts = 8, .expert_map = d_map.ref()},
       ws));
-  EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
+  EXPECT_THAT(ws.TakeErrors(runtime()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("expert_map[3]: local id 99 is outside [-1, "
                                  "8)")));
+}
+
+// The deprecated name of TakeErrors reports and forgets the same errors.
+TEST_F(MoeCudaExpertsTest, DeprecatedTakeRoutingErrorsIsTakeErrors) {
+  std::mt19937_64 rng(TestSeed());
+  HostTensor ids = RandomTopkIds(rng, 17, 2, 8, Spread::kUniform);
+  ids.i32()[3 * 2 + 0] = 8;  // outside [0, 8)
+  DeviceTensor d_ids = ToDevice(ids);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(17, 2, 8), ws));
+  TAILOR_ASSERT_OK(
+      Route(runtime(), {.topk_ids = d_ids.ref(), .num_experts = 8}, ws));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_THAT(ws.TakeRoutingErrors(runtime()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "topk_ids[3,0]: expert id 8 is outside [0, 8)"));
+#pragma GCC diagnostic pop
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));  // taken by the old name
 }
 
 // ---- device workspaces ------------------------------------------------------

@@ -2,6 +2,7 @@
 // E x T x k sweep (uniform, one expert, empty experts, expert maps), in
 // place; the specialization budget (keys never depend on T; a warm runtime
 // compiles nothing as routing changes); workspace reuse; rejected inputs.
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace tailor::moe::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct ExpertsCase {
   DType dtype;
@@ -322,33 +324,44 @@ TEST(MoePlanSummaryTest, RecordsTheGemmChoicesOfTheLastLaunches) {
   EXPECT_TRUE(ws.plan().gemms.empty());
 }
 
-// A choice's string names its options, e.g. a decode step's swap-AB launch
-// that splits K and streams W evict-first.
-TEST(MoePlanSummaryTest, GemmChoiceNamesItsOptions) {
-  const GemmChoice swap = {.kernel = "cuda.sm90_tma_wgmma_swap_ab",
-                           .n = 1536,
-                           .k = 2048,
-                           .cta_rows = 8,
-                           .cta_cols = 256,
-                           .k_tile = 64,
-                           .stages = 6,
-                           .ctas = 96,
-                           .split_k = true,
-                           .w_evict_first = true};
+// A choice's string prints its features text as the backend listed it,
+// e.g. a decode step's swap-AB launch that splits K and streams W
+// evict-first; a kernel without options prints none.
+TEST(MoePlanSummaryTest, GemmChoicePrintsItsFeatures) {
+  const GemmChoice swap = {
+      .kernel = "cuda.sm90_tma_wgmma_swap_ab",
+      .n = 1536,
+      .k = 2048,
+      .cta_rows = 8,
+      .cta_cols = 256,
+      .k_tile = 64,
+      .stages = 6,
+      .ctas = 96,
+      .features =
+          "tma_store=0,split_k=1,cluster=1,w_evict_first=1,"
+          "wave_sync=0,expert_groups=fixed"};
   EXPECT_EQ(swap.ToString(),
             "cuda.sm90_tma_wgmma_swap_ab N=1536 K=2048 cta=8x256 k_tile=64 "
-            "stages=6 ctas=96 split_k w_evict_first");
-  const GemmChoice pair = {.kernel = "cuda.sm90_tma_wgmma",
-                           .n = 4096,
-                           .k = 14336,
-                           .cta_rows = 128,
-                           .cta_cols = 256,
-                           .tma_store = true,
-                           .cluster = 2,
-                           .wave_sync = true};
-  EXPECT_EQ(pair.ToString(),
-            "cuda.sm90_tma_wgmma N=4096 K=14336 cta=128x256 tma_store "
-            "cluster=2 wave_sync");
+            "stages=6 ctas=96 [tma_store=0,split_k=1,cluster=1,"
+            "w_evict_first=1,wave_sync=0,expert_groups=fixed]");
+  EXPECT_EQ(swap.Feature("split_k"), "1");
+  EXPECT_EQ(swap.Feature("expert_groups"), "fixed");
+  EXPECT_EQ(swap.Feature("tma_store"), "0");
+  EXPECT_EQ(swap.Feature("fp8_scales"), std::nullopt);
+  const GemmChoice cpu = {
+      .kernel = "cpu", .n = 64, .k = 32, .cta_rows = 16, .cta_cols = 16};
+  EXPECT_EQ(cpu.ToString(), "cpu N=64 K=32 cta=16x16");
+  EXPECT_EQ(cpu.Feature("split_k"), std::nullopt);
+}
+
+// The CPU kernel lists no options: its records' features text is empty.
+TEST(MoePlanSummaryTest, CpuGemmsHaveNoFeatures) {
+  std::mt19937_64 rng(TestSeed());
+  ExpertsData data({DType::kF32, 8, 17, 2}, rng);
+  Workspace ws;
+  TAILOR_ASSERT_OK(Experts(SharedRuntime(), data.Args(false), ws));
+  for (const GemmChoice& g : ws.plan().gemms) EXPECT_EQ(g.features, "");
+  EXPECT_THAT(ws.plan().ToString(), Not(HasSubstr("[")));
 }
 
 // ---- rejected inputs --------------------------------------------------------

@@ -428,10 +428,27 @@ TEST(RuntimeMemoryTest, HostRuntimeAllocatesAndCopiesHostMemory) {
   EXPECT_EQ(in, out);
 }
 
+// Host Route reports bad ids itself, so neither name of TakeErrors has
+// anything to report afterwards.
+TEST(MoeHostWorkspaceTest, TakeErrorsAndItsDeprecatedNameOnTheHost) {
+  Workspace ws;
+  HostTensor ids(DType::kI32, {2, 2});
+  for (int i = 0; i < 4; ++i) ids.i32()[i] = i == 2 ? 9 : i;
+  EXPECT_THAT(
+      Route(SharedRuntime(), {.topk_ids = ids.ref(), .num_experts = 4}, ws),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "topk_ids[1,0]: expert id 9 is outside [0, 4)"));
+  TAILOR_EXPECT_OK(ws.TakeErrors(SharedRuntime()));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(SharedRuntime()));
+#pragma GCC diagnostic pop
+}
+
 TEST(MoeHostWorkspaceTest, DeviceOnlyEntriesOnTheHost) {
   Workspace ws;
   EXPECT_EQ(ws.device(), Device{});
-  TAILOR_EXPECT_OK(ws.TakeRoutingErrors(SharedRuntime()));
+  TAILOR_EXPECT_OK(ws.TakeErrors(SharedRuntime()));
   absl::StatusOr<int64_t> bytes = WorkspaceBytes(
       SharedRuntime(), {.max_tokens = 8, .topk = 2, .num_experts = 4});
   ASSERT_TRUE(bytes.ok()) << bytes.status();

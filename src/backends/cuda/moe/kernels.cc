@@ -588,6 +588,23 @@ absl::StatusOr<int> CudaMoeKernels::MaxClusters(int cluster) {
   return max_quads_;
 }
 
+namespace {
+
+// The raster group bounds of a launch (params expert_groups) by name, for
+// GemmChoice::features.
+const char* ExpertGroupsName(int expert_groups) {
+  switch (expert_groups) {
+    case kMoeGroupsForward:
+      return "forward";
+    case kMoeGroupsBack:
+      return "back";
+    default:
+      return "fixed";
+  }
+}
+
+}  // namespace
+
 tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
     const GroupedGemmLaunch& l, const HopperVariant& v,
     const MoeGroupedGemmSm90Params& p) const {
@@ -600,12 +617,14 @@ tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
           .k_tile = kMoeSm90KTile,
           .stages = MoeSm90Stages(v.a_rows, v.tma_store),
           .ctas = static_cast<int32_t>(v.ctas),
-          .tma_store = v.tma_store,
-          .split_k = split_k_ && v.cluster == 1,
-          .cluster = v.cluster,
-          .w_evict_first = p.w_evict_first != 0,
-          .wave_sync = p.wave_sync != 0,
-          .expert_groups = p.expert_groups};
+          .features = {{.key = "tma_store", .value = v.tma_store},
+                       {.key = "split_k", .value = split_k_ && v.cluster == 1},
+                       {.key = "cluster", .value = v.cluster},
+                       {.key = "w_evict_first", .value = p.w_evict_first != 0},
+                       {.key = "wave_sync", .value = p.wave_sync != 0},
+                       {.key = "expert_groups",
+                        .value = p.expert_groups,
+                        .name = ExpertGroupsName(p.expert_groups)}}};
 }
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
