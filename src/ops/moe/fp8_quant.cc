@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_checks.h"
 #include "tailor/status.h"
 
 namespace tailor::internal {
