@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/attention/ragged_kernels.h"
 #include "backends/cpu/moe/kernels.h"
 #include "backends/cuda/attention/decode_kernels.h"
 #include "backends/cuda/attention/tuning.h"
@@ -70,6 +71,8 @@ constexpr OpKind kDeviceMoeOps[] = {OpKind::kMoeRoute, OpKind::kMoePack,
 constexpr OpKind kCpuDecodeOps[] = {OpKind::kAttentionDecode,
                                     OpKind::kAttentionDecodeMerge};
 constexpr OpKind kGpuDecodeOps[] = {OpKind::kAttentionDecode};  // merges fused
+constexpr OpKind kRaggedOps[] = {OpKind::kAttentionRagged,
+                                 OpKind::kAttentionRaggedMerge};
 
 // One entry per backend x family. CUDA's kernels need sm_80 (mma.sync bf16,
 // cp.async, warp match_any); the TMA paths are asked for only on sm_90a.
@@ -85,6 +88,10 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .ops = kCpuDecodeOps,
        .generate = &cpu::GenerateDecodeKernel,
        .layer_kernels = &CpuDecodeLayer},
+      {.name = "ragged_attention",
+       .backend = BackendKind::kCpu,
+       .ops = kRaggedOps,
+       .generate = &cpu::GenerateRaggedKernel},
       {.name = "moe",
        .backend = BackendKind::kCuda,
        .ops = kDeviceMoeOps,

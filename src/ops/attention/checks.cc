@@ -19,6 +19,8 @@ absl::Status Invalid(absl::string_view name, absl::string_view rule) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule));
 }
 
+}  // namespace
+
 absl::Status ExpectDims(absl::string_view name, const TensorRef& t, int dim,
                         int64_t expected, absl::string_view what) {
   if (t.dims[dim] != expected) {
@@ -93,6 +95,8 @@ absl::Status ExpectRowsOfVectors(absl::string_view name, const TensorRef& t,
   return absl::OkStatus();
 }
 
+namespace {
+
 // [first byte, one past the last byte] a view can touch.
 struct ByteRange {
   uintptr_t begin = 0, end = 0;
@@ -107,6 +111,8 @@ ByteRange RangeOf(const TensorRef& t) {
   return r;
 }
 
+}  // namespace
+
 absl::Status ExpectApart(absl::string_view name, const TensorRef& t,
                          absl::string_view other_name, const TensorRef& other) {
   const ByteRange a = RangeOf(t), b = RangeOf(other);
@@ -117,6 +123,8 @@ absl::Status ExpectApart(absl::string_view name, const TensorRef& t,
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::Status CheckQueryLike(absl::string_view name, const TensorRef& t,
                             const DecodeShape& shape, int64_t num_qo_heads,
