@@ -47,7 +47,8 @@ TEST(FamilyRegistryTest, OneEntryPerBackendAndFamily) {
   }
   EXPECT_THAT(entries,
               ElementsAre("cpu.moe", "cpu.attention", "cpu.ragged_attention",
-                          "cuda.moe", "cuda.attention", "hip.moe",
+                          "cuda.moe", "cuda.attention",
+                          "cuda.ragged_attention", "hip.moe",
                           "hip.attention"));
   for (OpKind op : kLibraryOps) {
     EXPECT_NE(GetOpInfo(op).name, "invalid");

@@ -82,6 +82,7 @@ struct RaggedLaunch {
   RaggedShape shape;
   RaggedPlanConfig config;  // the plan's
   const void* q = nullptr;  // [Σq', Hq, D]
+  int64_t q_rows = 0;       // Σq' (q.dims[0], = out.dims[0])
   int64_t q_stride_token = 0, q_stride_head = 0;
   // [num_pages, page_size, Hkv, D]: strides of dims 0..2 (dim 3 is 1).
   const void* k_cache = nullptr;
@@ -93,6 +94,7 @@ struct RaggedLaunch {
   // page_indptr ? page_indptr[b] : b * block_table_stride.
   const int32_t* block_table = nullptr;
   int64_t block_table_stride = 0;
+  int64_t max_pages = 0;  // block_table.dims[1] (rank 1: dims[0])
   const int32_t* page_indptr = nullptr;  // [B' + 1] or null
   void* out = nullptr;                   // [Σq', Hq, D]
   int64_t out_stride_token = 0, out_stride_head = 0;
