@@ -136,12 +136,6 @@ class RaggedKernels {
   // Defaults to Unimplemented.
   virtual absl::Status UploadPlan(Engine& engine, const void* host,
                                   void* device, size_t bytes, void* stream);
-  // (optional) Builds what the run path of `shape` launches with (kernels,
-  // descriptors over `launch`'s tensors), so that Run only launches.
-  // Defaults to nothing.
-  virtual absl::Status Prepare(Engine& engine, const RaggedLaunch& launch) {
-    return absl::OkStatus();
-  }
   // Reads and clears the error record of `scratch`; waits for `stream`.
   // Defaults to Unimplemented.
   virtual absl::StatusOr<RaggedErrors> TakeErrors(Engine& engine, void* scratch,

@@ -271,6 +271,29 @@ absl::Status MapInto(CudaBackend& backend, const TensorMapSpec& spec,
   return absl::OkStatus();
 }
 
+// The four maps of `l` from the descriptor pool. The q / out maps span the
+// whole q / out tensors (not this step's rows), so a graph captured on
+// them replays any plan, with one descriptor each.
+absl::Status EncodeMaps(CudaBackend& backend, const RaggedLaunch& l,
+                        PrefillParams& params) {
+  const int pack = l.config.head_pack;
+  TAILOR_RETURN_IF_ERROR(
+      MapInto(backend,
+              RowsMapSpec(l, l.q, l.q_stride_token, l.q_stride_head, l.q_rows,
+                          pack, kPrefillTileRows),
+              "q", params.q_map));
+  TAILOR_RETURN_IF_ERROR(
+      MapInto(backend,
+              RowsMapSpec(l, l.out, l.out_stride_token, l.out_stride_head,
+                          l.q_rows, pack, kPrefillConsumerRows),
+              "out", params.out_map));
+  TAILOR_RETURN_IF_ERROR(MapInto(backend,
+                                 CacheMapSpec(l, l.k_cache, l.k_strides),
+                                 "k_cache", params.k_map));
+  return MapInto(backend, CacheMapSpec(l, l.v_cache, l.v_strides), "v_cache",
+                 params.v_map);
+}
+
 void FillParams(const RaggedLaunch& l, PrefillParams& p) {
   p.v_cache = l.v_cache;
   p.v_stride_page = l.v_strides[0];
@@ -311,27 +334,8 @@ absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
         "tables only (vLLM's form); scatter FlashInfer's kv_indices into one");
   }
   if (l.q_rows == 0) return absl::OkStatus();  // no plan has rows here
-  const int pack = l.config.head_pack;
   PrefillParams params = {};
-  // The maps span the whole q / out tensors (not this step's rows), so a
-  // graph captured on them replays any plan, with one descriptor each.
-  const int64_t rows = l.q_rows;
-  TAILOR_RETURN_IF_ERROR(
-      MapInto(backend_,
-              RowsMapSpec(l, l.q, l.q_stride_token, l.q_stride_head, rows, pack,
-                          kPrefillTileRows),
-              "q", params.q_map));
-  TAILOR_RETURN_IF_ERROR(
-      MapInto(backend_,
-              RowsMapSpec(l, l.out, l.out_stride_token, l.out_stride_head, rows,
-                          pack, kPrefillConsumerRows),
-              "out", params.out_map));
-  TAILOR_RETURN_IF_ERROR(MapInto(backend_,
-                                 CacheMapSpec(l, l.k_cache, l.k_strides),
-                                 "k_cache", params.k_map));
-  TAILOR_RETURN_IF_ERROR(MapInto(backend_,
-                                 CacheMapSpec(l, l.v_cache, l.v_strides),
-                                 "v_cache", params.v_map));
+  TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));
   FillParams(l, params);
 
   const SpecKey key = tailor::internal::RaggedKernelSpecFor(l.shape, l.config)
@@ -364,7 +368,7 @@ absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
       .out_stride_head = l.out_stride_head,
       .lse = l.lse,
       .lse_stride_token = l.lse_stride_token,
-      .pack = pack};
+      .pack = l.config.head_pack};
   LaunchConfig merge_config;
   merge_config.grid.x = static_cast<uint32_t>(l.config.num_workers);
   merge_config.block.x = kMergeThreads;
