@@ -25,6 +25,9 @@ struct Internals {
   static DecodeWorkspaceImpl* ImplOf(const attention::DecodeWorkspace& ws) {
     return ws.impl_.get();
   }
+  static RaggedWorkspaceImpl* ImplOf(const attention::RaggedWorkspace& ws) {
+    return ws.impl_.get();
+  }
 };
 
 // The engine `runtime` is made of.
@@ -38,6 +41,10 @@ inline MoeWorkspace* WorkspaceImplOf(const moe::Workspace& ws) {
 }
 inline DecodeWorkspaceImpl* WorkspaceImplOf(
     const attention::DecodeWorkspace& ws) {
+  return Internals::ImplOf(ws);
+}
+inline RaggedWorkspaceImpl* WorkspaceImplOf(
+    const attention::RaggedWorkspace& ws) {
   return Internals::ImplOf(ws);
 }
 

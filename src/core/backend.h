@@ -52,6 +52,7 @@ struct LaunchConfig {
 };
 
 class DecodeKernels;  // ops/attention/kernels.h
+class RaggedKernels;  // ops/attention/ragged_kernels.h
 class Engine;         // core/engine.h
 class Kernel;
 class MoeKernels;  // ops/moe/kernels.h
@@ -153,6 +154,7 @@ class Backend {
   // Unimplemented.
   virtual MoeKernels* moe_kernels() { return nullptr; }
   virtual DecodeKernels* decode_kernels() { return nullptr; }
+  virtual RaggedKernels* ragged_kernels() { return nullptr; }
 
   // (optional) Called once when a Runtime in background JIT mode is created
   // on this backend: make the op families' generic kernels available (load

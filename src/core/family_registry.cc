@@ -4,8 +4,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/attention/ragged_kernels.h"
 #include "backends/cpu/moe/kernels.h"
 #include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/attention/ragged_kernels.h"
 #include "backends/cuda/attention/tuning.h"
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/moe/tuning.h"
@@ -70,9 +72,12 @@ constexpr OpKind kDeviceMoeOps[] = {OpKind::kMoeRoute, OpKind::kMoePack,
 constexpr OpKind kCpuDecodeOps[] = {OpKind::kAttentionDecode,
                                     OpKind::kAttentionDecodeMerge};
 constexpr OpKind kGpuDecodeOps[] = {OpKind::kAttentionDecode};  // merges fused
+constexpr OpKind kRaggedOps[] = {OpKind::kAttentionRagged,
+                                 OpKind::kAttentionRaggedMerge};
 
 // One entry per backend x family. CUDA's kernels need sm_80 (mma.sync bf16,
 // cp.async, warp match_any); the TMA paths are asked for only on sm_90a.
+// Ragged attention has only its Hopper kernel (wgmma, setmaxnreg): sm_90a.
 const std::vector<FamilyDescriptor>& LibraryFamilies() {
   static const auto* const families = new std::vector<FamilyDescriptor>{
       {.name = "moe",
@@ -85,6 +90,10 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .ops = kCpuDecodeOps,
        .generate = &cpu::GenerateDecodeKernel,
        .layer_kernels = &CpuDecodeLayer},
+      {.name = "ragged_attention",
+       .backend = BackendKind::kCpu,
+       .ops = kRaggedOps,
+       .generate = &cpu::GenerateRaggedKernel},
       {.name = "moe",
        .backend = BackendKind::kCuda,
        .ops = kDeviceMoeOps,
@@ -99,6 +108,12 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .layer_kernels = &CudaDecodeLayer,
        .knobs = cuda::DecodeTuningKnobs(),
        .min_compute_capability = 80},
+      {.name = "ragged_attention",
+       .backend = BackendKind::kCuda,
+       .ops = kRaggedOps,
+       .generate = &cuda::GenerateCudaRagged,
+       .min_compute_capability = 90,
+       .arch_specific = true},
       {.name = "moe",
        .backend = BackendKind::kHip,
        .ops = kDeviceMoeOps,

@@ -45,6 +45,9 @@ constexpr std::pair<OpKind, OpInfo> kLibraryOps[] = {
     {OpKind::kMoeRoute, {"moe.route", {"warps"}}},
     {OpKind::kAttentionDecode, {"attention.decode", {"D", "group", "page"}}},
     {OpKind::kAttentionDecodeMerge, {"attention.decode_merge", {"D", "group"}}},
+    {OpKind::kAttentionRagged,
+     {"attention.ragged", {"D", "group", "pack", "page", "mask"}}},
+    {OpKind::kAttentionRaggedMerge, {"attention.ragged_merge", {"D", "pack"}}},
 };
 
 // Indexed by OpKind value: the library's ops, then registered ones.

@@ -47,6 +47,8 @@ enum class OpKind : uint16_t {
   kMoeRoute = 13,  // device inspector kernels (variant: count, plan, scatter)
   kAttentionDecode = 14,       // paged-KV decode attention (split-KV pieces)
   kAttentionDecodeMerge = 15,  // log-sum-exp merge of split pieces
+  kAttentionRagged = 16,       // ragged paged attention (query tiles)
+  kAttentionRaggedMerge = 17,  // log-sum-exp merge of split query tiles
 };
 inline constexpr int kNumOpKinds = 64;  // upper bound on OpKind values
 

@@ -24,7 +24,8 @@ using ::testing::NotNull;
 
 constexpr OpKind kLibraryOps[] = {
     OpKind::kMoePack,  OpKind::kMoeGroupedGemm,  OpKind::kMoeCombine,
-    OpKind::kMoeRoute, OpKind::kAttentionDecode, OpKind::kAttentionDecodeMerge};
+    OpKind::kMoeRoute, OpKind::kAttentionDecode, OpKind::kAttentionDecodeMerge,
+    OpKind::kAttentionRagged, OpKind::kAttentionRaggedMerge};
 
 // (backend, family) pairs in registry order, and who builds which op.
 TEST(FamilyRegistryTest, OneEntryPerBackendAndFamily) {
@@ -32,7 +33,10 @@ TEST(FamilyRegistryTest, OneEntryPerBackendAndFamily) {
   std::set<std::pair<BackendKind, OpKind>> ops;
   for (const FamilyDescriptor* family : Families()) {
     // The library's (other tests here register their own).
-    if (family->name != "moe" && family->name != "attention") continue;
+    if (family->name != "moe" && family->name != "attention" &&
+        family->name != "ragged_attention") {
+      continue;
+    }
     entries.push_back(
         absl::StrCat(BackendName(family->backend), ".", family->name));
     EXPECT_THAT(family->generate, NotNull()) << entries.back();
@@ -43,8 +47,10 @@ TEST(FamilyRegistryTest, OneEntryPerBackendAndFamily) {
     }
   }
   EXPECT_THAT(entries,
-              ElementsAre("cpu.moe", "cpu.attention", "cuda.moe",
-                          "cuda.attention", "hip.moe", "hip.attention"));
+              ElementsAre("cpu.moe", "cpu.attention", "cpu.ragged_attention",
+                          "cuda.moe", "cuda.attention",
+                          "cuda.ragged_attention", "hip.moe",
+                          "hip.attention"));
   for (OpKind op : kLibraryOps) {
     EXPECT_NE(GetOpInfo(op).name, "invalid");
     EXPECT_EQ(OpKindFromName(GetOpInfo(op).name), op);

@@ -1,4 +1,7 @@
-// tailor/ops/attention.h — paged-KV decode attention: plan, then run.
+// tailor/ops/attention.h — paged-KV attention: plan, then run. Decode
+// (PlanDecode / RunDecode, one query token per sequence) and ragged
+// attention (PlanRagged / RunRagged, below: any mix of prefill, chunked
+// prefill over cached prefixes, speculative and decode rows).
 //
 // One decode step attends each of B queries (one new token per sequence,
 // Hq heads of D elements) to its sequence's KV cache, which lives in fixed-
@@ -106,6 +109,7 @@
 namespace tailor {
 namespace internal {
 struct DecodeWorkspaceImpl;
+struct RaggedWorkspaceImpl;
 }  // namespace internal
 
 namespace attention {
@@ -256,6 +260,205 @@ struct RunDecodeArgs {
 // caches or lse.
 absl::Status RunDecode(Runtime& runtime, const RunDecodeArgs& args,
                        DecodeWorkspace& ws);
+
+
+// ==== Ragged attention: every row kind in one plan ===========================
+//
+// One serving step mixes new prompts (q_len = kv_len), chunks of long prompts
+// over a cached prefix (q_len < kv_len), speculative rows (q_len 2..8) and
+// decode rows (q_len 1). PlanRagged plans all of them at once and RunRagged
+// runs the plan, under the conventions above (shapes, KV layout by strides,
+// block tables, softmax, soft cap, errors, host vs device backends, CUDA
+// graphs) plus:
+// - Queries are ragged: sequence b owns rows [q_indptr[b], q_indptr[b + 1])
+//   of q [Σq, Hq, D] and out, and its q_len = q_indptr[b + 1] - q_indptr[b]
+//   query tokens are the LAST q_len of its kv_len KV positions (token t sits
+//   at position kv_len - q_len + t, as in vLLM and FlashInfer). A sequence's
+//   new tokens must already be in the cache when RunRagged runs.
+// - causal: token t attends positions <= kv_len - q_len + t (q_len <= kv_len
+//   is required); with window_left = w >= 0 also >= that position - w
+//   (FlashInfer's window_left; vLLM's window_size = (w, 0)). Not causal:
+//   every token attends all kv_len positions. A row that attends nothing
+//   gets out = 0 and lse = -inf.
+// - Kernels are specialized on dtype, head_dim, group, page_size and the
+//   mask kind (none / causal / window) only: one model needs a few variants
+//   whatever its batches (ops/attention/ragged_spec.h lists them).
+//
+// Metadata adapters:
+//   vLLM (FlashAttention metadata)  q_indptr = query_start_loc (host copy),
+//     kv_lens = seq_lens (host copy) for PlanRagged; block_table, seq_lens
+//     (device) for RunRagged. No conversion.
+//   FlashInfer (paged prefill wrapper)  PlanRaggedFlashInfer takes qo_indptr,
+//     kv_indptr and kv_last_page_len (host) and derives the KV lengths;
+//     RunRagged takes kv_indices as a rank-1 block_table with
+//     page_indptr = kv_indptr (device).
+//
+// Example (every step; plan once, run every layer):
+//   attention::RaggedWorkspace ws;            // keep it across steps
+//   TAILOR_RETURN_IF_ERROR(attention::ReserveRaggedWorkspace(runtime,
+//       {.max_batch = 256, .max_tokens = 8192, .num_qo_heads = 32,
+//        .num_kv_heads = 8, .head_dim = 128, .page_size = 16}, ws));
+//   TAILOR_RETURN_IF_ERROR(attention::PlanRagged(runtime,
+//       {.q_indptr = TensorRef::Contiguous(query_start_loc, DType::kI32,
+//                                          {B + 1}),
+//        .kv_lens = TensorRef::Contiguous(seq_lens, DType::kI32, {B}),
+//        .page_size = 16, .num_qo_heads = 32, .num_kv_heads = 8,
+//        .head_dim = 128, .stream = stream}, ws));
+//   for (int layer = 0; layer < layers; ++layer) {
+//     TAILOR_RETURN_IF_ERROR(attention::RunRagged(runtime,
+//         {.q = q, .k_cache = k[layer], .v_cache = v[layer],
+//          .block_table = block_table, .out = out, .stream = stream}, ws));
+//   }
+
+// Sizes of the largest plan a workspace serves, and the layer it serves.
+struct RaggedLimits {
+  int64_t max_batch = 0;       // B of the largest plan
+  int64_t max_tokens = 0;      // Σ q_len of the largest plan
+  int64_t num_qo_heads = 0;    // Hq
+  int64_t num_kv_heads = 0;    // Hkv
+  int64_t head_dim = 0;        // D: 64, 128 or 256
+  int64_t page_size = 0;       // [1, kMaxPageSize]
+  DType dtype = DType::kBF16;  // bf16 or f16
+  bool causal = true;
+  int64_t window_left = -1;  // -1: none; >= 0 needs causal
+};
+
+// What the last PlanRagged planned, for logs, tests and benches.
+struct RaggedPlanSummary {
+  int32_t batch = 0;
+  int64_t total_q = 0;         // Σ q_len
+  int32_t tiles = 0;           // query tiles before splitting
+  int32_t items = 0;           // pieces run (whole tiles included)
+  int32_t tail_tiles = 0;      // tiles with fewer rows than a full tile
+  int32_t masked_tiles = 0;    // tiles with masked KV blocks
+  int32_t split_tiles = 0;     // tiles in pieces merged by log-sum-exp
+  int32_t partials = 0;        // partial slots used
+  int32_t workers = 0;         // CUDA: CTAs of the grid; CPU: tasks
+  int32_t busy_workers = 0;    // workers with work
+  int32_t tile_rows = 0;       // packed rows per tile
+  int32_t head_pack = 0;       // query heads packed into a tile's rows
+  int64_t max_worker_cost = 0;
+  double mean_worker_cost = 0;
+  std::string ToString() const;  // "batch=3 total_q=20 tiles=4 ..."
+};
+
+// Caller-owned state of ragged steps: the last plan and, on device
+// backends, the device memory its kernels use. Movable, not copyable; a
+// moved-from workspace fails every call with FailedPrecondition. Not
+// thread-safe: one per thread (or stream).
+class RaggedWorkspace {
+ public:
+  RaggedWorkspace();
+  ~RaggedWorkspace();
+  RaggedWorkspace(RaggedWorkspace&& other) noexcept;
+  RaggedWorkspace& operator=(RaggedWorkspace&& other) noexcept;
+  RaggedWorkspace(const RaggedWorkspace&) = delete;
+  RaggedWorkspace& operator=(const RaggedWorkspace&) = delete;
+
+  bool planned() const;
+  int64_t batch() const;    // B of the last plan (0 when not planned)
+  int64_t total_q() const;  // Σ q_len of the last plan
+  Device device() const;
+  RaggedPlanSummary plan() const;
+  size_t CapacityBytes() const;
+
+  // As DecodeWorkspace::TakeErrors: the first bad page id RunRagged met
+  // (and dropped) on the device, with the host check's text, e.g.
+  // InvalidArgument("block_table[3,7]: page id 9999 is outside [0, 512)").
+  // Waits for `stream`. OkStatus on host backends.
+  absl::Status TakeErrors(Runtime& runtime, void* stream = nullptr);
+
+ private:
+  friend struct internal::Internals;
+  std::unique_ptr<internal::RaggedWorkspaceImpl> impl_;
+};
+
+// Sizes `ws` for plans of up to limits.max_batch sequences and
+// limits.max_tokens query tokens of the given layer, so that no step
+// allocates. On the host larger plans still work (buffers grow); on a device
+// backend this is the one place device memory is allocated and larger plans
+// fail with FailedPrecondition. InvalidArgument naming the field
+// ("limits.max_tokens: ...") for limits out of range; Unimplemented when
+// the backend has no ragged kernels for the layer.
+absl::Status ReserveRaggedWorkspace(Runtime& runtime,
+                                    const RaggedLimits& limits,
+                                    RaggedWorkspace& ws);
+
+struct PlanRaggedArgs {
+  TensorRef q_indptr;  // [B + 1] i32 HOST: q_indptr[0] = 0, non-decreasing
+  TensorRef kv_lens;   // [B] i32 HOST: KV length of each sequence, its new
+                       // tokens included
+  int64_t page_size = 0;
+  int64_t num_qo_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  DType dtype = DType::kBF16;
+  bool causal = true;
+  int64_t window_left = -1;  // -1: none; >= 0 needs causal
+  void* stream = nullptr;    // device backends: the plan is copied here
+};
+
+// Builds the work list of the step into `ws` (O(tiles) host work, no
+// allocation once `ws` has seen such a step) and, on a device backend,
+// enqueues its copy on `stream` (the host buffers may be reused as soon as
+// this returns). InvalidArgument naming the argument and the rule, e.g.
+// "q_indptr[3]: 17 is less than q_indptr[2] = 20" or "q_lens[1]: 6 exceeds
+// kv_lens[1] = 4; causal queries are the last q_len of their KV" (q_lens:
+// the differences of q_indptr). On error `ws` is left not planned.
+absl::Status PlanRagged(Runtime& runtime, const PlanRaggedArgs& args,
+                        RaggedWorkspace& ws);
+
+// PlanRagged from FlashInfer's paged metadata (all HOST, i32):
+//   kv_lens[b] = (kv_indptr[b + 1] - kv_indptr[b] - 1) * page_size
+//                + kv_last_page_len[b]   (0 for a sequence with no pages)
+// kv_last_page_len[b] must be in [1, page_size] for a sequence with pages.
+struct PlanRaggedFlashInferArgs {
+  TensorRef qo_indptr;         // [B + 1]
+  TensorRef kv_indptr;         // [B + 1] pages of each sequence
+  TensorRef kv_last_page_len;  // [B]
+  int64_t page_size = 0;
+  int64_t num_qo_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  DType dtype = DType::kBF16;
+  bool causal = true;
+  int64_t window_left = -1;
+  void* stream = nullptr;
+};
+absl::Status PlanRaggedFlashInfer(Runtime& runtime,
+                                  const PlanRaggedFlashInferArgs& args,
+                                  RaggedWorkspace& ws);
+
+struct RunRaggedArgs {
+  TensorRef q;        // [Σq', Hq, D] bf16 | f16, Σq' >= the plan's Σq
+  TensorRef k_cache;  // [num_pages, page_size, Hkv, D] dtype of q
+  TensorRef v_cache;  // [num_pages, page_size, Hkv, D] dtype of q
+  // Pages of sequence b, either
+  //   [B', max_pages] i32 (vLLM's block_table), B' >= B, or
+  //   [nnz] i32 (FlashInfer's kv_indices) with page_indptr set: sequence
+  //   b's pages are block_table[page_indptr[b] .. page_indptr[b + 1]).
+  //   The CUDA backend takes the first form only (Unimplemented naming
+  //   page_indptr otherwise).
+  TensorRef block_table;
+  std::optional<TensorRef> page_indptr;  // [B' + 1] i32 (kv_indptr)
+  // [B'] i32, the plan's kv_lens (vLLM's seq_lens on the device). Host
+  // backends check them against the plan; device kernels attend the
+  // planned lengths.
+  std::optional<TensorRef> kv_lens;
+  TensorRef out;                  // [Σq', Hq, D] dtype of q; rows past Σq
+                                  // untouched
+  std::optional<TensorRef> lse;   // [Σq', Hq] f32 contiguous
+  std::optional<float> sm_scale;  // > 0; unset: 1 / sqrt(D)
+  float logits_soft_cap = 0;      // >= 0; 0: no cap
+  void* stream = nullptr;         // device backends
+};
+
+// out[i, j, :] = softmax over the positions query row i of its sequence
+// attends (causal / window as planned) of s . v, for the plan's Σq rows.
+// The plan must come from PlanRagged on this workspace. out must not
+// overlap q, the caches or lse.
+absl::Status RunRagged(Runtime& runtime, const RunRaggedArgs& args,
+                       RaggedWorkspace& ws);
 
 }  // namespace attention
 }  // namespace tailor

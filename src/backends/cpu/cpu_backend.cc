@@ -44,7 +44,8 @@ CpuBackend::CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads)
                              : static_cast<int>(std::max(
                                    1u, std::thread::hardware_concurrency()))) -
             1),
-      decode_kernels_(pool_.num_workers() + 1) {}
+      decode_kernels_(pool_.num_workers() + 1),
+      ragged_kernels_(pool_.num_workers() + 1) {}
 
 absl::Status CpuBackend::Supports(const SpecKey& key) const {
   if (key.backend != BackendKind::kCpu) {

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "backends/cpu/clang_compiler.h"
 #include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/attention/ragged_kernels.h"
 #include "backends/cpu/moe/kernels.h"
 #include "backends/cpu/orc_loader.h"
 #include "core/backend.h"
@@ -57,6 +58,7 @@ class CpuBackend : public Backend {
   absl::Status LaunchBatch(absl::Span<const LaunchRequest> requests) override;
   MoeKernels* moe_kernels() override { return &moe_kernels_; }
   DecodeKernels* decode_kernels() override { return &decode_kernels_; }
+  RaggedKernels* ragged_kernels() override { return &ragged_kernels_; }
 
  private:
   CpuBackend(std::unique_ptr<OrcLoader> loader, int num_threads);
@@ -69,6 +71,7 @@ class CpuBackend : public Backend {
   ThreadPool pool_;
   CpuMoeKernels moe_kernels_;
   CpuDecodeKernels decode_kernels_;
+  CpuRaggedKernels ragged_kernels_;
 };
 
 }  // namespace tailor::internal::cpu

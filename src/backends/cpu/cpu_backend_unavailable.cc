@@ -1,6 +1,7 @@
 // Built instead of the CPU backend when TAILOR_ENABLE_CPU_JIT=OFF (e.g. the
 // GPU test bundle, which must not depend on LLVM).
 #include "backends/cpu/attention/decode_kernels.h"
+#include "backends/cpu/attention/ragged_kernels.h"
 #include "backends/cpu/moe/kernels.h"
 #include "core/backend_registry.h"
 
@@ -38,6 +39,10 @@ absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey&) {
 }
 
 absl::StatusOr<KernelSource> GenerateDecodeKernel(const SpecKey&) {
+  return NoCpuKernels();
+}
+
+absl::StatusOr<KernelSource> GenerateRaggedKernel(const SpecKey&) {
   return NoCpuKernels();
 }
 

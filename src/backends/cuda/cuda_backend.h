@@ -48,6 +48,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/attention/ragged_kernels.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/generic_kernels.h"
 #include "backends/cuda/moe/kernels.h"
@@ -171,6 +172,9 @@ class CudaBackend final : public tailor::internal::Backend {
   tailor::internal::DecodeKernels* decode_kernels() override {
     return &decode_kernels_;
   }
+  tailor::internal::RaggedKernels* ragged_kernels() override {
+    return &ragged_kernels_;
+  }
   // Loads the built-in generic kernels (or queues their compiles).
   void PrepareBackgroundJit(tailor::internal::Engine& engine) override {
     generic_kernels_.Prepare(engine);
@@ -222,6 +226,7 @@ class CudaBackend final : public tailor::internal::Backend {
   CudaGenericKernels generic_kernels_{*this};
   CudaMoeKernels moe_kernels_;
   CudaDecodeKernels decode_kernels_;
+  CudaRaggedKernels ragged_kernels_{*this};
   bool overlap_enabled_;  // false: moe.pdl=off
 };
 

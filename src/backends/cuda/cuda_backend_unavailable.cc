@@ -1,6 +1,7 @@
 // Built instead of the CUDA backend when the CUDA toolkit headers (cuda.h,
 // nvrtc.h) are not found at configure time (TAILOR_CUDA_HOME).
 #include "backends/cuda/attention/decode_kernels.h"
+#include "backends/cuda/attention/ragged_kernels.h"
 #include "backends/cuda/moe/kernels.h"
 #include "core/backend_registry.h"
 
@@ -45,6 +46,11 @@ absl::StatusOr<internal::KernelSource> GenerateMoeKernel(
 }
 
 absl::StatusOr<internal::KernelSource> GenerateCudaDecode(
+    const internal::SpecKey&) {
+  return NoCudaKernels();
+}
+
+absl::StatusOr<internal::KernelSource> GenerateCudaRagged(
     const internal::SpecKey&) {
   return NoCudaKernels();
 }

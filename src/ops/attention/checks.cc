@@ -20,6 +20,8 @@ absl::Status Invalid(absl::string_view name, absl::string_view rule) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule));
 }
 
+}  // namespace
+
 absl::Status ExpectDims(absl::string_view name, const TensorRef& t, int dim,
                         int64_t expected, absl::string_view what) {
   if (t.dims[dim] != expected) {
@@ -94,6 +96,8 @@ absl::Status ExpectRowsOfVectors(absl::string_view name, const TensorRef& t,
   return absl::OkStatus();
 }
 
+namespace {
+
 // [first byte, one past the last byte] a view can touch.
 struct ByteRange {
   uintptr_t begin = 0, end = 0;
@@ -108,6 +112,8 @@ ByteRange RangeOf(const TensorRef& t) {
   return r;
 }
 
+}  // namespace
+
 absl::Status ExpectApart(absl::string_view name, const TensorRef& t,
                          absl::string_view other_name, const TensorRef& other) {
   const ByteRange a = RangeOf(t), b = RangeOf(other);
@@ -118,6 +124,8 @@ absl::Status ExpectApart(absl::string_view name, const TensorRef& t,
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::Status CheckQueryLike(absl::string_view name, const TensorRef& t,
                             const DecodeShape& shape, int64_t num_qo_heads,

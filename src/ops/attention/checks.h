@@ -57,6 +57,21 @@ absl::Status CheckRunDecodeContents(const attention::RunDecodeArgs& args,
                                     const plan::DecodePlan& plan,
                                     int64_t page_size);
 
+// ---- view checks both attention fronts use ----------------------------------
+// "<name>: dims[<dim>] must equal <what> (<expected>), got <n>".
+absl::Status ExpectDims(absl::string_view name, const TensorRef& t, int dim,
+                        int64_t expected, absl::string_view what);
+// ExpectTensor, on `device`, and an element count and reach that fit int64.
+absl::Status ExpectView(absl::string_view name, const TensorRef& t, int rank,
+                        DType dtype, Device device);
+// The last dim is contiguous; on a GPU, data is 16-byte aligned and the
+// other strides are multiples of 8 elements (16 bytes).
+absl::Status ExpectRowsOfVectors(absl::string_view name, const TensorRef& t,
+                                 Device device);
+// `t` and `other` share no byte.
+absl::Status ExpectApart(absl::string_view name, const TensorRef& t,
+                         absl::string_view other_name, const TensorRef& other);
+
 // The texts of DecodeErrors (device checks), identical to the host checks'.
 std::string BadPageText(int64_t seq, int64_t slot, int32_t page,
                         int64_t num_pages);

@@ -1,0 +1,382 @@
+#include "backends/cuda/attention/ragged_kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/tma/tensor_map_check.h"
+#include "backends/cuda/tma/tensor_map_spec.h"
+#include "backends/gpu/error_words.h"
+#include "ops/attention/ragged_spec.h"
+#include "tailor/status.h"
+#include "templates/cuda/attention/prefill_params.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::Engine;
+using tailor::internal::Kernel;
+using tailor::internal::KernelSource;
+using tailor::internal::LaunchConfig;
+using tailor::internal::RaggedErrors;
+using tailor::internal::RaggedKernelSpec;
+using tailor::internal::RaggedLaunch;
+using tailor::internal::RaggedMergeSpec;
+using tailor::internal::RaggedPlanConfig;
+using tailor::internal::RaggedShape;
+using tailor::internal::SpecKey;
+
+// The kernels read the plan's items and merge groups as their own.
+static_assert(sizeof(PrefillWorkItem) ==
+              sizeof(tailor::plan::AttentionWorkItem));
+static_assert(offsetof(PrefillWorkItem, q_token) ==
+              offsetof(tailor::plan::AttentionWorkItem, q_token));
+static_assert(offsetof(PrefillWorkItem, kv_end) ==
+              offsetof(tailor::plan::AttentionWorkItem, kv_end));
+static_assert(offsetof(PrefillWorkItem, partial) ==
+              offsetof(tailor::plan::AttentionWorkItem, partial));
+static_assert(offsetof(PrefillWorkItem, merge) ==
+              offsetof(tailor::plan::AttentionWorkItem, merge));
+static_assert(sizeof(PrefillMergeGroup) ==
+              sizeof(tailor::plan::AttentionMergeGroup));
+static_assert(offsetof(PrefillMergeGroup, first_partial) ==
+              offsetof(tailor::plan::AttentionMergeGroup, first_partial));
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kPrefillThreads = 384;  // PrefillSm90Kernel::kThreads
+constexpr int kMergeThreads = 128;    // PrefillMergeKernel::kThreads
+
+CUdeviceptr DevicePointer(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
+int32_t HeadPackOf(int64_t group) {
+  int32_t pack = 1;
+  while (pack < 16 && group % (pack * 2) == 0) pack *= 2;
+  return pack;
+}
+
+TensorMapDataType DataTypeOf(DType dtype) {
+  return dtype == DType::kBF16 ? TensorMapDataType::kBfloat16
+                               : TensorMapDataType::kFloat16;
+}
+
+// q or out as prefill_params.h's rank-5 packed-row view: dims {64, pack,
+// Hq / pack, tokens, D / 64}; `box_rows` packed rows per box.
+TensorMapSpec RowsMapSpec(const RaggedLaunch& l, const void* data,
+                          int64_t stride_token, int64_t stride_head,
+                          int64_t tokens, int pack, int box_rows) {
+  const uint64_t kBytes = 2;
+  TensorMapSpec spec;
+  spec.data_type = DataTypeOf(l.shape.dtype);
+  spec.rank = 5;
+  spec.global_address = reinterpret_cast<uint64_t>(data);
+  spec.global_dims = {64, static_cast<uint64_t>(pack),
+                      static_cast<uint64_t>(l.shape.num_qo_heads / pack),
+                      static_cast<uint64_t>(tokens),
+                      static_cast<uint64_t>(l.shape.head_dim / 64)};
+  spec.global_strides = {static_cast<uint64_t>(stride_head) * kBytes,
+                         static_cast<uint64_t>(stride_head * pack) * kBytes,
+                         static_cast<uint64_t>(stride_token) * kBytes, 128};
+  spec.box_dims = {64, static_cast<uint32_t>(pack), 1,
+                   static_cast<uint32_t>(box_rows / pack), 1};
+  spec.swizzle = TensorMapSwizzle::k128B;
+  spec.l2_promotion = TensorMapL2Promotion::k128B;
+  return spec;
+}
+
+// A cache as dims {64, page_size, D / 64, Hkv, num_pages}, boxes of one
+// chunk of min(page, KV block) tokens of one head.
+TensorMapSpec CacheMapSpec(const RaggedLaunch& l, const void* cache,
+                           const int64_t (&strides)[3]) {
+  const uint64_t kBytes = 2;
+  const int64_t block = PrefillSm90ShapeFor(l.shape.head_dim).kv_block;
+  TensorMapSpec spec;
+  spec.data_type = DataTypeOf(l.shape.dtype);
+  spec.rank = 5;
+  spec.global_address = reinterpret_cast<uint64_t>(cache);
+  spec.global_dims = {64, static_cast<uint64_t>(l.shape.page_size),
+                      static_cast<uint64_t>(l.shape.head_dim / 64),
+                      static_cast<uint64_t>(l.shape.num_kv_heads),
+                      static_cast<uint64_t>(l.num_pages)};
+  spec.global_strides = {static_cast<uint64_t>(strides[1]) * kBytes, 128,
+                         static_cast<uint64_t>(strides[2]) * kBytes,
+                         static_cast<uint64_t>(strides[0]) * kBytes};
+  spec.box_dims = {
+      64, static_cast<uint32_t>(std::min(l.shape.page_size, block)), 1, 1, 1};
+  spec.swizzle = TensorMapSwizzle::k128B;
+  spec.l2_promotion = TensorMapL2Promotion::k256B;
+  return spec;
+}
+
+}  // namespace
+
+bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim) {
+  const int64_t block =
+      PrefillSm90ShapeFor(static_cast<int>(head_dim)).kv_block;
+  return page_size >= 8 && page_size <= 256 && page_size % 8 == 0 &&
+         (block % page_size == 0 || page_size % block == 0);
+}
+
+absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
+  const bool merge = key.op == tailor::internal::OpKind::kAttentionRaggedMerge;
+  std::string kernel, header;
+  if (merge) {
+    TAILOR_ASSIGN_OR_RETURN(RaggedMergeSpec spec,
+                            RaggedMergeSpec::FromKey(key));
+    header = "prefill_merge.cuh";
+    kernel = absl::StrCat(
+        "tailor::cuda::PrefillMergeKernel<",
+        "tailor::cuda::Half16::", spec.dtype == DType::kBF16 ? "kBf16" : "kF16",
+        ", ", spec.head_dim, ">");
+  } else {
+    TAILOR_ASSIGN_OR_RETURN(RaggedKernelSpec spec,
+                            RaggedKernelSpec::FromKey(key));
+    if (!RaggedTmaPageSize(spec.page_size, spec.head_dim)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key.dims[3] (page): the sm_90a kernel needs a multiple of 8 that "
+          "divides the KV block or is a multiple of it, got ",
+          spec.page_size));
+    }
+    header = "prefill_sm90.cuh";
+    kernel = absl::StrCat(
+        "tailor::cuda::PrefillSm90Kernel<",
+        "tailor::cuda::Half16::", spec.dtype == DType::kBF16 ? "kBf16" : "kF16",
+        ", ", spec.head_dim, ", ", spec.head_pack, ", ", spec.page_size, ">");
+  }
+  if (key.tile.m != kPrefillTileRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key.tile.m (tile rows): the sm_90a kernel tiles by ",
+                     kPrefillTileRows, ", got ", key.tile.m));
+  }
+  const std::string entry = merge ? "tailor_ragged_merge" : "tailor_ragged";
+  return KernelSource{
+      .code =
+          absl::StrCat("#include \"templates/cuda/attention/", header,
+                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
+      .entry = entry};
+}
+
+absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
+  if (int sms = multiprocessors_.load(); sms > 0) return sms;
+  TAILOR_RETURN_IF_ERROR(backend_.device_context().MakeCurrent());
+  int sms = 0;
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(backend_.device_context().api().cuDeviceGetAttribute(
+                             &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                             backend_.device_context().device()),
+                         "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
+  multiprocessors_.store(sms);
+  return sms;
+}
+
+absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
+    const RaggedShape& shape) {
+  if (backend_.arch() != "sm_90a") {
+    return absl::UnimplementedError(
+        absl::StrCat("attention.ragged: the CUDA kernel needs sm_90a, device "
+                     "is ",
+                     backend_.arch()));
+  }
+  if (!RaggedTmaPageSize(shape.page_size, shape.head_dim)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "page_size: the CUDA ragged kernel needs a multiple of 8 (at most "
+        "256) that divides its KV block of ",
+        PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block,
+        " or is a multiple of it, got ", shape.page_size));
+  }
+  TAILOR_ASSIGN_OR_RETURN(int sms, Multiprocessors());
+  const int32_t block =
+      PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block;
+  return RaggedPlanConfig{.head_pack = HeadPackOf(shape.group()),
+                          .tile_rows = kPrefillTileRows,
+                          .kv_block = block,
+                          .num_workers = sms,
+                          .item_cost = block,
+                          .masked_block_extra = block / 4,
+                          .min_piece_blocks = 4,
+                          .max_pieces = 16};
+}
+
+int64_t CudaRaggedKernels::ScratchBytes() const {
+  return kPrefillErrorWords * 8;
+}
+
+absl::Status CudaRaggedKernels::InitScratch(Engine&, void* scratch,
+                                            void* stream) {
+  TAILOR_RETURN_IF_ERROR(backend_.device_context().MakeCurrent());
+  const DriverApi& api = backend_.device_context().api();
+  CUstream s = static_cast<CUstream>(stream);
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(api.cuMemsetD8Async(DevicePointer(scratch), 0xff,
+                                             kPrefillErrorWords * 8, s),
+                         "cuMemsetD8Async(ragged errors)"));
+  if (s != nullptr) return absl::OkStatus();
+  return CudaResultToStatus(api.cuStreamSynchronize(nullptr),
+                            "cuStreamSynchronize");
+}
+
+absl::Status CudaRaggedKernels::UploadPlan(Engine&, const void* host,
+                                           void* device, size_t bytes,
+                                           void* stream) {
+  if (bytes == 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(backend_.device_context().MakeCurrent());
+  return CudaResultToStatus(
+      backend_.device_context().api().cuMemcpyHtoDAsync(
+          DevicePointer(device), host, bytes, static_cast<CUstream>(stream)),
+      "cuMemcpyHtoDAsync(ragged plan)");
+}
+
+absl::StatusOr<RaggedErrors> CudaRaggedKernels::TakeErrors(Engine&,
+                                                           void* scratch,
+                                                           void* stream) {
+  TAILOR_RETURN_IF_ERROR(backend_.device_context().MakeCurrent());
+  const DriverApi& api = backend_.device_context().api();
+  CUstream s = static_cast<CUstream>(stream);
+  unsigned long long words[kPrefillErrorWords];
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemcpyDtoHAsync(words, DevicePointer(scratch), sizeof(words), s),
+      "cuMemcpyDtoHAsync(ragged errors)"));
+  TAILOR_RETURN_IF_ERROR(
+      CudaResultToStatus(api.cuStreamSynchronize(s), "cuStreamSynchronize"));
+  TAILOR_RETURN_IF_ERROR(CudaResultToStatus(
+      api.cuMemsetD8Async(DevicePointer(scratch), 0xff, sizeof(words), s),
+      "cuMemsetD8Async(ragged errors)"));
+  RaggedErrors errors;
+  errors.bad_page =
+      gpu::DecodeErrorWordAs<RaggedErrors::Bad>(words[kPrefillErrorBadPage]);
+  return errors;
+}
+
+namespace {
+
+// Checks `spec` and copies its pooled descriptor into `map`.
+absl::Status MapInto(CudaBackend& backend, const TensorMapSpec& spec,
+                     absl::string_view name, TensorMap& map) {
+  absl::Status legal = CheckTensorMap(spec, backend.compute_capability());
+  if (!legal.ok()) {
+    return absl::Status(legal.code(),
+                        absl::StrCat(name,
+                                     ": no TMA descriptor for the sm_90a "
+                                     "ragged kernel: ",
+                                     legal.message()));
+  }
+  TAILOR_ASSIGN_OR_RETURN(TensorMapBytes bytes,
+                          backend.descriptor_pool().GetOrEncode(spec));
+  std::memcpy(&map, bytes.bytes, sizeof(TensorMap));
+  return absl::OkStatus();
+}
+
+// The four maps of `l` from the descriptor pool. The q / out maps span the
+// whole q / out tensors (not this step's rows), so a graph captured on
+// them replays any plan, with one descriptor each.
+absl::Status EncodeMaps(CudaBackend& backend, const RaggedLaunch& l,
+                        PrefillParams& params) {
+  const int pack = l.config.head_pack;
+  TAILOR_RETURN_IF_ERROR(
+      MapInto(backend,
+              RowsMapSpec(l, l.q, l.q_stride_token, l.q_stride_head, l.q_rows,
+                          pack, kPrefillTileRows),
+              "q", params.q_map));
+  TAILOR_RETURN_IF_ERROR(
+      MapInto(backend,
+              RowsMapSpec(l, l.out, l.out_stride_token, l.out_stride_head,
+                          l.q_rows, pack, kPrefillConsumerRows),
+              "out", params.out_map));
+  TAILOR_RETURN_IF_ERROR(MapInto(backend,
+                                 CacheMapSpec(l, l.k_cache, l.k_strides),
+                                 "k_cache", params.k_map));
+  return MapInto(backend, CacheMapSpec(l, l.v_cache, l.v_strides), "v_cache",
+                 params.v_map);
+}
+
+void FillParams(const RaggedLaunch& l, PrefillParams& p) {
+  p.v_cache = l.v_cache;
+  p.v_stride_page = l.v_strides[0];
+  p.v_stride_token = l.v_strides[1];
+  p.v_stride_head = l.v_strides[2];
+  p.out = l.out;
+  p.out_stride_token = l.out_stride_token;
+  p.out_stride_head = l.out_stride_head;
+  p.lse = l.lse;
+  p.lse_stride_token = l.lse_stride_token;
+  p.block_table = l.block_table;
+  p.block_table_stride = l.block_table_stride;
+  p.max_pages = static_cast<int>(l.max_pages);
+  p.num_pages = static_cast<int>(l.num_pages);
+  p.items = reinterpret_cast<const PrefillWorkItem*>(l.work.items);
+  p.worker_begin = l.work.worker_begin;
+  p.partial_out = l.work.partial_out;
+  p.partial_lse = l.work.partial_lse;
+  p.errors = static_cast<unsigned long long*>(l.work.scratch);
+  if (l.soft_cap > 0) {
+    p.score_scale = l.soft_cap * kLog2e;
+    p.cap_scale = l.sm_scale / l.soft_cap;
+  } else {
+    p.score_scale = l.sm_scale * kLog2e;
+    p.cap_scale = 0;
+  }
+  p.causal = l.shape.causal ? 1 : 0;
+  p.window_left = static_cast<int>(l.shape.window_left);
+  p.group = static_cast<int>(l.shape.group());
+}
+
+}  // namespace
+
+absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
+  if (l.page_indptr != nullptr) {
+    return absl::UnimplementedError(
+        "page_indptr: the CUDA ragged kernel reads [B, max_pages] block "
+        "tables only (vLLM's form); scatter FlashInfer's kv_indices into one");
+  }
+  if (l.q_rows == 0) return absl::OkStatus();  // no plan has rows here
+  PrefillParams params = {};
+  TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));
+  FillParams(l, params);
+
+  const SpecKey key = tailor::internal::RaggedKernelSpecFor(l.shape, l.config)
+                          .Key(engine.target());
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateCudaRagged)));
+  LaunchConfig config;
+  config.grid.x = static_cast<uint32_t>(l.config.num_workers);
+  config.block.x = kPrefillThreads;
+  config.shared_bytes =
+      PrefillSm90SharedBytes(static_cast<int>(l.shape.head_dim));
+  config.stream = l.stream;
+  TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
+  if (l.work.max_partials == 0) return absl::OkStatus();
+
+  // The merge reads the plan's group count on the device, so a captured
+  // graph launches it for every plan.
+  const SpecKey merge_key =
+      tailor::internal::RaggedMergeSpecFor(l.shape, l.config)
+          .Key(engine.target());
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<Kernel> merge,
+      engine.GetKernel(merge_key,
+                       engine.GeneratorFor(merge_key.op, &GenerateCudaRagged)));
+  const PrefillMergeParams merge_params = {
+      .groups = reinterpret_cast<const PrefillMergeGroup*>(l.work.merge_groups),
+      .num_groups = l.work.num_merge_groups,
+      .partial_out = l.work.partial_out,
+      .partial_lse = l.work.partial_lse,
+      .out = l.out,
+      .out_stride_token = l.out_stride_token,
+      .out_stride_head = l.out_stride_head,
+      .lse = l.lse,
+      .lse_stride_token = l.lse_stride_token,
+      .pack = l.config.head_pack};
+  LaunchConfig merge_config;
+  merge_config.grid.x = static_cast<uint32_t>(l.config.num_workers);
+  merge_config.block.x = kMergeThreads;
+  merge_config.stream = l.stream;
+  return engine.Launch(merge_key.op, *merge, merge_config, merge_params);
+}
+
+}  // namespace tailor::cuda

@@ -1,0 +1,72 @@
+// backends/cuda/attention/ragged_kernels.h — the ragged-attention kernel
+// family on the CUDA backend: the Hopper warp-specialized kernel
+// (templates/cuda/attention/prefill_sm90.cuh) and its split-tile merge
+// (prefill_merge.cuh); params and layouts: prefill_params.h.
+//
+// sm_90a only, pages a multiple of 8 (at most 256) that divides the KV
+// block or is a multiple of it (the TMA page-id path); other devices and
+// page sizes get Unimplemented from PlanConfig (ReserveRaggedWorkspace and
+// PlanRagged name the rule).
+//
+// Launches per RunRagged, both with grids that depend on the device only
+// (one CTA per SM), so one captured graph replays any plan of its
+// workspace: the attention kernel over the uploaded work list, then the
+// merge kernel, which reads the plan's merge-group count on the device (a
+// plan without split tiles makes it return at once).
+//
+// Descriptors: the q / out maps (rank 5, the packed-row view of
+// prefill_params.h) and the K / V cache maps (page id as the outer
+// coordinate) come from the backend's descriptor pool: encoded once per
+// tensor and layer shape, looked up afterwards.
+//
+// Keys: RaggedKernelSpec / RaggedMergeSpec (ops/attention/ragged_spec.h),
+// tile rows kPrefillTileRows. Decode rows of a mixed step run in the same
+// launch as 128-row tiles with the GQA group packed into rows.
+#ifndef TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
+#define TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
+
+#include <atomic>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/engine.h"
+#include "core/spec_key.h"
+#include "ops/attention/ragged_kernels.h"
+
+namespace tailor::cuda {
+
+class CudaBackend;
+
+class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
+ public:
+  explicit CudaRaggedKernels(CudaBackend& backend) : backend_(backend) {}
+
+  absl::StatusOr<tailor::internal::RaggedPlanConfig> PlanConfig(
+      const tailor::internal::RaggedShape& shape) override;
+  int64_t ScratchBytes() const override;
+  absl::Status InitScratch(tailor::internal::Engine& engine, void* scratch,
+                           void* stream) override;
+  absl::Status UploadPlan(tailor::internal::Engine& engine, const void* host,
+                          void* device, size_t bytes, void* stream) override;
+  absl::StatusOr<tailor::internal::RaggedErrors> TakeErrors(
+      tailor::internal::Engine& engine, void* scratch, void* stream) override;
+  absl::Status Run(tailor::internal::Engine& engine,
+                   const tailor::internal::RaggedLaunch& launch) override;
+
+ private:
+  absl::StatusOr<int> Multiprocessors();
+
+  CudaBackend& backend_;
+  std::atomic<int> multiprocessors_{0};
+};
+
+// The source of any CUDA attention.ragged* key.
+absl::StatusOr<tailor::internal::KernelSource> GenerateCudaRagged(
+    const tailor::internal::SpecKey& key);
+
+// Whether the sm_90a kernel serves `page_size` for `head_dim`.
+bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim);
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_

@@ -1,0 +1,259 @@
+// attention::RaggedWorkspace: its summary, ReserveRaggedWorkspace (host
+// vectors or one block of device memory) and the device errors.
+#include "ops/attention/ragged_workspace.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "api/internals.h"
+#include "ops/attention/checks.h"
+#include "ops/attention/ragged_checks.h"
+#include "tailor/status.h"
+
+namespace tailor {
+namespace internal {
+namespace {
+
+constexpr int64_t kAlignment = 256;
+
+int64_t Place(int64_t bytes, int64_t& end) {
+  const int64_t offset = end;
+  end +=
+      (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  return offset;
+}
+
+absl::Status TooSmall(absl::string_view what, int64_t reserved,
+                      int64_t needed) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ws: reserved for ", reserved, " ", what, ", this plan needs ", needed,
+      "; call attention::ReserveRaggedWorkspace with larger limits"));
+}
+
+}  // namespace
+
+absl::StatusOr<RaggedWorkspaceImpl*> ImplOf(attention::RaggedWorkspace& ws) {
+  if (internal::WorkspaceImplOf(ws) == nullptr) {
+    return absl::FailedPreconditionError(
+        "ws: this RaggedWorkspace was moved from; assign a new one before "
+        "use");
+  }
+  return internal::WorkspaceImplOf(ws);
+}
+
+RaggedCapacity RaggedCapacityFor(const RaggedShape& shape,
+                                 const RaggedPlanConfig& config, int64_t batch,
+                                 int64_t tokens, int64_t scratch_bytes) {
+  // Every sequence's packed rows end in at most one partial tile.
+  const int64_t packs = shape.num_qo_heads / config.head_pack;
+  const int64_t tiles =
+      (tokens * config.head_pack / config.tile_rows + batch) * packs;
+  const plan::AttentionPlanParams params = RaggedPlanParamsFor(shape, config);
+  return RaggedCapacity{
+      .batch = batch,
+      .tiles = tiles,
+      .items = plan::MaxAttentionItems(tiles, params),
+      .workers = config.num_workers,
+      .partials = plan::MaxAttentionPartials(tiles, params),
+      .partial_row = int64_t{config.tile_rows} * shape.head_dim,
+      .tile_rows = config.tile_rows,
+      .scratch_bytes = scratch_bytes};
+}
+
+RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& c) {
+  RaggedDeviceBuffers b;
+  b.capacity = c;
+  int64_t end = 0;
+  b.items = Place(int64_t{sizeof(plan::AttentionWorkItem)} * c.items, end);
+  b.worker_begin = Place(4 * (c.workers + 1), end);
+  b.merge_groups =
+      Place(int64_t{sizeof(plan::AttentionMergeGroup)} * c.partials, end);
+  b.num_merges = Place(4, end);
+  b.partial_out = Place(4 * c.partials * c.partial_row, end);
+  b.partial_lse = Place(4 * c.partials * c.tile_rows, end);
+  b.scratch = Place(c.scratch_bytes, end);
+  b.bytes = end;
+  return b;
+}
+
+absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
+                             const RaggedCapacity& need) {
+  const RaggedCapacity& have = buffers.capacity;
+  if (need.items > have.items) {
+    return TooSmall("work items", have.items, need.items);
+  }
+  if (need.workers != have.workers) {
+    return TooSmall("workers", have.workers, need.workers);
+  }
+  if (need.partials > have.partials) {
+    return TooSmall("partial slots", have.partials, need.partials);
+  }
+  if (need.partial_row > have.partial_row) {
+    return TooSmall("f32 per partial slot (tile_rows * head_dim)",
+                    have.partial_row, need.partial_row);
+  }
+  if (need.scratch_bytes > have.scratch_bytes) {
+    return TooSmall("scratch bytes", have.scratch_bytes, need.scratch_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+namespace attention {
+
+using internal::RaggedCapacity;
+using internal::RaggedDeviceBuffers;
+using internal::RaggedKernels;
+using internal::RaggedShape;
+using internal::RaggedWorkspaceImpl;
+
+RaggedWorkspace::RaggedWorkspace()
+    : impl_(std::make_unique<RaggedWorkspaceImpl>()) {}
+RaggedWorkspace::~RaggedWorkspace() = default;
+RaggedWorkspace::RaggedWorkspace(RaggedWorkspace&& other) noexcept = default;
+RaggedWorkspace& RaggedWorkspace::operator=(RaggedWorkspace&& other) noexcept =
+    default;
+
+bool RaggedWorkspace::planned() const {
+  return impl_ != nullptr && impl_->planned;
+}
+int64_t RaggedWorkspace::batch() const {
+  return planned() ? impl_->plan.batch() : 0;
+}
+int64_t RaggedWorkspace::total_q() const {
+  return planned() ? impl_->plan.total_q() : 0;
+}
+Device RaggedWorkspace::device() const {
+  return impl_ != nullptr && impl_->device ? impl_->device->device : Device{};
+}
+
+RaggedPlanSummary RaggedWorkspace::plan() const {
+  if (!planned()) return {};
+  const plan::AttentionPlan& p = impl_->plan;
+  const plan::AttentionPlanStats& s = p.stats();
+  return {.batch = p.batch(),
+          .total_q = p.total_q(),
+          .tiles = s.tiles,
+          .items = s.items,
+          .tail_tiles = s.tail_tiles,
+          .masked_tiles = s.masked_tiles,
+          .split_tiles = s.split_tiles,
+          .partials = s.partials,
+          .workers = p.params().num_workers,
+          .busy_workers = s.busy_workers,
+          .tile_rows = p.params().tile_rows,
+          .head_pack = p.params().head_pack,
+          .max_worker_cost = s.max_worker_cost,
+          .mean_worker_cost = s.mean_worker_cost};
+}
+
+std::string RaggedPlanSummary::ToString() const {
+  return absl::StrFormat(
+      "batch=%d total_q=%d tiles=%d items=%d tail=%d masked=%d split=%d "
+      "partials=%d workers=%d/%d tile_rows=%d head_pack=%d max_cost=%d "
+      "mean_cost=%.1f",
+      batch, total_q, tiles, items, tail_tiles, masked_tiles, split_tiles,
+      partials, busy_workers, workers, tile_rows, head_pack, max_worker_cost,
+      mean_worker_cost);
+}
+
+size_t RaggedWorkspace::CapacityBytes() const {
+  if (impl_ == nullptr) return 0;
+  const RaggedWorkspaceImpl& w = *impl_;
+  return w.plan.CapacityBytes() +
+         sizeof(int32_t) * (w.q_lens.capacity() + w.kv_lens.capacity()) +
+         sizeof(float) * (w.partial_out.capacity() + w.partial_lse.capacity()) +
+         (w.device ? w.device->bytes : 0);
+}
+
+absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
+  if (impl_ == nullptr || !impl_->device) return absl::OkStatus();
+  TAILOR_ASSIGN_OR_RETURN(
+      RaggedKernels * kernels,
+      internal::RaggedKernelsOf(runtime, "attention.ragged errors"));
+  RaggedDeviceBuffers& d = *impl_->device;
+  TAILOR_ASSIGN_OR_RETURN(internal::RaggedErrors errors,
+                          kernels->TakeErrors(internal::EngineOf(runtime),
+                                              d.at(d.scratch), stream));
+  if (errors.bad_page) {
+    const int64_t max_pages = std::max<int64_t>(impl_->last_max_pages, 1);
+    const int64_t position = errors.bad_page->position;
+    return absl::InvalidArgumentError(
+        internal::BadPageText(position / max_pages, position % max_pages,
+                              errors.bad_page->value, impl_->last_num_pages));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<RaggedShape> LimitsShape(const RaggedLimits& limits) {
+  if (limits.max_batch < 0 || limits.max_batch > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits.max_batch: must be in [0, ", kMaxBatch, "], got ",
+                     limits.max_batch));
+  }
+  if (limits.max_tokens < 0 || limits.max_tokens > plan::kMaxAttentionLen) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits.max_tokens: must be in [0, ",
+                     plan::kMaxAttentionLen, "], got ", limits.max_tokens));
+  }
+  return internal::CheckRaggedShape({.num_qo_heads = limits.num_qo_heads,
+                                     .num_kv_heads = limits.num_kv_heads,
+                                     .head_dim = limits.head_dim,
+                                     .page_size = limits.page_size,
+                                     .dtype = limits.dtype,
+                                     .causal = limits.causal,
+                                     .window_left = limits.window_left},
+                                    "limits.");
+}
+
+}  // namespace
+
+absl::Status ReserveRaggedWorkspace(Runtime& runtime,
+                                    const RaggedLimits& limits,
+                                    RaggedWorkspace& ws) {
+  TAILOR_ASSIGN_OR_RETURN(
+      RaggedKernels * kernels,
+      internal::RaggedKernelsOf(runtime, "attention.reserve_ragged"));
+  TAILOR_ASSIGN_OR_RETURN(RaggedWorkspaceImpl * w, internal::ImplOf(ws));
+  TAILOR_ASSIGN_OR_RETURN(RaggedShape shape, LimitsShape(limits));
+  TAILOR_ASSIGN_OR_RETURN(internal::RaggedPlanConfig config,
+                          kernels->PlanConfig(shape));
+  const RaggedCapacity capacity =
+      internal::RaggedCapacityFor(shape, config, limits.max_batch,
+                                  limits.max_tokens, kernels->ScratchBytes());
+  TAILOR_RETURN_IF_ERROR(
+      w->plan.Reserve(limits.max_batch, capacity.tiles,
+                      internal::RaggedPlanParamsFor(shape, config)));
+  w->q_lens.reserve(limits.max_batch);
+  w->kv_lens.reserve(limits.max_batch);
+  if (runtime.device().type == DeviceType::kCpu) {
+    w->partial_out.resize(std::max<size_t>(
+        w->partial_out.size(), capacity.partials * capacity.partial_row));
+    w->partial_lse.resize(std::max<size_t>(
+        w->partial_lse.size(), capacity.partials * capacity.tile_rows));
+    return absl::OkStatus();
+  }
+  if (w->device && w->device->owned && w->device->device == runtime.device() &&
+      internal::CheckRaggedFits(*w->device, capacity).ok()) {
+    return absl::OkStatus();  // the current reservation is large enough
+  }
+  RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
+  TAILOR_ASSIGN_OR_RETURN(
+      buffers.owned,
+      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
+  buffers.base = static_cast<char*>(buffers.owned.get());
+  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(kernels->InitScratch(
+      internal::EngineOf(runtime), buffers.at(buffers.scratch), nullptr));
+  w->Invalidate();
+  w->device = std::move(buffers);
+  return absl::OkStatus();
+}
+
+}  // namespace attention
+}  // namespace tailor

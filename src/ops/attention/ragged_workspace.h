@@ -1,0 +1,101 @@
+// ops/attention/ragged_workspace.h — what a tailor::attention::RaggedWorkspace
+// holds.
+//
+// The ragged fronts (ragged.cc) fill and read this struct. Two storages:
+//   - host (host-memory backends): the plan's own vectors plus the partial
+//     buffers below, which only grow.
+//   - device (device-memory backends): one block of device memory reserved
+//     once and cut into 256-byte aligned buffers:
+//       items          [max_items] plan::AttentionWorkItem
+//       worker_begin   [workers + 1] i32
+//       merge_groups   [max_partials] plan::AttentionMergeGroup
+//       num_merges     [1] i32: the plan's merge groups (graph replays read
+//                      it on the device)
+//       partial_out    [max_partials, tile_rows, D] f32
+//       partial_lse    [max_partials, tile_rows] f32
+//       scratch        the backend's RaggedKernels::ScratchBytes
+//     A plan that does not fit fails with FailedPrecondition.
+#ifndef TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_
+#define TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ops/attention/ragged_kernels.h"
+#include "plan/attention_plan.h"
+#include "tailor/ops/attention.h"
+#include "tailor/tensor.h"
+
+namespace tailor::internal {
+
+// What a plan needs, or what a device workspace was reserved for.
+struct RaggedCapacity {
+  int64_t batch = 0;
+  int64_t tiles = 0;        // query tiles (plan::AttentionTileCount bound)
+  int64_t items = 0;        // plan::MaxAttentionItems
+  int64_t workers = 0;      // grid of the launch
+  int64_t partials = 0;     // plan::MaxAttentionPartials
+  int64_t partial_row = 0;  // tile_rows * D: f32 per slot
+  int64_t tile_rows = 0;
+  int64_t scratch_bytes = 0;
+};
+
+struct RaggedDeviceBuffers {
+  Device device;
+  std::shared_ptr<void> owned;
+  char* base = nullptr;
+  int64_t bytes = 0;
+  RaggedCapacity capacity;
+  // Byte offsets from `base`.
+  int64_t items = 0, worker_begin = 0, merge_groups = 0, num_merges = 0,
+          partial_out = 0, partial_lse = 0, scratch = 0;
+  void* at(int64_t offset) const { return base + offset; }
+};
+
+RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& capacity);
+
+// The capacity of plans of at most `batch` sequences and `tokens` query
+// tokens for `shape` cut as `config` says.
+RaggedCapacity RaggedCapacityFor(const RaggedShape& shape,
+                                 const RaggedPlanConfig& config, int64_t batch,
+                                 int64_t tokens, int64_t scratch_bytes);
+
+// OkStatus when `need` fits `buffers`; FailedPrecondition naming the first
+// bound it exceeds.
+absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
+                             const RaggedCapacity& need);
+
+struct RaggedWorkspaceImpl {
+  // ---- the last plan (valid when `planned`) --------------------------------
+  bool planned = false;
+  RaggedShape shape;
+  RaggedPlanConfig config;
+  plan::AttentionPlan plan;
+  // The plan's merge-group count, uploaded from here (stable memory for the
+  // asynchronous copy).
+  int32_t num_merges = 0;
+
+  // ---- host scratch ---------------------------------------------------------
+  std::vector<int32_t> q_lens;   // [B] from q_indptr
+  std::vector<int32_t> kv_lens;  // [B] (FlashInfer's adapter fills it)
+  std::vector<float> partial_out;
+  std::vector<float> partial_lse;
+
+  // ---- device storage (device-memory backends) ------------------------------
+  std::optional<RaggedDeviceBuffers> device;
+  int64_t last_num_pages = 0;  // for the text of device errors
+  int64_t last_max_pages = 0;
+
+  void Invalidate() { planned = false; }
+};
+
+// The impl of `ws`; FailedPrecondition for a moved-from workspace.
+absl::StatusOr<RaggedWorkspaceImpl*> ImplOf(attention::RaggedWorkspace& ws);
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_

@@ -1,0 +1,300 @@
+// attention::PlanRagged / RunRagged on the CUDA backend (the sm_90a kernel)
+// against the fp64 reference of tests/ops/attention/ragged_test_util.h:
+// mixed steps (prefill chunks over cached prefixes, new prompts, decode and
+// speculative rows of 4, empty sequences) with lengths around the 128-row
+// tiles and 577, NaN in every unowned cache slot and poisoned outputs;
+// masks, soft cap, head dims, groups, f16; split tiles; one CUDA graph
+// captured once and replayed with new lengths and block tables; a bad page
+// id dropped into the error word. Skips without an sm_90a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_test_util.h"
+#include "ops/attention/ragged_host_test_util.h"
+#include "absl/strings/str_cat.h"
+#include "tailor/ops/attention.h"
+#include "tailor/status.h"
+#include "test_util.h"
+
+namespace tailor::attention::testing {
+namespace {
+
+using cuda::testing::CudaTestRuntime;
+using cuda::testing::DeviceBuffer;
+using cuda::testing::TestStream;
+using ::tailor::testing::StatusIs;
+using ::tailor::testing::TestSeed;
+
+// Device copies of a step in buffers sized for `cap` (the largest step of
+// a test), so that a captured graph keeps its pointers and shapes:
+//   q / out [cap.rows, Hq, D], caches [cap_pages, ...], block table
+//   [cap.batch, cap_max_pages].
+struct DeviceStep {
+  DeviceStep(const cuda::DriverApi& api, const RaggedCase& c, int64_t rows,
+             int64_t batch, int64_t pages, int64_t max_pages)
+      : rows(rows),
+        batch(batch),
+        pages(pages),
+        max_pages(max_pages),
+        q(api, rows * c.num_qo_heads * c.head_dim * 2),
+        out(api, rows * c.num_qo_heads * c.head_dim * 2),
+        lse(api, rows * c.num_qo_heads * 4),
+        k(api, pages * c.page_size * c.num_kv_heads * c.head_dim * 2),
+        v(api, pages * c.page_size * c.num_kv_heads * c.head_dim * 2),
+        table(api, batch * max_pages * 4) {}
+
+  // Uploads `p` (which must fit) and poisons the outputs.
+  absl::Status Upload(const RaggedBatch& p) {
+    TAILOR_RETURN_IF_ERROR(q.Upload(p.q.data(), p.q.size() * 2));
+    TAILOR_RETURN_IF_ERROR(k.Fill(0xff));  // NaN in unused pages
+    TAILOR_RETURN_IF_ERROR(v.Fill(0xff));
+    TAILOR_RETURN_IF_ERROR(k.Upload(p.k.data(), p.k.size() * 2));
+    TAILOR_RETURN_IF_ERROR(v.Upload(p.v.data(), p.v.size() * 2));
+    std::vector<int32_t> padded(batch * max_pages, -7);
+    for (int64_t b = 0; b < p.c.batch(); ++b) {
+      std::copy_n(&p.block_table[b * p.max_pages], p.max_pages,
+                  &padded[b * max_pages]);
+    }
+    TAILOR_RETURN_IF_ERROR(table.Upload(padded));
+    TAILOR_RETURN_IF_ERROR(out.Fill(0x7f));
+    return lse.Fill(0x7f);
+  }
+
+  RunRaggedArgs Args(const RaggedBatch& p, Device device, CUstream stream) {
+    const RaggedCase& c = p.c;
+    RunRaggedArgs args;
+    args.q = TensorRef::Contiguous(q.data(), c.dtype,
+                                   {rows, c.num_qo_heads, c.head_dim}, device);
+    args.out = TensorRef::Contiguous(
+        out.data(), c.dtype, {rows, c.num_qo_heads, c.head_dim}, device);
+    args.lse = TensorRef::Contiguous(lse.data(), DType::kF32,
+                                     {rows, c.num_qo_heads}, device);
+    RaggedBatch shape = p;  // the caches' strides at `pages` pages
+    shape.num_pages = pages;
+    args.k_cache = shape.CacheRef(k.data(), device);
+    args.v_cache = shape.CacheRef(v.data(), device);
+    args.block_table = TensorRef::Contiguous(table.data(), DType::kI32,
+                                             {batch, max_pages}, device);
+    args.logits_soft_cap = c.soft_cap;
+    args.stream = stream;
+    return args;
+  }
+
+  // out / lse of the step's rows against the reference.
+  Errors Check(const RaggedBatch& p) {
+    absl::StatusOr<std::vector<uint8_t>> out_bytes = out.Download();
+    absl::StatusOr<std::vector<uint8_t>> lse_bytes = lse.Download();
+    if (!out_bytes.ok() || !lse_bytes.ok()) return {.out_rel = INFINITY};
+    std::vector<uint16_t> o(out_bytes->size() / 2);
+    std::memcpy(o.data(), out_bytes->data(), out_bytes->size());
+    std::vector<float> l(lse_bytes->size() / 4);
+    std::memcpy(l.data(), lse_bytes->data(), lse_bytes->size());
+    return CompareRagged(
+        p, RaggedReference(p, 1.0 / std::sqrt(double(p.c.head_dim))), o, &l);
+  }
+
+  int64_t rows, batch, pages, max_pages;
+  DeviceBuffer q, out, lse, k, v, table;
+};
+
+class RaggedGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
+        CudaTestRuntime::Create();
+    if (!env.ok()) {
+      ASSERT_EQ(env.status().code(), absl::StatusCode::kUnavailable)
+          << env.status();
+      GTEST_SKIP() << "no CUDA device: " << env.status();
+    }
+    env_ = *std::move(env);
+    if (env_->backend().arch() != "sm_90a") {
+      GTEST_SKIP() << "the ragged kernel needs sm_90a, device is "
+                   << env_->backend().arch();
+    }
+    stream_ = std::make_unique<TestStream>(env_->api());
+  }
+  Runtime& runtime() { return env_->runtime(); }
+
+  RaggedLimits LimitsOf(const RaggedCase& c, int64_t batch, int64_t tokens) {
+    return {.max_batch = batch,
+            .max_tokens = tokens,
+            .num_qo_heads = c.num_qo_heads,
+            .num_kv_heads = c.num_kv_heads,
+            .head_dim = c.head_dim,
+            .page_size = c.page_size,
+            .dtype = c.dtype,
+            .causal = c.causal,
+            .window_left = c.window_left};
+  }
+
+  // Plans and runs one case; returns its errors.
+  Errors RunCase(const RaggedCase& c) {
+    RaggedBatch p = BuildRaggedBatch(c);
+    RaggedWorkspace ws;
+    const int64_t rows = std::max<int64_t>(c.rows(), 1);
+    EXPECT_TRUE(ReserveRaggedWorkspace(runtime(),
+                                       LimitsOf(c, c.batch(), c.total_q()), ws)
+                    .ok());
+    DeviceStep d(env_->api(), c, rows, std::max<int64_t>(c.batch(), 1),
+                 std::max<int64_t>(p.num_pages, 1), p.max_pages);
+    EXPECT_TRUE(d.Upload(p).ok());
+    PlanRaggedArgs plan = PlanArgsOf(p);
+    plan.stream = stream_->get();
+    absl::Status s = PlanRagged(runtime(), plan, ws);
+    if (s.ok())
+      s = RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()),
+                    ws);
+    if (s.ok()) s = stream_->Synchronize();
+    if (s.ok()) s = ws.TakeErrors(runtime(), stream_->get());
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return {.out_rel = INFINITY};
+    const Errors err = d.Check(p);
+    std::printf("%-8s rel %.2e lse %.2e | %s | %s\n", std::string(DTypeName(c.dtype)).c_str(),
+                err.out_rel, err.lse_abs, ws.plan().ToString().c_str(),
+                c.ToString().substr(0, 90).c_str());
+    return err;
+  }
+
+  std::unique_ptr<CudaTestRuntime> env_;
+  std::unique_ptr<TestStream> stream_;
+};
+
+// Lengths around a 128-row tile of a group of 4 (32 tokens), 577, decode
+// rows and speculative rows of 4 over prefixes, an empty sequence.
+RaggedCase MixedStep() {
+  return {.q_lens = {200, 1, 1, 4, 4, 0, 31, 32, 33, 577, 17, 129},
+          .kv_lens = {700, 1000, 33, 260, 4, 9, 31, 100, 33, 577, 4000, 129},
+          .num_qo_heads = 8,
+          .num_kv_heads = 2,
+          .head_dim = 128,
+          .shared_prefix_pages = 2,
+          .padding_rows = 5,
+          .seed = TestSeed()};
+}
+
+TEST_F(RaggedGpuTest, MixedStepsMatchTheReference) {
+  RaggedCase c = MixedStep();
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  c.layout = KvLayout::kHnd;
+  c.dtype = DType::kF16;
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  c = MixedStep();
+  c.window_left = 100;
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  c = MixedStep();
+  c.causal = false;
+  c.soft_cap = 20.0f;
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+}
+
+TEST_F(RaggedGpuTest, HeadDimsGroupsAndPages) {
+  struct Variant {
+    int64_t d, hq, hkv, page;
+  };
+  for (const Variant& v : {Variant{64, 32, 4, 16}, Variant{256, 8, 8, 32},
+                           Variant{128, 16, 1, 128}, Variant{128, 32, 8, 8}}) {
+    RaggedCase c = MixedStep();
+    c.head_dim = v.d;
+    c.num_qo_heads = v.hq;
+    c.num_kv_heads = v.hkv;
+    c.page_size = v.page;
+    EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  }
+}
+
+TEST_F(RaggedGpuTest, OneLongSequenceSplitsAndMerges) {
+  RaggedCase c = {.q_lens = {1, 64},
+                  .kv_lens = {32768, 20000},
+                  .num_qo_heads = 8,
+                  .num_kv_heads = 2,
+                  .head_dim = 128,
+                  .seed = TestSeed()};
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+}
+
+// One graph per workspace bucket, captured once, replayed after each step's
+// PlanRagged with new lengths, block tables and data in the same buffers.
+TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
+  const RaggedCase base = MixedStep();
+  constexpr int64_t kBatch = 16, kTokens = 2048, kPages = 2048, kMaxPages = 300;
+  RaggedWorkspace ws;
+  TAILOR_ASSERT_OK(
+      ReserveRaggedWorkspace(runtime(), LimitsOf(base, kBatch, kTokens), ws));
+  DeviceStep d(env_->api(), base, kTokens, kBatch, kPages, kMaxPages);
+  const std::vector<RaggedCase> steps = [&] {
+    std::vector<RaggedCase> s(3, base);
+    s[1].q_lens = {1, 1, 1, 1, 4, 4, 1};
+    s[1].kv_lens = {5, 900, 33, 64, 64, 2000, 1};
+    s[2].q_lens = {1024, 1, 7};
+    s[2].kv_lens = {3000, 4500, 7};
+    for (size_t i = 0; i < s.size(); ++i) s[i].seed = TestSeed() + i;
+    return s;
+  }();
+  const cuda::DriverApi& api = env_->api();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    RaggedBatch p = BuildRaggedBatch(steps[i]);
+    ASSERT_LE(p.num_pages, kPages);
+    ASSERT_LE(p.max_pages, kMaxPages);
+    TAILOR_ASSERT_OK(d.Upload(p));
+    PlanRaggedArgs plan = PlanArgsOf(p);
+    plan.stream = stream_->get();
+    TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
+    if (i == 0) {  // capture once, on the first step's plan
+      RaggedBatch shape = p;
+      const RunRaggedArgs args =
+          d.Args(shape, runtime().device(), stream_->get());
+      ASSERT_EQ(api.cuStreamBeginCapture(stream_->get(),
+                                         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                CUDA_SUCCESS);
+      const absl::Status captured = RunRagged(runtime(), args, ws);
+      ASSERT_EQ(api.cuStreamEndCapture(stream_->get(), &graph), CUDA_SUCCESS);
+      TAILOR_ASSERT_OK(captured);
+      ASSERT_EQ(api.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    }
+    ASSERT_EQ(api.cuGraphLaunch(exec, stream_->get()), CUDA_SUCCESS);
+    TAILOR_ASSERT_OK(stream_->Synchronize());
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream_->get()));
+    const Errors err = d.Check(p);
+    std::printf("graph step %zu rel %.2e lse %.2e | %s\n", i, err.out_rel,
+                err.lse_abs, ws.plan().ToString().c_str());
+    EXPECT_LE(err.out_rel, 1e-2) << "step " << i << " " << err.worst;
+  }
+  if (exec != nullptr) api.cuGraphExecDestroy(exec);
+  if (graph != nullptr) api.cuGraphDestroy(graph);
+}
+
+TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
+  RaggedCase c = MixedStep();
+  RaggedBatch p = BuildRaggedBatch(c);
+  p.block_table[1 * p.max_pages + 2] = 99999;
+  RaggedWorkspace ws;
+  TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
+      runtime(), LimitsOf(c, c.batch(), c.total_q()), ws));
+  DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages);
+  TAILOR_ASSERT_OK(d.Upload(p));
+  PlanRaggedArgs plan = PlanArgsOf(p);
+  plan.stream = stream_->get();
+  TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
+  TAILOR_ASSERT_OK(
+      RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()), ws));
+  TAILOR_ASSERT_OK(stream_->Synchronize());
+  EXPECT_THAT(ws.TakeErrors(runtime(), stream_->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("block_table[1,2]: page id 99999 is "
+                                    "outside [0, ",
+                                    p.num_pages, ")")));
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream_->get()));  // cleared
+}
+
+}  // namespace
+}  // namespace tailor::attention::testing
