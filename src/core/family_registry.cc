@@ -112,6 +112,7 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .backend = BackendKind::kCuda,
        .ops = kRaggedOps,
        .generate = &cuda::GenerateCudaRagged,
+       .knobs = cuda::RaggedTuningKnobs(),
        .min_compute_capability = 90,
        .arch_specific = true},
       {.name = "moe",

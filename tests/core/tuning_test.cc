@@ -89,7 +89,8 @@ TEST(TuningTest, EveryKeyIsDeclaredOnce) {
                                 "moe.cluster", "moe.expert_groups", "moe.gemm",
                                 "moe.pdl", "moe.prefetch_w", "moe.schedule",
                                 "moe.split_k", "moe.store", "moe.swap_ab",
-                                "moe.w_evict_first", "moe.wave_sync"));
+                                "moe.w_evict_first", "moe.wave_sync",
+                                "ragged.cuda"));
 }
 
 TEST(TuningTest, MoeKeysFillTheCudaStruct) {

@@ -226,7 +226,7 @@ class CudaBackend final : public tailor::internal::Backend {
   CudaGenericKernels generic_kernels_{*this};
   CudaMoeKernels moe_kernels_;
   CudaDecodeKernels decode_kernels_;
-  CudaRaggedKernels ragged_kernels_{*this};
+  CudaRaggedKernels ragged_kernels_;
   bool overlap_enabled_;  // false: moe.pdl=off
 };
 

@@ -176,6 +176,11 @@ absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
 
 absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
     const RaggedShape& shape) {
+  if (!enabled_) {
+    return absl::UnimplementedError(
+        "attention.ragged: the CUDA kernel is experimental and off; enable it "
+        "with the tuning key ragged.cuda=on");
+  }
   if (backend_.arch() != "sm_90a") {
     return absl::UnimplementedError(
         absl::StrCat("attention.ragged: the CUDA kernel needs sm_90a, device "

@@ -39,7 +39,10 @@ class CudaBackend;
 
 class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
  public:
-  explicit CudaRaggedKernels(CudaBackend& backend) : backend_(backend) {}
+  // `enabled`: the ragged.cuda tuning key (attention/tuning.h); when off,
+  // PlanConfig reports Unimplemented and nothing else runs.
+  CudaRaggedKernels(CudaBackend& backend, bool enabled)
+      : backend_(backend), enabled_(enabled) {}
 
   absl::StatusOr<tailor::internal::RaggedPlanConfig> PlanConfig(
       const tailor::internal::RaggedShape& shape) override;
@@ -57,6 +60,7 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
   absl::StatusOr<int> Multiprocessors();
 
   CudaBackend& backend_;
+  const bool enabled_;
   std::atomic<int> multiprocessors_{0};
 };
 

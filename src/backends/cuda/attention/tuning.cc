@@ -26,6 +26,13 @@ constexpr TuningKnob kKnobs[] = {
 };
 
 // The integer value of `key`; 0 ("auto") when unset.
+constexpr V kOffOn[] = {"off", "on"};
+
+constexpr TuningKnob kRaggedKnobs[] = {
+    {"ragged.cuda", kOffOn,
+     "serve ragged attention with the experimental sm_90a kernel"},
+};
+
 int IntOf(const Tuning& tuning, absl::string_view key) {
   int value = 0;
   if (auto text = tuning.Get(key)) {
@@ -43,6 +50,12 @@ DecodeTuning DecodeTuningFrom(const Tuning& tuning) {
                       .stages = IntOf(tuning, "decode.stages"),
                       .head_group = IntOf(tuning, "decode.head_group"),
                       .cluster = IntOf(tuning, "decode.cluster")};
+}
+
+absl::Span<const TuningKnob> RaggedTuningKnobs() { return kRaggedKnobs; }
+
+bool RaggedCudaEnabled(const Tuning& tuning) {
+  return tuning.Get("ragged.cuda") == "on";
 }
 
 }  // namespace tailor::cuda

@@ -107,8 +107,11 @@ struct DeviceStep {
 class RaggedGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The kernel is experimental and off by default (ragged.cuda).
+    Runtime::Options options = CudaTestRuntime::DefaultOptions();
+    options.tuning = "ragged.cuda=on";
     absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
-        CudaTestRuntime::Create();
+        CudaTestRuntime::Create(options);
     if (!env.ok()) {
       ASSERT_EQ(env.status().code(), absl::StatusCode::kUnavailable)
           << env.status();
@@ -271,6 +274,22 @@ TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
   }
   if (exec != nullptr) api.cuGraphExecDestroy(exec);
   if (graph != nullptr) api.cuGraphDestroy(graph);
+}
+
+// Without ragged.cuda=on a CUDA runtime refuses ragged attention at Reserve,
+// before touching memory.
+TEST_F(RaggedGpuTest, OffUnlessTheTuningKeyTurnsItOn) {
+  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> plain =
+      CudaTestRuntime::Create();
+  TAILOR_ASSERT_OK(plain.status());
+  const RaggedCase c = MixedStep();
+  RaggedWorkspace ws;
+  EXPECT_THAT(
+      ReserveRaggedWorkspace((*plain)->runtime(),
+                             LimitsOf(c, c.batch(), c.total_q()), ws),
+      StatusIs(absl::StatusCode::kUnimplemented,
+               "attention.ragged: the CUDA kernel is experimental and off; "
+               "enable it with the tuning key ragged.cuda=on"));
 }
 
 TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
