@@ -77,14 +77,19 @@ struct Model {
 };
 
 Model MakeModel(FuzzInput& in) {
-  return {.dtype = in.Bool() ? DType::kBF16 : DType::kF32,
-          .tokens = in.InRange(0, 24),
-          .topk = in.InRange(1, 4),
-          .experts = in.InRange(1, 6),
-          .hidden = in.Bool() ? 8 : 16,
-          .intermediate = 8,
-          .policy = {.tile_rows = kTileRows,
-                     .tail = static_cast<TailPolicy>(in.InRange(0, 2))}};
+  Model m = {.dtype = in.Bool() ? DType::kBF16 : DType::kF32,
+             .tokens = in.InRange(0, 24),
+             .topk = in.InRange(1, 4),
+             .experts = in.InRange(1, 6),
+             .hidden = in.Bool() ? 8 : 16,
+             .intermediate = 8,
+             .policy = {.tile_rows = kTileRows,
+                        .tail = static_cast<TailPolicy>(in.InRange(0, 2))}};
+  // Route refuses k > E (a token's k experts are distinct): keep the model
+  // valid so that inputs reach the later ops; k > E still comes from the
+  // num_experts and expert_map edge values.
+  m.topk = std::min(m.topk, m.experts);
+  return m;
 }
 
 // Values for the elements of an index tensor.
