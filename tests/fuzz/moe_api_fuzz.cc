@@ -349,9 +349,14 @@ void RunPlanRows(Call& call, const Model& m, Workspace& ws) {
   // The plan holds a work item per tile: skip what cannot be afforded.
   {
     int64_t rows = 0;
-    const auto* counts = args.counts.as<const int32_t>();
+    // memcpy: a broken dtype (u8, ...) leaves the counts unaligned for i32.
+    const auto* bytes = static_cast<const unsigned char*>(args.counts.data);
     const size_t backed = call.BackedBytes(args.counts) / 4;
-    for (size_t e = 0; e < backed; ++e) rows += std::max(counts[e], 0);
+    for (size_t e = 0; e < backed; ++e) {
+      int32_t count;
+      std::memcpy(&count, bytes + 4 * e, 4);
+      rows += std::max(count, 0);
+    }
     const int64_t tile = std::clamp<int64_t>(args.policy.tile_rows, 1, 64);
     if (rows / tile * 16 > static_cast<int64_t>(kMaxWorkspaceBytes)) return;
   }
