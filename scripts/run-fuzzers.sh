@@ -40,8 +40,9 @@ for binary in "$dir"/tests/fuzz/*_fuzz; do
     -print_final_stats=1 -artifact_prefix="$artifacts" \
     "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1
   rc=$?
-  runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$')
-  speed=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$')
+  # tail -1: after a crash libFuzzer prints its final stats twice.
+  runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  speed=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
   cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
   result=ok
   if [ $rc -ne 0 ]; then

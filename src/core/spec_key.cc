@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/disk_cache.h"
 
 namespace tailor::internal {
 namespace {
@@ -167,15 +168,8 @@ std::string SpecKey::ToString() const {
   return out;
 }
 
-std::string SpecKey::FileStem() const {
-  std::string stem = ToString();
-  for (char& c : stem) {
-    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
-    if (!safe) c = '_';
-  }
-  if (stem.size() > 120) stem.resize(120);
-  return stem;
-}
+// The disk cache owns the stem rule: the tools rebuild an entry's name from
+// the spec string in its header, so both must go through EntryFileStem.
+std::string SpecKey::FileStem() const { return EntryFileStem(ToString()); }
 
 }  // namespace tailor::internal

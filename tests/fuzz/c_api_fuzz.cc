@@ -193,14 +193,19 @@ struct MoeModel {
 };
 
 MoeModel MakeMoeModel(FuzzInput& in) {
-  return {.dtype = in.Bool() ? TAILOR_DTYPE_BF16 : TAILOR_DTYPE_F32,
-          .tokens = in.InRange(0, 24),
-          .topk = in.InRange(1, 4),
-          .experts = in.InRange(1, 6),
-          .hidden = in.Bool() ? 8 : 16,
-          .intermediate = 8,
-          .policy = {.tile_rows = kTileRows,
-                     .tail = static_cast<int32_t>(in.InRange(0, 2))}};
+  MoeModel m = {.dtype = in.Bool() ? TAILOR_DTYPE_BF16 : TAILOR_DTYPE_F32,
+                .tokens = in.InRange(0, 24),
+                .topk = in.InRange(1, 4),
+                .experts = in.InRange(1, 6),
+                .hidden = in.Bool() ? 8 : 16,
+                .intermediate = 8,
+                .policy = {.tile_rows = kTileRows,
+                           .tail = static_cast<int32_t>(in.InRange(0, 2))}};
+  // Route refuses k > E (a token's k experts are distinct): keep the model
+  // valid so that inputs reach the later ops; k > E still comes from the
+  // num_experts and expert_map edge values.
+  m.topk = std::min(m.topk, m.experts);
+  return m;
 }
 
 bool InModelTable(int64_t d) { return d == 8 || d == 16; }

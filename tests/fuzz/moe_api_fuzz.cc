@@ -77,14 +77,19 @@ struct Model {
 };
 
 Model MakeModel(FuzzInput& in) {
-  return {.dtype = in.Bool() ? DType::kBF16 : DType::kF32,
-          .tokens = in.InRange(0, 24),
-          .topk = in.InRange(1, 4),
-          .experts = in.InRange(1, 6),
-          .hidden = in.Bool() ? 8 : 16,
-          .intermediate = 8,
-          .policy = {.tile_rows = kTileRows,
-                     .tail = static_cast<TailPolicy>(in.InRange(0, 2))}};
+  Model m = {.dtype = in.Bool() ? DType::kBF16 : DType::kF32,
+             .tokens = in.InRange(0, 24),
+             .topk = in.InRange(1, 4),
+             .experts = in.InRange(1, 6),
+             .hidden = in.Bool() ? 8 : 16,
+             .intermediate = 8,
+             .policy = {.tile_rows = kTileRows,
+                        .tail = static_cast<TailPolicy>(in.InRange(0, 2))}};
+  // Route refuses k > E (a token's k experts are distinct): keep the model
+  // valid so that inputs reach the later ops; k > E still comes from the
+  // num_experts and expert_map edge values.
+  m.topk = std::min(m.topk, m.experts);
+  return m;
 }
 
 // Values for the elements of an index tensor.
@@ -344,9 +349,14 @@ void RunPlanRows(Call& call, const Model& m, Workspace& ws) {
   // The plan holds a work item per tile: skip what cannot be afforded.
   {
     int64_t rows = 0;
-    const auto* counts = args.counts.as<const int32_t>();
+    // memcpy: a broken dtype (u8, ...) leaves the counts unaligned for i32.
+    const auto* bytes = static_cast<const unsigned char*>(args.counts.data);
     const size_t backed = call.BackedBytes(args.counts) / 4;
-    for (size_t e = 0; e < backed; ++e) rows += std::max(counts[e], 0);
+    for (size_t e = 0; e < backed; ++e) {
+      int32_t count;
+      std::memcpy(&count, bytes + 4 * e, 4);
+      rows += std::max(count, 0);
+    }
     const int64_t tile = std::clamp<int64_t>(args.policy.tile_rows, 1, 64);
     if (rows / tile * 16 > static_cast<int64_t>(kMaxWorkspaceBytes)) return;
   }

@@ -319,7 +319,9 @@ absl::Status BindWorkspace(Runtime& runtime, const WorkspaceLimits& limits,
 // ---- Route: the inspector ---------------------------------------------------
 
 struct RouteArgs {
-  TensorRef topk_ids;  // [T, k] i32 expert ids (global when expert_map is set)
+  // [T, k] i32 expert ids (global when expert_map is set). A token's k ids
+  // are distinct experts: k <= E, or k <= E_global with an expert_map.
+  TensorRef topk_ids;
   // E: local experts. Ids (after expert_map) must be in [0, E).
   int64_t num_experts = 0;
   // [E_global] i32 global id -> local id, or -1 for an expert on another

@@ -140,6 +140,12 @@ absl::Status ValidateRouteShapes(const RouteArgs& args, Device device) {
     TAILOR_RETURN_IF_ERROR(internal::ExpectExpertCount(
         "expert_map: dims[0] (E_global)", args.expert_map->dims[0]));
   }
+  // A token's k ids are distinct experts of the model: the global ones
+  // when an expert_map is set (a rank may own fewer than k), else E.
+  TAILOR_RETURN_IF_ERROR(internal::ExpectTopkOfExperts(
+      "topk_ids: dims[1] (k)", args.topk_ids.dims[1],
+      args.expert_map ? "expert_map: dims[0] (E_global)" : "num_experts",
+      args.expert_map ? args.expert_map->dims[0] : args.num_experts));
   if (args.valid_tokens) {
     TAILOR_RETURN_IF_ERROR(internal::ExpectOperand(
         "valid_tokens", *args.valid_tokens, 1, DType::kI32, device));

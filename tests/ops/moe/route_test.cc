@@ -308,6 +308,35 @@ TEST_F(MoeRouteErrorTest, TopkAndExpertCountLimits) {
                HasSubstr("num_experts: must be in [1, 1048576], got 0")));
 }
 
+// Each token picks k distinct experts, so k > E is refused before any id is
+// read, as the serving profile refuses it; with an expert_map the bound is
+// the global count (a rank may own fewer experts than k).
+TEST_F(MoeRouteErrorTest, TopkAboveExpertCount) {
+  HostTensor ids(DType::kI32, {3, 5});
+  for (int i = 0; i < 15; ++i) ids.i32()[i] = i % 4;  // in range: E = 4
+  EXPECT_THAT(RouteWith({.topk_ids = ids.ref(), .num_experts = 4}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::Eq("topk_ids: dims[1] (k): must be at most "
+                                     "num_experts (4): a token is routed to k "
+                                     "distinct experts, got 5")));
+  HostTensor small_map(DType::kI32, {4});
+  for (int g = 0; g < 4; ++g) small_map.i32()[g] = g;
+  EXPECT_THAT(
+      RouteWith({.topk_ids = ids.ref(),
+                 .num_experts = 4,
+                 .expert_map = small_map.ref()}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               ::testing::Eq("topk_ids: dims[1] (k): must be at most "
+                             "expert_map: dims[0] (E_global) (4): a token is "
+                             "routed to k distinct experts, got 5")));
+  // 16 global experts, 4 of them local: k = 5 is a valid model.
+  HostTensor map(DType::kI32, {16});
+  for (int g = 0; g < 16; ++g) map.i32()[g] = g < 4 ? g : -1;
+  TAILOR_EXPECT_OK(RouteWith(
+      {.topk_ids = ids.ref(), .num_experts = 4, .expert_map = map.ref()}));
+  TAILOR_EXPECT_OK(RouteWith({.topk_ids = ids.ref(), .num_experts = 5}));
+}
+
 TEST_F(MoeRouteErrorTest, Policy) {
   for (int32_t tile : {-1, 65}) {
     EXPECT_THAT(
