@@ -46,6 +46,15 @@ absl::Span<const tailor::internal::TuningKnob> DecodeTuningKnobs();
 // The decode settings of `tuning` (validated against DecodeTuningKnobs).
 DecodeTuning DecodeTuningFrom(const tailor::internal::Tuning& tuning);
 
+// ragged.cuda=on: serve ragged attention with the sm_90a kernel. Off by
+// default: it has not passed every GPU test yet (two cases do not finish;
+// bench/results/attention_ragged_gpu_h200.txt, "ragged: GPU tests"), so a
+// CUDA runtime reports Unimplemented for it unless asked.
+absl::Span<const tailor::internal::TuningKnob> RaggedTuningKnobs();
+
+// Whether `tuning` turns the sm_90a ragged-attention kernel on.
+bool RaggedCudaEnabled(const tailor::internal::Tuning& tuning);
+
 }  // namespace tailor::cuda
 
 #endif  // TAILOR_BACKENDS_CUDA_ATTENTION_TUNING_H_
