@@ -10,20 +10,12 @@
 #include "api/internals.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/ragged_checks.h"
+#include "ops/device_layout.h"
 #include "tailor/status.h"
 
 namespace tailor {
 namespace internal {
 namespace {
-
-constexpr int64_t kAlignment = 256;
-
-int64_t Place(int64_t bytes, int64_t& end) {
-  const int64_t offset = end;
-  end +=
-      (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  return offset;
-}
 
 absl::Status TooSmall(absl::string_view what, int64_t reserved,
                       int64_t needed) {
@@ -66,14 +58,15 @@ RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& c) {
   RaggedDeviceBuffers b;
   b.capacity = c;
   int64_t end = 0;
-  b.items = Place(int64_t{sizeof(plan::AttentionWorkItem)} * c.items, end);
-  b.worker_begin = Place(4 * (c.workers + 1), end);
-  b.merge_groups =
-      Place(int64_t{sizeof(plan::AttentionMergeGroup)} * c.partials, end);
-  b.num_merges = Place(4, end);
-  b.partial_out = Place(4 * c.partials * c.partial_row, end);
-  b.partial_lse = Place(4 * c.partials * c.tile_rows, end);
-  b.scratch = Place(c.scratch_bytes, end);
+  b.items = PlaceDeviceBuffer(
+      int64_t{sizeof(plan::AttentionWorkItem)} * c.items, end);
+  b.worker_begin = PlaceDeviceBuffer(4 * (c.workers + 1), end);
+  b.merge_groups = PlaceDeviceBuffer(
+      int64_t{sizeof(plan::AttentionMergeGroup)} * c.partials, end);
+  b.num_merges = PlaceDeviceBuffer(4, end);
+  b.partial_out = PlaceDeviceBuffer(4 * c.partials * c.partial_row, end);
+  b.partial_lse = PlaceDeviceBuffer(4 * c.partials * c.tile_rows, end);
+  b.scratch = PlaceDeviceBuffer(c.scratch_bytes, end);
   b.bytes = end;
   return b;
 }

@@ -11,21 +11,13 @@
 #include "api/internals.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/kernels.h"
+#include "ops/device_layout.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
 
 namespace tailor {
 namespace internal {
 namespace {
-
-constexpr int64_t kAlignment = 256;
-
-int64_t Place(int64_t bytes, int64_t& end) {
-  const int64_t offset = end;
-  end +=
-      (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  return offset;
-}
 
 absl::Status TooSmall(absl::string_view what, int64_t reserved,
                       int64_t needed) {
@@ -77,12 +69,15 @@ DecodeDeviceBuffers DecodeLayoutFor(const DecodeCapacity& c) {
   DecodeDeviceBuffers b;
   b.capacity = c;
   int64_t end = 0;
-  b.items = Place(int64_t{sizeof(plan::DecodeWorkItem)} * c.items, end);
-  b.worker_begin = Place(4 * (c.workers + 2), end);  // + the launch flags
-  b.first_items = Place(int64_t{sizeof(plan::DecodeWorkItem)} * c.workers, end);
-  b.partial_out = Place(4 * c.partials * c.partial_row, end);
-  b.partial_lse = Place(4 * c.partials * c.group, end);
-  b.scratch = Place(c.scratch_bytes, end);
+  b.items =
+      PlaceDeviceBuffer(int64_t{sizeof(plan::DecodeWorkItem)} * c.items, end);
+  b.worker_begin =
+      PlaceDeviceBuffer(4 * (c.workers + 2), end);  // + the launch flags
+  b.first_items =
+      PlaceDeviceBuffer(int64_t{sizeof(plan::DecodeWorkItem)} * c.workers, end);
+  b.partial_out = PlaceDeviceBuffer(4 * c.partials * c.partial_row, end);
+  b.partial_lse = PlaceDeviceBuffer(4 * c.partials * c.group, end);
+  b.scratch = PlaceDeviceBuffer(c.scratch_bytes, end);
   b.bytes = end;
   return b;
 }
@@ -325,7 +320,7 @@ absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
                           DeviceCapacity(*kernels, limits));
   DecodeDeviceBuffers buffers = internal::DecodeLayoutFor(capacity);
   if (memory == nullptr ||
-      reinterpret_cast<uintptr_t>(memory) % internal::kAlignment != 0) {
+      reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment != 0) {
     return absl::InvalidArgumentError(
         "memory: must be non-null device memory aligned to 256 bytes");
   }

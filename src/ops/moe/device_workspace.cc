@@ -4,22 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ops/device_layout.h"
 
 namespace tailor::internal {
 namespace {
-
-constexpr int64_t kAlignment = 256;
-
-int64_t AlignUp(int64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-// Places a buffer of `bytes` at the end of the layout; returns its offset.
-int64_t Place(int64_t bytes, int64_t& end) {
-  const int64_t offset = end;
-  end += AlignUp(std::max<int64_t>(bytes, 1));
-  return offset;
-}
 
 absl::Status TooSmall(absl::string_view what, int64_t reserved,
                       int64_t needed) {
@@ -39,14 +27,15 @@ MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
   b.capacity = c;
   b.max_work = MaxWorkItems(c.assignments, c.experts, c.tile_rows);
   int64_t end = 0;
-  b.counts = Place(4 * c.experts, end);
-  b.offsets = Place(4 * (c.experts + 1), end);
-  b.permutation = Place(4 * c.assignments, end);
-  b.inverse = Place(4 * c.assignments, end);
-  b.work = Place(int64_t{sizeof(plan::WorkItem)} * b.max_work, end);
-  b.scratch = Place(c.scratch_bytes, end);
-  b.rows_h = Place(c.assignments * c.hidden * c.element_bytes, end);
-  b.rows_i = Place(c.assignments * c.intermediate * c.element_bytes, end);
+  b.counts = PlaceDeviceBuffer(4 * c.experts, end);
+  b.offsets = PlaceDeviceBuffer(4 * (c.experts + 1), end);
+  b.permutation = PlaceDeviceBuffer(4 * c.assignments, end);
+  b.inverse = PlaceDeviceBuffer(4 * c.assignments, end);
+  b.work = PlaceDeviceBuffer(int64_t{sizeof(plan::WorkItem)} * b.max_work, end);
+  b.scratch = PlaceDeviceBuffer(c.scratch_bytes, end);
+  b.rows_h = PlaceDeviceBuffer(c.assignments * c.hidden * c.element_bytes, end);
+  b.rows_i =
+      PlaceDeviceBuffer(c.assignments * c.intermediate * c.element_bytes, end);
   b.bytes = end;
   return b;
 }
