@@ -12,6 +12,8 @@ absl::Status BadField(absl::string_view field, absl::string_view rule,
       absl::StrCat("key.", field, ": ", rule, ", got ", got));
 }
 
+constexpr uint32_t kRaggedPipelineChecks = 1u;
+
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // The checks both specs share: dtype, head_dim, pack, tile rows.
@@ -63,6 +65,7 @@ SpecKey RaggedKernelSpec::Key(const KeyTarget& target) const {
   key.dtypes = {dtype};
   key.dims = {head_dim, group, head_pack, page_size, static_cast<int>(mask)};
   key.tile.m = tile_rows;
+  key.variant = pipeline_checks ? kRaggedPipelineChecks : 0u;
   return key;
 }
 
@@ -80,25 +83,32 @@ absl::StatusOr<RaggedKernelSpec> RaggedKernelSpec::FromKey(const SpecKey& key) {
   if (page < 1 || page > 256) {
     return BadField("dims[3] (page)", "must be in [1, 256]", page);
   }
+  if ((key.variant & ~kRaggedPipelineChecks) != 0) {
+    return BadField("variant", "only bit 0 (pipeline checks) is defined",
+                    key.variant);
+  }
   if (mask < 0 || mask > 2) {
     return BadField("dims[4] (mask)",
                     "must be 0 (none), 1 (causal) or 2 "
                     "(window)",
                     mask);
   }
-  return RaggedKernelSpec{.dtype = key.dtypes[0],
-                          .head_dim = static_cast<int32_t>(key.dims[0]),
-                          .group = static_cast<int32_t>(group),
-                          .head_pack = static_cast<int32_t>(pack),
-                          .page_size = static_cast<int32_t>(page),
-                          .mask = static_cast<RaggedMask>(mask),
-                          .tile_rows = key.tile.m};
+  return RaggedKernelSpec{
+      .dtype = key.dtypes[0],
+      .head_dim = static_cast<int32_t>(key.dims[0]),
+      .group = static_cast<int32_t>(group),
+      .head_pack = static_cast<int32_t>(pack),
+      .page_size = static_cast<int32_t>(page),
+      .mask = static_cast<RaggedMask>(mask),
+      .tile_rows = key.tile.m,
+      .pipeline_checks = (key.variant & kRaggedPipelineChecks) != 0};
 }
 
 std::string RaggedKernelSpec::ToString() const {
-  return absl::StrFormat("%s D=%d group=%d pack=%d page=%d mask=%s rows=%d",
+  return absl::StrFormat("%s D=%d group=%d pack=%d page=%d mask=%s rows=%d%s",
                          DTypeName(dtype), head_dim, group, head_pack,
-                         page_size, RaggedMaskName(mask), tile_rows);
+                         page_size, RaggedMaskName(mask), tile_rows,
+                         pipeline_checks ? " checks" : "");
 }
 
 SpecKey RaggedMergeSpec::Key(const KeyTarget& target) const {

@@ -12,6 +12,7 @@
 // Key layout (GetOpInfo names the dims):
 //   attention.ragged        dtypes {x} dims {D, group, pack, page, mask}
 //                           tile.m = tile rows
+//                           variant bit 0: pipeline protocol checks
 //   attention.ragged_merge  dtypes {x} dims {D, pack}  tile.m = tile rows
 //
 // Example:
@@ -47,6 +48,9 @@ struct RaggedKernelSpec {
   int32_t page_size = 0;
   RaggedMask mask = RaggedMask::kNone;
   int32_t tile_rows = 0;
+  // runtime/cuda/pipeline.cuh's checks and the kernel's wait watch
+  // ($TAILOR_CUDA_PIPELINE_CHECKS=1, a developer knob; CUDA only).
+  bool pipeline_checks = false;
 
   SpecKey Key(const KeyTarget& target) const;
   // InvalidArgument naming the key field for a key that is not an

@@ -238,8 +238,8 @@ struct PrefillSm90Kernel {
   static TAILOR_DEVICE void LoadK(const Params& p, const Shared& sh,
                                   const PrefillWorkItem& item,
                                   const BlockPages& b, PipelineCursor& c,
-                                  int lane) {
-    WaitEmpty(*sh.k_ring, c);
+                                  int lane, int block) {
+    PrefillWaitEmpty(*sh.k_ring, c, kPrefillWaitKEmpty, item, block);
     if (lane == 0) {
       ArmFull(*sh.k_ring, c, kLayout.tile_bytes, static_cast<int>(b.dropped));
     }
@@ -256,7 +256,7 @@ struct PrefillSm90Kernel {
   static TAILOR_DEVICE void LoadV(const Params& p, const Shared& sh,
                                   const PrefillWorkItem& item,
                                   const BlockPages& b, PipelineCursor& c,
-                                  int lane) {
+                                  int lane, int block) {
     const int last = item.kv_len - 1;
     const int edge_box = (last >= b.start && last < b.start + kBlockN &&
                           item.kv_len % kBoxTokens != 0)
@@ -265,7 +265,7 @@ struct PrefillSm90Kernel {
     const int edge_page =
         __shfl_sync(0xffffffffu, b.page, edge_box < 0 ? 0 : edge_box);
     const bool copy_edge = edge_box >= 0 && edge_page < p.num_pages;
-    WaitEmpty(*sh.v_ring, c);
+    PrefillWaitEmpty(*sh.v_ring, c, kPrefillWaitVEmpty, item, block);
     unsigned char* v_tile = sh.v + c.stage * kLayout.tile_bytes;
     if (copy_edge) {
       CopyEdgeBox(p, item, v_tile, b.start, edge_box, edge_page, lane);
@@ -288,6 +288,8 @@ struct PrefillSm90Kernel {
                                       const PrefillWorkItem& item, int k,
                                       int lane) {
     const int qb = QBuffer(k);
+    PrefillWatch(sh.q_empty[qb], QParity(k) ^ 1, kPrefillWaitQEmpty, item, -1,
+                 qb, k);
     sh.q_empty[qb].Wait(QParity(k) ^ 1);
     if (lane != 0) return;
     sh.q_full[qb].ArriveExpectTx(kLayout.q_bytes);
@@ -310,22 +312,26 @@ struct PrefillSm90Kernel {
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
       const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+      PrefillMark(0, i - first, 0, 1);
       BlockPages next = {};
       if (blocks > 0) {
         next = PagesOf(p, item, 0, lane);
-        LoadK(p, sh, item, next, kc, lane);
+        LoadK(p, sh, item, next, kc, lane, 0);
       }
+      PrefillMark(0, -1, 0, 2);
       LoadQuery(p, sh, item, i - first, lane);
       __syncwarp();
       for (int j = 0; j < blocks; ++j) {
+        PrefillMark(0, -1, j, 3);
         const BlockPages current = next;
         if (j + 1 < blocks) {
           next = PagesOf(p, item, j + 1, lane);
-          LoadK(p, sh, item, next, kc, lane);
+          LoadK(p, sh, item, next, kc, lane, j + 1);
         }
-        LoadV(p, sh, item, current, vc, lane);
+        LoadV(p, sh, item, current, vc, lane, j);
       }
     }
+    PrefillMark(0, last - first, -1, 4);
   }
 
   // ---- consumers ------------------------------------------------------------
@@ -336,6 +342,8 @@ struct PrefillSm90Kernel {
                                         int wg, bool leader) {
     const int qb = QBuffer(k);
     unsigned char* q_tile = sh.q + qb * kLayout.q_bytes;
+    PrefillMark(1 + wg, k, -1, 0);
+    PrefillWatch(sh.q_full[qb], QParity(k), kPrefillWaitQFull, item, -1, qb, k);
     sh.q_full[qb].Wait(QParity(k));
     typename Mainloop::State st;
     Mainloop::Init(st);
@@ -347,6 +355,7 @@ struct PrefillSm90Kernel {
       Mainloop::Run(p, item, blocks, q_tile, sh.k, sh.v, *sh.k_ring, *sh.v_ring,
                     kc, vc, wg, leader, lim, st);
     }
+    PrefillMark(1 + wg, -1, blocks, 6);
     const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
     const typename Epilogue::Rows rows = Epilogue::Normalize(st, scale, wg);
     if (item.partial >= 0) {
@@ -360,6 +369,7 @@ struct PrefillSm90Kernel {
       }
     }
     if (leader) sh.q_empty[qb].Arrive();
+    PrefillMark(1 + wg, -1, blocks, 7);
   }
 
   static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh, int wg) {
@@ -374,6 +384,7 @@ struct PrefillSm90Kernel {
       ConsumeItem(p, sh, item, i - first, kc, vc, wg, leader);
     }
     // Warpgroup 1's last turn handed to 0: take it, so no arrival is left.
+    PrefillMark(1 + wg, last - first, -1, 8);
     if (wg == 0) ScheduleSync(wg);
   }
 

@@ -65,15 +65,98 @@ TAILOR_DEVICE void ScheduleArrive(int wg) {
 // schedules a wgmma wait as early as its basic block allows, which puts
 // the wait for P V before the softmax meant to overlap it; a branch on a
 // value the softmax produced opens a block the wait cannot leave. Both
-// sides wait: the second (never taken for row sums >= 0) differs only so
-// that the compiler keeps the branch.
+// sides wait: the second (taken only for a NaN row sum) differs only so
+// that the compiler keeps the branch. The branch is voted warp-uniform:
+// wgmma.wait_group is .aligned, so a warp split over its two copies (one
+// lane's row NaN, another's not) would be undefined.
 TAILOR_DEVICE void WgmmaWaitAllAfter(float after) {
-  if (after >= 0.0f) {
+  if (__all_sync(0xffffffffu, after >= 0.0f)) {
     WgmmaWait<0>();
   } else {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n\tmembar.cta;" ::
                      : "memory");
   }
+}
+
+// The kernel's waits, named for the checked build's report.
+enum PrefillWaitSite : int {
+  kPrefillWaitKFull,
+  kPrefillWaitVFull,
+  kPrefillWaitQFull,
+  kPrefillWaitKEmpty,
+  kPrefillWaitVEmpty,
+  kPrefillWaitQEmpty,
+};
+
+#if TAILOR_PIPELINE_CHECKS
+// Checked builds: where each role of the CTA last was, [role][item,
+// block, step] (role 0 the producer, 1 + wg the consumers; steps: see
+// PrefillMark's callers), printed by a wait that times out.
+__shared__ int prefill_progress[3][3];
+#endif
+
+// Checked builds only: records that `role` reached `step` of block `block`
+// of its item `item` (the CTA's k-th).
+TAILOR_DEVICE void PrefillMark(int role, int item, int block, int step) {
+#if TAILOR_PIPELINE_CHECKS
+  if (threadIdx.x % 32 == 0) {
+    volatile int* p = prefill_progress[role];
+    if (item >= 0) p[0] = item;
+    p[1] = block;
+    p[2] = step;
+  }
+#endif
+}
+
+// Checked builds (TAILOR_PIPELINE_CHECKS=1) only: waits for `parity` of
+// `bar`; past about 2^32 cycles (seconds) lane 0 prints where its warp
+// stopped (site, item, block, stage, round) and every role's last mark,
+// and past 2^34 the thread traps, so a protocol error names its waits
+// instead of hanging the device. The caller then waits as usual (and runs
+// pipeline.cuh's own checks).
+TAILOR_DEVICE void PrefillWatch(Mbarrier& bar, unsigned parity, int site,
+                                const PrefillWorkItem& item, int block,
+                                int stage, unsigned round) {
+#if TAILOR_PIPELINE_CHECKS
+  const long long start = clock64();
+  bool reported = false;
+  while (!bar.TryWait(parity)) {
+    const long long waited = clock64() - start;
+    if (!reported && waited > (1ll << 32) && threadIdx.x % 32 == 0) {
+      const volatile int(*m)[3] = prefill_progress;
+      printf(
+          "tailor ragged: CTA %d warp %d stuck at wait %d (0 K full, 1 "
+          "V full, 2 Q full, 3 K empty, 4 V empty, 5 Q empty): item seq "
+          "%d head %d q_token %d rows %d kv [%d, %d) of %d, block %d, "
+          "stage %d round %u parity %u | marks producer %d/%d/%d wg0 "
+          "%d/%d/%d wg1 %d/%d/%d\n",
+          blockIdx.x, threadIdx.x / 32, site, item.seq, item.q_head,
+          item.q_token, item.rows, item.kv_begin, item.kv_end, item.kv_len,
+          block, stage, round, parity, m[0][0], m[0][1], m[0][2], m[1][0],
+          m[1][1], m[1][2], m[2][0], m[2][1], m[2][2]);
+      reported = true;
+    }
+    if (waited > (1ll << 34)) __trap();
+  }
+#endif
+}
+
+template <int kStages, typename M>
+TAILOR_DEVICE void PrefillWaitFull(PipelineRing<kStages, M>& ring,
+                                   const PipelineCursor& c, int site,
+                                   const PrefillWorkItem& item, int block) {
+  PrefillWatch(ring.full[c.stage], c.phase, site, item, block, c.stage,
+               c.round);
+  WaitFull(ring, c);
+}
+
+template <int kStages, typename M>
+TAILOR_DEVICE void PrefillWaitEmpty(PipelineRing<kStages, M>& ring,
+                                    const PipelineCursor& c, int site,
+                                    const PrefillWorkItem& item, int block) {
+  PrefillWatch(ring.empty[c.stage], c.phase ^ 1, site, item, block, c.stage,
+               c.round);
+  WaitEmpty(ring, c);
 }
 
 // Where the rows of one thread may attend, in KV positions: [lo, hi).
@@ -279,11 +362,14 @@ struct PrefillSm90Mainloop {
     unsigned pa[kPSteps][4];
     float alpha[2];
     // Block 0: S only.
-    WaitFull(k_ring, kc);
+    PrefillMark(1 + wg, -1, 0, 1);
+    PrefillWaitFull(k_ring, kc, kPrefillWaitKFull, item, 0);
     unsigned dropped = static_cast<unsigned>(Message(k_ring, kc));
+    PrefillMark(1 + wg, -1, 0, 3);
     ScheduleSync(wg);
     IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
     ScheduleArrive(wg);
+    PrefillMark(1 + wg, -1, 0, 4);
     WgmmaWait<0>();
     FenceRegisters(s);
     if (leader) Release(k_ring, kc);
@@ -291,18 +377,23 @@ struct PrefillSm90Mainloop {
     Softmax(s, st, alpha, MaskOf(item, 0, dropped), lim, p);
     PackP(s, pa);
     for (int j = 1; j < blocks; ++j) {
-      WaitFull(k_ring, kc);
+      PrefillMark(1 + wg, -1, j, 1);
+      PrefillWaitFull(k_ring, kc, kPrefillWaitKFull, item, j);
       dropped = static_cast<unsigned>(Message(k_ring, kc));
-      WaitFull(v_ring, vc);
+      PrefillMark(1 + wg, -1, j, 2);
+      PrefillWaitFull(v_ring, vc, kPrefillWaitVFull, item, j - 1);
+      PrefillMark(1 + wg, -1, j, 3);
       ScheduleSync(wg);
       IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
       IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
       ScheduleArrive(wg);
+      PrefillMark(1 + wg, -1, j, 4);
       WgmmaWait<1>();  // S of block j; P V of block j - 1 still runs
       FenceRegisters(s);
       if (leader) Release(k_ring, kc);
       kc.Advance(kKStages);
       Softmax(s, st, alpha, MaskOf(item, j, dropped), lim, p);
+      PrefillMark(1 + wg, -1, j, 5);
       // P V of block j - 1: P and O are free again.
       if constexpr (kSoftmaxOverlap) {
         WgmmaWaitAllAfter(st.l[0] + st.l[1]);
@@ -316,10 +407,13 @@ struct PrefillSm90Mainloop {
       PackP(s, pa);
     }
     // The last block's P V.
-    WaitFull(v_ring, vc);
+    PrefillMark(1 + wg, -1, blocks, 2);
+    PrefillWaitFull(v_ring, vc, kPrefillWaitVFull, item, blocks - 1);
+    PrefillMark(1 + wg, -1, blocks, 3);
     ScheduleSync(wg);
     IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
     ScheduleArrive(wg);
+    PrefillMark(1 + wg, -1, blocks, 4);
     WgmmaWait<0>();
     FenceRegisters(st.o);
     if (leader) Release(v_ring, vc);

@@ -27,6 +27,15 @@ TEST(RaggedSpecTest, KeyRoundTrips) {
   absl::StatusOr<RaggedKernelSpec> back = RaggedKernelSpec::FromKey(key);
   TAILOR_ASSERT_OK(back.status());
   EXPECT_EQ(*back, spec);
+  RaggedKernelSpec checked = spec;
+  checked.pipeline_checks = true;
+  const SpecKey checked_key = checked.Key(kTarget);
+  EXPECT_NE(checked_key, key);  // the checked build is its own variant
+  EXPECT_EQ(checked_key.variant, 1u);
+  absl::StatusOr<RaggedKernelSpec> checked_back =
+      RaggedKernelSpec::FromKey(checked_key);
+  TAILOR_ASSERT_OK(checked_back.status());
+  EXPECT_EQ(*checked_back, checked);
   const RaggedMergeSpec merge = {
       .dtype = DType::kF16, .head_dim = 64, .head_pack = 8, .tile_rows = 32};
   absl::StatusOr<RaggedMergeSpec> merge_back =
@@ -64,6 +73,13 @@ TEST(RaggedSpecTest, MalformedKeysAreNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "key.dims[1] (group): must be in [1, 16] and divide by "
                        "pack, got 4"));
+  spec.head_pack = 4;
+  SpecKey flagged = spec.Key(kTarget);
+  flagged.variant = 6;
+  EXPECT_THAT(RaggedKernelSpec::FromKey(flagged),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "key.variant: only bit 0 (pipeline checks) is defined, "
+                       "got 6"));
   SpecKey other = kTarget.MakeKey(OpKind::kAttentionDecode);
   EXPECT_THAT(RaggedKernelSpec::FromKey(other),
               StatusIs(absl::StatusCode::kInvalidArgument,

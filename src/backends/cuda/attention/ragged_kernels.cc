@@ -11,6 +11,7 @@
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "backends/gpu/error_words.h"
+#include "core/env.h"
 #include "ops/attention/ragged_spec.h"
 #include "tailor/status.h"
 #include "templates/cuda/attention/prefill_params.h"
@@ -124,7 +125,7 @@ bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim) {
 
 absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
   const bool merge = key.op == tailor::internal::OpKind::kAttentionRaggedMerge;
-  std::string kernel, header;
+  std::string kernel, header, checks;
   if (merge) {
     TAILOR_ASSIGN_OR_RETURN(RaggedMergeSpec spec,
                             RaggedMergeSpec::FromKey(key));
@@ -143,6 +144,7 @@ absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
           spec.page_size));
     }
     header = "prefill_sm90.cuh";
+    if (spec.pipeline_checks) checks = "#define TAILOR_PIPELINE_CHECKS 1\n";
     kernel = absl::StrCat(
         "tailor::cuda::PrefillSm90Kernel<",
         "tailor::cuda::Half16::", spec.dtype == DType::kBF16 ? "kBf16" : "kF16",
@@ -156,10 +158,16 @@ absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
   const std::string entry = merge ? "tailor_ragged_merge" : "tailor_ragged";
   return KernelSource{
       .code =
-          absl::StrCat("#include \"templates/cuda/attention/", header,
+          absl::StrCat(checks, "#include \"templates/cuda/attention/", header,
                        "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
       .entry = entry};
 }
+
+CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled)
+    : backend_(backend),
+      enabled_(enabled),
+      pipeline_checks_(
+          tailor::internal::EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")) {}
 
 absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
   if (int sms = multiprocessors_.load(); sms > 0) return sms;
@@ -343,8 +351,10 @@ absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
   TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));
   FillParams(l, params);
 
-  const SpecKey key = tailor::internal::RaggedKernelSpecFor(l.shape, l.config)
-                          .Key(engine.target());
+  tailor::internal::RaggedKernelSpec spec =
+      tailor::internal::RaggedKernelSpecFor(l.shape, l.config);
+  spec.pipeline_checks = pipeline_checks_;
+  const SpecKey key = spec.Key(engine.target());
   TAILOR_ASSIGN_OR_RETURN(
       std::shared_ptr<Kernel> kernel,
       engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateCudaRagged)));

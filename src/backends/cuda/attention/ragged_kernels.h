@@ -41,8 +41,9 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
  public:
   // `enabled`: the ragged.cuda tuning key (attention/tuning.h); when off,
   // PlanConfig reports Unimplemented and nothing else runs.
-  CudaRaggedKernels(CudaBackend& backend, bool enabled)
-      : backend_(backend), enabled_(enabled) {}
+  // $TAILOR_CUDA_PIPELINE_CHECKS=1 (read here, a developer knob) builds the
+  // kernel with its protocol checks and wait watch (RaggedKernelSpec).
+  CudaRaggedKernels(CudaBackend& backend, bool enabled);
 
   absl::StatusOr<tailor::internal::RaggedPlanConfig> PlanConfig(
       const tailor::internal::RaggedShape& shape) override;
@@ -61,6 +62,7 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
 
   CudaBackend& backend_;
   const bool enabled_;
+  const bool pipeline_checks_;
   std::atomic<int> multiprocessors_{0};
 };
 

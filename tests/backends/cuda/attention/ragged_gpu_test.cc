@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "ops/attention/ragged_host_test_util.h"
-#include "absl/strings/str_cat.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
 #include "test_util.h"
@@ -160,8 +160,9 @@ class RaggedGpuTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) return {.out_rel = INFINITY};
     const Errors err = d.Check(p);
-    std::printf("%-8s rel %.2e lse %.2e | %s | %s\n", std::string(DTypeName(c.dtype)).c_str(),
-                err.out_rel, err.lse_abs, ws.plan().ToString().c_str(),
+    std::printf("%-8s rel %.2e lse %.2e | %s | %s\n",
+                std::string(DTypeName(c.dtype)).c_str(), err.out_rel,
+                err.lse_abs, ws.plan().ToString().c_str(),
                 c.ToString().substr(0, 90).c_str());
     return err;
   }
@@ -198,20 +199,36 @@ TEST_F(RaggedGpuTest, MixedStepsMatchTheReference) {
   EXPECT_LE(RunCase(c).out_rel, 1e-2);
 }
 
-TEST_F(RaggedGpuTest, HeadDimsGroupsAndPages) {
-  struct Variant {
-    int64_t d, hq, hkv, page;
-  };
-  for (const Variant& v : {Variant{64, 32, 4, 16}, Variant{256, 8, 8, 32},
-                           Variant{128, 16, 1, 128}, Variant{128, 32, 8, 8}}) {
-    RaggedCase c = MixedStep();
-    c.head_dim = v.d;
-    c.num_qo_heads = v.hq;
-    c.num_kv_heads = v.hkv;
-    c.page_size = v.page;
-    EXPECT_LE(RunCase(c).out_rel, 1e-2);
-  }
+// One head_dim / group / page variant per test, so that a variant that
+// fails (or does not finish) names itself.
+struct HeadVariant {
+  int64_t d, hq, hkv, page;
+};
+
+class RaggedGpuHeadTest : public RaggedGpuTest,
+                          public ::testing::WithParamInterface<HeadVariant> {};
+
+TEST_P(RaggedGpuHeadTest, MixedStepMatchesTheReference) {
+  const HeadVariant v = GetParam();
+  RaggedCase c = MixedStep();
+  c.head_dim = v.d;
+  c.num_qo_heads = v.hq;
+  c.num_kv_heads = v.hkv;
+  c.page_size = v.page;
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    HeadDimsGroupsAndPages, RaggedGpuHeadTest,
+    ::testing::Values(HeadVariant{64, 32, 4, 16}, HeadVariant{256, 8, 8, 32},
+                      HeadVariant{256, 8, 8, 16}, HeadVariant{256, 16, 4, 32},
+                      HeadVariant{128, 8, 8, 32}, HeadVariant{128, 16, 1, 128},
+                      HeadVariant{128, 32, 8, 8}),
+    [](const ::testing::TestParamInfo<HeadVariant>& info) {
+      const HeadVariant& v = info.param;
+      return absl::StrCat("D", v.d, "_Hq", v.hq, "_Hkv", v.hkv, "_page",
+                          v.page);
+    });
 
 TEST_F(RaggedGpuTest, OneLongSequenceSplitsAndMerges) {
   RaggedCase c = {.q_lens = {1, 64},
@@ -223,6 +240,26 @@ TEST_F(RaggedGpuTest, OneLongSequenceSplitsAndMerges) {
   EXPECT_LE(RunCase(c).out_rel, 1e-2);
 }
 
+// The steps a graph replays: the mixed step, decode and speculative rows
+// only, and a long chunk beside short sequences.
+std::vector<RaggedCase> ReplaySteps() {
+  std::vector<RaggedCase> s(3, MixedStep());
+  s[1].q_lens = {1, 1, 1, 1, 4, 4, 1};
+  s[1].kv_lens = {5, 900, 33, 64, 64, 2000, 1};
+  s[2].q_lens = {1024, 1, 7};
+  s[2].kv_lens = {3000, 4500, 7};
+  for (size_t i = 0; i < s.size(); ++i) s[i].seed = TestSeed() + i;
+  return s;
+}
+
+// The replayed steps, each planned and run on its own (no graph): tells a
+// plan's failure from the graph's.
+TEST_F(RaggedGpuTest, ReplayStepsRunDirectly) {
+  for (const RaggedCase& c : ReplaySteps()) {
+    EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  }
+}
+
 // One graph per workspace bucket, captured once, replayed after each step's
 // PlanRagged with new lengths, block tables and data in the same buffers.
 TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
@@ -232,15 +269,7 @@ TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
   TAILOR_ASSERT_OK(
       ReserveRaggedWorkspace(runtime(), LimitsOf(base, kBatch, kTokens), ws));
   DeviceStep d(env_->api(), base, kTokens, kBatch, kPages, kMaxPages);
-  const std::vector<RaggedCase> steps = [&] {
-    std::vector<RaggedCase> s(3, base);
-    s[1].q_lens = {1, 1, 1, 1, 4, 4, 1};
-    s[1].kv_lens = {5, 900, 33, 64, 64, 2000, 1};
-    s[2].q_lens = {1024, 1, 7};
-    s[2].kv_lens = {3000, 4500, 7};
-    for (size_t i = 0; i < s.size(); ++i) s[i].seed = TestSeed() + i;
-    return s;
-  }();
+  const std::vector<RaggedCase> steps = ReplaySteps();
   const cuda::DriverApi& api = env_->api();
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
@@ -264,6 +293,8 @@ TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
       TAILOR_ASSERT_OK(captured);
       ASSERT_EQ(api.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
     }
+    std::printf("graph step %zu: launching\n", i);  // a hang names its step
+    std::fflush(stdout);
     ASSERT_EQ(api.cuGraphLaunch(exec, stream_->get()), CUDA_SUCCESS);
     TAILOR_ASSERT_OK(stream_->Synchronize());
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream_->get()));

@@ -93,6 +93,15 @@ TEST_F(RaggedNvrtcTest, AnchorAndEdgeVariantsCompileWithoutSpills) {
     EXPECT_THAT(out->ptx, HasSubstr("cp.async.bulk.tensor.5d"));
     EXPECT_THAT(out->ptx, HasSubstr("setmaxnreg"));
   }
+  // The checked build ($TAILOR_CUDA_PIPELINE_CHECKS=1) compiles too.
+  RaggedKernelSpec checked = specs[3];
+  checked.pipeline_checks = true;
+  absl::StatusOr<KernelSource> checked_source =
+      GenerateCudaRagged(checked.Key(kHopper));
+  TAILOR_ASSERT_OK(checked_source.status());
+  EXPECT_THAT(checked_source->code,
+              ::testing::StartsWith("#define TAILOR_PIPELINE_CHECKS 1\n"));
+  TAILOR_EXPECT_OK(Compile(checked.Key(kHopper)).status());
   for (int64_t d : {64, 128, 256}) {
     const RaggedMergeSpec merge = {.dtype = DType::kBF16,
                                    .head_dim = static_cast<int32_t>(d),
