@@ -43,7 +43,6 @@ inline absl::StatusOr<Runtime*> RuntimeOf(BackendKind kind) {
     Runtime::Options options;
     options.backend = kind;
     options.log_level = "error";
-    options.tuning = "ragged.cuda=on";  // the experimental CUDA ragged kernel
 #ifdef TAILOR_CONFORMANCE_CACHE_DIR
     options.cache_dir = TAILOR_CONFORMANCE_CACHE_DIR;
 #else

@@ -186,8 +186,8 @@ absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
     const RaggedShape& shape) {
   if (!enabled_) {
     return absl::UnimplementedError(
-        "attention.ragged: the CUDA kernel is experimental and off; enable it "
-        "with the tuning key ragged.cuda=on");
+        "attention.ragged: the CUDA kernel is off (tuning key "
+        "ragged.cuda=off)");
   }
   if (backend_.arch() != "sm_90a") {
     return absl::UnimplementedError(

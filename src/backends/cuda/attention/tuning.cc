@@ -26,11 +26,11 @@ constexpr TuningKnob kKnobs[] = {
 };
 
 // The integer value of `key`; 0 ("auto") when unset.
-constexpr V kOffOn[] = {"off", "on"};
+constexpr V kOnOff[] = {"on", "off"};
 
 constexpr TuningKnob kRaggedKnobs[] = {
-    {"ragged.cuda", kOffOn,
-     "serve ragged attention with the experimental sm_90a kernel"},
+    {"ragged.cuda", kOnOff,
+     "off: refuse ragged attention on CUDA (Unimplemented at Reserve)"},
 };
 
 int IntOf(const Tuning& tuning, absl::string_view key) {
@@ -55,7 +55,7 @@ DecodeTuning DecodeTuningFrom(const Tuning& tuning) {
 absl::Span<const TuningKnob> RaggedTuningKnobs() { return kRaggedKnobs; }
 
 bool RaggedCudaEnabled(const Tuning& tuning) {
-  return tuning.Get("ragged.cuda") == "on";
+  return tuning.Get("ragged.cuda") != "off";
 }
 
 }  // namespace tailor::cuda

@@ -46,10 +46,9 @@ absl::Span<const tailor::internal::TuningKnob> DecodeTuningKnobs();
 // The decode settings of `tuning` (validated against DecodeTuningKnobs).
 DecodeTuning DecodeTuningFrom(const tailor::internal::Tuning& tuning);
 
-// ragged.cuda=on: serve ragged attention with the sm_90a kernel. Off by
-// default: it has not passed every GPU test yet (two cases do not finish;
-// bench/results/attention_ragged_gpu_h200.txt, "ragged: GPU tests"), so a
-// CUDA runtime reports Unimplemented for it unless asked.
+// ragged.cuda=off: refuse ragged attention on CUDA (Unimplemented at
+// Reserve), e.g. to compare against another attention backend. On by
+// default.
 absl::Span<const tailor::internal::TuningKnob> RaggedTuningKnobs();
 
 // Whether `tuning` turns the sm_90a ragged-attention kernel on.

@@ -107,11 +107,8 @@ struct DeviceStep {
 class RaggedGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // The kernel is experimental and off by default (ragged.cuda).
-    Runtime::Options options = CudaTestRuntime::DefaultOptions();
-    options.tuning = "ragged.cuda=on";
     absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
-        CudaTestRuntime::Create(options);
+        CudaTestRuntime::Create();
     if (!env.ok()) {
       ASSERT_EQ(env.status().code(), absl::StatusCode::kUnavailable)
           << env.status();
@@ -307,11 +304,13 @@ TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
   if (graph != nullptr) api.cuGraphDestroy(graph);
 }
 
-// Without ragged.cuda=on a CUDA runtime refuses ragged attention at Reserve,
+// With ragged.cuda=off a CUDA runtime refuses ragged attention at Reserve,
 // before touching memory.
-TEST_F(RaggedGpuTest, OffUnlessTheTuningKeyTurnsItOn) {
+TEST_F(RaggedGpuTest, RefusedWhenTheTuningKeyTurnsItOff) {
+  Runtime::Options options = CudaTestRuntime::DefaultOptions();
+  options.tuning = "ragged.cuda=off";
   absl::StatusOr<std::unique_ptr<CudaTestRuntime>> plain =
-      CudaTestRuntime::Create();
+      CudaTestRuntime::Create(options);
   TAILOR_ASSERT_OK(plain.status());
   const RaggedCase c = MixedStep();
   RaggedWorkspace ws;
@@ -319,8 +318,8 @@ TEST_F(RaggedGpuTest, OffUnlessTheTuningKeyTurnsItOn) {
       ReserveRaggedWorkspace((*plain)->runtime(),
                              LimitsOf(c, c.batch(), c.total_q()), ws),
       StatusIs(absl::StatusCode::kUnimplemented,
-               "attention.ragged: the CUDA kernel is experimental and off; "
-               "enable it with the tuning key ragged.cuda=on"));
+               "attention.ragged: the CUDA kernel is off (tuning key "
+               "ragged.cuda=off)"));
 }
 
 TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
