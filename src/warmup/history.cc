@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tailor/status.h"
 #include "warmup/json_fields.h"
 #include "warmup/profile.h"
@@ -166,9 +167,47 @@ std::string HistoryToJson(const History& history) {
   return document.dump(2) + "\n";
 }
 
-absl::StatusOr<History> ParseHistory(absl::string_view json_text) {
-  TAILOR_ASSIGN_OR_RETURN(nlohmann::json document,
+namespace {
+
+// The document of runtime `runtime` inside a stats endpoint's answer for
+// several runtimes ({"runtimes": {name: document}}); `document` itself when
+// it is not such an answer and no runtime is asked for.
+absl::StatusOr<const nlohmann::json*> SelectRuntime(
+    const nlohmann::json& document, absl::string_view runtime) {
+  const bool wrapped = document.is_object() && document.size() == 1 &&
+                       document.contains("runtimes") &&
+                       document["runtimes"].is_object();
+  if (!wrapped) {
+    if (runtime.empty()) return &document;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "history: runtime \"", runtime,
+        "\" asked for, but the document is one runtime's history, not "
+        "{\"runtimes\": {...}}"));
+  }
+  const nlohmann::json& runtimes = document["runtimes"];
+  std::vector<std::string> names;
+  for (const auto& [name, value] : runtimes.items()) names.push_back(name);
+  if (runtime.empty() && names.size() == 1) return &runtimes[names[0]];
+  auto found = runtimes.find(std::string(runtime));
+  if (!runtime.empty() && found != runtimes.end()) return &*found;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "history: ",
+      runtime.empty() ? std::string("the document holds several runtimes")
+                      : absl::StrCat("no runtime \"", runtime, "\""),
+      " (", absl::StrJoin(names, ", "),
+      "); pick one with --runtime NAME, or fetch "
+      "/specializations?runtime=NAME"));
+}
+
+}  // namespace
+
+absl::StatusOr<History> ParseHistory(absl::string_view json_text,
+                                     absl::string_view runtime) {
+  TAILOR_ASSIGN_OR_RETURN(nlohmann::json whole,
                           ParseJsonDocument(json_text, "history"));
+  TAILOR_ASSIGN_OR_RETURN(const nlohmann::json* selected,
+                          SelectRuntime(whole, runtime));
+  const nlohmann::json& document = *selected;
   std::vector<std::string> errors;
   History history;
   FieldReader root(document, "", errors);

@@ -98,5 +98,41 @@ TEST(HistoryTest, BadFieldsAreNamed) {
                        "arch: missing; specializations: missing"));
 }
 
+// GET /specializations of an endpoint that serves several runtimes wraps
+// their documents; the runtime name picks one (tailor-warmup --runtime).
+TEST(HistoryTest, EndpointAnswerForSeveralRuntimesNeedsAName) {
+  History cpu = {.tailor_version = "0.1.0",
+                 .backend = BackendKind::kCpu,
+                 .arch = "x86_64-znver3",
+                 .keys = {GemmKey(4)}};
+  History second = cpu;
+  second.keys = {GemmKey(0), GemmKey(8)};
+  nlohmann::json one = {
+      {"runtimes", {{"cpu", nlohmann::json::parse(HistoryToJson(cpu))}}}};
+  nlohmann::json both = one;
+  both["runtimes"]["cpu#2"] = nlohmann::json::parse(HistoryToJson(second));
+
+  absl::StatusOr<History> only = ParseHistory(one.dump());
+  ASSERT_TRUE(only.ok()) << only.status();
+  EXPECT_EQ(only->keys.size(), 1u);
+  absl::StatusOr<History> picked = ParseHistory(both.dump(), "cpu#2");
+  ASSERT_TRUE(picked.ok()) << picked.status();
+  EXPECT_EQ(picked->keys.size(), 2u);
+  EXPECT_THAT(ParseHistory(both.dump()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "history: the document holds several runtimes (cpu, "
+                       "cpu#2); pick one with --runtime NAME, or fetch "
+                       "/specializations?runtime=NAME"));
+  EXPECT_THAT(ParseHistory(both.dump(), "cuda:0"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "history: no runtime \"cuda:0\" (cpu, cpu#2); pick "
+                       "one with --runtime NAME, or fetch "
+                       "/specializations?runtime=NAME"));
+  EXPECT_THAT(ParseHistory(HistoryToJson(cpu), "cpu"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("history: runtime \"cpu\" asked for, but "
+                                 "the document is one runtime's history")));
+}
+
 }  // namespace
 }  // namespace tailor::internal
