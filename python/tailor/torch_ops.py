@@ -35,6 +35,7 @@ import torch
 
 import tailor
 from tailor import moe
+from tailor._errors import invalid_argument, renamed
 
 _local = threading.local()
 _LIMIT_FIELDS = ("max_tokens", "topk", "num_experts", "hidden",
@@ -50,8 +51,8 @@ def _dtype_name(dtype):
         return "bf16"
     if dtype == torch.float32:
         return "f32"
-    raise NotImplementedError(
-        f"tailor: hidden_states dtype {dtype}: bf16 and float32 only")
+    raise tailor.UnimplementedError(
+        12, f"hidden_states: dtype {dtype}: bf16 and float32 only")
 
 
 def _workspace(device, limits, dtype):
@@ -93,12 +94,12 @@ def reserve(device, *, max_tokens, topk, num_experts, hidden, intermediate,
 def _check_experts(w1, expert_map, global_num_experts):
     if expert_map is None:
         if global_num_experts not in (-1, w1.shape[0]):
-            raise ValueError(
+            raise invalid_argument(
                 f"global_num_experts: must be -1 or w1.shape[0] "
                 f"({w1.shape[0]}) without expert_map, got "
                 f"{global_num_experts}")
     elif global_num_experts not in (-1, expert_map.shape[0]):
-        raise ValueError(
+        raise invalid_argument(
             f"global_num_experts: must equal expert_map.shape[0] "
             f"({expert_map.shape[0]}), got {global_num_experts}")
 
@@ -106,8 +107,8 @@ def _check_experts(w1, expert_map, global_num_experts):
 def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
          global_num_experts, expert_map):
     if activation != "silu":
-        raise NotImplementedError(
-            f"tailor: activation {activation!r}: only 'silu' is supported")
+        raise tailor.UnimplementedError(
+            12, f"activation: {activation!r}: only 'silu' is supported")
     _check_experts(w1, expert_map, global_num_experts)
     device = hidden_states.device
     tokens, hidden = hidden_states.shape
@@ -125,16 +126,19 @@ def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
         expert_map = expert_map.to(torch.int32)
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)
-    moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
-                topk_weights.contiguous(), topk_ids.contiguous(), out, ws,
-                expert_map=expert_map, stream=stream)
+    try:
+        moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
+                    topk_weights.contiguous(), topk_ids.contiguous(), out,
+                    ws, expert_map=expert_map, stream=stream)
+    except tailor.Error as error:  # the C API's w13 is this op's w1
+        raise renamed(error, {"w13": "w1"}) from None
 
 
 def _fused_experts_impl(hidden_states, w1, w2, topk_weights, topk_ids,
                         inplace=False, activation="silu",
                         global_num_experts=-1, expert_map=None):
     if inplace:
-        raise ValueError(
+        raise invalid_argument(
             "inplace=True: a torch op cannot return its input; call "
             "torch.ops.tailor.inplace_fused_experts, or "
             "tailor.torch_ops.fused_experts(..., inplace=True)")
