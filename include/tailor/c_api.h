@@ -224,7 +224,9 @@ typedef struct tailor_runtime_options {
   const char* log_level;
   /* HTTP stats endpoint "host:port" (/metrics, /stats, /healthz); NULL or
    * "": $TAILOR_STATS_ADDR, else none. Port 0: a free port (see
-   * tailor_runtime_info.stats_address). */
+   * tailor_runtime_info.stats_address). An address given here that cannot
+   * be served fails tailor_runtime_create; one from $TAILOR_STATS_ADDR is a
+   * warning, and the runtime goes on without an endpoint. */
   const char* stats_addr;
   /* tailor_jit_mode; 0: $TAILOR_JIT_MODE, else blocking. Another value is
    * InvalidArgument. */
