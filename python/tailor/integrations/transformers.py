@@ -26,8 +26,17 @@ warning that names the reason.
 import threading
 
 import torch
+import transformers
 from torch import nn
-from transformers.integrations import moe as _hf_moe
+
+try:
+    from transformers.integrations import moe as _hf_moe
+    _hf_moe.ExpertsInterface.register  # noqa: B018  the 5.x interface
+except (ImportError, AttributeError) as error:
+    raise ImportError(
+        f"tailor.integrations.transformers needs transformers 5.x (its "
+        f"ExpertsInterface); this is transformers "
+        f"{transformers.__version__}") from error
 
 import tailor.torch_ops
 
