@@ -2,6 +2,8 @@
 
   tailor.integrations.transformers   "tailor" as a Hugging Face transformers
                                      experts implementation
+  tailor.integrations.vllm           drop-in for vLLM's fused_experts
+  tailor.integrations.sglang         drop-in for SGLang's fused_experts
 
 Each module imports its framework on import; this package imports none.
 """
