@@ -67,8 +67,8 @@ def _workspace(device, limits, dtype):
         return entry[0]
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         held = entry[1] if entry else None
-        raise RuntimeError(
-            f"tailor: the {device} workspace ({held}) is too small for this "
+        raise tailor.FailedPreconditionError(
+            9, f"ws: the {device} workspace ({held}) is too small for this "
             f"step ({limits}) and cannot grow during CUDA graph capture; call "
             f"tailor.torch_ops.reserve(...) before capturing")
     grown = dict(limits)
@@ -250,8 +250,10 @@ def _decode_workspace(device, batch, shape, dtype):
     if entry is not None and entry[1] == shape + (dtype,) and entry[2] >= batch:
         return entry[0]
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError("tailor: plan_paged_decode cannot grow the decode "
-                           "workspace during CUDA graph capture")
+        raise tailor.FailedPreconditionError(
+            9, "ws: plan_paged_decode cannot grow the decode workspace "
+            "during CUDA graph capture; plan the largest batch first (or "
+            "pass max_batch) before capturing")
     ws = _attention.DecodeWorkspace()
     max_batch = max(batch, entry[2] if entry is not None else 0)
     heads_q, heads_kv, head_dim, page_size = shape
@@ -276,8 +278,8 @@ def plan_paged_decode(seq_lens, *, num_qo_heads, num_kv_heads, head_dim,
     host_lens = seq_lens.to("cpu", torch.int32).contiguous()
     dtype_name = _DECODE_DTYPES.get(dtype)
     if dtype_name is None:
-        raise NotImplementedError(f"tailor: decode dtype {dtype}: bf16 and "
-                                  f"float16 only")
+        raise tailor.UnimplementedError(
+            12, f"dtype: {dtype}: paged decode takes bf16 and float16 only")
     shape = (num_qo_heads, num_kv_heads, head_dim, page_size)
     ws = _decode_workspace(device, max(max_batch or 0, host_lens.shape[0]),
                            shape, dtype_name)
@@ -294,8 +296,10 @@ def _paged_decode_impl(q, k_cache, v_cache, block_table, seq_lens,
     device = q.device
     entry = getattr(_local, "decode", {}).get(str(device))
     if entry is None:
-        raise RuntimeError("tailor: call tailor.torch_ops.plan_paged_decode "
-                           "before torch.ops.tailor.paged_decode")
+        raise tailor.FailedPreconditionError(
+            9, f"ws: no decode plan for {device} on this thread; call "
+            f"tailor.torch_ops.plan_paged_decode before "
+            f"torch.ops.tailor.paged_decode")
     out = torch.empty_like(q)
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)

@@ -85,6 +85,12 @@ def test_errors_are_tailor_types_naming_this_ops_arguments():
     with pytest.raises(tailor.InvalidArgumentError,
                        match="^INVALID_ARGUMENT: global_num_experts: "):
         torch.ops.tailor.fused_experts(x, w1, w2, tw, ids, False, "silu", 64)
+    with pytest.raises(tailor.UnimplementedError,
+                       match=r"^UNIMPLEMENTED: dtype: torch.float32: paged "
+                             r"decode takes bf16 and float16 only"):
+        ops.plan_paged_decode(torch.tensor([3]), num_qo_heads=4,
+                              num_kv_heads=2, head_dim=64, page_size=16,
+                              dtype=torch.float32)
 
 
 def test_opcheck():
@@ -150,9 +156,11 @@ def test_paged_decode_needs_a_plan():
     def run():  # a fresh thread has no plan
         try:
             torch.ops.tailor.paged_decode(q, k, v, table, lens)
-        except RuntimeError as e:
+        except tailor.FailedPreconditionError as e:
             errors.append(str(e))
     thread = threading.Thread(target=run)
     thread.start()
     thread.join()
-    assert errors and "plan_paged_decode" in errors[0]
+    assert errors and errors[0].startswith(
+        "FAILED_PRECONDITION: ws: no decode plan for cpu on this thread; "
+        "call tailor.torch_ops.plan_paged_decode")
