@@ -482,7 +482,9 @@ typedef struct tailor_moe_experts_args {
   void* stream;
 } tailor_moe_experts_args;
 
-/* vLLM fused_experts (tailor::moe::Experts). */
+/* vLLM fused_experts (tailor::moe::Experts). A token whose topk_ids row
+ * names an expert more than once gets that expert's output once per slot,
+ * each scaled by its slot's weight (as vLLM). */
 TAILOR_C_EXPORT tailor_status
 tailor_moe_experts(tailor_runtime* runtime, const tailor_moe_experts_args* args,
                    tailor_moe_workspace* ws);
