@@ -56,15 +56,15 @@ inputs (one of):
                        documented in src/warmup/profile.h)
   --from-history FILE  the specializations a server used, as exported by
                        Runtime::SpecializationHistoryJson() or served at
-                       GET /specializations by its stats endpoint (with
-                       several runtimes on one endpoint, fetch
-                       /specializations?runtime=NAME, or save the whole
-                       answer and give --runtime NAME)
+                       GET /specializations by its stats endpoint (several
+                       runtimes of one backend and arch are read together;
+                       else fetch /specializations?runtime=NAME, or give
+                       --runtime NAME)
   --model NAME         a built-in MoE shape (--list-models), or --topk,
                        --hidden and --intermediate; with --dtype bf16|f32,
                        --tile-rows N and --tail pow2|exact|full
 options:
-  --runtime NAME       with --from-history: the runtime to read from an
+  --runtime NAME       with --from-history: read only this runtime of an
                        endpoint's answer for several ("cpu", "cpu#2",
                        "cuda:0"; the names of GET /stats)
   --backend cpu|cuda   the backend to build for (default: the input's)

@@ -45,8 +45,9 @@ std::string HistoryToJson(const History& history);
 // `json_text` may also be what a stats endpoint serving several runtimes
 // answers at GET /specializations, {"runtimes": {"<name>": <document>}}
 // (names as in /stats: "cpu", "cpu#2", "cuda:0"): `runtime` names the one to
-// read; empty reads the only one, and with several is an InvalidArgument
-// listing their names.
+// read; empty reads them all when they share backend and arch (their keys
+// merged), else is an InvalidArgument listing each runtime's backend and
+// arch.
 absl::StatusOr<History> ParseHistory(absl::string_view json_text,
                                      absl::string_view runtime = "");
 

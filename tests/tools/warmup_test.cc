@@ -422,27 +422,36 @@ TEST(WarmupTest, FromHistoryPrecompilesExactlyWhatWasUsed) {
 }
 
 // A stats endpoint with two runtimes answers /specializations with both
-// documents; --runtime reads one of them, and without it the error says how.
+// documents: tailor-warmup reads them together (one backend and arch) or
+// the one --runtime names.
 TEST(WarmupTest, FromHistoryOfAnEndpointWithSeveralRuntimes) {
   TempDir dir;
   std::string history = dir.path() + "/specializations.json";
   std::string cpu_doc;
+  size_t used = 0;
   {
     std::unique_ptr<Runtime> server = StrictRuntime(dir.path() + "/server");
     ASSERT_NE(server, nullptr);
     ServeRandomTrace(*server, 3);
+    for (const auto& [op, n] : server->stats().specializations_per_op)
+      used += n;
     cpu_doc = server->SpecializationHistoryJson();
   }
   WriteTextFile(history, R"({"runtimes": {"cpu": )" + cpu_doc +
                              R"(, "cpu#2": )" + cpu_doc + "}}");
-  ToolRun ambiguous = Warmup({"--from-history", history, "--dry-run"});
-  EXPECT_EQ(ambiguous.exit_code, 2) << ambiguous.output;
-  EXPECT_THAT(ambiguous.output,
-              HasSubstr("history: the document holds several runtimes (cpu, "
-                        "cpu#2); pick one with --runtime NAME"));
+  ToolRun both = Warmup({"--from-history", history, "--cache-dir",
+                         dir.path() + "/both", "--quiet"});
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_EQ(CacheEntries(dir.path() + "/both").size(), used);
   ToolRun picked = Warmup({"--from-history", history, "--runtime", "cpu#2",
-                           "--cache-dir", dir.path() + "/fresh", "--quiet"});
+                           "--cache-dir", dir.path() + "/one", "--quiet"});
   EXPECT_EQ(picked.exit_code, 0) << picked.output;
+  ToolRun missing =
+      Warmup({"--from-history", history, "--runtime", "cuda:0", "--dry-run"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output,
+              HasSubstr("history: no runtime \"cuda:0\" (cpu, cpu#2); pick "
+                        "one with --runtime NAME"));
   ToolRun alone = Warmup({"--profile", WriteProfile(dir), "--runtime", "cpu"});
   EXPECT_EQ(alone.exit_code, 2) << alone.output;
   EXPECT_THAT(alone.output, HasSubstr("--runtime: only with --from-history"));
