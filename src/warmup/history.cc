@@ -236,7 +236,9 @@ absl::StatusOr<History> MergeRuntimes(const nlohmann::json& runtimes) {
       if (seen.insert(key.ToString()).second) merged->keys.push_back(key);
     }
   }
-  if (!merged) return PickOne("the document holds no runtime", "");
+  if (!merged) {
+    return absl::InvalidArgumentError("history: runtimes: holds no runtime");
+  }
   if (!one_target) {
     return PickOne("the runtimes ran on different backends or archs",
                    absl::StrJoin(targets, ", "));

@@ -146,6 +146,9 @@ TEST(HistoryTest, EndpointAnswerForSeveralRuntimes) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("history: runtime \"cpu\" asked for, but "
                                  "the document is one runtime's history")));
+  EXPECT_THAT(ParseHistory(R"({"runtimes": {}})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "history: runtimes: holds no runtime"));
   nlohmann::json bad = same;
   bad["runtimes"]["cpu#2"]["backend"] = "tpu";
   EXPECT_THAT(ParseHistory(bad.dump()),
