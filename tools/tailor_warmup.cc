@@ -56,11 +56,17 @@ inputs (one of):
                        documented in src/warmup/profile.h)
   --from-history FILE  the specializations a server used, as exported by
                        Runtime::SpecializationHistoryJson() or served at
-                       GET /specializations by its stats endpoint
+                       GET /specializations by its stats endpoint (several
+                       runtimes of one backend and arch are read together;
+                       else fetch /specializations?runtime=NAME, or give
+                       --runtime NAME)
   --model NAME         a built-in MoE shape (--list-models), or --topk,
                        --hidden and --intermediate; with --dtype bf16|f32,
                        --tile-rows N and --tail pow2|exact|full
 options:
+  --runtime NAME       with --from-history: read only this runtime of an
+                       endpoint's answer for several ("cpu", "cpu#2",
+                       "cuda:0"; the names of GET /stats)
   --backend cpu|cuda   the backend to build for (default: the input's)
   --tuning TEXT        the server's tuning keys, e.g. "moe.cluster=2" (as
                        Runtime::Options::tuning; default: the profile's
@@ -95,6 +101,7 @@ const std::map<std::string, MoeShape>& Models() {
 
 struct Flags {
   std::string profile_path, history_path;
+  std::string history_runtime;  // --runtime: one of several in a history
   std::string model_name = "custom";
   MoeShape shape;
   tailor::DType dtype = tailor::DType::kBF16;
@@ -110,9 +117,10 @@ enum class FlagResult { kRun, kExitOk };
 
 // The flags that take a value (SetValueFlag's).
 constexpr const char* kValueFlags[] = {
-    "--profile",      "--from-history", "--model",     "--topk", "--hidden",
-    "--intermediate", "--experts",      "--tile-rows", "--jobs", "--cache-dir",
-    "--dtype",        "--tail",         "--backend"};
+    "--profile", "--from-history", "--model",   "--topk",
+    "--hidden",  "--intermediate", "--experts", "--tile-rows",
+    "--jobs",    "--cache-dir",    "--dtype",   "--tail",
+    "--backend", "--tuning",       "--runtime"};
 
 bool TakesValue(const std::string& flag) {
   return std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) !=
@@ -133,6 +141,8 @@ absl::Status SetValueFlag(const std::string& flag, const std::string& value,
     f.profile_path = value;
   } else if (flag == "--from-history") {
     f.history_path = value;
+  } else if (flag == "--runtime") {
+    f.history_runtime = value;
   } else if (flag == "--model") {
     auto it = Models().find(value);
     if (it == Models().end())
@@ -227,6 +237,10 @@ absl::StatusOr<FlagResult> ParseFlags(int argc, char** argv, Flags& f) {
     return absl::InvalidArgumentError(
         "give exactly one of --profile, --from-history, or --model (or "
         "--topk, --hidden and --intermediate)");
+  if (!f.history_runtime.empty() && f.history_path.empty())
+    return absl::InvalidArgumentError(
+        "--runtime: only with --from-history (it picks one runtime's "
+        "history from a stats endpoint's answer)");
   if (f.dry_run && f.check)
     return absl::InvalidArgumentError(
         "--dry-run and --check exclude each other");
@@ -293,8 +307,8 @@ absl::StatusOr<Input> LoadInput(const Flags& f) {
     TAILOR_ASSIGN_OR_RETURN(
         std::string text,
         tailor::internal::ReadJsonDocumentFile(f.history_path, "history"));
-    TAILOR_ASSIGN_OR_RETURN(input.history,
-                            tailor::internal::ParseHistory(text));
+    TAILOR_ASSIGN_OR_RETURN(
+        input.history, tailor::internal::ParseHistory(text, f.history_runtime));
     input.backend = input.history->backend;
     input.arch = input.history->arch;
     input.description =

@@ -1,31 +1,12 @@
 """tailor in place of SGLang's fused MoE path — runnable with torch alone.
 
-SGLang's Triton MoE runner calls
-sglang.srt.layers.moe.fused_moe_triton.fused_moe.fused_experts:
-
-    fused_experts(hidden_states, w1, w2, topk_output, moe_runner_config,
-                  b1=None, b2=None, use_fp8_w8a8=False, use_int8_w8a8=False,
-                  use_int8_w8a16=False, use_int4_w4a16=False,
-                  per_channel_quant=False, w1_scale=None, w2_scale=None,
-                  w1_zp=None, w2_zp=None, a1_scale=None, a2_scale=None,
-                  block_shape=None)
-
-where topk_output is a StandardTopKOutput(topk_weights, topk_ids,
-router_logits) and moe_runner_config a MoeRunnerConfig (activation,
-inplace, no_combine, routed_scaling_factor, apply_router_weight_on_input,
-...). The two stand-ins below carry those fields so this file runs without
-SGLang; with SGLang installed, pass its own objects. tailor_fused_experts
-has the signature above, runs the unquantized bf16/f32 SiLU case on
-torch.ops.tailor and returns everything else to SGLang's kernel. Install it
-where SGLang looks the name up, e.g.
-
-    import sglang.srt.layers.moe.fused_moe_triton.fused_moe as sgl_fused_moe
-    sgl_fused_moe.fused_experts = make_tailor_fused_experts(
-        sgl_fused_moe.fused_experts)
-
-SGLang captures CUDA graphs for decode batch sizes: call
-tailor.torch_ops.reserve(...) for the largest one (and for chunked prefill's
-token budget) before capture.
+tailor.integrations.sglang.make_fused_experts(SGLang's fused_experts) has
+SGLang's signature (hidden_states, w1, w2, topk_output, moe_runner_config,
+b1, b2, quantization arguments), runs the unquantized bf16/f32 SiLU case on
+torch.ops.tailor and everything else on SGLang's own kernel (its docstring
+says how to install it). StandardTopKOutput and MoeRunnerConfig below stand
+in for SGLang's own objects (the fields used), so this file runs without
+SGLang.
 """
 
 import dataclasses
@@ -34,6 +15,7 @@ from typing import NamedTuple, Optional
 import torch
 
 import tailor.torch_ops
+from tailor.integrations.sglang import make_fused_experts
 
 
 class StandardTopKOutput(NamedTuple):  # sglang.srt.layers.moe.topk
@@ -51,31 +33,6 @@ class MoeRunnerConfig:  # sglang.srt.layers.moe.moe_runner (fields used here)
     apply_router_weight_on_input: bool = False
     num_experts: Optional[int] = None
     num_local_experts: Optional[int] = None
-
-
-def make_tailor_fused_experts(sglang_fused_experts):
-    def tailor_fused_experts(hidden_states, w1, w2, topk_output,
-                             moe_runner_config, b1=None, b2=None,
-                             **quant_args):
-        cfg = moe_runner_config
-        supported = (cfg.activation == "silu" and not cfg.no_combine
-                     and not cfg.apply_router_weight_on_input
-                     and b1 is None and b2 is None
-                     and not any(v is not None and v is not False
-                                 for v in quant_args.values())
-                     and hidden_states.dtype in (torch.bfloat16,
-                                                 torch.float32))
-        if not supported:
-            return sglang_fused_experts(hidden_states, w1, w2, topk_output,
-                                        moe_runner_config, b1, b2,
-                                        **quant_args)
-        topk_weights, topk_ids, _ = topk_output
-        if cfg.routed_scaling_factor not in (None, 1.0):
-            topk_weights = topk_weights * cfg.routed_scaling_factor
-        return tailor.torch_ops.fused_experts(
-            hidden_states, w1, w2, topk_weights, topk_ids,
-            inplace=cfg.inplace, activation="silu")
-    return tailor_fused_experts
 
 
 def sglang_select_experts(hidden_states, router_logits, top_k):
@@ -98,7 +55,7 @@ def main():
     def sglang_kernel(*args, **kwargs):
         raise NotImplementedError("this demo only takes the tailor path")
 
-    fused_experts = make_tailor_fused_experts(sglang_kernel)
+    fused_experts = make_fused_experts(sglang_kernel)
     ref = tailor.torch_ops.fused_experts_reference(
         x, w13_weight, w2_weight, topk_output.topk_weights,
         topk_output.topk_ids)

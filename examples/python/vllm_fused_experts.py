@@ -1,64 +1,17 @@
 """tailor in place of vLLM's fused MoE path — runnable with torch alone.
 
-vLLM's unquantized MoE layer (UnquantizedFusedMoEMethod) ends in
-vllm.model_executor.layers.fused_moe.fused_moe.fused_experts:
-
-    fused_experts(hidden_states, w1, w2, topk_weights, topk_ids,
-                  inplace=False, activation="silu",
-                  apply_router_weight_on_input=False,
-                  global_num_experts=-1, expert_map=None, **quant_args)
-
-with w1 = layer.w13_weight [E, 2I, H] (gate rows, then up), w2 =
-layer.w2_weight [E, H, I], topk_* from FusedMoE.select_experts [T, k], and
-expert_map [E_global] (global -> local id, -1 elsewhere) under expert
-parallelism. tailor_fused_experts below has that signature; it sends the
-unquantized bf16/f32 SiLU case to torch.ops.tailor and everything else back
-to vLLM's own kernel. Installing it is one assignment per module that
-imported the name, e.g. in a plugin (vllm.general_plugins entry point):
-
-    import vllm.model_executor.layers.fused_moe.fused_moe as vllm_fused_moe
-    vllm_fused_moe.fused_experts = make_tailor_fused_experts(
-        vllm_fused_moe.fused_experts)
-
-For vLLM's modular kernels (FusedMoEPermuteExpertsUnpermute), the same call
-goes in the experts' apply(): torch.ops.tailor.fused_experts(...) writes
-`output` from hidden_states, w1, w2, topk_weights, topk_ids, expert_map.
-tailor's ops are torch custom ops with fake implementations, so they run
-inside vLLM's torch.compile graphs and its captured CUDA graphs; call
-tailor.torch_ops.reserve(...) with max_num_batched_tokens at model load so
-the workspace never grows during capture.
-
-This script checks the replacement on CPU tensors against a plain-torch
-reference, inside torch.compile(fullgraph=True), with expert parallelism.
+tailor.integrations.vllm.make_fused_experts(vllm's fused_experts) has
+vLLM's fused_experts signature, runs the unquantized bf16/f32 SiLU case on
+torch.ops.tailor and everything else on vLLM's own kernel (its docstring
+says how to install it). This script checks it on CPU tensors against a
+plain-torch reference, inside torch.compile(fullgraph=True), with expert
+parallelism.
 """
 
 import torch
 
 import tailor.torch_ops
-
-
-def make_tailor_fused_experts(vllm_fused_experts):
-    def tailor_fused_experts(hidden_states, w1, w2, topk_weights, topk_ids,
-                             inplace=False, activation="silu",
-                             apply_router_weight_on_input=False,
-                             global_num_experts=-1, expert_map=None,
-                             **quant_args):
-        supported = (activation == "silu" and not apply_router_weight_on_input
-                     and not any(quant_args.values())
-                     and hidden_states.dtype in (torch.bfloat16,
-                                                 torch.float32))
-        if not supported:  # fp8, int8, other activations: vLLM's kernel
-            return vllm_fused_experts(
-                hidden_states, w1, w2, topk_weights, topk_ids,
-                inplace=inplace, activation=activation,
-                apply_router_weight_on_input=apply_router_weight_on_input,
-                global_num_experts=global_num_experts, expert_map=expert_map,
-                **quant_args)
-        return tailor.torch_ops.fused_experts(
-            hidden_states, w1, w2, topk_weights, topk_ids, inplace=inplace,
-            activation=activation, global_num_experts=global_num_experts,
-            expert_map=expert_map)
-    return tailor_fused_experts
+from tailor.integrations.vllm import make_fused_experts
 
 
 def vllm_select_experts(router_logits, top_k, renormalize=True):
@@ -82,7 +35,7 @@ def main():
     def vllm_reference(*args, **kwargs):  # stands in for vLLM's kernel
         raise NotImplementedError("this demo only takes the tailor path")
 
-    fused_experts = make_tailor_fused_experts(vllm_reference)
+    fused_experts = make_fused_experts(vllm_reference)
     ref = tailor.torch_ops.fused_experts_reference(
         hidden_states, w13_weight, w2_weight, topk_weights, topk_ids)
 

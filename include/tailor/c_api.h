@@ -224,7 +224,9 @@ typedef struct tailor_runtime_options {
   const char* log_level;
   /* HTTP stats endpoint "host:port" (/metrics, /stats, /healthz); NULL or
    * "": $TAILOR_STATS_ADDR, else none. Port 0: a free port (see
-   * tailor_runtime_info.stats_address). */
+   * tailor_runtime_info.stats_address). An address given here that cannot
+   * be served fails tailor_runtime_create; one from $TAILOR_STATS_ADDR is a
+   * warning, and the runtime goes on without an endpoint. */
   const char* stats_addr;
   /* tailor_jit_mode; 0: $TAILOR_JIT_MODE, else blocking. Another value is
    * InvalidArgument. */
@@ -480,7 +482,9 @@ typedef struct tailor_moe_experts_args {
   void* stream;
 } tailor_moe_experts_args;
 
-/* vLLM fused_experts (tailor::moe::Experts). */
+/* vLLM fused_experts (tailor::moe::Experts). A token whose topk_ids row
+ * names an expert more than once gets that expert's output once per slot,
+ * each scaled by its slot's weight (as vLLM). */
 TAILOR_C_EXPORT tailor_status
 tailor_moe_experts(tailor_runtime* runtime, const tailor_moe_experts_args* args,
                    tailor_moe_workspace* ws);

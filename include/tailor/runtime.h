@@ -105,7 +105,11 @@ class Runtime {
     // /stats: JSON, /healthz) at "host:port" (":port" or "port": host
     // 127.0.0.1; port 0: a free port, see stats_address()). Runtimes given
     // the same address share one endpoint, each labelled by its device.
-    // Empty: $TAILOR_STATS_ADDR, else no endpoint. The endpoint answers from
+    // Empty: $TAILOR_STATS_ADDR, else no endpoint. An address given here
+    // that cannot be served makes Create fail (InvalidArgument "stats_addr:
+    // ..." when it does not parse, Unavailable when its port is taken); one
+    // from $TAILOR_STATS_ADDR only logs a warning naming the variable, and
+    // the runtime goes on without an endpoint. The endpoint answers from
     // snapshots on its own two threads; launching threads never wait for it.
     std::string stats_addr;
     // Experiment switches of the kernel families ("tuning keys"), e.g.

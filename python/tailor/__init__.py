@@ -11,7 +11,8 @@ errors raise tailor.Error subclasses carrying the C++ status text.
     print(tailor.stats(rt)["launches"])
 
 torch custom ops (torch.ops.tailor.fused_experts, ...) are registered by
-`import tailor.torch`.
+`import tailor.torch_ops`. tailor.integrations.transformers registers
+"tailor" as a transformers experts implementation.
 """
 
 from tailor._capi import lib as _lib

@@ -6,10 +6,17 @@ status text of the C++ API, e.g.
   is outside [0, 4)
 Each subclass also derives from the closest built-in exception (ValueError
 for bad arguments, RuntimeError for state errors, NotImplementedError,
-MemoryError), so generic handlers keep working.
+MemoryError), so generic handlers keep working. Checks made in Python
+raise the same types with the same form of message, naming the argument
+("out: is read-only ..."); an argument of the wrong kind (not a tensor, an
+unsupported dtype) raises an InvalidArgumentError that is also a TypeError.
 """
 
+import re
+
 from tailor._capi import lib
+
+_INVALID_ARGUMENT = 3
 
 
 class Error(Exception):
@@ -64,6 +71,27 @@ _BY_CODE = {
     13: InternalError,
     14: UnavailableError,
 }
+
+
+class _InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong kind (not a tensor, an unsupported dtype):
+    a tailor.InvalidArgumentError that `except TypeError` also catches."""
+
+
+def invalid_argument(message, type_error=False):
+    """The tailor.InvalidArgumentError for a check made in Python; `message`
+    starts with the argument's name and states the rule, as the C++ API's."""
+    cls = _InvalidArgumentTypeError if type_error else InvalidArgumentError
+    return cls(_INVALID_ARGUMENT, message)
+
+
+def renamed(error, names):
+    """`error` (a tailor.Error) with argument names replaced by the caller's
+    own ({"w13": "w1"}: a wrapper whose argument has another name)."""
+    message = error.message
+    for old, new in names.items():
+        message = re.sub(rf"\b{re.escape(old)}\b", new, message)
+    return type(error)(error.code, message)
 
 
 def raise_for(code):

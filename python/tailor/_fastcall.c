@@ -11,6 +11,11 @@
  *   init_torch(Tensor, f32, bf16, f16, i32, i64, u8, f64)
  *   experts(runtime, ws, hidden, w13, w2, topk_weights, topk_ids, out,
  *           stream) -> tailor_status          (pointers as ints)
+ *                   -> None: an argument this path does not view (not a
+ *                      buffer or torch tensor, a buffer format without a
+ *                      tailor dtype such as ml_dtypes' bfloat16, a read-only
+ *                      out); the caller takes the general path, which views
+ *                      it or raises the error naming it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,25 +48,24 @@ static int DtypeOfFormat(const char* format, Py_ssize_t itemsize) {
   }
 }
 
-/* A numpy array (or any buffer of a supported format). 0 or -1 (raised). */
-static int FromBuffer(PyObject* obj, tailor_tensor* t) {
+/* Fill's results: viewed, or left to the general path (no error set). */
+enum { kViewed = 0, kNotViewed = 1 };
+
+/* A numpy array (or any buffer of a supported format). */
+static int FromBuffer(PyObject* obj, tailor_tensor* t, int writable) {
   Py_buffer view;
   if (PyObject_GetBuffer(obj, &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
-    return -1;
+    PyErr_Clear(); /* e.g. ValueError for ml_dtypes' bfloat16 format */
+    return kNotViewed;
   }
-  int status = 0;
+  int status = kViewed;
   t->dtype = DtypeOfFormat(view.format, view.itemsize);
-  if (t->dtype == 0 || view.ndim > TAILOR_MAX_RANK) {
-    PyErr_Format(PyExc_TypeError, "tailor: unsupported buffer (format %s, "
-                 "rank %d)", view.format ? view.format : "?", view.ndim);
-    status = -1;
+  if (t->dtype == 0 || view.ndim > TAILOR_MAX_RANK ||
+      (writable && view.readonly)) {
+    status = kNotViewed;
   }
-  for (int d = 0; status == 0 && d < view.ndim; ++d) {
-    if (view.strides[d] % view.itemsize != 0) {
-      PyErr_SetString(PyExc_ValueError,
-                      "tailor: strides must be whole elements");
-      status = -1;
-    }
+  for (int d = 0; status == kViewed && d < view.ndim; ++d) {
+    if (view.strides[d] % view.itemsize != 0) status = kNotViewed;
     t->dims[d] = view.shape[d];
     t->strides[d] = view.strides[d] / view.itemsize;
   }
@@ -80,6 +84,7 @@ static int TupleToInt64(PyObject* seq, int64_t* out, int rank) {
   return PyErr_Occurred() ? -1 : 0;
 }
 
+/* 0, kNotViewed (an unsupported dtype or rank) or -1 (raised). */
 static int FromTorch(PyObject* obj, tailor_tensor* t) {
   PyObject* dtype = PyObject_GetAttrString(obj, "dtype");
   PyObject* ptr = PyObject_CallMethod(obj, "data_ptr", NULL);
@@ -95,8 +100,8 @@ static int FromTorch(PyObject* obj, tailor_tensor* t) {
   Py_ssize_t rank = PyTuple_Size(shape);
   if (t->dtype == 0 || rank < 0 || rank > TAILOR_MAX_RANK ||
       !PyTuple_Check(strides) || PyTuple_Size(strides) != rank) {
-    PyErr_SetString(PyExc_TypeError,
-                    "tailor: unsupported torch tensor (dtype or rank)");
+    PyErr_Clear();
+    status = kNotViewed;
     goto done;
   }
   t->rank = (int32_t)rank;
@@ -118,13 +123,13 @@ done:
   return status;
 }
 
-static int Fill(PyObject* obj, tailor_tensor* t) {
+static int Fill(PyObject* obj, tailor_tensor* t, int writable) {
   memset(t, 0, sizeof(*t));
   if (torch_tensor_type != NULL &&
       PyObject_TypeCheck(obj, (PyTypeObject*)torch_tensor_type)) {
     return FromTorch(obj, t);
   }
-  return FromBuffer(obj, t);
+  return FromBuffer(obj, t, writable);
 }
 
 static PyObject* Init(PyObject* self, PyObject* args) {
@@ -165,7 +170,9 @@ static PyObject* Experts(PyObject* self, PyObject* const* args,
   tailor_tensor* slots[6] = {&call.hidden, &call.w13, &call.w2,
                              &call.topk_weights, &call.topk_ids, &call.out};
   for (int i = 0; i < 6; ++i) {
-    if (Fill(args[2 + i], slots[i]) != 0) return NULL;
+    const int status = Fill(args[2 + i], slots[i], slots[i] == &call.out);
+    if (status < 0) return NULL;
+    if (status == kNotViewed) Py_RETURN_NONE;
   }
   void* runtime = PyLong_AsVoidPtr(args[0]);
   void* ws = PyLong_AsVoidPtr(args[1]);
@@ -185,7 +192,7 @@ static PyMethodDef kMethods[] = {
      "init_torch(torch.Tensor, f32, bf16, f16, i32, i64, u8, f64)"},
     {"experts", (PyCFunction)(void (*)(void))Experts, METH_FASTCALL,
      "experts(runtime, ws, hidden, w13, w2, topk_weights, topk_ids, out, "
-     "stream) -> status"},
+     "stream) -> status, or None for the general path"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,15 +1,15 @@
 """tailor.Runtime: one backend and kernel cache, over tailor_runtime."""
 
 import ctypes
+import itertools
 import json
 import os
 import threading
+import weakref
 
 from tailor import _capi
 from tailor._capi import lib
-from tailor._errors import InvalidArgumentError, check
-
-_STATUS_INVALID_ARGUMENT = 3
+from tailor._errors import check, invalid_argument
 
 
 def _jit_mode_value(jit_mode):
@@ -18,8 +18,7 @@ def _jit_mode_value(jit_mode):
         return 0  # TAILOR_JIT_MODE_DEFAULT: $TAILOR_JIT_MODE, else blocking
     if isinstance(jit_mode, str) and jit_mode in _capi.JIT_MODES:
         return _capi.JIT_MODES[jit_mode]
-    raise InvalidArgumentError(
-        _STATUS_INVALID_ARGUMENT,
+    raise invalid_argument(
         f"jit_mode: must be 'blocking', 'background' or None "
         f"($TAILOR_JIT_MODE, else blocking), got {jit_mode!r}")
 
@@ -47,8 +46,9 @@ class Runtime:
                  memory_cache_capacity=0, compile_threads=0, cpu_threads=0,
                  log_level=None, stats_addr=None, jit_mode=None):
         if backend not in _capi.BACKENDS:
-            raise ValueError(f"backend: must be one of "
-                             f"{sorted(_capi.BACKENDS)}, got {backend!r}")
+            raise invalid_argument(f"backend: must be one of "
+                                   f"{sorted(_capi.BACKENDS)}, got "
+                                   f"{backend!r}")
         options = _capi.RuntimeOptions(
             backend=_capi.BACKENDS[backend], device_index=device_index,
             cache_dir=cache_dir.encode() if cache_dir else None,
@@ -64,6 +64,7 @@ class Runtime:
                                         ctypes.byref(handle)))
         self._handle = handle.value
         self._as_parameter_ = self._handle  # pass a Runtime where void* goes
+        _register(self)
         info = _capi.RuntimeInfo()
         check(lib.tailor_runtime_get_info(self._handle, ctypes.byref(info)))
         self.backend = _capi.BACKEND_NAMES[info.backend]
@@ -102,6 +103,7 @@ class Runtime:
 
     def close(self):
         if getattr(self, "_handle", None):
+            _live.pop(self._serial, None)
             lib.tailor_runtime_destroy(self._handle)
             self._handle = None
 
@@ -115,6 +117,15 @@ class Runtime:
 
 _runtimes = {}
 _runtimes_lock = threading.Lock()
+
+# Every open Runtime of the process, by creation order, for tailor.stats().
+_live = {}
+_serials = itertools.count()
+
+
+def _register(runtime):
+    runtime._serial = next(_serials)
+    _live[runtime._serial] = weakref.ref(runtime)
 
 
 def runtime_for(device="cpu", **options):
@@ -132,7 +143,8 @@ def runtime_for(device="cpu", **options):
         if runtime is None:
             kind, _, index = key.partition(":")
             if kind not in ("cpu", "cuda"):
-                raise ValueError(f"device: cpu or cuda[:N], got {device!r}")
+                raise invalid_argument(
+                    f"device: must be 'cpu' or 'cuda[:N]', got {device!r}")
             # Quiet by default: a library inside a server logs warnings.
             options.setdefault(
                 "log_level", os.environ.get("TAILOR_LOG_LEVEL") or "warn")
@@ -142,11 +154,31 @@ def runtime_for(device="cpu", **options):
     return runtime
 
 
+def _named_runtimes():
+    """{name: Runtime} over every open runtime: the shared ones of
+    runtime_for() by their device ("cpu", "cuda:0"), then the others by
+    device in creation order, "#2", "#3", ... added to a name already
+    taken, as the stats endpoint names them."""
+    with _runtimes_lock:
+        named = dict(_runtimes)
+    shared = {id(rt) for rt in named.values()}
+    for serial in sorted(list(_live)):
+        ref = _live.get(serial)
+        runtime = ref() if ref is not None else None
+        if runtime is None or id(runtime) in shared or not runtime._handle:
+            continue
+        name, n = runtime.device, 2
+        while name in named:
+            name, n = f"{runtime.device}#{n}", n + 1
+        named[name] = runtime
+    return named
+
+
 def stats(runtime=None):
     """A runtime's stats snapshot as a dict. Without `runtime`: a dict
-    {device: snapshot} over the shared runtimes of runtime_for()."""
+    {name: snapshot} over every open runtime of the process, the shared
+    ones of runtime_for() and those created with tailor.Runtime(...),
+    named by device ("cpu", "cuda:0"; "cpu#2" for a second CPU runtime)."""
     if runtime is not None:
         return runtime.stats()
-    with _runtimes_lock:
-        runtimes = dict(_runtimes)
-    return {device: rt.stats() for device, rt in runtimes.items()}
+    return {name: rt.stats() for name, rt in _named_runtimes().items()}

@@ -13,6 +13,7 @@ import sys
 
 from tailor import _capi
 from tailor._capi import Tensor
+from tailor._errors import invalid_argument
 
 _NUMPY_TYPESTR = {
     "<f4": _capi.DTYPE_F32, "<f2": _capi.DTYPE_F16, "<i4": _capi.DTYPE_I32,
@@ -38,27 +39,29 @@ def _torch_dtype_map(torch):
     return _torch_dtypes
 
 
-def _fill_dims(t, shape, strides):
+def _fill_dims(t, shape, strides, name):
     rank = len(shape)
     if rank > _capi.MAX_RANK:
-        raise ValueError(f"rank {rank} exceeds tailor's maximum "
-                         f"{_capi.MAX_RANK}")
+        raise invalid_argument(f"{name}: rank {rank} exceeds tailor's "
+                               f"maximum {_capi.MAX_RANK}")
     t.rank = rank
     t.dims[:rank] = shape
     t.strides[:rank] = strides
 
 
-def _from_torch(t, x, torch):
+def _from_torch(t, x, torch, name):
     dtype = _torch_dtype_map(torch).get(x.dtype)
     if dtype is None:
-        raise TypeError(f"tailor: unsupported torch dtype {x.dtype}")
+        raise invalid_argument(f"{name}: unsupported torch dtype {x.dtype}",
+                               type_error=True)
     device = x.device
     t.data = x.data_ptr() or None
     t.dtype = dtype
-    _fill_dims(t, x.shape, x.stride())
+    _fill_dims(t, x.shape, x.stride(), name)
     device_type = _DEVICE_TYPES.get(device.type)
     if device_type is None:
-        raise TypeError(f"tailor: unsupported device {device}")
+        raise invalid_argument(f"{name}: unsupported device {device}",
+                               type_error=True)
     t.device_type = device_type
     t.device_index = device.index or 0
 
@@ -71,14 +74,19 @@ def _contiguous_strides(shape):
     return strides
 
 
-def _from_numpy(t, x):
+def _from_numpy(t, x, name, output):
     interface = x.__array_interface__
     typestr = interface["typestr"]
     dtype = _NUMPY_TYPESTR.get(typestr)
     if dtype is None and x.dtype.name == "bfloat16":  # ml_dtypes
         dtype = _capi.DTYPE_BF16
     if dtype is None:
-        raise TypeError(f"tailor: unsupported numpy dtype {x.dtype}")
+        raise invalid_argument(f"{name}: unsupported numpy dtype {x.dtype}",
+                               type_error=True)
+    if output and interface["data"][1]:
+        raise invalid_argument(
+            f"{name}: is read-only (an output must be writable: not a view "
+            f"of bytes or of an array with writeable=False)")
     shape = interface["shape"]
     byte_strides = interface["strides"]
     if byte_strides is None:
@@ -86,11 +94,12 @@ def _from_numpy(t, x):
     else:
         itemsize = _ITEMSIZE[dtype]
         if any(s % itemsize for s in byte_strides):
-            raise ValueError("tailor: numpy strides must be whole elements")
+            raise invalid_argument(f"{name}: strides {byte_strides} (bytes) "
+                                   f"must be whole elements of {itemsize}")
         strides = [s // itemsize for s in byte_strides]
     t.data = interface["data"][0] or None
     t.dtype = dtype
-    _fill_dims(t, shape, strides)
+    _fill_dims(t, shape, strides, name)
     t.device_type = _capi.DEVICE_CPU
     t.device_index = 0
 
@@ -126,49 +135,54 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack(t, x):
+def _from_dlpack(t, x, name):
     """Returns the capsule, which must outlive the call (it owns the view)."""
     capsule = x.__dlpack__()
     dl = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     dtype = _DL_DTYPES.get((dl.dtype.code, dl.dtype.bits))
     device_type = _DL_DEVICES.get(dl.device.device_type)
     if dtype is None or dl.dtype.lanes != 1:
-        raise TypeError("tailor: unsupported DLPack dtype "
-                        f"(code {dl.dtype.code}, bits {dl.dtype.bits})")
+        raise invalid_argument(
+            f"{name}: unsupported DLPack dtype (code {dl.dtype.code}, bits "
+            f"{dl.dtype.bits}, lanes {dl.dtype.lanes})", type_error=True)
     if device_type is None:
-        raise TypeError(f"tailor: unsupported DLPack device type "
-                        f"{dl.device.device_type}")
+        raise invalid_argument(f"{name}: unsupported DLPack device type "
+                               f"{dl.device.device_type}", type_error=True)
     shape = [dl.shape[i] for i in range(dl.ndim)]
     strides = ([dl.strides[i] for i in range(dl.ndim)] if dl.strides
                else _contiguous_strides(shape))
     t.data = (dl.data or 0) + dl.byte_offset or None
     t.dtype = dtype
-    _fill_dims(t, shape, strides)
+    _fill_dims(t, shape, strides, name)
     t.device_type = device_type
     t.device_index = dl.device.device_id
     return capsule
 
 
-def fill(t, x):
+def fill(t, x, name="tensor", output=False):
     """Writes the view of `x` into the Tensor struct `t`. Returns an object
-    that must stay alive for the call (a DLPack capsule), or None."""
+    that must stay alive for the call (a DLPack capsule), or None. `name`
+    is the argument's name in errors; `output`: the call writes into `x`,
+    so a read-only numpy array is refused (torch and DLPack views carry no
+    read-only flag). Errors: tailor.InvalidArgumentError naming `name`."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        _from_torch(t, x, torch)
+        _from_torch(t, x, torch, name)
         return None
     if hasattr(x, "__array_interface__"):
-        _from_numpy(t, x)
+        _from_numpy(t, x, name, output)
         return None
     if hasattr(x, "__dlpack__"):
-        return _from_dlpack(t, x)
-    raise TypeError(f"tailor: expected a numpy array, torch tensor or DLPack "
-                    f"object, got {type(x).__name__}")
+        return _from_dlpack(t, x, name)
+    raise invalid_argument(
+        f"{name}: expected a numpy array, torch tensor or DLPack object, got "
+        f"{type(x).__name__}", type_error=True)
 
 
-def view(x):
+def view(x, name="tensor", output=False):
     """A new Tensor viewing `x`, and the keep-alive of fill()."""
     t = Tensor()
-    return t, fill(t, x)
+    return t, fill(t, x, name, output)
 
 
 # Bytes of one element of each tailor_dtype.
@@ -204,4 +218,6 @@ def stream_handle(stream):
         handle = getattr(stream, attribute, None)
         if handle is not None:
             return int(handle)
-    raise TypeError(f"tailor: not a CUDA stream: {stream!r}")
+    raise invalid_argument(
+        f"stream: expected None, an int CUstream or an object with "
+        f".cuda_stream or .ptr, got {stream!r}", type_error=True)

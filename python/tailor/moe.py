@@ -17,7 +17,7 @@ import warnings
 
 from tailor import _capi
 from tailor._capi import lib
-from tailor._errors import check, raise_for
+from tailor._errors import check, invalid_argument, raise_for
 from tailor import _tensors
 from tailor._workspaces import workspace_last
 
@@ -49,7 +49,7 @@ _TAILS = {"pow2": 0, **_capi.TAIL_POLICIES}
 
 def _policy(tile_rows, tail):
     if tail not in _TAILS:
-        raise ValueError(f"tail: one of {sorted(_TAILS)}, got {tail!r}")
+        raise invalid_argument(f"tail: one of {sorted(_TAILS)}, got {tail!r}")
     return _capi.RoutingPolicy(tile_rows=tile_rows, tail=_TAILS[tail])
 
 
@@ -141,7 +141,9 @@ class Workspace:
         for name in ("counts", "offsets", "permutation", "inverse"):
             t = getattr(info, name)
             if t.device_type != _capi.DEVICE_CPU:
-                raise ValueError("routing(): the workspace is on a device")
+                raise invalid_argument(
+                    "ws: routing() copies host routing; this workspace is "
+                    "on a device (read it with torch, or take_errors())")
             shape = tuple(t.dims[:t.rank])
             count = 1
             for d in shape:
@@ -178,7 +180,8 @@ class Workspace:
 def _limits(max_tokens, topk, num_experts, hidden, intermediate, dtype,
             tile_rows, tail):
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype: one of {sorted(_DTYPES)}, got {dtype!r}")
+        raise invalid_argument(f"dtype: one of {sorted(_DTYPES)}, got "
+                               f"{dtype!r}")
     return _capi.WorkspaceLimits(
         max_tokens=max_tokens, topk=topk, num_experts=num_experts,
         hidden=hidden, intermediate=intermediate, dtype=_DTYPES[dtype],
@@ -218,7 +221,7 @@ def bind_workspace(runtime, memory, ws, *, max_tokens, topk, num_experts,
     memory, ws = workspace_last("bind_workspace", Workspace, (memory, ws))
     limits = _limits(max_tokens, topk, num_experts, hidden, intermediate,
                      dtype, tile_rows, tail)
-    t, keep = _tensors.view(memory)
+    t, keep = _tensors.view(memory, "memory", output=True)
     check(lib.tailor_moe_workspace_bind(
         runtime, ctypes.byref(limits), t.data, _tensors.nbytes(t), ws._handle,
         _stream(stream, memory)))
@@ -229,7 +232,7 @@ def bind_workspace(runtime, memory, ws, *, max_tokens, topk, num_experts,
 def _optional(args, field, x, keep):
     if x is None:
         return
-    t, k = _tensors.view(x)
+    t, k = _tensors.view(x, field)
     keep.append((t, k))
     setattr(args, field, ctypes.pointer(t))
 
@@ -238,7 +241,7 @@ def route(runtime, topk_ids, num_experts, ws, *, expert_map=None,
           valid_tokens=None, tile_rows=0, tail="pow2", stream=None):
     """tailor::moe::Route: counting-sort topk_ids [T, k] i32 into `ws`."""
     args = _capi.RouteArgs()
-    keep = [_tensors.fill(args.topk_ids, topk_ids)]
+    keep = [_tensors.fill(args.topk_ids, topk_ids, "topk_ids")]
     args.num_experts = num_experts
     _optional(args, "expert_map", expert_map, keep)
     _optional(args, "valid_tokens", valid_tokens, keep)
@@ -251,9 +254,9 @@ def route(runtime, topk_ids, num_experts, ws, *, expert_map=None,
 def pack(runtime, hidden, permutation, topk, a, *, stream=None):
     """tailor::moe::Pack: a[r] = hidden[permutation[r] // topk]."""
     args = _capi.PackArgs()
-    keep = (_tensors.fill(args.hidden, hidden),
-            _tensors.fill(args.permutation, permutation),
-            _tensors.fill(args.a, a))
+    keep = (_tensors.fill(args.hidden, hidden, "hidden"),
+            _tensors.fill(args.permutation, permutation, "permutation"),
+            _tensors.fill(args.a, a, "a", output=True))
     args.topk = topk
     args.stream = _stream(stream, hidden)
     check(lib.tailor_moe_pack(runtime, ctypes.byref(args)))
@@ -263,11 +266,11 @@ def pack(runtime, hidden, permutation, topk, a, *, stream=None):
 def grouped_gemm(runtime, a, w, c, ws, *, epilogue="none", stream=None):
     """tailor::moe::GroupedGemm: c = epilogue(a · w[e]ᵀ) per expert of ws."""
     if epilogue not in _capi.EPILOGUES:
-        raise ValueError(f"epilogue: one of {sorted(_capi.EPILOGUES)}, got "
-                         f"{epilogue!r}")
+        raise invalid_argument(f"epilogue: one of "
+                               f"{sorted(_capi.EPILOGUES)}, got {epilogue!r}")
     args = _capi.GroupedGemmArgs()
-    keep = (_tensors.fill(args.a, a), _tensors.fill(args.w, w),
-            _tensors.fill(args.c, c))
+    keep = (_tensors.fill(args.a, a, "a"), _tensors.fill(args.w, w, "w"),
+            _tensors.fill(args.c, c, "c", output=True))
     args.epilogue = _capi.EPILOGUES[epilogue]
     args.stream = _stream(stream, a)
     check(lib.tailor_moe_grouped_gemm(runtime, ctypes.byref(args),
@@ -278,9 +281,10 @@ def grouped_gemm(runtime, a, w, c, ws, *, epilogue="none", stream=None):
 def combine(runtime, c, topk_weights, inverse, out, *, stream=None):
     """tailor::moe::Combine: out[t] = sum_j topk_weights[t,j] * c[inv[t,j]]."""
     args = _capi.CombineArgs()
-    keep = (_tensors.fill(args.c, c),
-            _tensors.fill(args.topk_weights, topk_weights),
-            _tensors.fill(args.inverse, inverse), _tensors.fill(args.out, out))
+    keep = (_tensors.fill(args.c, c, "c"),
+            _tensors.fill(args.topk_weights, topk_weights, "topk_weights"),
+            _tensors.fill(args.inverse, inverse, "inverse"),
+            _tensors.fill(args.out, out, "out", output=True))
     args.stream = _stream(stream, c)
     check(lib.tailor_moe_combine(runtime, ctypes.byref(args)))
     del keep
@@ -297,20 +301,24 @@ def experts(runtime, hidden, w13, w2, topk_weights, topk_ids, out, ws, *,
             tile_rows=0, tail="pow2", stream=None):
     """tailor::moe::Experts — vLLM's fused_experts into `out` [T, H] (which
     may be `hidden` itself): route, pack, gemm1 + silu_and_mul, gemm2,
-    combine. w13 [E, 2I, H] (gate rows, then up), w2 [E, H, I]."""
+    combine. w13 [E, 2I, H] (gate rows, then up), w2 [E, H, I].
+
+    A token whose topk_ids row names an expert more than once gets that
+    expert's output once per slot, each scaled by its slot's weight (as
+    vLLM's fused_experts); nothing is merged or refused."""
     if activation != "silu":
-        raise ValueError(f"activation: only 'silu' is supported, got "
-                         f"{activation!r}")
+        raise invalid_argument(f"activation: only 'silu' is supported, got "
+                               f"{activation!r}")
     if (_fastcall is not None and expert_map is None and valid_tokens is None
             and not tile_rows and tail == "pow2"):
         if not _fastcall_knows_torch:
             _fastcall_learn_torch()
         stream = _stream(stream, hidden)
-        try:
-            code = _fastcall.experts(runtime._handle, ws._handle, hidden, w13,
-                                     w2, topk_weights, topk_ids, out, stream)
-        except TypeError:  # e.g. a DLPack-only object: the general path
-            code = None
+        # None: an argument the fast path does not view (a DLPack-only
+        # object, an ml_dtypes bf16 array, a read-only out): the general
+        # path below views it or names it in its error.
+        code = _fastcall.experts(runtime._handle, ws._handle, hidden, w13,
+                                 w2, topk_weights, topk_ids, out, stream)
         if code is not None:
             if code:
                 raise_for(code)
@@ -319,14 +327,16 @@ def experts(runtime, hidden, w13, w2, topk_weights, topk_ids, out, ws, *,
     call = _ExpertsCall()
     args = call.args
     fill = _tensors.fill
-    keep = (fill(args.hidden, hidden), fill(args.w13, w13), fill(args.w2, w2),
-            fill(args.topk_weights, topk_weights),
-            fill(args.topk_ids, topk_ids), fill(args.out, out))
+    keep = (fill(args.hidden, hidden, "hidden"), fill(args.w13, w13, "w13"),
+            fill(args.w2, w2, "w2"),
+            fill(args.topk_weights, topk_weights, "topk_weights"),
+            fill(args.topk_ids, topk_ids, "topk_ids"),
+            fill(args.out, out, "out", output=True))
     if expert_map is not None:
-        keep += (fill(call.expert_map, expert_map),)
+        keep += (fill(call.expert_map, expert_map, "expert_map"),)
         args.expert_map = ctypes.pointer(call.expert_map)
     if valid_tokens is not None:
-        keep += (fill(call.valid_tokens, valid_tokens),)
+        keep += (fill(call.valid_tokens, valid_tokens, "valid_tokens"),)
         args.valid_tokens = ctypes.pointer(call.valid_tokens)
     if tile_rows or tail != "pow2":
         args.policy = _policy(tile_rows, tail)

@@ -35,6 +35,7 @@ import torch
 
 import tailor
 from tailor import moe
+from tailor._errors import invalid_argument, renamed
 
 _local = threading.local()
 _LIMIT_FIELDS = ("max_tokens", "topk", "num_experts", "hidden",
@@ -50,8 +51,8 @@ def _dtype_name(dtype):
         return "bf16"
     if dtype == torch.float32:
         return "f32"
-    raise NotImplementedError(
-        f"tailor: hidden_states dtype {dtype}: bf16 and float32 only")
+    raise tailor.UnimplementedError(
+        12, f"hidden_states: dtype {dtype}: bf16 and float32 only")
 
 
 def _workspace(device, limits, dtype):
@@ -66,8 +67,8 @@ def _workspace(device, limits, dtype):
         return entry[0]
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         held = entry[1] if entry else None
-        raise RuntimeError(
-            f"tailor: the {device} workspace ({held}) is too small for this "
+        raise tailor.FailedPreconditionError(
+            9, f"ws: the {device} workspace ({held}) is too small for this "
             f"step ({limits}) and cannot grow during CUDA graph capture; call "
             f"tailor.torch_ops.reserve(...) before capturing")
     grown = dict(limits)
@@ -93,12 +94,12 @@ def reserve(device, *, max_tokens, topk, num_experts, hidden, intermediate,
 def _check_experts(w1, expert_map, global_num_experts):
     if expert_map is None:
         if global_num_experts not in (-1, w1.shape[0]):
-            raise ValueError(
+            raise invalid_argument(
                 f"global_num_experts: must be -1 or w1.shape[0] "
                 f"({w1.shape[0]}) without expert_map, got "
                 f"{global_num_experts}")
     elif global_num_experts not in (-1, expert_map.shape[0]):
-        raise ValueError(
+        raise invalid_argument(
             f"global_num_experts: must equal expert_map.shape[0] "
             f"({expert_map.shape[0]}), got {global_num_experts}")
 
@@ -106,8 +107,8 @@ def _check_experts(w1, expert_map, global_num_experts):
 def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
          global_num_experts, expert_map):
     if activation != "silu":
-        raise NotImplementedError(
-            f"tailor: activation {activation!r}: only 'silu' is supported")
+        raise tailor.UnimplementedError(
+            12, f"activation: {activation!r}: only 'silu' is supported")
     _check_experts(w1, expert_map, global_num_experts)
     device = hidden_states.device
     tokens, hidden = hidden_states.shape
@@ -125,16 +126,19 @@ def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
         expert_map = expert_map.to(torch.int32)
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)
-    moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
-                topk_weights.contiguous(), topk_ids.contiguous(), out, ws,
-                expert_map=expert_map, stream=stream)
+    try:
+        moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
+                    topk_weights.contiguous(), topk_ids.contiguous(), out,
+                    ws, expert_map=expert_map, stream=stream)
+    except tailor.Error as error:  # the C API's w13 is this op's w1
+        raise renamed(error, {"w13": "w1"}) from None
 
 
 def _fused_experts_impl(hidden_states, w1, w2, topk_weights, topk_ids,
                         inplace=False, activation="silu",
                         global_num_experts=-1, expert_map=None):
     if inplace:
-        raise ValueError(
+        raise invalid_argument(
             "inplace=True: a torch op cannot return its input; call "
             "torch.ops.tailor.inplace_fused_experts, or "
             "tailor.torch_ops.fused_experts(..., inplace=True)")
@@ -246,8 +250,10 @@ def _decode_workspace(device, batch, shape, dtype):
     if entry is not None and entry[1] == shape + (dtype,) and entry[2] >= batch:
         return entry[0]
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError("tailor: plan_paged_decode cannot grow the decode "
-                           "workspace during CUDA graph capture")
+        raise tailor.FailedPreconditionError(
+            9, "ws: plan_paged_decode cannot grow the decode workspace "
+            "during CUDA graph capture; plan the largest batch first (or "
+            "pass max_batch) before capturing")
     ws = _attention.DecodeWorkspace()
     max_batch = max(batch, entry[2] if entry is not None else 0)
     heads_q, heads_kv, head_dim, page_size = shape
@@ -272,8 +278,8 @@ def plan_paged_decode(seq_lens, *, num_qo_heads, num_kv_heads, head_dim,
     host_lens = seq_lens.to("cpu", torch.int32).contiguous()
     dtype_name = _DECODE_DTYPES.get(dtype)
     if dtype_name is None:
-        raise NotImplementedError(f"tailor: decode dtype {dtype}: bf16 and "
-                                  f"float16 only")
+        raise tailor.UnimplementedError(
+            12, f"dtype: {dtype}: paged decode takes bf16 and float16 only")
     shape = (num_qo_heads, num_kv_heads, head_dim, page_size)
     ws = _decode_workspace(device, max(max_batch or 0, host_lens.shape[0]),
                            shape, dtype_name)
@@ -290,8 +296,10 @@ def _paged_decode_impl(q, k_cache, v_cache, block_table, seq_lens,
     device = q.device
     entry = getattr(_local, "decode", {}).get(str(device))
     if entry is None:
-        raise RuntimeError("tailor: call tailor.torch_ops.plan_paged_decode "
-                           "before torch.ops.tailor.paged_decode")
+        raise tailor.FailedPreconditionError(
+            9, f"ws: no decode plan for {device} on this thread; call "
+            f"tailor.torch_ops.plan_paged_decode before "
+            f"torch.ops.tailor.paged_decode")
     out = torch.empty_like(q)
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)

@@ -109,10 +109,12 @@ def test_a_call_without_a_workspace_names_ws(runtime, decode_inputs):
     q, k, v, table, lens = decode_inputs
     with pytest.raises(TypeError) as e:
         tailor.attention.plan_decode(runtime, lens, lens, **SHAPE)
-    assert str(e.value) == ("plan_decode: ws: expected a "
+    assert isinstance(e.value, tailor.InvalidArgumentError)
+    assert str(e.value) == ("INVALID_ARGUMENT: plan_decode: ws: expected a "
                             "tailor.attention.DecodeWorkspace, got ndarray")
     with pytest.raises(TypeError,
-                       match=r"^run_decode: ws: expected a tailor\.attention"
+                       match=r"^INVALID_ARGUMENT: run_decode: ws: expected a "
+                             r"tailor\.attention"
                              r"\.DecodeWorkspace, got Workspace$"):
         tailor.attention.run_decode(runtime, q, k, v, table, lens,
                                     np.empty_like(q), tailor.moe.Workspace())

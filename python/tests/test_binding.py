@@ -328,8 +328,9 @@ def test_workspace_renames_keep_the_old_forms(runtime, rng):
     with pytest.raises(TypeError) as e:
         tailor.moe.bind_workspace(runtime, np.zeros(256, np.uint8), None,
                                   **limits)
-    assert str(e.value) == ("bind_workspace: ws: expected a "
-                            "tailor.moe.Workspace, got NoneType")
+    assert isinstance(e.value, tailor.InvalidArgumentError)
+    assert str(e.value) == ("INVALID_ARGUMENT: bind_workspace: ws: expected "
+                            "a tailor.moe.Workspace, got NoneType")
 
     tailor.moe.experts(runtime, x, w13, w2, tw, ids, np.empty_like(x), ws)
     assert ws.take_errors(runtime) is None

@@ -5,6 +5,7 @@ the vLLM calling conventions. Skipped when torch is not installed."""
 import pytest
 
 torch = pytest.importorskip("torch")
+import tailor  # noqa: E402
 import tailor.torch_ops as ops  # noqa: E402  registers torch.ops.tailor.*
 
 
@@ -65,6 +66,31 @@ def test_errors():
     with pytest.raises(ValueError, match=r"topk_ids\[2,0\]: expert id 8 is "
                                          r"outside \[0, 8\)"):
         torch.ops.tailor.fused_experts(x, w1, w2, tw, bad)
+
+
+def test_errors_are_tailor_types_naming_this_ops_arguments():
+    x, w1, w2, tw, ids = make()
+    with pytest.raises(tailor.InvalidArgumentError) as error:
+        torch.ops.tailor.fused_experts(x, w1[:, :, :32], w2, tw, ids)
+    assert error.value.message.startswith("w1"), error.value.message
+    assert "w13" not in error.value.message
+    with pytest.raises(tailor.UnimplementedError,
+                       match=r"^UNIMPLEMENTED: activation: 'gelu': only"):
+        torch.ops.tailor.fused_experts(x, w1, w2, tw, ids, False, "gelu")
+    with pytest.raises(tailor.UnimplementedError,
+                       match=r"^UNIMPLEMENTED: hidden_states: dtype "
+                             r"torch.float16"):
+        torch.ops.tailor.fused_experts(x.half(), w1.half(), w2.half(), tw,
+                                       ids)
+    with pytest.raises(tailor.InvalidArgumentError,
+                       match="^INVALID_ARGUMENT: global_num_experts: "):
+        torch.ops.tailor.fused_experts(x, w1, w2, tw, ids, False, "silu", 64)
+    with pytest.raises(tailor.UnimplementedError,
+                       match=r"^UNIMPLEMENTED: dtype: torch.float32: paged "
+                             r"decode takes bf16 and float16 only"):
+        ops.plan_paged_decode(torch.tensor([3]), num_qo_heads=4,
+                              num_kv_heads=2, head_dim=64, page_size=16,
+                              dtype=torch.float32)
 
 
 def test_opcheck():
@@ -130,9 +156,11 @@ def test_paged_decode_needs_a_plan():
     def run():  # a fresh thread has no plan
         try:
             torch.ops.tailor.paged_decode(q, k, v, table, lens)
-        except RuntimeError as e:
+        except tailor.FailedPreconditionError as e:
             errors.append(str(e))
     thread = threading.Thread(target=run)
     thread.start()
     thread.join()
-    assert errors and "plan_paged_decode" in errors[0]
+    assert errors and errors[0].startswith(
+        "FAILED_PRECONDITION: ws: no decode plan for cpu on this thread; "
+        "call tailor.torch_ops.plan_paged_decode")

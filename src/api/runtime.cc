@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/engine.h"
+#include "core/logging.h"
 #include "core/stats.h"
 #include "serving/stats_endpoint.h"
 #include "tailor/status.h"
@@ -31,25 +32,40 @@ absl::string_view BackendName(BackendKind kind) {
   return "invalid";
 }
 
+namespace {
+
+// Options::stats_addr is the caller's request: failing to serve it fails
+// Create. $TAILOR_STATS_ADDR is the environment's, shared by every runtime
+// and tool of the process: failing it logs a warning naming the variable
+// and the runtime goes on without an endpoint, so a taken port never stops
+// a server (or tailor-warmup). Null: no endpoint.
+absl::StatusOr<std::unique_ptr<internal::StatsAttachment>> AttachStats(
+    const Runtime& runtime, const std::string& option) {
+  const char* env = std::getenv("TAILOR_STATS_ADDR");
+  const bool from_env = option.empty() && env != nullptr && *env != '\0';
+  const std::string address = from_env ? std::string(env) : option;
+  if (address.empty()) return nullptr;
+  const Runtime* self = &runtime;
+  absl::StatusOr<std::unique_ptr<internal::StatsAttachment>> attachment =
+      internal::AttachStatsEndpoint(
+          address, DeviceName(runtime.device()),
+          [self] { return self->stats(); },
+          [self] { return self->SpecializationHistoryJson(); });
+  if (attachment.ok() || !from_env) return attachment;
+  internal::Logger().warn("TAILOR_STATS_ADDR=\"{}\": {}; no stats endpoint",
+                          address, attachment.status().message());
+  return nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     const Options& options) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<internal::Engine> engine,
                           internal::Engine::Create(options));
   std::unique_ptr<Runtime> runtime(new Runtime(std::move(engine)));
-  std::string address = options.stats_addr;
-  if (const char* env = std::getenv("TAILOR_STATS_ADDR");
-      address.empty() && env != nullptr) {
-    address = env;
-  }
-  if (!address.empty()) {
-    const Runtime* self = runtime.get();
-    TAILOR_ASSIGN_OR_RETURN(
-        runtime->stats_endpoint_,
-        internal::AttachStatsEndpoint(
-            address, DeviceName(self->device()),
-            [self] { return self->stats(); },
-            [self] { return self->SpecializationHistoryJson(); }));
-  }
+  TAILOR_ASSIGN_OR_RETURN(runtime->stats_endpoint_,
+                          AttachStats(*runtime, options.stats_addr));
   return runtime;
 }
 

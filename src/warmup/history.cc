@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tailor/status.h"
 #include "warmup/json_fields.h"
 #include "warmup/profile.h"
@@ -166,9 +169,30 @@ std::string HistoryToJson(const History& history) {
   return document.dump(2) + "\n";
 }
 
-absl::StatusOr<History> ParseHistory(absl::string_view json_text) {
-  TAILOR_ASSIGN_OR_RETURN(nlohmann::json document,
-                          ParseJsonDocument(json_text, "history"));
+namespace {
+
+// GET /specializations of an endpoint serving several runtimes:
+// {"runtimes": {"<name>": <document>, ...}}.
+bool IsEndpointAnswer(const nlohmann::json& document) {
+  return document.is_object() && document.size() == 1 &&
+         document.contains("runtimes") && document["runtimes"].is_object();
+}
+
+std::string RuntimeNames(const nlohmann::json& runtimes) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : runtimes.items()) names.push_back(name);
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status PickOne(absl::string_view problem, const std::string& names) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("history: ", problem, " (", names,
+                   "); pick one with --runtime NAME, or fetch "
+                   "/specializations?runtime=NAME"));
+}
+
+// One runtime's document (Runtime::SpecializationHistoryJson).
+absl::StatusOr<History> ParseOneHistory(const nlohmann::json& document) {
   std::vector<std::string> errors;
   History history;
   FieldReader root(document, "", errors);
@@ -185,6 +209,64 @@ absl::StatusOr<History> ParseHistory(absl::string_view json_text) {
   }
   TAILOR_RETURN_IF_ERROR(ErrorsToStatus("history", errors));
   return history;
+}
+
+// Every runtime's keys in one history: they must share backend and arch
+// (one machine's kernels); otherwise the caller picks a runtime.
+absl::StatusOr<History> MergeRuntimes(const nlohmann::json& runtimes) {
+  std::optional<History> merged;
+  std::unordered_set<std::string> seen;
+  std::vector<std::string> targets;
+  bool one_target = true;
+  for (const auto& [name, document] : runtimes.items()) {
+    absl::StatusOr<History> history = ParseOneHistory(document);
+    if (!history.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          history.status().message(), " (runtime \"", name, "\")"));
+    }
+    targets.push_back(absl::StrCat(name, ": ", BackendName(history->backend),
+                                   " ", history->arch));
+    if (!merged)
+      merged = History{.tailor_version = history->tailor_version,
+                       .backend = history->backend,
+                       .arch = history->arch};
+    one_target = one_target && history->backend == merged->backend &&
+                 history->arch == merged->arch;
+    for (const SpecKey& key : history->keys) {
+      if (seen.insert(key.ToString()).second) merged->keys.push_back(key);
+    }
+  }
+  if (!merged) {
+    return absl::InvalidArgumentError("history: runtimes: holds no runtime");
+  }
+  if (!one_target) {
+    return PickOne("the runtimes ran on different backends or archs",
+                   absl::StrJoin(targets, ", "));
+  }
+  return *std::move(merged);
+}
+
+}  // namespace
+
+absl::StatusOr<History> ParseHistory(absl::string_view json_text,
+                                     absl::string_view runtime) {
+  TAILOR_ASSIGN_OR_RETURN(nlohmann::json whole,
+                          ParseJsonDocument(json_text, "history"));
+  if (!IsEndpointAnswer(whole)) {
+    if (runtime.empty()) return ParseOneHistory(whole);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "history: runtime \"", runtime,
+        "\" asked for, but the document is one runtime's history, not "
+        "{\"runtimes\": {...}}"));
+  }
+  const nlohmann::json& runtimes = whole["runtimes"];
+  if (runtime.empty()) return MergeRuntimes(runtimes);
+  auto found = runtimes.find(std::string(runtime));
+  if (found == runtimes.end()) {
+    return PickOne(absl::StrCat("no runtime \"", runtime, "\""),
+                   RuntimeNames(runtimes));
+  }
+  return ParseOneHistory(*found);
 }
 
 }  // namespace tailor::internal

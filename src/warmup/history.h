@@ -42,7 +42,14 @@ std::string HistoryToJson(const History& history);
 
 // InvalidArgument "history: ..." naming every bad field, e.g.
 // "history: specializations[3].dtypes[1]: unknown dtype \"bf17\"".
-absl::StatusOr<History> ParseHistory(absl::string_view json_text);
+// `json_text` may also be what a stats endpoint serving several runtimes
+// answers at GET /specializations, {"runtimes": {"<name>": <document>}}
+// (names as in /stats: "cpu", "cpu#2", "cuda:0"): `runtime` names the one to
+// read; empty reads them all when they share backend and arch (their keys
+// merged), else is an InvalidArgument listing each runtime's backend and
+// arch.
+absl::StatusOr<History> ParseHistory(absl::string_view json_text,
+                                     absl::string_view runtime = "");
 
 }  // namespace tailor::internal
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs a built tailor into a fresh prefix, then builds and runs outside
 # programs against that prefix only:
-#   1. CMake: find_package(tailor CONFIG) -> tailor::tailor, tailor::tailor_c
-#   2. pkg-config: a C program (tailor_c) and a C++ program (tailor)
+#   1. CMake: find_package(tailor CONFIG) -> tailor::tailor, tailor::tailor_c,
+#      from a C and C++ project and from a project(x CXX) one
+#   2. pkg-config: a C program (tailor_c) and a C++ program (tailor); the C
+#      program also linked with the .pc's rpath and run without
+#      LD_LIBRARY_PATH
 # Usage: check_install.sh <build dir> <scratch dir> <source dir>
 # $CC and $CXX (default cc, c++) build the programs, with
 # $TAILOR_CONSUMER_FLAGS (the sanitizer of a sanitizer build) when set, and
@@ -20,17 +23,28 @@ export TAILOR_CACHE_DIR=$scratch/cache LD_LIBRARY_PATH=$prefix/lib
 echo "== 1. find_package(tailor CONFIG)"
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
-cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" "${generator[@]}" \
-  -DCMAKE_PREFIX_PATH="$prefix" -DTAILOR_EXAMPLES_DIR="$source/examples" \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
-  -DCMAKE_C_FLAGS="${flags[*]}" -DCMAKE_CXX_FLAGS="${flags[*]}" \
-  -DCMAKE_EXE_LINKER_FLAGS="${flags[*]} ${c_libs[*]}" \
-  -DCMAKE_BUILD_TYPE=Release > "$scratch/configure.log"
-cmake --build "$scratch/consumer" > "$scratch/build.log"
+# consume <project folder> <build folder>: configure and build it.
+consume() {
+  local log=$scratch/$(basename "$2")
+  if ! cmake -S "$1" -B "$2" "${generator[@]}" \
+      -DCMAKE_PREFIX_PATH="$prefix" -DTAILOR_EXAMPLES_DIR="$source/examples" \
+      -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+      -DCMAKE_C_FLAGS="${flags[*]}" -DCMAKE_CXX_FLAGS="${flags[*]}" \
+      -DCMAKE_EXE_LINKER_FLAGS="${flags[*]} ${c_libs[*]}" \
+      -DCMAKE_BUILD_TYPE=Release > "$log.configure.log" 2>&1; then
+    tail -n 30 "$log.configure.log"
+    echo "install check: configuring $1 failed" >&2
+    return 1
+  fi
+  cmake --build "$2" > "$log.build.log"
+}
+consume "$source/tests/install/consumer" "$scratch/consumer"
+consume "$source/tests/install/consumer_cxx" "$scratch/consumer_cxx"
 # Whole outputs to files first: head closing a pipe early would fail them.
 run() { "$1" > "$1.out"; head -n "$2" "$1.out"; }
 run "$scratch/consumer/consumer_cpp" 1
 run "$scratch/consumer/consumer_c" 3
+run "$scratch/consumer_cxx/consumer_cxx_only" 1
 
 echo "== 2. pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -42,4 +56,10 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
   $(pkg-config --cflags --libs tailor)
 run "$scratch/pc_c" 1
 run "$scratch/pc_cpp" 1
+# The run-time library path the .pc names: no LD_LIBRARY_PATH needed.
+# shellcheck disable=SC2046
+"$cc" "${flags[@]}" -std=c11 -o "$scratch/pc_c_rpath" "$source/examples/02_c_api.c" \
+  $(pkg-config --cflags --libs tailor_c) \
+  $(pkg-config --variable=rpath tailor_c) -lm "${c_libs[@]}"
+(unset LD_LIBRARY_PATH; run "$scratch/pc_c_rpath" 1)
 echo "install check: ok"

@@ -5,7 +5,9 @@
 #   torch: installed from PyPI (torch==$TAILOR_TORCH_VERSION, the CUDA build
 #   PyPI serves for Linux x86_64: ~2.8 GB of wheels, ~5 GB installed) only
 #   when TAILOR_TEST_TORCH=1 (CI sets it); otherwise the torch tests skip
-#   unless the venv already has torch.
+#   unless the venv already has torch. transformers (for the integration
+#   test, pure Python: ~1-5 min with its dependencies) comes with torch.
+#   ml_dtypes (bf16 numpy arrays, a small wheel) always.
 # Usage: run_python_tests.sh <build dir> <source dir>
 set -euo pipefail
 build=$1 source=$2
@@ -15,11 +17,14 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-"${pip[@]}" install numpy pytest wheel
+"${pip[@]}" install numpy pytest wheel ml_dtypes
 if [ "${TAILOR_TEST_TORCH:-0}" = 1 ]; then
   start=$(date +%s)
   "${pip[@]}" install "torch==${TAILOR_TORCH_VERSION:-2.15.0}"
   echo "torch install: $(( $(date +%s) - start )) s"
+  start=$(date +%s)
+  "${pip[@]}" install "transformers>=5,<6"
+  echo "transformers install: $(( $(date +%s) - start )) s"
 fi
 # --no-build-isolation: the venv's setuptools builds it, nothing downloaded.
 TAILOR_LIBRARY=$build/src/capi/libtailor_c.so.3 \

@@ -124,6 +124,32 @@ TEST(StatsEndpoint, EnvironmentAddress) {
   EXPECT_EQ(MakeRuntime("")->stats_address(), "");
 }
 
+// $TAILOR_STATS_ADDR belongs to the whole environment (every runtime, every
+// tool): an address there that cannot be served is a warning naming the
+// variable, not a failed Create; Options::stats_addr still fails (above).
+TEST(StatsEndpoint, EnvironmentAddressThatFailsOnlyWarns) {
+  httplib::Server other;
+  const int port = other.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(port);
+  for (const std::string& address : {taken, std::string("localhost:http")}) {
+    SCOPED_TRACE(address);
+    setenv("TAILOR_STATS_ADDR", address.c_str(), 1);
+    Runtime::Options options;
+    options.backend = BackendKind::kCpu;
+    options.log_level = "warn";
+    options.disable_disk_cache = true;
+    ::testing::internal::CaptureStderr();
+    absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    unsetenv("TAILOR_STATS_ADDR");
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    EXPECT_EQ((*runtime)->stats_address(), "");
+    EXPECT_THAT(log, HasSubstr("TAILOR_STATS_ADDR=\"" + address + "\": "));
+    EXPECT_THAT(log, HasSubstr("no stats endpoint"));
+  }
+}
+
 // GET /specializations serves the document tailor-warmup --from-history
 // reads; with two runtimes on one address, ?runtime= picks one.
 TEST(StatsEndpoint, ServesSpecializationHistory) {

@@ -39,6 +39,7 @@ using ::tailor::testing::TempDir;
 using ::tailor::testing::ToolRun;
 using ::tailor::testing::WriteTextFile;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr int kTopk = 2, kHidden = 64, kIntermediate = 32, kExperts = 8;
@@ -418,6 +419,65 @@ TEST(WarmupTest, FromHistoryPrecompilesExactlyWhatWasUsed) {
   ASSERT_NE(replacement, nullptr);
   ServeRandomTrace(*replacement, 3);  // the same seed: the same steps
   EXPECT_EQ(replacement->stats().compiles, 0u);
+}
+
+// A stats endpoint with two runtimes answers /specializations with both
+// documents: tailor-warmup reads them together (one backend and arch) or
+// the one --runtime names.
+TEST(WarmupTest, FromHistoryOfAnEndpointWithSeveralRuntimes) {
+  TempDir dir;
+  std::string history = dir.path() + "/specializations.json";
+  std::string cpu_doc;
+  size_t used = 0;
+  {
+    std::unique_ptr<Runtime> server = StrictRuntime(dir.path() + "/server");
+    ASSERT_NE(server, nullptr);
+    ServeRandomTrace(*server, 3);
+    for (const auto& [op, n] : server->stats().specializations_per_op)
+      used += n;
+    cpu_doc = server->SpecializationHistoryJson();
+  }
+  WriteTextFile(history, R"({"runtimes": {"cpu": )" + cpu_doc +
+                             R"(, "cpu#2": )" + cpu_doc + "}}");
+  ToolRun both = Warmup({"--from-history", history, "--cache-dir",
+                         dir.path() + "/both", "--quiet"});
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_EQ(CacheEntries(dir.path() + "/both").size(), used);
+  ToolRun picked = Warmup({"--from-history", history, "--runtime", "cpu#2",
+                           "--cache-dir", dir.path() + "/one", "--quiet"});
+  EXPECT_EQ(picked.exit_code, 0) << picked.output;
+  ToolRun missing =
+      Warmup({"--from-history", history, "--runtime", "cuda:0", "--dry-run"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output,
+              HasSubstr("history: no runtime \"cuda:0\" (cpu, cpu#2); pick "
+                        "one with --runtime NAME"));
+  ToolRun alone = Warmup({"--profile", WriteProfile(dir), "--runtime", "cpu"});
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_THAT(alone.output, HasSubstr("--runtime: only with --from-history"));
+}
+
+// --tuning takes a value like every other option (it used to be refused as
+// an unknown flag), and is validated as Options::tuning.
+TEST(WarmupTest, TuningFlagTakesAValue) {
+  TempDir dir;
+  ToolRun run = Warmup({"--profile", WriteProfile(dir), "--tuning",
+                        "no.such_key=1", "--dry-run"});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("--tuning: "));
+  EXPECT_THAT(run.output, Not(HasSubstr("unknown flag")));
+}
+
+// An exported TAILOR_STATS_ADDR that cannot be served (malformed here) is a
+// warning, not a failed warm-up.
+TEST(WarmupTest, UnservableStatsAddressInTheEnvironmentOnlyWarns) {
+  TempDir dir;
+  ToolRun run = Warmup(
+      {"--profile", WriteProfile(dir), "--cache-dir", dir.path(), "--quiet"},
+      {.env = {{"TAILOR_STATS_ADDR", "localhost:http"},
+               {"TAILOR_LOG_LEVEL", "warn"}}});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("TAILOR_STATS_ADDR=\"localhost:http\""));
 }
 
 }  // namespace

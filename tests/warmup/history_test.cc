@@ -98,5 +98,63 @@ TEST(HistoryTest, BadFieldsAreNamed) {
                        "arch: missing; specializations: missing"));
 }
 
+// GET /specializations of an endpoint that serves several runtimes wraps
+// their documents: runtimes of one backend and arch are merged, others need
+// a name (tailor-warmup --runtime).
+TEST(HistoryTest, EndpointAnswerForSeveralRuntimes) {
+  History cpu = {.tailor_version = "0.1.0",
+                 .backend = BackendKind::kCpu,
+                 .arch = "x86_64-znver3",
+                 .keys = {GemmKey(4), GemmKey(8)}};
+  History second = cpu;
+  second.keys = {GemmKey(0), GemmKey(8)};
+  History cuda = {.tailor_version = "0.1.0",
+                  .backend = BackendKind::kCuda,
+                  .arch = "sm_90a",
+                  .keys = {}};
+  auto document = [](const History& h) {
+    return nlohmann::json::parse(HistoryToJson(h));
+  };
+  nlohmann::json same = {
+      {"runtimes", {{"cpu", document(cpu)}, {"cpu#2", document(second)}}}};
+  nlohmann::json mixed = {
+      {"runtimes", {{"cpu", document(cpu)}, {"cuda:0", document(cuda)}}}};
+
+  absl::StatusOr<History> merged = ParseHistory(same.dump());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->backend, BackendKind::kCpu);
+  EXPECT_EQ(merged->keys.size(), 3u);  // t4, t8 and t0; t8 once
+  absl::StatusOr<History> picked = ParseHistory(same.dump(), "cpu#2");
+  ASSERT_TRUE(picked.ok()) << picked.status();
+  EXPECT_EQ(picked->keys.size(), 2u);
+  absl::StatusOr<History> gpu = ParseHistory(mixed.dump(), "cuda:0");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->backend, BackendKind::kCuda);
+
+  EXPECT_THAT(ParseHistory(mixed.dump()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "history: the runtimes ran on different backends or "
+                       "archs (cpu: cpu x86_64-znver3, cuda:0: cuda sm_90a); "
+                       "pick one with --runtime NAME, or fetch "
+                       "/specializations?runtime=NAME"));
+  EXPECT_THAT(ParseHistory(same.dump(), "cuda:0"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "history: no runtime \"cuda:0\" (cpu, cpu#2); pick "
+                       "one with --runtime NAME, or fetch "
+                       "/specializations?runtime=NAME"));
+  EXPECT_THAT(ParseHistory(HistoryToJson(cpu), "cpu"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("history: runtime \"cpu\" asked for, but "
+                                 "the document is one runtime's history")));
+  EXPECT_THAT(ParseHistory(R"({"runtimes": {}})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "history: runtimes: holds no runtime"));
+  nlohmann::json bad = same;
+  bad["runtimes"]["cpu#2"]["backend"] = "tpu";
+  EXPECT_THAT(ParseHistory(bad.dump()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("(runtime \"cpu#2\")")));
+}
+
 }  // namespace
 }  // namespace tailor::internal

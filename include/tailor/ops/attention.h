@@ -75,15 +75,16 @@
 //   argument before the stream. In C: tailor_attention_decode_workspace_
 //   <verb> and tailor_attention_decode_{plan,run} (tailor/c_api.h).
 //
-// Example (every step; plan once, run every layer):
+// Example (every step; plan once, run every layer; the whole program, with
+// a reference check, is examples/04_paged_decode.cc, built and run in CI):
 //   attention::DecodeWorkspace ws;            // keep it across steps
 //   TAILOR_RETURN_IF_ERROR(attention::ReserveDecodeWorkspace(runtime,
 //       {.max_batch = 256, .num_qo_heads = 32, .num_kv_heads = 8,
 //        .head_dim = 128, .page_size = 16, .dtype = DType::kBF16}, ws));
 //   TAILOR_RETURN_IF_ERROR(attention::PlanDecode(runtime,
 //       {.seq_lens = TensorRef::Contiguous(host_lens, DType::kI32, {B}),
-//        .num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128,
-//        .page_size = 16, .dtype = DType::kBF16, .stream = stream}, ws));
+//        .page_size = 16, .num_qo_heads = 32, .num_kv_heads = 8,
+//        .head_dim = 128, .dtype = DType::kBF16, .stream = stream}, ws));
 //   for (int layer = 0; layer < layers; ++layer) {
 //     TAILOR_RETURN_IF_ERROR(attention::RunDecode(runtime,
 //         {.q = q, .k_cache = k[layer], .v_cache = v[layer],

@@ -1,0 +1,9 @@
+"""Glue between tailor's ops and the frameworks users already run.
+
+  tailor.integrations.transformers   "tailor" as a Hugging Face transformers
+                                     experts implementation
+  tailor.integrations.vllm           drop-in for vLLM's fused_experts
+  tailor.integrations.sglang         drop-in for SGLang's fused_experts
+
+Each module imports its framework on import; this package imports none.
+"""
