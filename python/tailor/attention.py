@@ -165,7 +165,7 @@ def run_decode(runtime, q, k_cache, v_cache, block_table, seq_lens, out, ws,
     del keep
 
 
-# ---- ragged attention --------------------------------------------------------
+# ---- ragged attention -------------------------------------------------------
 #
 # Every row kind of a serving step in one plan (tailor/ops/attention.h,
 # "Ragged attention"): prefill, chunked prefill over cached prefixes,

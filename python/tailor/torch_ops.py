@@ -340,7 +340,7 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, seq_lens,
     return out.to(q.dtype)
 
 
-# ---- ragged attention --------------------------------------------------------
+# ---- ragged attention -------------------------------------------------------
 #
 #   plan_ragged_attention(q_indptr, kv_lens, num_qo_heads=, num_kv_heads=,
 #       head_dim=, page_size=, dtype=, causal=True, window_left=-1,
