@@ -139,6 +139,25 @@ def test_ragged_attention_opcheck():
          True))
 
 
+def test_ragged_attention_compiles_fullgraph():
+    """torch.compile traces the op (fake implementation) in a layer; steps
+    of other lengths run through the same compiled graph after their plan."""
+
+    def layer(q, k, v, table, lens):
+        out, lse = torch.ops.tailor.ragged_attention(q, k, v, table, None,
+                                                     lens, 0.0, 0.0, True)
+        return out.float() * 2, lse
+
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True)
+    for seed, q_lens in ((20, Q_LENS), (21, [3, 1, 1])):
+        s = paged_step(seed=seed, q_lens=q_lens, kv_lens=KV_LENS[:len(q_lens)])
+        ops.plan_ragged_attention(s["cu_q"], s["kv_lens"], **LAYER)
+        args = (s["q"], s["k"], s["v"], s["table"], s["kv_lens"])
+        got, got_lse = compiled(*args)
+        want, want_lse = layer(*args)
+        assert torch.equal(got, want) and torch.equal(got_lse, want_lse)
+
+
 def test_ragged_attention_errors():
     s = paged_step(seed=7)
     bad = s["kv_lens"].clone()
