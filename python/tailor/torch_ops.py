@@ -400,10 +400,17 @@ def _ragged_shape(num_qo_heads, num_kv_heads, head_dim, page_size, dtype,
                 causal=causal, window_left=window_left)
 
 
+def ragged_plans_made():
+    """How many ragged plans this thread has started (callers that cache a
+    plan, as the flash_attn shim, see whether another plan replaced it)."""
+    return getattr(_local, "ragged_plans", 0)
+
+
 def _ragged_plan_setup(first, device, shape, batch, tokens, max_batch,
                        max_tokens):
     """(runtime, workspace, stream) of a plan on `device` (default: the
-    device of `first`)."""
+    device of `first`); counts the plan (ragged_plans_made)."""
+    _local.ragged_plans = ragged_plans_made() + 1
     device = torch.device(device) if device is not None else first.device
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())

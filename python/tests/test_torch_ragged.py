@@ -231,6 +231,35 @@ def test_flash_attn_contiguous_varlen_form(causal):
                                atol=1e-4)
 
 
+def test_flash_attn_plans_once_per_step(monkeypatch):
+    """Layers of one step (the same metadata tensors) share one plan; an
+    in-place update of the metadata, or another plan in between, replans."""
+    s = paged_step(seed=15)
+    plans = []
+    real_plan = ops.plan_ragged_attention
+
+    def counting_plan(*args, **kwargs):
+        plans.append(1)
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "plan_ragged_attention", counting_plan)
+
+    def call():
+        return flash_attn_varlen_func(
+            s["q"], s["k"], s["v"], 37, s["cu_q"], 300,
+            seqused_k=s["kv_lens"], causal=True, block_table=s["table"])
+
+    first = call()
+    assert torch.equal(call(), first) and len(plans) == 1
+    s["kv_lens"][0] -= 5  # the step's sequence 0 is 5 tokens shorter
+    ref, _ = reference(s["q"], *per_sequence(s), s["cu_q"])
+    assert rel_err(call(), ref) < 1e-2 and len(plans) == 2
+    ops.plan_ragged_attention_flashinfer(s["cu_q"], s["kv_indptr"],
+                                         s["last"], **LAYER)  # another plan
+    call()
+    assert len(plans) == 3
+
+
 def test_flash_attn_errors():
     s = paged_step(seed=14)
     args = (s["q"], s["k"], s["v"], 37, s["cu_q"], 300)

@@ -25,12 +25,20 @@ deterministic are accepted and not needed. Features tailor does not have
 (dropout, ALiBi, q_v, FP8 descales, attention sinks) raise
 NotImplementedError naming the argument.
 
-Each call plans from the host copy of its metadata (a device-to-host copy
-on a GPU): fine for eager use and tests. A server that captures CUDA graphs
-plans once per step outside the graph (tailor.torch_ops.
-plan_ragged_attention, with the same layer) and calls this function inside:
-during capture it runs the current plan without planning.
+A call plans from the host copy of its metadata (a device-to-host copy on
+a GPU) unless this thread's last plan came from the same metadata tensors,
+unmodified since (the same live tensor objects at the same torch version
+counter, and no other plan in between), as when every layer of a step calls
+it with the step's tensors. Writes that bypass torch's version counter
+(another library writing the buffer in place) are not seen: plan
+explicitly then. A server that captures CUDA graphs plans once per step
+outside the graph (tailor.torch_ops.plan_ragged_attention, with the same
+layer) and calls this function inside: during capture it runs the current
+plan without planning.
 """
+
+import threading
+import weakref
 
 import torch
 
@@ -67,8 +75,30 @@ def _window(window_size, causal):
         f"only causal windows (right = 0) are supported")
 
 
-def _capturing(q):
-    return q.is_cuda and torch.cuda.is_current_stream_capturing()
+_local = threading.local()
+
+
+def _needs_plan(q, metadata, key):
+    """Whether this call must plan: not during capture, nor when this
+    thread's last plan (the torch ops' plan counter unchanged) was made
+    from the same live `metadata` tensors at their current versions, for
+    the same `key` (form and layer)."""
+    if q.is_cuda and torch.cuda.is_current_stream_capturing():
+        return False
+    last = getattr(_local, "last", None)
+    if (last is None or last["key"] != key or
+            last["plans"] != _ops.ragged_plans_made() or
+            len(last["tensors"]) != len(metadata)):
+        return True
+    return any(ref() is not t or version != t._version
+               for (ref, version), t in zip(last["tensors"], metadata))
+
+
+def _planned(metadata, key):
+    """Records the plan just made from `metadata` for `key`."""
+    _local.last = {"key": key, "plans": _ops.ragged_plans_made(),
+                   "tensors": [(weakref.ref(t), t._version)
+                               for t in metadata]}
 
 
 def _paged_inputs(q, k, v, cu_seqlens_q, seqused_k, block_table, layer):
@@ -76,10 +106,13 @@ def _paged_inputs(q, k, v, cu_seqlens_q, seqused_k, block_table, layer):
         raise _errors.InvalidArgumentError(
             3, "seqused_k: required with block_table (the KV length of each "
                "sequence)")
-    if not _capturing(q):
+    metadata = (cu_seqlens_q, seqused_k)
+    key = ("paged", k.shape[1], q.device, tuple(sorted(layer.items())))
+    if _needs_plan(q, metadata, key):
         _ops.plan_ragged_attention(cu_seqlens_q, seqused_k,
                                    page_size=k.shape[1], device=q.device,
                                    **layer)
+        _planned(metadata, key)
     return k, v, block_table.to(torch.int32), None, seqused_k.to(torch.int32)
 
 
@@ -93,12 +126,15 @@ def _varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, layer):
             "tailor: flash_attn_varlen_func: seqused_k without block_table "
             "is not supported (pass the lengths through cu_seqlens_k)")
     page_indptr = cu_seqlens_k.to(torch.int32)
-    if not _capturing(q):
+    metadata = (cu_seqlens_q, cu_seqlens_k)
+    key = ("varlen", q.device, tuple(sorted(layer.items())))
+    if _needs_plan(q, metadata, key):
         kv_lens = page_indptr[1:] - page_indptr[:-1]
         last = (kv_lens > 0).to(torch.int32)  # pages of one token
         _ops.plan_ragged_attention_flashinfer(
             cu_seqlens_q, page_indptr, last, page_size=1, device=q.device,
             **layer)
+        _planned(metadata, key)
     kv_indices = torch.arange(k.shape[0], dtype=torch.int32, device=k.device)
     return k.unsqueeze(1), v.unsqueeze(1), kv_indices, page_indptr, None
 
