@@ -677,7 +677,7 @@ typedef struct tailor_attention_ragged_plan_args {
   int32_t dtype;       /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
   int32_t mask;        /* tailor_attention_mask */
   int64_t window_left; /* >= 0 with TAILOR_ATTENTION_MASK_WINDOW, else 0 */
-  void* stream; /* device backends: the plan is copied here */
+  void* stream;        /* device backends: the plan is copied here */
 } tailor_attention_ragged_plan_args;
 
 /* tailor::attention::PlanRagged. Any error (a null `args` too) leaves `ws`

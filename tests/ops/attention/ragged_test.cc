@@ -374,12 +374,11 @@ TEST_F(RaggedChecksTest, WorkspaceCallsOnTheCpu) {
   EXPECT_THAT(RaggedWorkspaceBytes(SharedRuntime(), limits),
               ::testing::Eq(absl::StatusOr<int64_t>(0)));
   alignas(256) static char memory[256];
-  EXPECT_THAT(
-      BindRaggedWorkspace(SharedRuntime(), limits, memory, 256, ws_),
-      StatusIs(absl::StatusCode::kUnimplemented,
-               "attention.bind_ragged: the cpu backend keeps ragged "
-               "workspaces in host memory; use "
-               "attention::ReserveRaggedWorkspace"));
+  EXPECT_THAT(BindRaggedWorkspace(SharedRuntime(), limits, memory, 256, ws_),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "attention.bind_ragged: the cpu backend keeps ragged "
+                       "workspaces in host memory; use "
+                       "attention::ReserveRaggedWorkspace"));
   TAILOR_EXPECT_OK(ws_.TakeErrors(SharedRuntime()));
   limits.max_tokens = -1;
   EXPECT_THAT(RaggedWorkspaceBytes(SharedRuntime(), limits),
