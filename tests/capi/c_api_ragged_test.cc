@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -395,6 +397,86 @@ TEST_F(CApiRaggedTest, Errors) {
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(), "args: must not be null");
   for (uint16_t x : out_) ASSERT_EQ(x, kPoison);  // nothing ran
+}
+
+// Every entry names the null handle, argument struct or out-pointer it got.
+TEST_F(CApiRaggedTest, NullArgumentsAreNamed) {
+  tailor_attention_ragged_limits limits = {};
+  limits.max_batch = 2;
+  limits.max_tokens = 8;
+  limits.num_qo_heads = 8;
+  limits.num_kv_heads = 2;
+  limits.head_dim = 64;
+  limits.page_size = 16;
+  int64_t bytes = 0;
+  tailor_attention_ragged_workspace_info info = {};
+  const tailor_attention_ragged_plan_args plan = PlanArgs();
+  const tailor_attention_ragged_plan_flashinfer_args fi = FlashInferPlanArgs();
+  const tailor_attention_ragged_run_args run = RunArgs();
+  tailor_runtime* const rt = runtime_;
+  tailor_attention_ragged_workspace* const ws = ws_;
+  struct Case {
+    const char* message;
+    std::function<tailor_status()> call;
+  };
+  const Case cases[] = {
+      {"runtime: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_reserve(nullptr, &limits, ws);
+       }},
+      {"ws: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_reserve(rt, &limits, nullptr);
+       }},
+      {"bytes: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_bytes(rt, &limits, nullptr);
+       }},
+      {"limits: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_bytes(rt, nullptr, &bytes);
+       }},
+      {"ws: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_bind(rt, &limits, nullptr, 0,
+                                                       nullptr, nullptr);
+       }},
+      {"runtime: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_take_errors(nullptr, ws,
+                                                              nullptr);
+       }},
+      {"ws: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_take_errors(rt, nullptr,
+                                                              nullptr);
+       }},
+      {"ws: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_get_info(nullptr, &info);
+       }},
+      {"out: must not be null",
+       [&] { return tailor_attention_ragged_workspace_get_info(ws, nullptr); }},
+      {"runtime: must not be null",
+       [&] { return tailor_attention_ragged_plan(nullptr, &plan, ws); }},
+      {"ws: must not be null",
+       [&] {
+         return tailor_attention_ragged_plan_flashinfer(rt, &fi, nullptr);
+       }},
+      {"args: must not be null",
+       [&] {
+         return tailor_attention_ragged_plan_flashinfer(rt, nullptr, ws);
+       }},
+      {"runtime: must not be null",
+       [&] { return tailor_attention_ragged_run(nullptr, &run, ws); }},
+      {"ws: must not be null",
+       [&] { return tailor_attention_ragged_run(rt, &run, nullptr); }},
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    SCOPED_TRACE(::testing::Message() << "case " << i);
+    EXPECT_EQ(cases[i].call(), TAILOR_STATUS_INVALID_ARGUMENT);
+    EXPECT_STREQ(tailor_last_error(), cases[i].message);
+  }
 }
 
 }  // namespace
