@@ -1,5 +1,5 @@
-/* tailor/c_api.h — tailor's C ABI: runtimes, stats, the MoE ops and paged
- * decode from C.
+/* tailor/c_api.h — tailor's C ABI: runtimes, stats, the MoE ops, paged
+ * decode and ragged attention from C.
  *
  * For C and C++ servers, other languages' FFIs (Python's ctypes, Rust, Go)
  * and anything that must not see C++ types. Every function is a thin shell
@@ -32,15 +32,17 @@
  *   tailor_attention_plan_decode, tailor_decode_workspace, ...) still work,
  *   marked deprecated, until TAILOR_C_API_VERSION 4 (end of this file).
  * - Handles (tailor_runtime, tailor_moe_workspace,
- *   tailor_attention_decode_workspace) are opaque, created and destroyed
- *   here. A runtime is thread-safe; a workspace is not (one per thread or
- *   stream, as in C++). Destroy workspaces before their runtime.
+ *   tailor_attention_decode_workspace, tailor_attention_ragged_workspace)
+ *   are opaque, created and destroyed here. A runtime is thread-safe; a
+ *   workspace is not (one per thread or stream, as in C++). Destroy
+ *   workspaces before their runtime.
  * - Tensors are tailor_tensor views the caller owns: data pointer, dtype,
  *   rank, dims, strides counted in elements, device. tailor never frees
  *   them. tailor_tensor_contiguous() fills a row-major view.
  * - Streams are `void*`: a CUstream / cudaStream_t on CUDA runtimes (NULL:
  *   the legacy default stream), ignored by host backends.
- * - Optional tensors (expert_map, valid_tokens) are pointers: NULL = unset.
+ * - Optional tensors (expert_map, valid_tokens, lse, page_indptr) are
+ *   pointers: NULL = unset.
  * - Structs are plain aggregates; zero-initialized they hold the defaults
  *   (`tailor_runtime_options options = {0};`). Their layout is part of the
  *   ABI: any change increments TAILOR_C_API_VERSION, which callers compare
@@ -98,9 +100,10 @@ extern "C" {
 #endif
 
 /* Incremented whenever a struct layout, an enum value or a signature here
- * changes incompatibly. 3: tailor_moe_gemm_choice's Hopper flags became
- * its `features` text; every family's entries follow one naming scheme
- * (the old names remain, deprecated, until 4). */
+ * changes incompatibly (new entries and types do not change it). 3:
+ * tailor_moe_gemm_choice's Hopper flags became its `features` text; every
+ * family's entries follow one naming scheme (the old names remain,
+ * deprecated, until 4); later within 3: ragged attention. */
 #define TAILOR_C_API_VERSION 3
 
 /* ---- status ------------------------------------------------------------ */
@@ -584,6 +587,150 @@ typedef struct tailor_attention_decode_run_args {
 TAILOR_C_EXPORT tailor_status tailor_attention_decode_run(
     tailor_runtime* runtime, const tailor_attention_decode_run_args* args,
     tailor_attention_decode_workspace* ws);
+
+/* ---- attention: ragged (tailor/ops/attention.h) ---------------------------
+ * Every row kind of a serving step in one plan: prefill, chunked prefill over
+ * cached prefixes, speculative and decode rows. Plan once per step from host
+ * metadata (vLLM's query_start_loc + seq_lens, or FlashInfer's qo_indptr +
+ * kv_indptr + kv_last_page_len), run every layer. */
+
+typedef struct tailor_attention_ragged_workspace
+    tailor_attention_ragged_workspace;
+
+/* Which positions a query token attends (tailor::attention's causal and
+ * window_left): zero is causal, the serving default. */
+typedef enum tailor_attention_mask {
+  TAILOR_ATTENTION_MASK_CAUSAL = 0, /* positions <= its own */
+  TAILOR_ATTENTION_MASK_NONE = 1,   /* every KV position */
+  /* causal, and positions >= its own - window_left (FlashInfer's
+   * window_left; vLLM's window_size (window_left, 0)) */
+  TAILOR_ATTENTION_MASK_WINDOW = 2,
+} tailor_attention_mask;
+
+/* tailor::attention::RaggedLimits. */
+typedef struct tailor_attention_ragged_limits {
+  int64_t max_batch;  /* B of the largest plan */
+  int64_t max_tokens; /* sum of q_len of the largest plan */
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;    /* 64, 128 or 256 */
+  int64_t page_size;   /* [1, 256] */
+  int32_t dtype;       /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+  int32_t mask;        /* tailor_attention_mask */
+  int64_t window_left; /* >= 0 with TAILOR_ATTENTION_MASK_WINDOW, else 0 */
+} tailor_attention_ragged_limits;
+
+/* A new, empty ragged workspace in *out (tailor::attention::RaggedWorkspace).
+ * Not thread-safe: one per thread or stream. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_create(
+    tailor_attention_ragged_workspace** out);
+/* NULL is a no-op. Never fails. */
+TAILOR_C_EXPORT void tailor_attention_ragged_workspace_destroy(
+    tailor_attention_ragged_workspace* ws);
+
+/* tailor::attention::ReserveRaggedWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_reserve(
+    tailor_runtime* runtime, const tailor_attention_ragged_limits* limits,
+    tailor_attention_ragged_workspace* ws);
+/* tailor::attention::RaggedWorkspaceBytes, into *bytes (0 on the host). */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_bytes(
+    tailor_runtime* runtime, const tailor_attention_ragged_limits* limits,
+    int64_t* bytes);
+/* tailor::attention::BindRaggedWorkspace. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_bind(
+    tailor_runtime* runtime, const tailor_attention_ragged_limits* limits,
+    void* memory, int64_t bytes, tailor_attention_ragged_workspace* ws,
+    void* stream);
+/* tailor::attention::RaggedWorkspace::TakeErrors; waits for `stream`. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_take_errors(
+    tailor_runtime* runtime, tailor_attention_ragged_workspace* ws,
+    void* stream);
+
+/* RaggedWorkspace's accessors and its RaggedPlanSummary. */
+typedef struct tailor_attention_ragged_workspace_info {
+  int32_t planned;
+  int32_t workers; /* CUDA: CTAs of the grid; CPU: tasks */
+  int64_t batch;   /* B of the last plan */
+  int64_t total_q; /* sum of q_len of the last plan */
+  int64_t capacity_bytes;
+  int32_t tiles;        /* query tiles before splitting */
+  int32_t items;        /* pieces run */
+  int32_t tail_tiles;   /* tiles with fewer rows than a full tile */
+  int32_t masked_tiles; /* tiles with masked KV blocks */
+  int32_t split_tiles;  /* tiles in pieces merged by log-sum-exp */
+  int32_t partials;     /* partial slots used */
+  int32_t busy_workers;
+  int32_t tile_rows; /* packed rows per tile */
+  int32_t head_pack; /* query heads packed into a tile's rows */
+  int32_t reserved;  /* 0 */
+  int64_t max_worker_cost;
+  double mean_worker_cost;
+} tailor_attention_ragged_workspace_info;
+
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_get_info(
+    const tailor_attention_ragged_workspace* ws,
+    tailor_attention_ragged_workspace_info* out);
+
+typedef struct tailor_attention_ragged_plan_args {
+  tailor_tensor q_indptr; /* [B + 1] i32 HOST (vLLM: query_start_loc) */
+  tailor_tensor kv_lens;  /* [B] i32 HOST (vLLM: seq_lens) */
+  int64_t page_size;
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int32_t dtype;       /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+  int32_t mask;        /* tailor_attention_mask */
+  int64_t window_left; /* >= 0 with TAILOR_ATTENTION_MASK_WINDOW, else 0 */
+  void* stream;        /* device backends: the plan is copied here */
+} tailor_attention_ragged_plan_args;
+
+/* tailor::attention::PlanRagged. Any error (a null `args` too) leaves `ws`
+ * not planned, so a run fails instead of using an earlier plan. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_plan(
+    tailor_runtime* runtime, const tailor_attention_ragged_plan_args* args,
+    tailor_attention_ragged_workspace* ws);
+
+typedef struct tailor_attention_ragged_plan_flashinfer_args {
+  tailor_tensor qo_indptr;        /* [B + 1] i32 HOST */
+  tailor_tensor kv_indptr;        /* [B + 1] i32 HOST: pages of each */
+  tailor_tensor kv_last_page_len; /* [B] i32 HOST */
+  int64_t page_size;
+  int64_t num_qo_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int32_t dtype;       /* TAILOR_DTYPE_BF16 or _F16; 0: bf16 */
+  int32_t mask;        /* tailor_attention_mask */
+  int64_t window_left; /* >= 0 with TAILOR_ATTENTION_MASK_WINDOW, else 0 */
+  void* stream;
+} tailor_attention_ragged_plan_flashinfer_args;
+
+/* tailor::attention::PlanRaggedFlashInfer; errors as
+ * tailor_attention_ragged_plan. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_plan_flashinfer(
+    tailor_runtime* runtime,
+    const tailor_attention_ragged_plan_flashinfer_args* args,
+    tailor_attention_ragged_workspace* ws);
+
+typedef struct tailor_attention_ragged_run_args {
+  tailor_tensor q;       /* [sum q', Hq, D] bf16 | f16 */
+  tailor_tensor k_cache; /* [num_pages, page_size, Hkv, D] */
+  tailor_tensor v_cache; /* [num_pages, page_size, Hkv, D] */
+  /* [B', max_pages] i32 (vLLM's block_table), or [nnz] i32 (FlashInfer's
+   * kv_indices) with page_indptr set */
+  tailor_tensor block_table;
+  const tailor_tensor* page_indptr; /* [B' + 1] i32 (kv_indptr), or NULL */
+  const tailor_tensor* kv_lens;     /* [B'] i32 on the device, or NULL */
+  tailor_tensor out;                /* [sum q', Hq, D] */
+  const tailor_tensor* lse;         /* [sum q', Hq] f32, or NULL */
+  float sm_scale;                   /* > 0; 0: 1 / sqrt(D) */
+  float logits_soft_cap;            /* >= 0; 0: no cap */
+  void* stream;
+} tailor_attention_ragged_run_args;
+
+/* tailor::attention::RunRagged. */
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_run(
+    tailor_runtime* runtime, const tailor_attention_ragged_run_args* args,
+    tailor_attention_ragged_workspace* ws);
 
 /* ---- deprecated names (removed in TAILOR_C_API_VERSION 4) ---------------
  * The entries and types above under the names they had before one naming

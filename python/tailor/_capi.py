@@ -152,6 +152,52 @@ class RunDecodeArgs(ctypes.Structure):
                 ("logits_soft_cap", ctypes.c_float), ("stream", _vp)]
 
 
+# tailor_attention_mask
+MASK_CAUSAL, MASK_NONE, MASK_WINDOW = 0, 1, 2
+
+
+class RaggedLimits(ctypes.Structure):
+    _fields_ = [("max_batch", _i64), ("max_tokens", _i64),
+                ("num_qo_heads", _i64), ("num_kv_heads", _i64),
+                ("head_dim", _i64), ("page_size", _i64), ("dtype", _i32),
+                ("mask", _i32), ("window_left", _i64)]
+
+
+class RaggedWorkspaceInfo(ctypes.Structure):
+    _fields_ = [("planned", _i32), ("workers", _i32), ("batch", _i64),
+                ("total_q", _i64), ("capacity_bytes", _i64),
+                ("tiles", _i32), ("items", _i32), ("tail_tiles", _i32),
+                ("masked_tiles", _i32), ("split_tiles", _i32),
+                ("partials", _i32), ("busy_workers", _i32),
+                ("tile_rows", _i32), ("head_pack", _i32), ("reserved", _i32),
+                ("max_worker_cost", _i64),
+                ("mean_worker_cost", ctypes.c_double)]
+
+
+_RAGGED_LAYER = [("page_size", _i64), ("num_qo_heads", _i64),
+                 ("num_kv_heads", _i64), ("head_dim", _i64), ("dtype", _i32),
+                 ("mask", _i32), ("window_left", _i64)]
+
+
+class PlanRaggedArgs(ctypes.Structure):
+    _fields_ = [("q_indptr", Tensor), ("kv_lens", Tensor)] + _RAGGED_LAYER + [
+        ("stream", _vp)]
+
+
+class PlanRaggedFlashInferArgs(ctypes.Structure):
+    _fields_ = [("qo_indptr", Tensor), ("kv_indptr", Tensor),
+                ("kv_last_page_len", Tensor)] + _RAGGED_LAYER + [
+        ("stream", _vp)]
+
+
+class RunRaggedArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k_cache", Tensor), ("v_cache", Tensor),
+                ("block_table", Tensor), ("page_indptr", _TensorP),
+                ("kv_lens", _TensorP), ("out", Tensor), ("lse", _TensorP),
+                ("sm_scale", ctypes.c_float),
+                ("logits_soft_cap", ctypes.c_float), ("stream", _vp)]
+
+
 _P = ctypes.POINTER
 _SIGNATURES = {
     # name: (restype, argtypes)
@@ -198,6 +244,24 @@ _SIGNATURES = {
                                      [_vp, _P(PlanDecodeArgs), _vp]),
     "tailor_attention_decode_run": (ctypes.c_int,
                                     [_vp, _P(RunDecodeArgs), _vp]),
+    "tailor_attention_ragged_workspace_create": (ctypes.c_int, [_P(_vp)]),
+    "tailor_attention_ragged_workspace_destroy": (None, [_vp]),
+    "tailor_attention_ragged_workspace_reserve": (
+        ctypes.c_int, [_vp, _P(RaggedLimits), _vp]),
+    "tailor_attention_ragged_workspace_bytes": (
+        ctypes.c_int, [_vp, _P(RaggedLimits), _P(_i64)]),
+    "tailor_attention_ragged_workspace_bind": (
+        ctypes.c_int, [_vp, _P(RaggedLimits), _vp, _i64, _vp, _vp]),
+    "tailor_attention_ragged_workspace_take_errors": (
+        ctypes.c_int, [_vp, _vp, _vp]),
+    "tailor_attention_ragged_workspace_get_info": (
+        ctypes.c_int, [_vp, _P(RaggedWorkspaceInfo)]),
+    "tailor_attention_ragged_plan": (ctypes.c_int,
+                                     [_vp, _P(PlanRaggedArgs), _vp]),
+    "tailor_attention_ragged_plan_flashinfer": (
+        ctypes.c_int, [_vp, _P(PlanRaggedFlashInferArgs), _vp]),
+    "tailor_attention_ragged_run": (ctypes.c_int,
+                                    [_vp, _P(RunRaggedArgs), _vp]),
 }
 
 

@@ -1,7 +1,8 @@
 """torch custom ops over tailor (import tailor.torch_ops to register them).
 
-MoE (below) and paged decode (torch.ops.tailor.paged_decode with
-plan_paged_decode, at the end of this file).
+MoE (below), paged decode (torch.ops.tailor.paged_decode with
+plan_paged_decode) and ragged attention (torch.ops.tailor.ragged_attention
+with plan_ragged_attention), at the end of this file.
 
   torch.ops.tailor.fused_experts(hidden_states, w1, w2, topk_weights,
       topk_ids, inplace=False, activation="silu", global_num_experts=-1,
@@ -345,3 +346,213 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, seq_lens,
         s = torch.einsum("hd,nhd->hn", q[b].float(), keys) * scale
         out[b] = torch.einsum("hn,nhd->hd", s.softmax(-1), vals)
     return out.to(q.dtype)
+
+
+# ---- ragged attention -------------------------------------------------------
+#
+#   plan_ragged_attention(q_indptr, kv_lens, num_qo_heads=, num_kv_heads=,
+#       head_dim=, page_size=, dtype=, causal=True, window_left=-1,
+#       device=)                                        outside any graph
+#   plan_ragged_attention_flashinfer(qo_indptr, kv_indptr, kv_last_page_len,
+#       ...)                                            the same, FlashInfer's
+#   torch.ops.tailor.ragged_attention(q, k_cache, v_cache, block_table,
+#       page_indptr=None, kv_lens=None, sm_scale=0.0, logits_soft_cap=0.0,
+#       return_lse=False) -> (out, lse)
+#
+# A plan/run pair, as paged decode: planning reads host metadata (vLLM's
+# query_start_loc and seq_lens, or FlashInfer's indptrs) and is host work
+# once per step; the op runs the plan of this thread and device, so a CUDA
+# graph captures the run only and replays after each step's plan with new
+# lengths and block tables in the captured buffers (the plan's Σq and batch
+# at most those captured). out [Σq', Hq, D] (rows past the plan's Σq are
+# unspecified); lse [Σq', Hq] float32 when return_lse, else an empty
+# tensor. sm_scale 0: 1 / sqrt(head_dim).
+
+from tailor import _errors  # noqa: E402
+
+
+def _ragged_workspace(device, batch, tokens, shape):
+    """This thread's ragged workspace on `device`, reserved for at least
+    (batch, tokens) of the layer `shape` (outside any graph)."""
+    cache = getattr(_local, "ragged", None)
+    if cache is None:
+        cache = _local.ragged = {}
+    key = str(device)
+    entry = cache.get(key)
+    if (entry is not None and entry[1] == shape and entry[2] >= batch and
+            entry[3] >= tokens):
+        return entry[0]
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("tailor: plan_ragged_attention cannot grow the "
+                           "ragged workspace during CUDA graph capture")
+    same = entry is not None and entry[1] == shape
+    max_batch = max(batch, entry[2] if same else 0)
+    max_tokens = max(tokens, entry[3] if same else 0)
+    ws = _attention.RaggedWorkspace()
+    _attention.reserve_ragged_workspace(
+        _runtime(device), ws, max_batch=max_batch, max_tokens=max_tokens,
+        **shape)
+    cache[key] = (ws, shape, max_batch, max_tokens)
+    return ws
+
+
+def _ragged_shape(num_qo_heads, num_kv_heads, head_dim, page_size, dtype,
+                  causal, window_left):
+    """The layer keywords of tailor.attention's ragged calls."""
+    dtype_name = _DECODE_DTYPES.get(dtype)
+    if dtype_name is None:
+        raise NotImplementedError(f"tailor: ragged attention dtype {dtype}: "
+                                  f"bf16 and float16 only")
+    return dict(num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
+                head_dim=head_dim, page_size=page_size, dtype=dtype_name,
+                causal=causal, window_left=window_left)
+
+
+def ragged_plans_made():
+    """How many ragged plans this thread has started (callers that cache a
+    plan, as the flash_attn shim, see whether another plan replaced it)."""
+    return getattr(_local, "ragged_plans", 0)
+
+
+def _ragged_plan_setup(first, device, shape, batch, tokens, max_batch,
+                       max_tokens):
+    """(runtime, workspace, stream) of a plan on `device` (default: the
+    device of `first`); counts the plan (ragged_plans_made)."""
+    _local.ragged_plans = ragged_plans_made() + 1
+    device = torch.device(device) if device is not None else first.device
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    ws = _ragged_workspace(device, max(max_batch or 0, batch),
+                           max(max_tokens or 0, tokens), shape)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    return _runtime(device), ws, stream
+
+
+def _host_i32(x):
+    """x as a contiguous int32 CPU tensor (a device tensor is copied: a
+    sync)."""
+    return x.to("cpu", torch.int32).contiguous()
+
+
+def _last(indptr):
+    return int(indptr[-1]) if indptr.numel() else 0
+
+
+def plan_ragged_attention(q_indptr, kv_lens, *, num_qo_heads, num_kv_heads,
+                          head_dim, page_size, dtype=torch.bfloat16,
+                          causal=True, window_left=-1, device=None,
+                          max_batch=None, max_tokens=None):
+    """Plans the next ragged step of this thread on `device` (default: the
+    device of q_indptr) from vLLM's metadata: q_indptr [B + 1]
+    (query_start_loc) and kv_lens [B] (seq_lens). Reserves the workspace
+    for max_batch / max_tokens (default: this step's) when it must grow,
+    outside any graph."""
+    host_indptr, host_lens = _host_i32(q_indptr), _host_i32(kv_lens)
+    shape = _ragged_shape(num_qo_heads, num_kv_heads, head_dim, page_size,
+                          dtype, causal, window_left)
+    runtime, ws, stream = _ragged_plan_setup(
+        q_indptr, device, shape, host_lens.shape[0], _last(host_indptr),
+        max_batch, max_tokens)
+    _attention.plan_ragged(runtime, host_indptr, host_lens, ws, stream=stream,
+                           **shape)
+
+
+def plan_ragged_attention_flashinfer(qo_indptr, kv_indptr, kv_last_page_len,
+                                     *, num_qo_heads, num_kv_heads, head_dim,
+                                     page_size, dtype=torch.bfloat16,
+                                     causal=True, window_left=-1,
+                                     device=None, max_batch=None,
+                                     max_tokens=None):
+    """plan_ragged_attention from FlashInfer's paged metadata; run with
+    block_table = kv_indices and page_indptr = kv_indptr."""
+    host_qo, host_kv = _host_i32(qo_indptr), _host_i32(kv_indptr)
+    host_last = _host_i32(kv_last_page_len)
+    shape = _ragged_shape(num_qo_heads, num_kv_heads, head_dim, page_size,
+                          dtype, causal, window_left)
+    runtime, ws, stream = _ragged_plan_setup(
+        qo_indptr, device, shape, host_last.shape[0], _last(host_qo),
+        max_batch, max_tokens)
+    _attention.plan_ragged_flashinfer(runtime, host_qo, host_kv, host_last,
+                                      ws, stream=stream, **shape)
+
+
+def _ragged_attention_impl(q, k_cache, v_cache, block_table, page_indptr=None,
+                           kv_lens=None, sm_scale=0.0, logits_soft_cap=0.0,
+                           return_lse=False):
+    device = q.device
+    entry = getattr(_local, "ragged", {}).get(str(device))
+    if entry is None:
+        raise _errors.FailedPreconditionError(
+            9, "ws: no ragged plan on this thread and device; call "
+               "tailor.torch_ops.plan_ragged_attention before "
+               "torch.ops.tailor.ragged_attention")
+    out = torch.empty_like(q)
+    lse = (q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32)
+           if return_lse else q.new_empty((0,), dtype=torch.float32))
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else None)
+    _attention.run_ragged(_runtime(device), q, k_cache, v_cache, block_table,
+                          out, entry[0], page_indptr=page_indptr,
+                          kv_lens=kv_lens, lse=lse if return_lse else None,
+                          sm_scale=sm_scale or None,
+                          logits_soft_cap=logits_soft_cap, stream=stream)
+    return out, lse
+
+
+def _ragged_attention_fake(q, k_cache, v_cache, block_table, page_indptr=None,
+                           kv_lens=None, sm_scale=0.0, logits_soft_cap=0.0,
+                           return_lse=False):
+    lse_shape = (q.shape[0], q.shape[1]) if return_lse else (0,)
+    return torch.empty_like(q), q.new_empty(lse_shape, dtype=torch.float32)
+
+
+_library.define("ragged_attention(Tensor q, Tensor k_cache, Tensor v_cache, "
+                "Tensor block_table, Tensor? page_indptr=None, "
+                "Tensor? kv_lens=None, float sm_scale=0.0, "
+                "float logits_soft_cap=0.0, bool return_lse=False) -> "
+                "(Tensor, Tensor)")
+for _key in ("CPU", "CUDA"):
+    _library.impl("ragged_attention", _ragged_attention_impl, _key)
+torch.library.register_fake("tailor::ragged_attention",
+                            _ragged_attention_fake, lib=_library)
+
+
+def ragged_attention_reference(q, k_cache, v_cache, q_indptr, kv_lens,
+                               pages_of, causal=True, window_left=-1,
+                               sm_scale=None, logits_soft_cap=0.0):
+    """Plain torch ragged attention (float64 math), for tests: (out [Σq, Hq,
+    D] in q's dtype, lse [Σq, Hq] float32). pages_of(b) -> the page ids of
+    sequence b (a LongTensor)."""
+    heads_q, head_dim = q.shape[1], q.shape[2]
+    page_size, heads_kv = k_cache.shape[1], k_cache.shape[2]
+    scale = sm_scale or head_dim ** -0.5
+    total = int(q_indptr[-1])
+    out = torch.zeros((total, heads_q, head_dim), dtype=torch.float64)
+    lse = torch.full((total, heads_q), float("-inf"), dtype=torch.float64)
+    for b in range(len(kv_lens)):
+        begin, end, n = int(q_indptr[b]), int(q_indptr[b + 1]), int(kv_lens[b])
+        if end == begin or n == 0:
+            continue
+        t = torch.arange(n)
+        pages = pages_of(b)[t // page_size]
+        group = heads_q // heads_kv
+        keys = k_cache[pages, t % page_size].double().repeat_interleave(
+            group, dim=1)  # [n, Hq, D]
+        vals = v_cache[pages, t % page_size].double().repeat_interleave(
+            group, dim=1)
+        s = torch.einsum("qhd,nhd->hqn", q[begin:end].double(), keys) * scale
+        if logits_soft_cap:
+            s = logits_soft_cap * torch.tanh(s / logits_soft_cap)
+        pos = (n - (end - begin) + torch.arange(end - begin))[:, None]
+        allowed = torch.ones((end - begin, n), dtype=torch.bool)
+        if causal:
+            allowed &= t[None, :] <= pos
+        if window_left >= 0:
+            allowed &= t[None, :] >= pos - window_left
+        s = s.masked_fill(~allowed, float("-inf"))
+        row_lse = torch.logsumexp(s, dim=-1)  # [Hq, q]
+        p = torch.exp(s - row_lse[..., None]).nan_to_num(0.0)
+        out[begin:end] = torch.einsum("hqn,nhd->qhd", p, vals)
+        lse[begin:end] = row_lse.t()
+    return out.to(q.dtype), lse.float()

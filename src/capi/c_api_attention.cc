@@ -14,13 +14,8 @@ struct tailor_attention_decode_workspace {
 };
 
 namespace tailor::capi {
-namespace {
 
-namespace attention = ::tailor::attention;
-
-// bf16 (also for 0) or f16; other tailor_dtype values reach the C++ check,
-// which names them; values outside the enum stop here.
-absl::StatusOr<DType> ToDecodeDType(absl::string_view name, int32_t dtype) {
+absl::StatusOr<DType> ToAttentionDType(absl::string_view name, int32_t dtype) {
   if (dtype == 0) return DType::kBF16;
   if (dtype < TAILOR_DTYPE_F32 || dtype > TAILOR_DTYPE_F64) {
     return absl::InvalidArgumentError(
@@ -29,11 +24,15 @@ absl::StatusOr<DType> ToDecodeDType(absl::string_view name, int32_t dtype) {
   return static_cast<DType>(dtype);
 }
 
+namespace {
+
+namespace attention = ::tailor::attention;
+
 absl::StatusOr<attention::DecodeLimits> ToLimits(
     const tailor_attention_decode_limits* in) {
   TAILOR_RETURN_IF_ERROR(ExpectNonNull("limits", in));
   TAILOR_ASSIGN_OR_RETURN(DType dtype,
-                          ToDecodeDType("limits.dtype", in->dtype));
+                          ToAttentionDType("limits.dtype", in->dtype));
   return attention::DecodeLimits{.max_batch = in->max_batch,
                                  .num_qo_heads = in->num_qo_heads,
                                  .num_kv_heads = in->num_kv_heads,
@@ -56,7 +55,7 @@ absl::StatusOr<attention::PlanDecodeArgs> ToPlanArgs(
   out.num_qo_heads = in.num_qo_heads;
   out.num_kv_heads = in.num_kv_heads;
   out.head_dim = in.head_dim;
-  TAILOR_ASSIGN_OR_RETURN(out.dtype, ToDecodeDType("dtype", in.dtype));
+  TAILOR_ASSIGN_OR_RETURN(out.dtype, ToAttentionDType("dtype", in.dtype));
   out.stream = in.stream;
   return out;
 }

@@ -67,6 +67,11 @@ absl::StatusOr<TensorRef> ToTensorRef(absl::string_view name,
 // The C view of `t`.
 tailor_tensor FromTensorRef(const TensorRef& t);
 
+// The dtype of an attention struct's `dtype` field: 0 is bf16; other
+// tailor_dtype values reach the op's check, which names them; values
+// outside the enum are InvalidArgument naming `name` here.
+absl::StatusOr<DType> ToAttentionDType(absl::string_view name, int32_t dtype);
+
 // The runtime of `handle`, or InvalidArgument naming `name`.
 absl::StatusOr<Runtime*> RuntimeOf(absl::string_view name,
                                    const tailor_runtime* handle);

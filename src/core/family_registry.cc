@@ -62,6 +62,25 @@ absl::StatusOr<std::vector<KernelJob>> CudaDecodeLayer(const KeyTarget& target,
                                   cuda::DecodeTuningFrom(tuning));
 }
 
+absl::StatusOr<std::vector<KernelJob>> CpuRaggedLayer(const KeyTarget& target,
+                                                      const LayerShape& layer,
+                                                      const Tuning&) {
+  TAILOR_ASSIGN_OR_RETURN(const RaggedShape* ragged,
+                          Need(layer.ragged, "ragged_attention"));
+  // The keys do not depend on the thread count (only the plan's workers do).
+  return cpu::RaggedLayerKernels(target, *ragged, /*num_threads=*/1);
+}
+
+// With ragged.cuda=off a layer launches no ragged kernel: nothing to warm.
+absl::StatusOr<std::vector<KernelJob>> CudaRaggedLayer(const KeyTarget& target,
+                                                       const LayerShape& layer,
+                                                       const Tuning& tuning) {
+  TAILOR_ASSIGN_OR_RETURN(const RaggedShape* ragged,
+                          Need(layer.ragged, "ragged_attention"));
+  if (!cuda::RaggedCudaEnabled(tuning)) return std::vector<KernelJob>{};
+  return cuda::RaggedLayerKernels(target, *ragged);
+}
+
 // ---- the table --------------------------------------------------------------
 
 constexpr OpKind kHostMoeOps[] = {OpKind::kMoePack, OpKind::kMoeGroupedGemm,
@@ -93,7 +112,8 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
       {.name = "ragged_attention",
        .backend = BackendKind::kCpu,
        .ops = kRaggedOps,
-       .generate = &cpu::GenerateRaggedKernel},
+       .generate = &cpu::GenerateRaggedKernel,
+       .layer_kernels = &CpuRaggedLayer},
       {.name = "moe",
        .backend = BackendKind::kCuda,
        .ops = kDeviceMoeOps,
@@ -112,6 +132,7 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .backend = BackendKind::kCuda,
        .ops = kRaggedOps,
        .generate = &cuda::GenerateCudaRagged,
+       .layer_kernels = &CudaRaggedLayer,
        .knobs = cuda::RaggedTuningKnobs(),
        .min_compute_capability = 90,
        .arch_specific = true},

@@ -34,11 +34,13 @@ namespace tailor::internal {
 
 struct MoeLayerShape;  // ops/moe/kernels.h
 struct DecodeShape;    // ops/attention/kernels.h
+struct RaggedShape;    // ops/attention/ragged_kernels.h
 
 // One layer as warm-up describes it: the field of its family is set.
 struct LayerShape {
   const MoeLayerShape* moe = nullptr;
   const DecodeShape* decode = nullptr;
+  const RaggedShape* ragged = nullptr;
 };
 
 // The kernels one layer can launch on `target` under any routing and batch,

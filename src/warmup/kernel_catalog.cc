@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/family_registry.h"
 #include "ops/attention/kernels.h"
+#include "ops/attention/ragged_checks.h"
+#include "ops/attention/ragged_kernels.h"
+#include "ops/attention/ragged_spec.h"
 #include "ops/moe/kernels.h"
 #include "tailor/status.h"
 
@@ -95,6 +98,42 @@ void AddDecodeLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
   }
 }
 
+// The ragged-attention kernels of one paged_decode section (its layer's
+// prefill and mixed steps), for each dtype and mask it lists. The rules are
+// the op front's (CheckRaggedShape): a dtype the kernels do not take is one
+// `skipped` line. A window mask is listed with window 0: keys hold the mask
+// kind, never the window.
+void AddRaggedLayer(const KeyTarget& target, const PagedDecodeProfile& layer,
+                    const Tuning& tuning, JobCollector& jobs,
+                    std::vector<std::string>& skipped) {
+  for (DType dtype : layer.dtypes) {
+    for (RaggedMask mask : layer.ragged_masks) {
+      const std::string where =
+          absl::StrCat(layer.path, " (", DTypeName(dtype), ", ragged ",
+                       RaggedMaskName(mask), ")");
+      absl::StatusOr<RaggedShape> shape = CheckRaggedShape(
+          {.num_qo_heads = layer.heads_q,
+           .num_kv_heads = layer.heads_kv,
+           .head_dim = layer.head_dim,
+           .page_size = layer.page_size,
+           .dtype = dtype,
+           .causal = mask != RaggedMask::kNone,
+           .window_left = mask == RaggedMask::kCausalWindow ? 0 : -1},
+          "");
+      absl::StatusOr<std::vector<KernelJob>> kernels =
+          shape.ok() ? LayerKernelsOn("ragged_attention", target,
+                                      {.ragged = &*shape}, tuning)
+                     : absl::StatusOr<std::vector<KernelJob>>(shape.status());
+      if (!kernels.ok()) {
+        skipped.push_back(
+            absl::StrCat(where, ": ", kernels.status().message()));
+        continue;
+      }
+      for (const KernelJob& job : *kernels) jobs.Add(job.key, job.generate);
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<KernelGeneratorFn> FindGenerator(const SpecKey& key) {
@@ -118,6 +157,7 @@ absl::StatusOr<KernelList> KernelsForProfile(const KeyTarget& target,
   }
   for (const PagedDecodeProfile& decode : profile.paged_decode) {
     AddDecodeLayer(target, decode, tuning, jobs, list.skipped);
+    AddRaggedLayer(target, decode, tuning, jobs, list.skipped);
   }
   list.jobs = jobs.Take();
   return list;

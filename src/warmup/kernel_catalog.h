@@ -5,9 +5,10 @@
 // a family's kernels, and with which generator, comes from the family
 // registry (core/family_registry.h). The lists themselves live with each
 // backend's launch glue (src/backends/<name>/<family>/: MoeLayerKernels,
-// DecodeLayerKernels) and use the launches' own key builders, so warm-up
-// and serving cannot disagree. A new family adds a profile section, its
-// lists in the registry, and a section reader here.
+// DecodeLayerKernels, RaggedLayerKernels) and use the launches' own key
+// builders, so warm-up and serving cannot disagree. A new family adds a
+// profile section (or, as ragged attention, fields of its layer's
+// section), its lists in the registry, and a section reader here.
 //
 // Example:
 //   TAILOR_ASSIGN_OR_RETURN(KernelList kernels,

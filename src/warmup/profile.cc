@@ -4,9 +4,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/family_registry.h"
 #include "ops/attention/checks.h"
 #include "ops/moe/checks.h"
-#include "core/family_registry.h"
 #include "tailor/status.h"
 #include "warmup/json_fields.h"
 
@@ -126,6 +126,38 @@ void ReadMoe(const nlohmann::json& value, std::string path,
   profile.moe.push_back(std::move(layer));
 }
 
+// The optional "ragged_masks" of a paged_decode section: names out of
+// none / causal / window, no repeats; absent: causal only.
+std::vector<RaggedMask> ReadRaggedMasks(FieldReader& reader) {
+  const nlohmann::json* array = reader.Array("ragged_masks", false);
+  if (array == nullptr) {
+    if (reader.Has("ragged_masks")) return {};  // Array recorded the error
+    return {RaggedMask::kCausal};
+  }
+  std::vector<RaggedMask> masks;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const nlohmann::json& element = (*array)[i];
+    std::optional<RaggedMask> mask;
+    for (RaggedMask m :
+         {RaggedMask::kNone, RaggedMask::kCausal, RaggedMask::kCausalWindow}) {
+      if (element.is_string() &&
+          element.get<std::string>() == RaggedMaskName(m))
+        mask = m;
+    }
+    if (!mask) {
+      reader.Error(IndexPath("ragged_masks", i),
+                   absl::StrCat("must be one of none, causal, window; got ",
+                                Describe(element)));
+    } else if (std::find(masks.begin(), masks.end(), *mask) != masks.end()) {
+      reader.Error(IndexPath("ragged_masks", i),
+                   absl::StrCat("repeats ", Describe(element)));
+    } else {
+      masks.push_back(*mask);
+    }
+  }
+  return masks;
+}
+
 // The shape rules are the op front's (CheckDecodeShape), under the
 // profile's field names; the JSON read only checks that they are integers.
 void ReadPagedDecode(const nlohmann::json& value, std::string path,
@@ -140,6 +172,7 @@ void ReadPagedDecode(const nlohmann::json& value, std::string path,
   decode.page_size = reader.Int("page_size", 1, kMaxInt32).value_or(0);
   const bool integers = errors.size() == errors_before;
   decode.dtypes = ReadDTypes(reader, {DType::kBF16, DType::kF16, DType::kF32});
+  decode.ragged_masks = ReadRaggedMasks(reader);
   reader.RejectUnknownFields();
   if (integers) {
     // f32 is listed as skipped (no kernel takes it): the shape is checked

@@ -38,9 +38,14 @@
 //                                           16 times it
 //       "head_dim": 128,                    64, 128 or 256
 //       "page_size": 16,                    in [1, 256]
-//       "dtypes": ["bf16"]                  each bf16, f16 or f32 (the
+//       "dtypes": ["bf16"],                 each bf16, f16 or f32 (the
 //                                           kernels take bf16 and f16: f32
 //                                           is listed as skipped)
+//       "ragged_masks": ["causal"]          optional: the masks of the
+//                                           layer's ragged attention
+//                                           (prefill, mixed steps), each
+//                                           none | causal | window; default
+//                                           ["causal"]; [] lists decode only
 //     }
 //   }
 //
@@ -64,6 +69,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ops/attention/ragged_spec.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
 #include "tailor/tensor.h"
@@ -83,6 +89,8 @@ struct MoeLayerProfile {
   std::vector<moe::RoutingPolicy> routing;
 };
 
+// An attention layer: its decode kernels, and its ragged-attention kernels
+// for each of `ragged_masks`.
 struct PagedDecodeProfile {
   std::string path;  // "paged_decode" or "paged_decode[1]"
   int64_t heads_q = 0;
@@ -90,6 +98,7 @@ struct PagedDecodeProfile {
   int64_t head_dim = 0;
   int64_t page_size = 0;
   std::vector<DType> dtypes;
+  std::vector<RaggedMask> ragged_masks = {RaggedMask::kCausal};
 };
 
 struct ServingProfile {

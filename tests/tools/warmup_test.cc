@@ -14,6 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "core/disk_cache.h"
+#include "ops/attention/ragged_host_test_util.h"
+#include "tailor/ops/attention.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
 #include "test_util.h"
@@ -144,6 +146,42 @@ TEST(WarmupTest, ProfileWarmupThenDisabledJitServesARandomTrace) {
   EXPECT_TRUE(std::regex_search(
       run.output, std::regex(R"(total \(wall [0-9.]+ s\) +14 +14 +0 +0 +0)")))
       << run.output;
+}
+
+// An attention layer's profile warms its decode kernels and its ragged
+// kernels (prefill and mixed steps): a runtime that may not compile then
+// runs a mixed ragged step, right, from the disk cache.
+TEST(WarmupTest, AttentionProfileWarmsTheRaggedKernels) {
+  TempDir dir;
+  ToolRun run = Warmup({"--profile", WriteProfile(dir, R"({
+      "schema": "tailor.profile/1", "name": "attention-test",
+      "target": {"backend": "cpu"},
+      "paged_decode": {"heads_q": 4, "heads_kv": 1, "head_dim": 64,
+                       "page_size": 16, "dtypes": ["bf16"]}})"),
+                        "--cache-dir", dir.path() + "/cache"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // decode + its merge, ragged (causal) + its merge
+  EXPECT_THAT(run.output, HasSubstr("tailor-warmup: 4 kernels ready in " +
+                                    dir.path() + "/cache"));
+
+  setenv("TAILOR_DISABLE_JIT", "1", 1);
+  std::unique_ptr<Runtime> runtime = StrictRuntime(dir.path() + "/cache");
+  unsetenv("TAILOR_DISABLE_JIT");
+  ASSERT_NE(runtime, nullptr);
+  attention::testing::RaggedCase c;  // 4/1 heads x 64, pages of 16, bf16
+  c.q_lens = {40, 1, 4, 0};
+  c.kv_lens = {100, 33, 20, 7};
+  attention::testing::RaggedBatch p = attention::testing::BuildRaggedBatch(c);
+  attention::testing::Outputs o = attention::testing::PoisonedOutputs(p);
+  attention::RaggedWorkspace ws;
+  ASSERT_TRUE(
+      attention::PlanRagged(*runtime, attention::testing::PlanArgsOf(p), ws)
+          .ok());
+  absl::Status ran =
+      attention::RunRagged(*runtime, attention::testing::RunArgsOf(p, o), ws);
+  ASSERT_TRUE(ran.ok()) << ran;
+  EXPECT_LE(attention::testing::RaggedErrorsOf(p, o).out_rel, 1e-2);
+  EXPECT_EQ(runtime->stats().compiles, 0u);
 }
 
 TEST(WarmupTest, LegacyModelFlagsStillWork) {

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/moe/kernels.h"
 #include "core/family_registry.h"
+#include "ops/attention/ragged_spec.h"
 #include "ops/moe/kernels.h"
 #include "ops/moe/spec.h"
 #include "test_util.h"
@@ -105,7 +106,8 @@ TEST(KernelCatalogTest, CpuPagedDecodeNeedsAttentionAndMerge) {
                                   .heads_kv = 8,
                                   .head_dim = 128,
                                   .page_size = 16,
-                                  .dtypes = {DType::kBF16, DType::kF32}});
+                                  .dtypes = {DType::kBF16, DType::kF32},
+                                  .ragged_masks = {}});  // decode only
   absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile, {});
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_THAT(KeyStrings(*list),
@@ -120,6 +122,98 @@ TEST(KernelCatalogTest, CpuPagedDecodeNeedsAttentionAndMerge) {
     absl::StatusOr<KernelSource> source = job.generate(job.key);
     EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
   }
+}
+
+// An attention layer lists its ragged kernels (prefill, mixed steps) for
+// each mask it names, with the op front's rules: one merge kernel serves
+// every mask; f32 is one skipped line per mask; [] lists decode only.
+TEST(KernelCatalogTest, CpuAttentionLayerListsItsRaggedKernels) {
+  ServingProfile profile;
+  profile.paged_decode.push_back(
+      {.path = "paged_decode",
+       .heads_q = 32,
+       .heads_kv = 8,
+       .head_dim = 128,
+       .page_size = 16,
+       .dtypes = {DType::kF16, DType::kF32},
+       .ragged_masks = {RaggedMask::kNone, RaggedMask::kCausal,
+                        RaggedMask::kCausalWindow}});
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile, {});
+  ASSERT_TRUE(list.ok()) << list.status();
+  const std::string r = "attention.ragged/cpu/x86_64-test/f16/";
+  EXPECT_THAT(
+      KeyStrings(*list),
+      ElementsAre(
+          "attention.decode/cpu/x86_64-test/f16/D=128,group=4,page=16/b0/t0/"
+          "m0n0k0",
+          "attention.decode_merge/cpu/x86_64-test/f16/D=128,group=4/b0/t0/"
+          "m0n0k0",
+          r + "D=128,group=4,pack=4,page=16,mask=0/b0/t0/m32n0k0",
+          "attention.ragged_merge/cpu/x86_64-test/f16/D=128,pack=4/b0/t0/"
+          "m32n0k0",
+          r + "D=128,group=4,pack=4,page=16,mask=1/b0/t0/m32n0k0",
+          r + "D=128,group=4,pack=4,page=16,mask=2/b0/t0/m32n0k0"));
+  EXPECT_THAT(list->skipped,
+              ElementsAre("paged_decode (f32): dtype: paged decode takes "
+                          "bf16 or f16, got f32",
+                          "paged_decode (f32, ragged none): dtype: must be "
+                          "bf16 or f16, got f32",
+                          "paged_decode (f32, ragged causal): dtype: must be "
+                          "bf16 or f16, got f32",
+                          "paged_decode (f32, ragged window): dtype: must be "
+                          "bf16 or f16, got f32"));
+  for (const KernelJob& job : list->jobs) {
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+  }
+  profile.paged_decode[0].ragged_masks.clear();
+  list = KernelsForProfile(kTarget, profile, {});
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->jobs.size(), 2u);  // decode and its merge
+}
+
+// CUDA lists a layer's ragged kernel and merge (their sources build), none
+// under ragged.cuda=off, and names a page size the kernel does not serve.
+TEST(KernelCatalogTest, CudaRaggedKernelsFollowTheTuning) {
+  ServingProfile profile;
+  profile.paged_decode.push_back({.path = "paged_decode",
+                                  .heads_q = 32,
+                                  .heads_kv = 8,
+                                  .head_dim = 128,
+                                  .page_size = 16,
+                                  .dtypes = {DType::kBF16}});
+  const KeyTarget hopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
+  absl::StatusOr<KernelList> listed = KernelsForProfile(hopper, profile, {});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  int ragged = 0, merges = 0;
+  for (const KernelJob& job : listed->jobs) {
+    if (job.key.op == OpKind::kAttentionRagged) ++ragged;
+    if (job.key.op == OpKind::kAttentionRaggedMerge) ++merges;
+    if (job.key.op == OpKind::kAttentionRagged ||
+        job.key.op == OpKind::kAttentionRaggedMerge) {
+      EXPECT_TRUE(job.generate(job.key).ok()) << job.key.ToString();
+    }
+  }
+  EXPECT_EQ(ragged, 1);
+  EXPECT_EQ(merges, 1);
+
+  absl::StatusOr<Tuning> off = ParseTuningText("ragged.cuda=off");
+  ASSERT_TRUE(off.ok()) << off.status();
+  absl::StatusOr<KernelList> none = KernelsForProfile(hopper, profile, *off);
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (const KernelJob& job : none->jobs) {
+    EXPECT_NE(job.key.op, OpKind::kAttentionRagged) << job.key.ToString();
+  }
+
+  profile.paged_decode[0].page_size = 12;
+  absl::StatusOr<KernelList> odd = KernelsForProfile(hopper, profile, {});
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  EXPECT_THAT(odd->skipped,
+              ::testing::Contains(
+                  "paged_decode (bf16, ragged causal): page_size: the CUDA "
+                  "ragged kernel needs a multiple of 8 (at most 256) that "
+                  "divides its KV block of 128 or is a multiple of it, got "
+                  "12"));
 }
 
 // CUDA keys need no device: a profile for an H100 lists them here.

@@ -87,8 +87,8 @@ struct Golden {
 
 TEST(KernelSourcesGoldenTest, WarmUpListsAndSourcesAreUnchanged) {
   const Golden goldens[] = {
-      {BackendKind::kCpu, "x86_64-test", "", false, 456,
-       "1bbbf1a4cc9c2e780cecefd4d5c774d4"},
+      {BackendKind::kCpu, "x86_64-test", "", false, 474,
+       "044b37a8ea4d8d063855d69668936aa3"},
       {BackendKind::kCuda, "sm_90a", "", false, 108,
        "e106a890c4ba782624200b7813ad3172"},
       {BackendKind::kCuda, "sm_90a",

@@ -202,6 +202,40 @@ TEST(ProfileTest, PagedDecodeFields) {
               "multiple of heads_kv (5), got 32");
 }
 
+// ragged_masks: the layer's ragged-attention masks (default: causal; []:
+// decode only), each named once.
+TEST(ProfileTest, PagedDecodeRaggedMasks) {
+  auto section = [](absl::string_view masks) {
+    return absl::StrCat(
+        R"({"schema": "tailor.profile/1", "name": "t",
+            "target": {"backend": "cpu"},
+            "paged_decode": {"heads_q": 32, "heads_kv": 8, "head_dim": 128,
+                             "page_size": 16, "dtypes": ["bf16"])",
+        masks, "}}");
+  };
+  absl::StatusOr<ServingProfile> plain = ParseProfile(section(""));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(plain->paged_decode[0].ragged_masks,
+              ::testing::ElementsAre(RaggedMask::kCausal));
+  absl::StatusOr<ServingProfile> all =
+      ParseProfile(section(R"(, "ragged_masks": ["window", "none"])"));
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_THAT(
+      all->paged_decode[0].ragged_masks,
+      ::testing::ElementsAre(RaggedMask::kCausalWindow, RaggedMask::kNone));
+  absl::StatusOr<ServingProfile> none =
+      ParseProfile(section(R"(, "ragged_masks": [])"));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->paged_decode[0].ragged_masks.empty());
+  ExpectError(section(R"(, "ragged_masks": ["causal", "sliding", "causal"])"),
+              "profile: paged_decode.ragged_masks[1]: must be one of none, "
+              "causal, window; got \"sliding\"; "
+              "paged_decode.ragged_masks[2]: repeats \"causal\"");
+  ExpectError(section(R"(, "ragged_masks": "causal")"),
+              "profile: paged_decode.ragged_masks: must be an array, got "
+              "\"causal\"");
+}
+
 // A paged_decode section with `fields` (heads_q, heads_kv, head_dim,
 // page_size).
 std::string DecodeProfile(int64_t heads_q, int64_t heads_kv, int64_t head_dim,

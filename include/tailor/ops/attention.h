@@ -69,11 +69,13 @@
 //   PlanDecode and RunDecode must be ordered on one stream.
 // - A DecodeWorkspace is not thread-safe: one per thread (or stream).
 // - Names follow every family's scheme (tailor/ops/moe.h): the state of a
-//   kind of step is attention::<Kind>Workspace (DecodeWorkspace), sized by
-//   Reserve<Kind>Workspace, <Kind>WorkspaceBytes, Bind<Kind>Workspace and
-//   checked by <Kind>Workspace::TakeErrors; the workspace is the last
-//   argument before the stream. In C: tailor_attention_decode_workspace_
-//   <verb> and tailor_attention_decode_{plan,run} (tailor/c_api.h).
+//   kind of step is attention::<Kind>Workspace (DecodeWorkspace,
+//   RaggedWorkspace), sized by Reserve<Kind>Workspace, <Kind>WorkspaceBytes,
+//   Bind<Kind>Workspace and checked by <Kind>Workspace::TakeErrors; the
+//   workspace is the last argument before the stream. In C:
+//   tailor_attention_{decode,ragged}_workspace_<verb>,
+//   tailor_attention_decode_{plan,run} and
+//   tailor_attention_ragged_{plan,plan_flashinfer,run} (tailor/c_api.h).
 //
 // Example (every step; plan once, run every layer; the whole program, with
 // a reference check, is examples/04_paged_decode.cc, built and run in CI):
@@ -384,6 +386,21 @@ class RaggedWorkspace {
 absl::Status ReserveRaggedWorkspace(Runtime& runtime,
                                     const RaggedLimits& limits,
                                     RaggedWorkspace& ws);
+
+// Device bytes BindRaggedWorkspace needs for `limits`; 0 on host backends.
+// InvalidArgument naming the field for limits out of range.
+absl::StatusOr<int64_t> RaggedWorkspaceBytes(Runtime& runtime,
+                                             const RaggedLimits& limits);
+
+// As ReserveRaggedWorkspace on a device backend, in caller memory: `memory`
+// (device memory of the runtime's device, 256-byte aligned, at least
+// RaggedWorkspaceBytes(runtime, limits) bytes; e.g. a torch tensor) must
+// outlive every step run with `ws`. Initializes it on `stream`.
+// InvalidArgument for a null, misaligned or short `memory`; Unimplemented
+// on host backends, whose workspaces live in host memory.
+absl::Status BindRaggedWorkspace(Runtime& runtime, const RaggedLimits& limits,
+                                 void* memory, int64_t bytes,
+                                 RaggedWorkspace& ws, void* stream = nullptr);
 
 struct PlanRaggedArgs {
   TensorRef q_indptr;  // [B + 1] i32 HOST: q_indptr[0] = 0, non-decreasing

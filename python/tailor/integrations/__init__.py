@@ -4,6 +4,8 @@
                                      experts implementation
   tailor.integrations.vllm           drop-in for vLLM's fused_experts
   tailor.integrations.sglang         drop-in for SGLang's fused_experts
+  tailor.integrations.flash_attn     FlashAttention's flash_attn_varlen_func
+                                     (the arguments vLLM passes to FA3)
 
 Each module imports its framework on import; this package imports none.
 """

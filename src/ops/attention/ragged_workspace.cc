@@ -1,8 +1,10 @@
-// attention::RaggedWorkspace: its summary, ReserveRaggedWorkspace (host
-// vectors or one block of device memory) and the device errors.
+// attention::RaggedWorkspace: its summary, ReserveRaggedWorkspace /
+// RaggedWorkspaceBytes / BindRaggedWorkspace (host vectors or one block of
+// device memory, owned or the caller's) and the device errors.
 #include "ops/attention/ragged_workspace.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -204,6 +206,36 @@ absl::StatusOr<RaggedShape> LimitsShape(const RaggedLimits& limits) {
                                     "limits.");
 }
 
+// What `limits` need on `kernels`' backend, with the host plan reserved
+// for them in `w` (every storage keeps its plan on the host).
+absl::StatusOr<RaggedCapacity> ReservePlan(RaggedKernels& kernels,
+                                           const RaggedLimits& limits,
+                                           RaggedWorkspaceImpl& w) {
+  TAILOR_ASSIGN_OR_RETURN(RaggedShape shape, LimitsShape(limits));
+  TAILOR_ASSIGN_OR_RETURN(internal::RaggedPlanConfig config,
+                          kernels.PlanConfig(shape));
+  const RaggedCapacity capacity =
+      internal::RaggedCapacityFor(shape, config, limits.max_batch,
+                                  limits.max_tokens, kernels.ScratchBytes());
+  TAILOR_RETURN_IF_ERROR(
+      w.plan.Reserve(limits.max_batch, capacity.tiles,
+                     internal::RaggedPlanParamsFor(shape, config)));
+  w.q_lens.reserve(limits.max_batch);
+  w.kv_lens.reserve(limits.max_batch);
+  return capacity;
+}
+
+// Makes `buffers` the device storage of `w`, with fresh scratch.
+absl::Status AdoptDeviceBuffers(Runtime& runtime, RaggedKernels& kernels,
+                                RaggedDeviceBuffers buffers, void* stream,
+                                RaggedWorkspaceImpl& w) {
+  TAILOR_RETURN_IF_ERROR(kernels.InitScratch(
+      internal::EngineOf(runtime), buffers.at(buffers.scratch), stream));
+  w.Invalidate();
+  w.device = std::move(buffers);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReserveRaggedWorkspace(Runtime& runtime,
@@ -213,17 +245,8 @@ absl::Status ReserveRaggedWorkspace(Runtime& runtime,
       RaggedKernels * kernels,
       internal::RaggedKernelsOf(runtime, "attention.reserve_ragged"));
   TAILOR_ASSIGN_OR_RETURN(RaggedWorkspaceImpl * w, internal::ImplOf(ws));
-  TAILOR_ASSIGN_OR_RETURN(RaggedShape shape, LimitsShape(limits));
-  TAILOR_ASSIGN_OR_RETURN(internal::RaggedPlanConfig config,
-                          kernels->PlanConfig(shape));
-  const RaggedCapacity capacity =
-      internal::RaggedCapacityFor(shape, config, limits.max_batch,
-                                  limits.max_tokens, kernels->ScratchBytes());
-  TAILOR_RETURN_IF_ERROR(
-      w->plan.Reserve(limits.max_batch, capacity.tiles,
-                      internal::RaggedPlanParamsFor(shape, config)));
-  w->q_lens.reserve(limits.max_batch);
-  w->kv_lens.reserve(limits.max_batch);
+  TAILOR_ASSIGN_OR_RETURN(RaggedCapacity capacity,
+                          ReservePlan(*kernels, limits, *w));
   if (runtime.device().type == DeviceType::kCpu) {
     w->partial_out.resize(std::max<size_t>(
         w->partial_out.size(), capacity.partials * capacity.partial_row));
@@ -241,11 +264,54 @@ absl::Status ReserveRaggedWorkspace(Runtime& runtime,
       internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
   buffers.base = static_cast<char*>(buffers.owned.get());
   buffers.device = runtime.device();
-  TAILOR_RETURN_IF_ERROR(kernels->InitScratch(
-      internal::EngineOf(runtime), buffers.at(buffers.scratch), nullptr));
-  w->Invalidate();
-  w->device = std::move(buffers);
-  return absl::OkStatus();
+  return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);
+}
+
+absl::StatusOr<int64_t> RaggedWorkspaceBytes(Runtime& runtime,
+                                             const RaggedLimits& limits) {
+  TAILOR_ASSIGN_OR_RETURN(
+      RaggedKernels * kernels,
+      internal::RaggedKernelsOf(runtime, "attention.reserve_ragged"));
+  TAILOR_ASSIGN_OR_RETURN(RaggedShape shape, LimitsShape(limits));
+  if (runtime.device().type == DeviceType::kCpu) return 0;
+  TAILOR_ASSIGN_OR_RETURN(internal::RaggedPlanConfig config,
+                          kernels->PlanConfig(shape));
+  return internal::RaggedLayoutFor(
+             internal::RaggedCapacityFor(shape, config, limits.max_batch,
+                                         limits.max_tokens,
+                                         kernels->ScratchBytes()))
+      .bytes;
+}
+
+absl::Status BindRaggedWorkspace(Runtime& runtime, const RaggedLimits& limits,
+                                 void* memory, int64_t bytes,
+                                 RaggedWorkspace& ws, void* stream) {
+  TAILOR_ASSIGN_OR_RETURN(
+      RaggedKernels * kernels,
+      internal::RaggedKernelsOf(runtime, "attention.bind_ragged"));
+  if (runtime.device().type == DeviceType::kCpu) {
+    return absl::UnimplementedError(
+        "attention.bind_ragged: the cpu backend keeps ragged workspaces in "
+        "host memory; use attention::ReserveRaggedWorkspace");
+  }
+  TAILOR_ASSIGN_OR_RETURN(RaggedWorkspaceImpl * w, internal::ImplOf(ws));
+  TAILOR_ASSIGN_OR_RETURN(RaggedCapacity capacity,
+                          ReservePlan(*kernels, limits, *w));
+  RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
+  if (memory == nullptr ||
+      reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment !=
+          0) {
+    return absl::InvalidArgumentError(
+        "memory: must be non-null device memory aligned to 256 bytes");
+  }
+  if (bytes < buffers.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bytes: must be >= RaggedWorkspaceBytes(limits) = ", buffers.bytes,
+        ", got ", bytes));
+  }
+  buffers.base = static_cast<char*>(memory);
+  buffers.device = runtime.device();
+  return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), stream, *w);
 }
 
 }  // namespace attention

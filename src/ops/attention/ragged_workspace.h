@@ -5,7 +5,8 @@
 //   - host (host-memory backends): the plan's own vectors plus the partial
 //     buffers below, which only grow.
 //   - device (device-memory backends): one block of device memory reserved
-//     once and cut into 256-byte aligned buffers:
+//     once (or bound to caller memory) and cut into 256-byte aligned
+//     buffers:
 //       items          [max_items] plan::AttentionWorkItem
 //       worker_begin   [workers + 1] i32
 //       merge_groups   [max_partials] plan::AttentionMergeGroup
@@ -46,7 +47,8 @@ struct RaggedCapacity {
 
 struct RaggedDeviceBuffers {
   Device device;
-  std::shared_ptr<void> owned;
+  std::shared_ptr<void> owned;  // ReserveRaggedWorkspace's block; null when
+                                // bound to caller memory
   char* base = nullptr;
   int64_t bytes = 0;
   RaggedCapacity capacity;

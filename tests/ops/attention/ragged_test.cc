@@ -364,5 +364,46 @@ TEST_F(RaggedChecksTest, RunContents) {
   for (uint16_t x : o_.out) ASSERT_EQ(x, kPoison16);
 }
 
+TEST_F(RaggedChecksTest, WorkspaceCallsOnTheCpu) {
+  RaggedLimits limits = {.max_batch = 4,
+                         .max_tokens = 64,
+                         .num_qo_heads = 8,
+                         .num_kv_heads = 2,
+                         .head_dim = 128,
+                         .page_size = 16};
+  EXPECT_THAT(RaggedWorkspaceBytes(SharedRuntime(), limits),
+              ::testing::Eq(absl::StatusOr<int64_t>(0)));
+  alignas(256) static char memory[256];
+  EXPECT_THAT(BindRaggedWorkspace(SharedRuntime(), limits, memory, 256, ws_),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "attention.bind_ragged: the cpu backend keeps ragged "
+                       "workspaces in host memory; use "
+                       "attention::ReserveRaggedWorkspace"));
+  TAILOR_EXPECT_OK(ws_.TakeErrors(SharedRuntime()));
+  limits.max_tokens = -1;
+  EXPECT_THAT(RaggedWorkspaceBytes(SharedRuntime(), limits),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "limits.max_tokens: must be in [0, 1073741824], got "
+                       "-1"));
+  limits.max_tokens = 64;
+  limits.head_dim = 80;
+  EXPECT_THAT(RaggedWorkspaceBytes(SharedRuntime(), limits),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "limits.head_dim: must be 64, 128 or 256, got 80"));
+  limits.head_dim = 128;
+  limits.causal = false;
+  limits.window_left = 8;
+  EXPECT_THAT(ReserveRaggedWorkspace(SharedRuntime(), limits, ws_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "limits.window_left: a sliding window needs causal = "
+                       "true"));
+  RaggedWorkspace moved;
+  RaggedWorkspace target = std::move(moved);
+  EXPECT_THAT(ReserveRaggedWorkspace(SharedRuntime(), limits, moved),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "ws: this RaggedWorkspace was moved from; assign a new "
+                       "one before use"));
+}
+
 }  // namespace
 }  // namespace tailor::attention::testing

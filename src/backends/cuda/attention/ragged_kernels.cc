@@ -21,6 +21,8 @@ namespace {
 
 using tailor::internal::Engine;
 using tailor::internal::Kernel;
+using tailor::internal::KernelJob;
+using tailor::internal::KeyTarget;
 using tailor::internal::KernelSource;
 using tailor::internal::LaunchConfig;
 using tailor::internal::RaggedErrors;
@@ -166,8 +168,7 @@ absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
 CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled)
     : backend_(backend),
       enabled_(enabled),
-      pipeline_checks_(
-          tailor::internal::EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1")) {}
+      pipeline_checks_(PipelineChecksAsked()) {}
 
 absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
   if (int sms = multiprocessors_.load(); sms > 0) return sms;
@@ -180,6 +181,51 @@ absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
                          "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
   multiprocessors_.store(sms);
   return sms;
+}
+
+namespace {
+
+absl::Status CheckPageSize(const RaggedShape& shape) {
+  if (RaggedTmaPageSize(shape.page_size, shape.head_dim)) {
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "page_size: the CUDA ragged kernel needs a multiple of 8 (at most "
+      "256) that divides its KV block of ",
+      PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block,
+      " or is a multiple of it, got ", shape.page_size));
+}
+
+// What of a plan's configuration the kernel keys depend on (not the device).
+RaggedPlanConfig KeyConfigOf(const RaggedShape& shape) {
+  const int32_t block =
+      PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block;
+  return RaggedPlanConfig{.head_pack = HeadPackOf(shape.group()),
+                          .tile_rows = kPrefillTileRows,
+                          .kv_block = block,
+                          .item_cost = block,
+                          .masked_block_extra = block / 4,
+                          .min_piece_blocks = 4,
+                          .max_pieces = 16};
+}
+
+bool PipelineChecksAsked() {
+  return tailor::internal::EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(
+    const KeyTarget& target, const RaggedShape& shape) {
+  TAILOR_RETURN_IF_ERROR(CheckPageSize(shape));
+  const RaggedPlanConfig config = KeyConfigOf(shape);
+  tailor::internal::RaggedKernelSpec spec =
+      tailor::internal::RaggedKernelSpecFor(shape, config);
+  spec.pipeline_checks = PipelineChecksAsked();
+  return std::vector<KernelJob>{
+      {spec.Key(target), &GenerateCudaRagged},
+      {tailor::internal::RaggedMergeSpecFor(shape, config).Key(target),
+       &GenerateCudaRagged}};
 }
 
 absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
@@ -195,24 +241,11 @@ absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
                      "is ",
                      backend_.arch()));
   }
-  if (!RaggedTmaPageSize(shape.page_size, shape.head_dim)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "page_size: the CUDA ragged kernel needs a multiple of 8 (at most "
-        "256) that divides its KV block of ",
-        PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block,
-        " or is a multiple of it, got ", shape.page_size));
-  }
+  TAILOR_RETURN_IF_ERROR(CheckPageSize(shape));
   TAILOR_ASSIGN_OR_RETURN(int sms, Multiprocessors());
-  const int32_t block =
-      PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block;
-  return RaggedPlanConfig{.head_pack = HeadPackOf(shape.group()),
-                          .tile_rows = kPrefillTileRows,
-                          .kv_block = block,
-                          .num_workers = sms,
-                          .item_cost = block,
-                          .masked_block_extra = block / 4,
-                          .min_piece_blocks = 4,
-                          .max_pieces = 16};
+  RaggedPlanConfig config = KeyConfigOf(shape);
+  config.num_workers = sms;
+  return config;
 }
 
 int64_t CudaRaggedKernels::ScratchBytes() const {

@@ -73,6 +73,13 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateCudaRagged(
 // Whether the sm_90a kernel serves `page_size` for `head_dim`.
 bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim);
 
+// The kernels a layer of `shape` launches (warm-up): the attention kernel
+// and its merge. Unimplemented, as PlanConfig, for a page size the kernel
+// does not serve.
+absl::StatusOr<std::vector<tailor::internal::KernelJob>> RaggedLayerKernels(
+    const tailor::internal::KeyTarget& target,
+    const tailor::internal::RaggedShape& shape);
+
 }  // namespace tailor::cuda
 
 #endif  // TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
