@@ -109,6 +109,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
+  // No FP8 launches yet: Unimplemented, saying what each device lacks.
+  absl::Status SupportsScaleMode(moe::ScaleMode mode) const override;
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
   int64_t MaxDeviceRouteExperts() const override;
