@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "api/internals.h"
@@ -166,6 +167,97 @@ Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
                  .identity = w.identity.data()};
 }
 
+// One FP8 step's launches over routed workspace `w`.
+struct Fp8Step {
+  MoeKernels& kernels;
+  Engine& engine;
+  const moe::ExpertsArgs& args;
+  const Fp8Dims& d;
+  MoeWorkspace& w;
+  const Fp8Rows& rows;
+  MoePlanRef plan;
+
+  ScaleMode mode() const { return args.quant.mode; }
+  bool block() const { return mode() == ScaleMode::kBlock; }
+  DType dtype() const { return args.hidden.dtype; }
+  static const float* Scale(const std::optional<TensorRef>& t) {
+    return t ? t->as<float>() : nullptr;
+  }
+
+  // The quantizing Pack of `rows` rows of `x` [., dim] through
+  // `permutation` into e4m3 `q` and its scales.
+  absl::Status Quantize(const void* x, int64_t dim, int64_t tokens,
+                        int64_t topk, const int32_t* permutation, uint8_t* q,
+                        float* scales, const float* static_scale) {
+    return kernels.Pack(engine, {.dtype = dtype(),
+                                 .hidden_dim = dim,
+                                 .rows = w.num_rows,
+                                 .tokens = tokens,
+                                 .topk = topk,
+                                 .hidden = x,
+                                 .permutation = permutation,
+                                 .a = q,
+                                 .scale_mode = mode(),
+                                 .a_scales = scales,
+                                 .static_scale = static_scale,
+                                 .scale_rows = w.num_rows});
+  }
+
+  // e4m3 a [R, K] x w -> c (`c_dtype`; e4m3 with 1 x 128 scales when so).
+  absl::Status Gemm(int64_t n, int64_t k, moe::Epilogue epilogue,
+                    const uint8_t* a, const float* a_scales,
+                    const TensorRef& weights, const TensorRef& w_scales,
+                    DType c_dtype, void* c, float* c_scales) {
+    GemmConfig config;
+    TAILOR_RETURN_IF_ERROR(kernels.GroupedGemm(
+        engine, {.dtype = c_dtype,
+                 .n = n,
+                 .k = k,
+                 .tile_rows = w.tile_rows,
+                 .epilogue = epilogue,
+                 .plan = plan,
+                 .a = a,
+                 .w = weights.data,
+                 .c = c,
+                 .rows = w.num_rows,
+                 .experts = d.experts,
+                 .config = &config,
+                 .scale_mode = mode(),
+                 .a_scales = a_scales,
+                 .a_scale_rows = w.num_rows,
+                 .w_scales = w_scales.as<float>(),
+                 .c_scales = c_scales,
+                 .c_scale_rows = c_scales != nullptr ? w.num_rows : 0}));
+    w.RecordGemm(config);
+    return absl::OkStatus();
+  }
+
+  // Pack -> gate|up (block: quantizing epilogue; else bf16 | f32 rows and
+  // a requantizing Pack in expert order) -> down.
+  absl::Status Run(const int32_t* permutation) {
+    const moe::ExpertsQuantization& q = args.quant;
+    TAILOR_RETURN_IF_ERROR(Quantize(args.hidden.data, d.hidden, d.tokens,
+                                    w.topk, permutation, rows.a, rows.a_scales,
+                                    Scale(q.a1_scale)));
+    const int64_t n1 = 2 * d.intermediate;
+    if (block()) {
+      TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
+                                  rows.a, rows.a_scales, args.w13, q.w13_scale,
+                                  DType::kF8E4M3, rows.h, rows.h_scales));
+    } else {
+      TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
+                                  rows.a, rows.a_scales, args.w13, q.w13_scale,
+                                  dtype(), rows.gate_up, nullptr));
+      TAILOR_RETURN_IF_ERROR(Quantize(rows.gate_up, d.intermediate, w.num_rows,
+                                      1, rows.identity, rows.h, rows.h_scales,
+                                      Scale(q.a2_scale)));
+    }
+    return Gemm(d.hidden, d.intermediate, moe::Epilogue::kNone, rows.h,
+                rows.h_scales, args.w2, q.w2_scale, dtype(), rows.down,
+                nullptr);
+  }
+};
+
 }  // namespace
 
 absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
@@ -188,84 +280,17 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
     return absl::UnimplementedError(
         "moe.experts: FP8 runs on host workspaces only");
   }
-  const ScaleMode mode = args.quant.mode;
-  const DType dtype = args.hidden.dtype;
-  const Fp8Rows rows = GrowFp8Rows(d, mode, dtype, w);
+  const Fp8Rows rows = GrowFp8Rows(d, args.quant.mode, args.hidden.dtype, w);
   Engine& engine = EngineOf(runtime);
-  const MoePlanRef plan = PlanRefOf(w);
-  const bool block = mode == ScaleMode::kBlock;
-  TAILOR_RETURN_IF_ERROR(kernels->Pack(
-      engine,
-      {.dtype = dtype,
-       .hidden_dim = d.hidden,
-       .rows = w.num_rows,
-       .tokens = d.tokens,
-       .topk = w.topk,
-       .hidden = args.hidden.data,
-       .permutation = ws.permutation().as<int32_t>(),
-       .a = rows.a,
-       .scale_mode = mode,
-       .a_scales = rows.a_scales,
-       .static_scale =
-           args.quant.a1_scale ? args.quant.a1_scale->as<float>() : nullptr,
-       .scale_rows = w.num_rows}));
-  GemmConfig gate_up, down;
-  TAILOR_RETURN_IF_ERROR(kernels->GroupedGemm(
-      engine, {.dtype = block ? DType::kF8E4M3 : dtype,
-               .n = 2 * d.intermediate,
-               .k = d.hidden,
-               .tile_rows = w.tile_rows,
-               .epilogue = moe::Epilogue::kSiluAndMul,
-               .plan = plan,
-               .a = rows.a,
-               .w = args.w13.data,
-               .c = block ? static_cast<void*>(rows.h) : rows.gate_up,
-               .rows = w.num_rows,
-               .experts = d.experts,
-               .config = &gate_up,
-               .scale_mode = mode,
-               .a_scales = rows.a_scales,
-               .a_scale_rows = w.num_rows,
-               .w_scales = args.quant.w13_scale.as<float>(),
-               .c_scales = block ? rows.h_scales : nullptr,
-               .c_scale_rows = block ? w.num_rows : 0}));
-  w.RecordGemm(gate_up);
-  if (!block) {  // requantize gemm1's rows (in expert order: identity)
-    TAILOR_RETURN_IF_ERROR(kernels->Pack(
-        engine,
-        {.dtype = dtype,
-         .hidden_dim = d.intermediate,
-         .rows = w.num_rows,
-         .tokens = w.num_rows,
-         .topk = 1,
-         .hidden = rows.gate_up,
-         .permutation = rows.identity,
-         .a = rows.h,
-         .scale_mode = mode,
-         .a_scales = rows.h_scales,
-         .static_scale =
-             args.quant.a2_scale ? args.quant.a2_scale->as<float>() : nullptr,
-         .scale_rows = w.num_rows}));
-  }
-  TAILOR_RETURN_IF_ERROR(kernels->GroupedGemm(
-      engine, {.dtype = dtype,
-               .n = d.hidden,
-               .k = d.intermediate,
-               .tile_rows = w.tile_rows,
-               .epilogue = moe::Epilogue::kNone,
-               .plan = plan,
-               .a = rows.h,
-               .w = args.w2.data,
-               .c = rows.down,
-               .rows = w.num_rows,
-               .experts = d.experts,
-               .config = &down,
-               .scale_mode = mode,
-               .a_scales = rows.h_scales,
-               .a_scale_rows = w.num_rows,
-               .w_scales = args.quant.w2_scale.as<float>()}));
-  w.RecordGemm(down);
-  return kernels->Combine(engine, {.dtype = dtype,
+  Fp8Step step = {.kernels = *kernels,
+                  .engine = engine,
+                  .args = args,
+                  .d = d,
+                  .w = w,
+                  .rows = rows,
+                  .plan = PlanRefOf(w)};
+  TAILOR_RETURN_IF_ERROR(step.Run(ws.permutation().as<int32_t>()));
+  return kernels->Combine(engine, {.dtype = args.hidden.dtype,
                                    .hidden_dim = d.hidden,
                                    .tokens = d.tokens,
                                    .topk = w.topk,
