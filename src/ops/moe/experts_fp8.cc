@@ -130,7 +130,7 @@ absl::StatusOr<Fp8Dims> ValidateFp8Experts(const moe::ExpertsArgs& args,
 struct Fp8Rows {
   uint8_t* a;               // [R, H] e4m3 packed input
   float* a_scales;          // [H/128, R] | [R] | unused
-  void* gate_up;            // [R, I] dtype: gemm1's output before requantizing
+  void* gate_up;            // [R, I] f32: gemm1's output, requantized
   uint8_t* h;               // [R, I] e4m3 down-projection input
   float* h_scales;          // [I/128, R] | [R] | unused
   void* down;               // [R, H] dtype: gemm2's output
@@ -150,7 +150,7 @@ Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
   GrowTo(w.fp8_scales_i, block ? ScaleBlocks(d.intermediate) * r : r);
   GrowTo(w.rows_h, r * h * element);
   if (!block) {
-    GrowTo(w.rows_i, r * i * element);
+    GrowTo(w.rows_i, r * i * sizeof(float));
     if (w.identity.size() < r) {
       const size_t from = w.identity.size();
       w.identity.resize(r);
@@ -186,10 +186,11 @@ struct Fp8Step {
 
   // The quantizing Pack of `rows` rows of `x` [., dim] through
   // `permutation` into e4m3 `q` and its scales.
-  absl::Status Quantize(const void* x, int64_t dim, int64_t tokens,
-                        int64_t topk, const int32_t* permutation, uint8_t* q,
-                        float* scales, const float* static_scale) {
-    return kernels.Pack(engine, {.dtype = dtype(),
+  absl::Status Quantize(const void* x, DType x_dtype, int64_t dim,
+                        int64_t tokens, int64_t topk,
+                        const int32_t* permutation, uint8_t* q, float* scales,
+                        const float* static_scale) {
+    return kernels.Pack(engine, {.dtype = x_dtype,
                                  .hidden_dim = dim,
                                  .rows = w.num_rows,
                                  .tokens = tokens,
@@ -236,25 +237,28 @@ struct Fp8Step {
   // a requantizing Pack in expert order) -> down.
   absl::Status Run(const int32_t* permutation) {
     const moe::ExpertsQuantization& q = args.quant;
-    TAILOR_RETURN_IF_ERROR(Quantize(args.hidden.data, d.hidden, d.tokens,
-                                    w.topk, permutation, rows.a, rows.a_scales,
-                                    Scale(q.a1_scale)));
+    // Per tensor, the GEMMs read the static scales the Pack divided by.
+    const bool per_tensor = mode() == ScaleMode::kPerTensor;
+    const float* a_scales = per_tensor ? Scale(q.a1_scale) : rows.a_scales;
+    const float* h_scales = per_tensor ? Scale(q.a2_scale) : rows.h_scales;
+    TAILOR_RETURN_IF_ERROR(Quantize(args.hidden.data, dtype(), d.hidden,
+                                    d.tokens, w.topk, permutation, rows.a,
+                                    rows.a_scales, Scale(q.a1_scale)));
     const int64_t n1 = 2 * d.intermediate;
     if (block()) {
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
-                                  rows.a, rows.a_scales, args.w13, q.w13_scale,
+                                  rows.a, a_scales, args.w13, q.w13_scale,
                                   DType::kF8E4M3, rows.h, rows.h_scales));
-    } else {
+    } else {  // f32 rows: quantized from f32 as block mode's epilogue does
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
-                                  rows.a, rows.a_scales, args.w13, q.w13_scale,
-                                  dtype(), rows.gate_up, nullptr));
-      TAILOR_RETURN_IF_ERROR(Quantize(rows.gate_up, d.intermediate, w.num_rows,
-                                      1, rows.identity, rows.h, rows.h_scales,
-                                      Scale(q.a2_scale)));
+                                  rows.a, a_scales, args.w13, q.w13_scale,
+                                  DType::kF32, rows.gate_up, nullptr));
+      TAILOR_RETURN_IF_ERROR(Quantize(rows.gate_up, DType::kF32, d.intermediate,
+                                      w.num_rows, 1, rows.identity, rows.h,
+                                      rows.h_scales, Scale(q.a2_scale)));
     }
     return Gemm(d.hidden, d.intermediate, moe::Epilogue::kNone, rows.h,
-                rows.h_scales, args.w2, q.w2_scale, dtype(), rows.down,
-                nullptr);
+                h_scales, args.w2, q.w2_scale, dtype(), rows.down, nullptr);
   }
 };
 

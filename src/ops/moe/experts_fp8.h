@@ -13,7 +13,7 @@ namespace tailor::internal {
 // moe::Experts for args.quant.mode != kNone: validates every argument
 // (named InvalidArgument), then Route -> quantizing Pack -> gate|up GEMM
 // (block mode: its silu_and_mul output quantized in 1 x 128 groups; per
-// tensor / per channel: a requantizing Pack over its bf16 | f32 output) ->
+// tensor / per channel: a requantizing Pack over its f32 output) ->
 // down GEMM -> Combine. Unimplemented on backends without FP8 kernels.
 absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
                         moe::Workspace& ws);

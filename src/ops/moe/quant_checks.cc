@@ -44,6 +44,14 @@ absl::Status ExpectScaleModeAndBlock(absl::string_view prefix,
 
 absl::Status ExpectScales(absl::string_view name, const TensorRef& t,
                           std::initializer_list<ScaleDim> dims, Device device) {
+  if (t.data == nullptr && t.rank == 0) {  // left unset
+    std::string shape;
+    for (const ScaleDim& dim : dims) {
+      absl::StrAppend(&shape, shape.empty() ? "" : ", ", dim.size);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": required, f32 [", shape, "]"));
+  }
   TAILOR_RETURN_IF_ERROR(ExpectOperand(name, t, static_cast<int>(dims.size()),
                                        DType::kF32, device));
   int i = 0;

@@ -198,13 +198,17 @@ absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
   // Block mode quantizes gemm1's output in its epilogue; the other modes
   // requantize it with a Pack over I.
   const bool quantizing_epilogue = mode == moe::ScaleMode::kBlock;
-  const GroupedGemmLaunch gate_up = {
-      .dtype = quantizing_epilogue ? DType::kF8E4M3 : layer.dtype,
-      .n = 2 * layer.intermediate,
-      .k = layer.hidden,
-      .tile_rows = tile_rows,
-      .epilogue = moe::Epilogue::kSiluAndMul,
-      .scale_mode = mode};
+  const bool requantizing =
+      mode != moe::ScaleMode::kNone && !quantizing_epilogue;
+  const GroupedGemmLaunch gate_up = {.dtype = quantizing_epilogue
+                                                  ? DType::kF8E4M3
+                                              : requantizing ? DType::kF32
+                                                             : layer.dtype,
+                                     .n = 2 * layer.intermediate,
+                                     .k = layer.hidden,
+                                     .tile_rows = tile_rows,
+                                     .epilogue = moe::Epilogue::kSiluAndMul,
+                                     .scale_mode = mode};
   const GroupedGemmLaunch down = {.dtype = layer.dtype,
                                   .n = layer.hidden,
                                   .k = layer.intermediate,
@@ -216,8 +220,8 @@ absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
            .dtype = layer.dtype, .hidden = layer.hidden, .scale_mode = mode}
            .ToKey(target),
        &GenerateMoeKernel}};
-  if (mode != moe::ScaleMode::kNone && !quantizing_epilogue) {
-    jobs.push_back({MoePackSpec{.dtype = layer.dtype,
+  if (requantizing) {  // gemm1's f32 rows
+    jobs.push_back({MoePackSpec{.dtype = DType::kF32,
                                 .hidden = layer.intermediate,
                                 .scale_mode = mode}
                         .ToKey(target),
