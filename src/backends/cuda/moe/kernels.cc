@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/heuristics.h"
 #include "backends/gpu/error_words.h"
 #include "backends/gpu/moe_launch.h"
@@ -119,6 +120,7 @@ absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
 
 absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const MoePackSpec spec, MoePackSpec::FromKey(key));
+  if (spec.scale_mode != moe::ScaleMode::kNone) return GenerateFp8Pack(spec);
   return Entry("moe/pack.cuh",
                absl::StrCat("MoePack<", KernelTypeName(spec.dtype), ", ",
                             spec.hidden, ">"));
@@ -126,6 +128,7 @@ absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const MoeGemmSpec spec, MoeGemmSpec::FromKey(key));
+  if (spec.quantized()) return GenerateFp8GroupedGemm(spec);
   const std::string shape =
       absl::StrCat(spec.n, ", ", spec.k, ", ", spec.tile_rows, ", ",
                    static_cast<int>(spec.epilogue));
