@@ -406,9 +406,11 @@ struct BlockShape {
 //   mode         a_scale                    w_scale
 //   kPerTensor   [1]                        [E]
 //   kPerChannel  [R]                        [E, N]
-//   kBlock       [K/128, R] (K-block major) [E, N/128, K/128] (as shipped)
+//   kBlock       [K/128, S] (K-block major) [E, N/128, K/128] (as shipped)
 // c_scale: only when c is e4m3 (kBlock with kSiluAndMul: the output
-// quantized in 1 x 128 groups for the down projection), [N/2/128, R].
+// quantized in 1 x 128 groups for the down projection), [N/2/128, S].
+// S >= R is the block scales' row stride (scale (r, b) at [b, r]): R, or R
+// padded (e.g. to a multiple of 4 for 16-byte rows).
 struct GemmQuantization {
   ScaleMode mode = ScaleMode::kNone;
   TensorRef a_scale;

@@ -174,28 +174,31 @@ absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
   int64_t n = 0, k = 0;
   TAILOR_RETURN_IF_ERROR(ValidateGemmOperands(args, *w, dev, n, k));
   TAILOR_RETURN_IF_ERROR(internal::ExpectGemmScales(args, w->num_rows, dev));
-  const bool fp8 = args.quant.mode != ScaleMode::kNone;
+  // Block scales' row stride: their dims[1] (>= R).
+  const bool block = args.quant.mode == ScaleMode::kBlock;
+  const bool quantized_c = args.c.dtype == DType::kF8E4M3;
   internal::GemmConfig config;
   TAILOR_RETURN_IF_ERROR(kernels->GroupedGemm(
-      internal::EngineOf(runtime), {.dtype = args.c.dtype,
-                                    .n = n,
-                                    .k = k,
-                                    .tile_rows = w->tile_rows,
-                                    .epilogue = args.epilogue,
-                                    .plan = internal::PlanRefOf(*w),
-                                    .a = args.a.data,
-                                    .w = args.w.data,
-                                    .c = args.c.data,
-                                    .rows = args.a.dims[0],
-                                    .experts = args.w.dims[0],
-                                    .stream = args.stream,
-                                    .config = &config,
-                                    .scale_mode = args.quant.mode,
-                                    .a_scales = args.quant.a_scale.as<float>(),
-                                    .a_scale_rows = fp8 ? args.a.dims[0] : 0,
-                                    .w_scales = args.quant.w_scale.as<float>(),
-                                    .c_scales = args.quant.c_scale.as<float>(),
-                                    .c_scale_rows = fp8 ? args.c.dims[0] : 0}));
+      internal::EngineOf(runtime),
+      {.dtype = args.c.dtype,
+       .n = n,
+       .k = k,
+       .tile_rows = w->tile_rows,
+       .epilogue = args.epilogue,
+       .plan = internal::PlanRefOf(*w),
+       .a = args.a.data,
+       .w = args.w.data,
+       .c = args.c.data,
+       .rows = args.a.dims[0],
+       .experts = args.w.dims[0],
+       .stream = args.stream,
+       .config = &config,
+       .scale_mode = args.quant.mode,
+       .a_scales = args.quant.a_scale.as<float>(),
+       .a_scale_rows = block ? args.quant.a_scale.dims[1] : 0,
+       .w_scales = args.quant.w_scale.as<float>(),
+       .c_scales = args.quant.c_scale.as<float>(),
+       .c_scale_rows = quantized_c ? args.quant.c_scale.dims[1] : 0}));
   w->RecordGemm(config);
   return absl::OkStatus();
 }

@@ -119,6 +119,26 @@ absl::Status ExpectFp8GemmOutput(const moe::GroupedGemmArgs& args,
 
 namespace {
 
+// 1 x 128 scales [blocks, S], K-block major, S >= R rows (S is the row
+// stride: a device backend may pad R for 16-byte TMA strides).
+absl::Status ExpectBlockScaleRows(absl::string_view name, const TensorRef& t,
+                                  int64_t blocks, absl::string_view blocks_what,
+                                  int64_t rows, absl::string_view rows_of,
+                                  Device device) {
+  if (t.data == nullptr && t.rank == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": required, f32 [", blocks, ", S >= ", rows, "]"));
+  }
+  TAILOR_RETURN_IF_ERROR(ExpectOperand(name, t, 2, DType::kF32, device));
+  TAILOR_RETURN_IF_ERROR(ExpectDim(name, t, 0, blocks, blocks_what));
+  if (t.dims[1] < rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": dims[1] (scale rows) must be at least R = ", rows_of,
+        ".dims[0] (", rows, "), got ", t.dims[1]));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ExpectActivationScales(absl::string_view name, const TensorRef& t,
                                     moe::ScaleMode mode, int64_t rows,
                                     int64_t k, Device device) {
@@ -128,10 +148,8 @@ absl::Status ExpectActivationScales(absl::string_view name, const TensorRef& t,
     case moe::ScaleMode::kPerChannel:
       return ExpectScales(name, t, {{rows, "R = a.dims[0]"}}, device);
     default:
-      return ExpectScales(name, t,
-                          {{ScaleBlocks(k), "K/128 = a.dims[1] / 128"},
-                           {rows, "R = a.dims[0]"}},
-                          device);
+      return ExpectBlockScaleRows(name, t, ScaleBlocks(k),
+                                  "K/128 = a.dims[1] / 128", rows, "a", device);
   }
 }
 
@@ -160,10 +178,9 @@ absl::Status ExpectGemmScales(const moe::GroupedGemmArgs& args, int64_t rows,
   if (args.c.dtype != DType::kF8E4M3) {
     return ExpectUnsetTensor("quant.c_scale", q.c_scale, "unless c is f8e4m3");
   }
-  return ExpectScales("quant.c_scale", q.c_scale,
-                      {{ScaleBlocks(n / 2), "N/2/128 = ceil(c.dims[1] / 128)"},
-                       {rows, "R = c.dims[0]"}},
-                      device);
+  return ExpectBlockScaleRows("quant.c_scale", q.c_scale, ScaleBlocks(n / 2),
+                              "N/2/128 = ceil(c.dims[1] / 128)", rows, "c",
+                              device);
 }
 
 absl::Status ExpectNoExpertsQuant(const moe::ExpertsQuantization& quant) {

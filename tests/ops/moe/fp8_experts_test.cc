@@ -174,14 +174,15 @@ TEST(Fp8ExpertsTest, BlockGroupedGemmMatchesTheReference) {
   Workspace ws;
   TAILOR_ASSERT_OK(PlanRows(SharedRuntime(), {.counts = counts_t.ref()}, ws));
   const int64_t rows = ws.num_rows(), n = 2 * kI;
+  const int64_t scale_rows = rows + 3;  // a padded row stride (S >= R)
   std::vector<float> x(static_cast<size_t>(rows * kH));
   std::uniform_real_distribution<float> dist(-3, 3);
   for (float& v : x) v = dist(rng);
   HostTensor a(DType::kF8E4M3, {rows, kH});
-  HostTensor a_scale(DType::kF32, {Blocks128(kH), rows});
+  HostTensor a_scale(DType::kF32, {Blocks128(kH), scale_rows});
   const std::vector<double> ad = QuantizeRows(
       x, rows, kH, ScaleMode::kBlock, 0, static_cast<uint8_t*>(a.ref().data),
-      static_cast<float*>(a_scale.ref().data), rows);
+      static_cast<float*>(a_scale.ref().data), scale_rows);
   const Fp8Weights w = MakeFp8Weights(rng, ScaleMode::kBlock, 8, n, kH);
   std::vector<int32_t> offsets = {0};
   for (int32_t c : counts) offsets.push_back(offsets.back() + c);
@@ -208,7 +209,7 @@ TEST(Fp8ExpertsTest, BlockGroupedGemmMatchesTheReference) {
 
   // The quantizing epilogue: e4m3 [R, I] and its 1 x 128 scales [I/128, R].
   HostTensor cq(DType::kF8E4M3, {rows, kI});
-  HostTensor cq_scale(DType::kF32, {Blocks128(kI), rows});
+  HostTensor cq_scale(DType::kF32, {Blocks128(kI), scale_rows});
   std::memset(cq.ref().data, 0x7f, rows * kI);  // NaN codes
   cq_scale.Poison();
   TAILOR_ASSERT_OK(GroupedGemm(SharedRuntime(),
@@ -238,8 +239,8 @@ TEST(Fp8ExpertsTest, BlockGroupedGemmMatchesTheReference) {
   double diff = 0, norm = 0;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < kI; ++i) {
-      const double got =
-          double{E4m3ToFloat(got_q[r * kI + i])} * got_s[(i / 128) * rows + r];
+      const double got = double{E4m3ToFloat(got_q[r * kI + i])} *
+                         got_s[(i / 128) * scale_rows + r];
       ASSERT_FALSE(std::isnan(got)) << "row " << r << " col " << i;
       diff += (got - want_d[r * kI + i]) * (got - want_d[r * kI + i]);
       norm += want_d[r * kI + i] * want_d[r * kI + i];
