@@ -2,10 +2,9 @@
 // kernels on CUDA from their typed specs: block mode on sm_90a
 // (templates/cuda/moe/fp8_{pack,grouped_gemm_sm90}.cuh).
 //
-// The generator is all the CUDA FP8 path has so far: no launch glue reaches
-// these kernels from the moe:: ops yet (CudaMoeKernels::SupportsScaleMode
-// says Unimplemented), so they are compiled in CI (NVRTC) and run on the
-// GPU only through the dev harness bench/fp8.
+// moe::GroupedGemm reaches the GEMM (moe/fp8_launch.cc); the quantizing
+// Pack has no launch yet (moe::Experts on a device workspace has no FP8
+// path), so it is compiled in CI and run only by the dev harness bench/fp8.
 #ifndef TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
 #define TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
 

@@ -313,12 +313,17 @@ absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(DescriptorPool& descriptors,
 
 absl::Status CudaMoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
   if (mode == moe::ScaleMode::kNone) return absl::OkStatus();
-  return absl::UnimplementedError(
-      hopper_ ? "FP8 (e4m3) MoE on cuda is not wired to the moe:: ops yet "
-                "(the sm_90a FP8 templates are not generated from the "
-                "typed spec)"
-              : "FP8 (e4m3) MoE on cuda needs sm_90a; this device has no "
-                "FP8 MoE kernels (no dequantize-in-registers path)");
+  if (!hopper_) {
+    return absl::UnimplementedError(
+        "FP8 (e4m3) MoE on cuda needs sm_90a; this device has no FP8 MoE "
+        "kernels (no dequantize-in-registers path)");
+  }
+  if (mode != moe::ScaleMode::kBlock) {
+    return absl::UnimplementedError(
+        "cuda's FP8 (e4m3) MoE kernels are block mode only (128 x 128 "
+        "weight blocks, 1 x 128 activation groups)");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
@@ -326,7 +331,8 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const MoeTuning& tuning) {
   if (layer.scale_mode != moe::ScaleMode::kNone) {
     return absl::UnimplementedError(
-        "FP8 (e4m3) MoE layers have no cuda kernels yet");
+        "FP8 (e4m3) MoE layers: moe::Experts on cuda has no FP8 path yet "
+        "(GroupedGemm only)");
   }
   const bool hopper = HopperGemmEnabled(target.arch, tuning);
   // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
@@ -676,6 +682,7 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the cuda backend needs a device plan");
   }
+  if (l.scale_mode != moe::ScaleMode::kNone) return Fp8GroupedGemm(engine, l);
   const MoeGemmKernel kernel =
       GemmKernelFor(hopper_, l.dtype, l.k, l.tile_rows);
   if (kernel == MoeGemmKernel::kHopper) return HopperGroupedGemm(engine, l);
