@@ -90,7 +90,9 @@ class MoeFp8CudaTest : public MoeCudaTest {
     const int64_t useful = ref.offsets.back();
     for (int launch = 0; launch < 2; ++launch) {
       SCOPED_TRACE(absl::StrCat("launch ", launch));
-      TAILOR_ASSERT_OK(GroupedGemm(runtime(), args, ws));
+      const absl::Status status = GroupedGemm(runtime(), args, ws);
+      if (absl::IsUnimplemented(status)) GTEST_SKIP() << status;  // not sm_90a
+      TAILOR_ASSERT_OK(status);
       EXPECT_LT(Error(d_c.Download(), d_cs.Download(), c_ref, useful, out,
                       srows, g.quantized),
                 5e-3);
