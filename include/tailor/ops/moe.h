@@ -158,6 +158,7 @@ struct GemmChoice {
   std::string kernel;    // "cpu", "cuda.sm90_tma_wgmma",
                          // "cuda.sm90_tma_wgmma_swap_ab" (decode steps:
                          // cta_rows is the tokens, wgmma's N),
+                         // "cuda.sm90_tma_wgmma_fp8[_swap_ab]" (FP8),
                          // "cuda.sm80_mma", "cuda.simt", "hip.mfma",
                          // "hip.simt"; while a background compile is
                          // pending on CUDA, "cuda.generic_mma" or
@@ -182,8 +183,10 @@ struct GemmChoice {
   //   wave_sync      1: tiles run in waves that start together
   //   expert_groups  raster group bounds: fixed, forward or back
   // e.g. "tma_store=1,split_k=0,cluster=2,w_evict_first=0,wave_sync=1,
-  // expert_groups=fixed". A key a kernel does not list is not an option of
-  // that kernel; new keys may appear in any release.
+  // expert_groups=fixed". FP8 launches (cpu, cuda.sm90_tma_wgmma_fp8*) list
+  //   scale_mode     per_tensor, per_channel or block
+  // A key a kernel does not list is not an option of that kernel; new keys
+  // may appear in any release.
   std::string features;
 
   // The value of `key` in features; nullopt when the kernel does not list it.
