@@ -82,6 +82,36 @@ absl::StatusOr<std::shared_ptr<Kernel>> Fp8KernelFor(
   return engine.GetKernel(key, engine.GeneratorFor(key.op, generate));
 }
 
+// The plan summary's record of a launch (the N tile of its epilogue).
+GemmConfig Fp8Config(const GroupedGemmLaunch& launch, int tile_n) {
+  return {.kernel = "cpu",
+          .n = launch.n,
+          .k = launch.k,
+          .cta_rows = static_cast<int32_t>(launch.tile_rows),
+          .cta_cols = tile_n,
+          .k_tile = kernels::kMoeFp8Block,
+          .features = {{.key = "scale_mode",
+                        .value = static_cast<int64_t>(launch.scale_mode),
+                        .name = ScaleModeName(launch.scale_mode)}}};
+}
+
+// The params of the launch of one plan variant (its work items).
+MoeFp8GroupedGemmParams Fp8Params(const GroupedGemmLaunch& launch,
+                                  const plan::PiecewisePlan& plan,
+                                  const plan::VariantRange& range) {
+  return {.a = static_cast<const uint8_t*>(launch.a),
+          .a_scales = launch.a_scales,
+          .w = static_cast<const uint8_t*>(launch.w),
+          .w_scales = launch.w_scales,
+          .c = launch.c,
+          .c_scales = launch.c_scales,
+          .work = reinterpret_cast<const MoeWorkItem*>(plan.work().data() +
+                                                       range.begin),
+          .num_work = range.size(),
+          .a_scale_rows = launch.a_scale_rows,
+          .c_scale_rows = launch.c_scale_rows};
+}
+
 MoeGemmSpec SpecOf(const GroupedGemmLaunch& launch, int32_t tail_class) {
   return MoeGemmSpec{.dtype = launch.dtype,
                      .n = launch.n,
@@ -140,18 +170,7 @@ absl::Status Fp8GroupedGemm(Engine& engine, const GroupedGemmLaunch& launch,
   const bool quantized = launch.dtype == DType::kF8E4M3;
   const int tile_n =
       quantized ? kernels::kMoeFp8GemmQuantTileN : kernels::kMoeFp8GemmTileN;
-  if (launch.config != nullptr) {
-    *launch.config = {
-        .kernel = "cpu",
-        .n = launch.n,
-        .k = launch.k,
-        .cta_rows = static_cast<int32_t>(launch.tile_rows),
-        .cta_cols = tile_n,
-        .k_tile = kernels::kMoeFp8Block,
-        .features = {{.key = "scale_mode",
-                      .value = static_cast<int64_t>(launch.scale_mode),
-                      .name = ScaleModeName(launch.scale_mode)}}};
-  }
+  if (launch.config != nullptr) *launch.config = Fp8Config(launch, tile_n);
   const bool gated = launch.epilogue == moe::Epilogue::kSiluAndMul;
   const int64_t out_cols = gated ? launch.n / 2 : launch.n;
   const int64_t out_per_tile = gated ? tile_n / 2 : tile_n;
@@ -169,17 +188,7 @@ absl::Status Fp8GroupedGemm(Engine& engine, const GroupedGemmLaunch& launch,
     const SpecKey key = SpecOf(launch, range.tail_class).ToKey(engine.target());
     TAILOR_ASSIGN_OR_RETURN(kernels[pending],
                             Fp8KernelFor(engine, key, generate));
-    params[pending] = {.a = static_cast<const uint8_t*>(launch.a),
-                       .a_scales = launch.a_scales,
-                       .w = static_cast<const uint8_t*>(launch.w),
-                       .w_scales = launch.w_scales,
-                       .c = launch.c,
-                       .c_scales = launch.c_scales,
-                       .work = reinterpret_cast<const MoeWorkItem*>(
-                           plan.work().data() + range.begin),
-                       .num_work = range.size(),
-                       .a_scale_rows = launch.a_scale_rows,
-                       .c_scale_rows = launch.c_scale_rows};
+    params[pending] = Fp8Params(launch, plan, range);
     LaunchRequest& request = requests[pending];
     request = {.kernel = kernels[pending].get(),
                .params = &params[pending],

@@ -79,6 +79,42 @@ absl::Status ExpectFp8Launch(const GroupedGemmLaunch& l) {
   return absl::OkStatus();
 }
 
+// The maps of A and W (over the buffers' reserved rows, the same every
+// step) and of A's scales.
+absl::Status EncodeFp8Maps(DescriptorPool& descriptors,
+                           const GroupedGemmLaunch& l, int a_rows,
+                           MoeFp8GemmSm90Params& p) {
+  const int64_t rows = std::max(l.rows, l.row_capacity);
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes a,
+                          descriptors.GetOrEncode(E4m3Rows(
+                              l.a, rows, l.k, static_cast<uint32_t>(a_rows))));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
+                          descriptors.GetOrEncode(E4m3Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes scales,
+                          descriptors.GetOrEncode(ScaleRows(
+                              l.a_scales, l.a_scale_rows, l.k, a_rows)));
+  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
+  std::memcpy(&p.a_scale_map, scales.bytes, sizeof(p.a_scale_map));
+  return absl::OkStatus();
+}
+
+// The plan summary's record of a launch.
+tailor::internal::GemmConfig Fp8Config(const GroupedGemmLaunch& l, bool swap_ab,
+                                       int a_rows, int cta_rows, int ctas) {
+  return {.kernel = swap_ab ? "cuda.sm90_tma_wgmma_fp8_swap_ab"
+                            : "cuda.sm90_tma_wgmma_fp8",
+          .n = l.n,
+          .k = l.k,
+          .cta_rows = swap_ab ? a_rows : cta_rows,
+          .cta_cols = kMoeSm90WRows,
+          .k_tile = kMoeFp8Block,
+          .stages = MoeFp8Stages(a_rows),
+          .ctas = ctas,
+          .features = {{.key = "scale_mode", .value = 3, .name = "block"}}};
+}
+
 }  // namespace
 
 absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
@@ -104,19 +140,7 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
       std::shared_ptr<tailor::internal::Kernel> kernel,
       engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
   MoeFp8GemmSm90Params p = {};
-  const int64_t rows = std::max(l.rows, l.row_capacity);
-  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes a,
-                          descriptors_.GetOrEncode(E4m3Rows(
-                              l.a, rows, l.k, static_cast<uint32_t>(a_rows))));
-  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
-                          descriptors_.GetOrEncode(E4m3Rows(
-                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
-  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes scales,
-                          descriptors_.GetOrEncode(ScaleRows(
-                              l.a_scales, l.a_scale_rows, l.k, a_rows)));
-  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
-  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
-  std::memcpy(&p.a_scale_map, scales.bytes, sizeof(p.a_scale_map));
+  TAILOR_RETURN_IF_ERROR(EncodeFp8Maps(descriptors_, l, a_rows, p));
   p.w_scales = l.w_scales;
   p.c = l.c;
   p.c_scales = l.c_scales;
@@ -136,17 +160,7 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   const int ctas = MoeSm90Ctas(max_tiles, l.k, multiprocessors_,
                                /*split_k=*/false, swap_ab);
   if (l.config != nullptr) {
-    *l.config = {
-        .kernel = swap_ab ? "cuda.sm90_tma_wgmma_fp8_swap_ab"
-                          : "cuda.sm90_tma_wgmma_fp8",
-        .n = l.n,
-        .k = l.k,
-        .cta_rows = swap_ab ? a_rows : cta_rows,
-        .cta_cols = kMoeSm90WRows,
-        .k_tile = kMoeFp8Block,
-        .stages = MoeFp8Stages(a_rows),
-        .ctas = ctas,
-        .features = {{.key = "scale_mode", .value = 3, .name = "block"}}};
+    *l.config = Fp8Config(l, swap_ab, a_rows, cta_rows, ctas);
   }
   LaunchConfig config;
   config.grid = {.x = static_cast<uint32_t>(std::max(ctas, 1))};
