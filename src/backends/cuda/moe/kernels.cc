@@ -479,6 +479,10 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
 // ---- executors --------------------------------------------------------------
 
 absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
+  if (l.scale_mode != moe::ScaleMode::kNone) {  // no launch glue yet
+    return absl::UnimplementedError(
+        "moe.pack: the quantizing Pack has no cuda launch yet");
+  }
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
   const MoePackParams p = gpu::MoePackParamsOf(l);
