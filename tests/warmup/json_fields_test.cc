@@ -39,8 +39,8 @@ TEST(JsonDocumentTest, RefusesWhatIsNotARegularFileWithoutBlocking) {
   const std::string fifo = dir.path() + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   for (const auto& [path, kind] :
-       {std::pair{fifo, "a FIFO"},
-        {std::string("/dev/zero"), "a character device"},
+       {std::pair{fifo, "a FIFO"}, {std::string("/dev/zero"),
+                                    "a character device"},
         {dir.path(), "a directory"}}) {
     auto read = std::async(std::launch::async, [path = path] {
       return ReadJsonDocumentFile(path, "history");
@@ -48,9 +48,10 @@ TEST(JsonDocumentTest, RefusesWhatIsNotARegularFileWithoutBlocking) {
     ASSERT_EQ(read.wait_for(std::chrono::seconds(10)),
               std::future_status::ready)
         << path;  // (a hung FIFO read leaks the thread; the test fails)
-    EXPECT_THAT(read.get(), StatusIs(absl::StatusCode::kInvalidArgument,
-                                     "history " + path + ": is " + kind +
-                                         ", not a regular file"));
+    EXPECT_THAT(read.get(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "history " + path + ": is " + kind +
+                             ", not a regular file"));
   }
 }
 

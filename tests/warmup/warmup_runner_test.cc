@@ -46,8 +46,7 @@ TEST(WarmupSummaryTest, NotSavedAndFailedCountTheListedProblems) {
   std::smatch row;
   ASSERT_TRUE(std::regex_search(
       summary.table, row,
-      std::regex(
-          R"(total \(wall 1.00 s\) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+))")))
+      std::regex(R"(total \(wall 1.00 s\) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+))")))
       << summary.table;
   EXPECT_EQ(row[1], "5");  // variants
   EXPECT_EQ(row[2], "2");  // found on disk
@@ -66,9 +65,7 @@ class RecheckTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = *std::move(runtime);
-    ServingProfile profile = {.moe = {{.experts = 8,
-                                       .topk = 2,
-                                       .hidden = 64,
+    ServingProfile profile = {.moe = {{.experts = 8, .topk = 2, .hidden = 64,
                                        .intermediate = 32,
                                        .dtypes = {DType::kF32},
                                        .routing = {moe::RoutingPolicy{}}}}};

@@ -254,8 +254,7 @@ absl::Status RouteUnguarded(Runtime& runtime, const RouteArgs& args,
   TAILOR_ASSIGN_OR_RETURN(
       plan::PlanParams params,
       internal::ResolvePolicy(
-          args.policy,
-          kernels->DefaultTileRows(tokens * k, args.num_experts, tokens),
+          args.policy, kernels->DefaultTileRows(tokens * k, args.num_experts, tokens),
           kernels->MaxTileRows()));
   if (runtime.device().type == DeviceType::kCpu) {
     TAILOR_RETURN_IF_ERROR(RouteOnHost(args, params, *w));

@@ -37,8 +37,7 @@ WorkspaceLimits Limits(int64_t max_tokens, int64_t k, int64_t experts,
 // The route header of a device workspace: num_work, num_rows, blocks_done.
 std::vector<int32_t> RouteHeader(const cuda::DriverApi& api,
                                  const Workspace& ws) {
-  const internal::MoeDeviceBuffers& d =
-      *tailor::internal::WorkspaceImplOf(ws)->device;
+  const internal::MoeDeviceBuffers& d = *tailor::internal::WorkspaceImplOf(ws)->device;
   return DownloadI32(api,
                      static_cast<const char*>(d.at(d.scratch)) +
                          offsetof(cuda::MoeRouteHeader, num_work),
@@ -115,9 +114,9 @@ class MoeCudaRouteTest : public MoeCudaTest {
     ASSERT_EQ(header[0], static_cast<int32_t>(expected_work.size()));
     EXPECT_EQ(header[1], ref.offsets.back());
     EXPECT_EQ(header[2], 0) << "blocks_done must be reset for the next route";
-    std::vector<int32_t> work = DownloadI32(
-        api(), tailor::internal::WorkspaceImplOf(ws)->device->work_items(),
-        4 * header[0]);
+    std::vector<int32_t> work =
+        DownloadI32(api(), tailor::internal::WorkspaceImplOf(ws)->device->work_items(),
+                    4 * header[0]);
     for (size_t i = 0; i < expected_work.size(); ++i) {
       const plan::WorkItem& w = expected_work[i];
       ASSERT_EQ(
@@ -308,9 +307,9 @@ TEST_F(MoeCudaExpertsTest, StepsOfEveryTEncodeNoNewDescriptors) {
   };
   std::vector<uint64_t> encodes_after_pass;
   for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t t : {kTokens, int64_t{1}, int64_t{2}, int64_t{17}, int64_t{64},
-                      int64_t{100}, int64_t{255}, int64_t{256}, int64_t{300},
-                      int64_t{511}, kTokens - 1}) {
+    for (int64_t t : {kTokens, int64_t{1}, int64_t{2}, int64_t{17},
+                      int64_t{64}, int64_t{100}, int64_t{255}, int64_t{256},
+                      int64_t{300}, int64_t{511}, kTokens - 1}) {
       SCOPED_TRACE(absl::StrCat("pass ", pass, ", T=", t));
       // The first t tokens of the data: views of the same device buffers.
       ExpertsArgs args = d.Args(false);
