@@ -153,6 +153,7 @@ typedef enum tailor_dtype {
   TAILOR_DTYPE_I64 = 5,
   TAILOR_DTYPE_U8 = 6,
   TAILOR_DTYPE_F64 = 7,
+  TAILOR_DTYPE_F8E4M3 = 8, /* FP8 e4m3 (torch.float8_e4m3fn): FP8 MoE only */
 } tailor_dtype;
 
 /* Values of tailor::DeviceType. */
@@ -492,6 +493,47 @@ TAILOR_C_EXPORT tailor_status
 tailor_moe_experts(tailor_runtime* runtime, const tailor_moe_experts_args* args,
                    tailor_moe_workspace* ws);
 
+/* ---- FP8 (e4m3) MoE: tailor::moe::ScaleMode and the quantization args ---
+ * New entries beside the bf16 / f32 ones (their structs are unchanged).
+ * Scale tensors are f32; shapes per mode as in tailor/ops/moe.h. */
+typedef enum tailor_moe_scale_mode {
+  TAILOR_MOE_SCALE_NONE = 0,
+  TAILOR_MOE_SCALE_PER_TENSOR = 1,
+  TAILOR_MOE_SCALE_PER_CHANNEL = 2,
+  TAILOR_MOE_SCALE_BLOCK = 3, /* W 128 x 128, activations 1 x 128 */
+} tailor_moe_scale_mode;
+
+/* tailor::moe::ExpertsQuantization. block_shape {0, 0} means {128, 128}. */
+typedef struct tailor_moe_experts_quantization {
+  int32_t mode;                  /* tailor_moe_scale_mode */
+  tailor_tensor w13_scale;       /* [E] | [E, 2I] | [E, 2I/128, H/128] */
+  tailor_tensor w2_scale;        /* [E] | [E, H] | [E, H/128, I/128] */
+  const tailor_tensor* a1_scale; /* [1] (per tensor), or NULL */
+  const tailor_tensor* a2_scale; /* [1] (per tensor), or NULL */
+  int64_t block_shape[2];        /* [block_n, block_k] */
+} tailor_moe_experts_quantization;
+
+/* tailor::moe::Experts with FP8 weights: args->w13 / w2 are
+ * TAILOR_DTYPE_F8E4M3, scaled by `quant` (NULL: tailor_moe_experts). */
+TAILOR_C_EXPORT tailor_status tailor_moe_experts_quantized(
+    tailor_runtime* runtime, const tailor_moe_experts_args* args,
+    const tailor_moe_experts_quantization* quant, tailor_moe_workspace* ws);
+
+/* tailor::moe::GemmQuantization. block_shape {0, 0} means {128, 128}. */
+typedef struct tailor_moe_gemm_quantization {
+  int32_t mode;           /* tailor_moe_scale_mode */
+  tailor_tensor a_scale;  /* [1] | [R] | [K/128, R] */
+  tailor_tensor w_scale;  /* [E] | [E, N] | [E, N/128, K/128] */
+  tailor_tensor c_scale;  /* [N/2/128, R] when c is e4m3, else unset */
+  int64_t block_shape[2]; /* [block_n, block_k] */
+} tailor_moe_gemm_quantization;
+
+/* tailor::moe::GroupedGemm with e4m3 a and w, scaled by `quant` (NULL:
+ * tailor_moe_grouped_gemm). */
+TAILOR_C_EXPORT tailor_status tailor_moe_grouped_gemm_quantized(
+    tailor_runtime* runtime, const tailor_moe_grouped_gemm_args* args,
+    const tailor_moe_gemm_quantization* quant, const tailor_moe_workspace* ws);
+
 /* ---- attention: paged decode (tailor/ops/attention.h) --------------------
  * Plan once per step on the host (seq_lens in host memory), run every layer
  * (on a device: asynchronously on `stream`, capturable in a CUDA graph). */
@@ -781,9 +823,9 @@ TAILOR_C_EXPORT tailor_status tailor_attention_take_decode_errors(
     tailor_runtime* runtime, tailor_attention_decode_workspace* ws,
     void* stream);
 TAILOR_C_DEPRECATED("tailor_attention_decode_workspace_get_info")
-TAILOR_C_EXPORT tailor_status tailor_decode_workspace_get_info(
-    const tailor_attention_decode_workspace* ws,
-    tailor_attention_decode_workspace_info* out);
+TAILOR_C_EXPORT tailor_status
+tailor_decode_workspace_get_info(const tailor_attention_decode_workspace* ws,
+                                 tailor_attention_decode_workspace_info* out);
 TAILOR_C_DEPRECATED("tailor_attention_decode_plan")
 TAILOR_C_EXPORT tailor_status tailor_attention_plan_decode(
     tailor_runtime* runtime, const tailor_attention_decode_plan_args* args,

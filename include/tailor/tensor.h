@@ -30,6 +30,9 @@ enum class DType : uint8_t {
   kI64 = 5,
   kU8 = 6,
   kF64 = 7,
+  // OCP FP8 E4M3 (torch.float8_e4m3fn): 1 byte, largest finite 448, no
+  // infinities. Only as the quantized operands of the FP8 MoE ops.
+  kF8E4M3 = 8,
 };
 
 // Bytes per element of `dtype`.

@@ -20,6 +20,7 @@ MAX_RANK = 6
 # tailor_dtype
 DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_I32, DTYPE_I64, DTYPE_U8, DTYPE_F64 = (
     1, 2, 3, 4, 5, 6, 7)
+DTYPE_F8E4M3 = 8  # FP8 e4m3 (torch.float8_e4m3fn): FP8 MoE operands only
 # tailor_device_type
 DEVICE_CPU, DEVICE_CUDA, DEVICE_HIP = 0, 1, 2
 # tailor_backend
@@ -36,6 +37,8 @@ TAIL_POLICIES = {"next_power_of_two": 0, "exact": 1, "full_tile": 2}
 EPILOGUES = {"none": 0, "silu_and_mul": 1}
 # tailor_moe_activation
 ACTIVATIONS = {"silu": 0}
+# tailor_moe_scale_mode
+SCALE_MODES = {"none": 0, "per_tensor": 1, "per_channel": 2, "block": 3}
 
 _i32, _i64, _vp, _cp = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p
 
@@ -123,6 +126,17 @@ class ExpertsArgs(ctypes.Structure):
                 ("expert_map", _TensorP), ("valid_tokens", _TensorP),
                 ("activation", _i32), ("policy", RoutingPolicy),
                 ("out", Tensor), ("stream", _vp)]
+
+
+class ExpertsQuantization(ctypes.Structure):
+    _fields_ = [("mode", _i32), ("w13_scale", Tensor), ("w2_scale", Tensor),
+                ("a1_scale", _TensorP), ("a2_scale", _TensorP),
+                ("block_shape", _i64 * 2)]
+
+
+class GemmQuantization(ctypes.Structure):
+    _fields_ = [("mode", _i32), ("a_scale", Tensor), ("w_scale", Tensor),
+                ("c_scale", Tensor), ("block_shape", _i64 * 2)]
 
 
 class DecodeLimits(ctypes.Structure):
@@ -228,6 +242,10 @@ _SIGNATURES = {
     "tailor_moe_grouped_gemm": (ctypes.c_int, [_vp, _P(GroupedGemmArgs), _vp]),
     "tailor_moe_combine": (ctypes.c_int, [_vp, _P(CombineArgs)]),
     "tailor_moe_experts": (ctypes.c_int, [_vp, _P(ExpertsArgs), _vp]),
+    "tailor_moe_experts_quantized": (
+        ctypes.c_int, [_vp, _P(ExpertsArgs), _P(ExpertsQuantization), _vp]),
+    "tailor_moe_grouped_gemm_quantized": (
+        ctypes.c_int, [_vp, _P(GroupedGemmArgs), _P(GemmQuantization), _vp]),
     "tailor_attention_decode_workspace_create": (ctypes.c_int, [_P(_vp)]),
     "tailor_attention_decode_workspace_destroy": (None, [_vp]),
     "tailor_attention_decode_workspace_reserve": (

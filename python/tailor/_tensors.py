@@ -21,7 +21,7 @@ _NUMPY_TYPESTR = {
 }
 _ITEMSIZE = {_capi.DTYPE_F32: 4, _capi.DTYPE_BF16: 2, _capi.DTYPE_F16: 2,
              _capi.DTYPE_I32: 4, _capi.DTYPE_I64: 8, _capi.DTYPE_U8: 1,
-             _capi.DTYPE_F64: 8}
+             _capi.DTYPE_F64: 8, _capi.DTYPE_F8E4M3: 1}
 _DEVICE_TYPES = {"cpu": _capi.DEVICE_CPU, "cuda": _capi.DEVICE_CUDA}
 
 _torch_dtypes = None  # torch.dtype -> tailor dtype, built on first torch use
@@ -36,6 +36,8 @@ def _torch_dtype_map(torch):
             torch.int64: _capi.DTYPE_I64, torch.uint8: _capi.DTYPE_U8,
             torch.float64: _capi.DTYPE_F64,
         }
+        if hasattr(torch, "float8_e4m3fn"):  # FP8 MoE operands
+            _torch_dtypes[torch.float8_e4m3fn] = _capi.DTYPE_F8E4M3
     return _torch_dtypes
 
 
@@ -80,6 +82,8 @@ def _from_numpy(t, x, name, output):
     dtype = _NUMPY_TYPESTR.get(typestr)
     if dtype is None and x.dtype.name == "bfloat16":  # ml_dtypes
         dtype = _capi.DTYPE_BF16
+    if dtype is None and x.dtype.name == "float8_e4m3fn":  # ml_dtypes
+        dtype = _capi.DTYPE_F8E4M3
     if dtype is None:
         raise invalid_argument(f"{name}: unsupported numpy dtype {x.dtype}",
                                type_error=True)

@@ -296,19 +296,91 @@ class _ExpertsCall(ctypes.Structure):
                 ("valid_tokens", _capi.Tensor)]
 
 
+class _QuantCall(ctypes.Structure):
+    """ExpertsQuantization plus the optional scales it points to."""
+    _fields_ = [("quant", _capi.ExpertsQuantization),
+                ("a1_scale", _capi.Tensor), ("a2_scale", _capi.Tensor)]
+
+
+def _experts_quantization(scale_mode, w13_scale, w2_scale, a1_scale,
+                          a2_scale, block_shape):
+    """The FP8 args of experts(): (struct, objects to keep alive)."""
+    if scale_mode not in _capi.SCALE_MODES or scale_mode == "none":
+        modes = sorted(set(_capi.SCALE_MODES) - {"none"})
+        raise invalid_argument(f"scale_mode: one of {modes}, got {scale_mode!r}")
+    call = _QuantCall()
+    quant = call.quant
+    quant.mode = _capi.SCALE_MODES[scale_mode]
+    fill = _tensors.fill
+    keep = (call,)
+    if w13_scale is not None:
+        keep += (fill(quant.w13_scale, w13_scale),)
+    if w2_scale is not None:
+        keep += (fill(quant.w2_scale, w2_scale),)
+    if a1_scale is not None:
+        keep += (fill(call.a1_scale, a1_scale),)
+        quant.a1_scale = ctypes.pointer(call.a1_scale)
+    if a2_scale is not None:
+        keep += (fill(call.a2_scale, a2_scale),)
+        quant.a2_scale = ctypes.pointer(call.a2_scale)
+    if block_shape is not None:
+        quant.block_shape[:] = list(block_shape)
+    return quant, keep
+
+
+def _experts_quantized(runtime, hidden, w13, w2, topk_weights, topk_ids, out,
+                       ws, expert_map, valid_tokens, tile_rows, tail, stream,
+                       quant_kwargs):
+    quant, keep_quant = _experts_quantization(**quant_kwargs)
+    call = _ExpertsCall()
+    args = call.args
+    fill = _tensors.fill
+    keep = (fill(args.hidden, hidden), fill(args.w13, w13), fill(args.w2, w2),
+            fill(args.topk_weights, topk_weights),
+            fill(args.topk_ids, topk_ids), fill(args.out, out))
+    if expert_map is not None:
+        keep += (fill(call.expert_map, expert_map),)
+        args.expert_map = ctypes.pointer(call.expert_map)
+    if valid_tokens is not None:
+        keep += (fill(call.valid_tokens, valid_tokens),)
+        args.valid_tokens = ctypes.pointer(call.valid_tokens)
+    if tile_rows or tail != "pow2":
+        args.policy = _policy(tile_rows, tail)
+    args.stream = _stream(stream, hidden)
+    check(lib.tailor_moe_experts_quantized(runtime, ctypes.byref(args),
+                                           ctypes.byref(quant), ws._handle))
+    ws._runtime = runtime
+    del keep, keep_quant
+
+
 def experts(runtime, hidden, w13, w2, topk_weights, topk_ids, out, ws, *,
             expert_map=None, valid_tokens=None, activation="silu",
-            tile_rows=0, tail="pow2", stream=None):
+            tile_rows=0, tail="pow2", stream=None, scale_mode=None,
+            w13_scale=None, w2_scale=None, a1_scale=None, a2_scale=None,
+            block_shape=None):
     """tailor::moe::Experts — vLLM's fused_experts into `out` [T, H] (which
     may be `hidden` itself): route, pack, gemm1 + silu_and_mul, gemm2,
     combine. w13 [E, 2I, H] (gate rows, then up), w2 [E, H, I].
 
     A token whose topk_ids row names an expert more than once gets that
     expert's output once per slot, each scaled by its slot's weight (as
-    vLLM's fused_experts); nothing is merged or refused."""
+    vLLM's fused_experts); nothing is merged or refused.
+
+    FP8 weights (tailor::moe::ExpertsQuantization): scale_mode "block"
+    (w13_scale [E, 2I/128, H/128], w2_scale [E, H/128, I/128], block_shape
+    [128, 128]), "per_channel" ([E, 2I], [E, H]) or "per_tensor" ([E], [E],
+    and the static activation scales a1_scale, a2_scale [1]); w13 and w2
+    float8_e4m3fn, scales float32, hidden and out bf16 | f32."""
     if activation != "silu":
         raise invalid_argument(f"activation: only 'silu' is supported, got "
                                f"{activation!r}")
+    if scale_mode is not None:
+        return _experts_quantized(
+            runtime, hidden, w13, w2, topk_weights, topk_ids, out, ws,
+            expert_map, valid_tokens, tile_rows, tail, stream,
+            dict(scale_mode=scale_mode, w13_scale=w13_scale,
+                 w2_scale=w2_scale, a1_scale=a1_scale, a2_scale=a2_scale,
+                 block_shape=block_shape))
     if (_fastcall is not None and expert_map is None and valid_tokens is None
             and not tile_rows and tail == "pow2"):
         if not _fastcall_knows_torch:

@@ -16,6 +16,16 @@ with plan_ragged_attention), at the end of this file.
   fused_experts(...)  the Python function with vLLM's exact semantics:
       inplace=True writes hidden_states and returns it.
 
+FP8 weights (vLLM's use_fp8_w8a8=True; both ops and fused_experts take the
+keywords use_fp8_w8a8, w1_scale, w2_scale, a1_scale, a2_scale, block_shape
+after expert_map): w1 and w2 float8_e4m3fn with float32 scales, the mode
+read from them as vLLM does: block_shape [128, 128] -> block scales
+(w1_scale [E, 2I/128, H/128], w2_scale [E, H/128, I/128], activations
+quantized per token in 1 x 128 groups); one scale per expert -> per tensor
+(a1_scale and a2_scale, the static activation scales, required); else per
+channel (w1_scale [E, 2I] or [E, 2I, 1], activations per token). CPU
+runtimes run it; CUDA raises NotImplementedError for now.
+
 Shapes (vLLM's): hidden_states [T, H] bf16 | f32, w1 [E, 2I, H] (gate rows,
 then up), w2 [E, H, I], topk_weights [T, k] (any float dtype: f32 is used),
 topk_ids [T, k] int32 | int64, expert_map [E_global] int32 (global id ->
@@ -105,8 +115,45 @@ def _check_experts(w1, expert_map, global_num_experts):
             f"({expert_map.shape[0]}), got {global_num_experts}")
 
 
+def _fp8_kwargs(w1, use_fp8_w8a8, w1_scale, w2_scale, a1_scale, a2_scale,
+                block_shape):
+    """moe.experts' FP8 keywords from vLLM's, or {} without use_fp8_w8a8."""
+    given = {"w1_scale": w1_scale, "w2_scale": w2_scale,
+             "a1_scale": a1_scale, "a2_scale": a2_scale,
+             "block_shape": block_shape}
+    if not use_fp8_w8a8:
+        for name, value in given.items():
+            if value is not None:
+                raise invalid_argument(f"{name}: given without use_fp8_w8a8=True")
+        return {}
+    if w1_scale is None or w2_scale is None:
+        raise invalid_argument("use_fp8_w8a8=True: w1_scale and w2_scale are "
+                         "required")
+
+    def f32(t, *shape):
+        if t is None:
+            return None
+        t = t.to(torch.float32).contiguous()
+        return t.reshape(*shape) if shape else t
+
+    experts = w1.shape[0]
+    if block_shape is not None:
+        mode, s1, s2 = "block", f32(w1_scale), f32(w2_scale)
+    elif w1_scale.numel() == experts:
+        mode = "per_tensor"
+        s1, s2 = f32(w1_scale, experts), f32(w2_scale, experts)
+    else:
+        mode = "per_channel"
+        s1, s2 = f32(w1_scale, experts, -1), f32(w2_scale, experts, -1)
+    static = mode == "per_tensor"
+    return {"scale_mode": mode, "w13_scale": s1, "w2_scale": s2,
+            "a1_scale": f32(a1_scale, 1) if static else f32(a1_scale),
+            "a2_scale": f32(a2_scale, 1) if static else f32(a2_scale),
+            "block_shape": None if block_shape is None else list(block_shape)}
+
+
 def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
-         global_num_experts, expert_map):
+         global_num_experts, expert_map, fp8=None):
     if activation != "silu":
         raise tailor.UnimplementedError(
             12, f"activation: {activation!r}: only 'silu' is supported")
@@ -130,41 +177,56 @@ def _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
     try:
         moe.experts(_runtime(device), hidden_states.contiguous(), w1, w2,
                     topk_weights.contiguous(), topk_ids.contiguous(), out,
-                    ws, expert_map=expert_map, stream=stream)
+                    ws, expert_map=expert_map, stream=stream,
+                    **(fp8 or {}))
     except tailor.Error as error:  # the C API's w13 is this op's w1
         raise renamed(error, {"w13": "w1"}) from None
 
 
 def _fused_experts_impl(hidden_states, w1, w2, topk_weights, topk_ids,
                         inplace=False, activation="silu",
-                        global_num_experts=-1, expert_map=None):
+                        global_num_experts=-1, expert_map=None,
+                        use_fp8_w8a8=False, w1_scale=None, w2_scale=None,
+                        a1_scale=None, a2_scale=None, block_shape=None):
     if inplace:
         raise invalid_argument(
             "inplace=True: a torch op cannot return its input; call "
             "torch.ops.tailor.inplace_fused_experts, or "
             "tailor.torch_ops.fused_experts(..., inplace=True)")
     out = torch.empty_like(hidden_states)
+    fp8 = _fp8_kwargs(w1, use_fp8_w8a8, w1_scale, w2_scale, a1_scale,
+                      a2_scale, block_shape)
     _run(hidden_states, w1, w2, topk_weights, topk_ids, out, activation,
-         global_num_experts, expert_map)
+         global_num_experts, expert_map, fp8)
     return out
 
 
 def _fused_experts_fake(hidden_states, w1, w2, topk_weights, topk_ids,
                         inplace=False, activation="silu",
-                        global_num_experts=-1, expert_map=None):
+                        global_num_experts=-1, expert_map=None,
+                        use_fp8_w8a8=False, w1_scale=None, w2_scale=None,
+                        a1_scale=None, a2_scale=None, block_shape=None):
     return torch.empty_like(hidden_states)
 
 
 def _inplace_fused_experts_impl(hidden_states, w1, w2, topk_weights,
                                 topk_ids, activation="silu",
-                                global_num_experts=-1, expert_map=None):
+                                global_num_experts=-1, expert_map=None,
+                                use_fp8_w8a8=False, w1_scale=None,
+                                w2_scale=None, a1_scale=None, a2_scale=None,
+                                block_shape=None):
+    fp8 = _fp8_kwargs(w1, use_fp8_w8a8, w1_scale, w2_scale, a1_scale,
+                      a2_scale, block_shape)
     _run(hidden_states, w1, w2, topk_weights, topk_ids, hidden_states,
-         activation, global_num_experts, expert_map)
+         activation, global_num_experts, expert_map, fp8)
 
 
 def _inplace_fused_experts_fake(hidden_states, w1, w2, topk_weights,
                                 topk_ids, activation="silu",
-                                global_num_experts=-1, expert_map=None):
+                                global_num_experts=-1, expert_map=None,
+                                use_fp8_w8a8=False, w1_scale=None,
+                                w2_scale=None, a1_scale=None, a2_scale=None,
+                                block_shape=None):
     return None
 
 
@@ -173,7 +235,10 @@ def _inplace_fused_experts_fake(hidden_states, w1, w2, topk_weights,
 # costs ~80 us a call here, this ~10 us.
 _ARGS = ("Tensor w1, Tensor w2, Tensor topk_weights, Tensor topk_ids, "
          "{inplace}str activation='silu', int global_num_experts=-1, "
-         "Tensor? expert_map=None")
+         "Tensor? expert_map=None, bool use_fp8_w8a8=False, "
+         "Tensor? w1_scale=None, Tensor? w2_scale=None, "
+         "Tensor? a1_scale=None, Tensor? a2_scale=None, "
+         "int[]? block_shape=None")
 _library = torch.library.Library("tailor", "DEF")
 _library.define("fused_experts(Tensor hidden_states, " +
                 _ARGS.format(inplace="bool inplace=False, ") + ") -> Tensor")
@@ -190,17 +255,20 @@ torch.library.register_fake("tailor::inplace_fused_experts",
 
 def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids,
                   inplace=False, activation="silu", global_num_experts=-1,
-                  expert_map=None):
+                  expert_map=None, use_fp8_w8a8=False, w1_scale=None,
+                  w2_scale=None, a1_scale=None, a2_scale=None,
+                  block_shape=None):
     """vLLM's fused_experts(...) contract: the output, which is
     hidden_states itself when inplace=True."""
+    fp8 = (use_fp8_w8a8, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
     if inplace:
         torch.ops.tailor.inplace_fused_experts(
             hidden_states, w1, w2, topk_weights, topk_ids, activation,
-            global_num_experts, expert_map)
+            global_num_experts, expert_map, *fp8)
         return hidden_states
     return torch.ops.tailor.fused_experts(
         hidden_states, w1, w2, topk_weights, topk_ids, False, activation,
-        global_num_experts, expert_map)
+        global_num_experts, expert_map, *fp8)
 
 
 def fused_experts_reference(hidden_states, w1, w2, topk_weights, topk_ids,

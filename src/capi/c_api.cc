@@ -98,7 +98,7 @@ absl::Status ExpectNonNull(absl::string_view name, const void* p) {
 absl::StatusOr<TensorRef> ToTensorRef(absl::string_view name,
                                       const tailor_tensor& t) {
   TAILOR_RETURN_IF_ERROR(CheckEnumRange(absl::StrCat(name, ".dtype"), t.dtype,
-                                        TAILOR_DTYPE_F32, TAILOR_DTYPE_F64,
+                                        TAILOR_DTYPE_F32, TAILOR_DTYPE_F8E4M3,
                                         "tailor_dtype"));
   TAILOR_RETURN_IF_ERROR(CheckEnumRange(
       absl::StrCat(name, ".device_type"), t.device_type, TAILOR_DEVICE_CPU,

@@ -96,6 +96,59 @@ absl::StatusOr<moe::ExpertsArgs> ToExpertsArgs(
   return out;
 }
 
+// ---- FP8 quantization args ----------------------------------------------
+
+// A scale tensor: unset (NULL data, rank 0) stays an empty view.
+absl::StatusOr<TensorRef> ToScaleTensor(absl::string_view name,
+                                        const tailor_tensor& t) {
+  if (t.data == nullptr && t.rank == 0) return TensorRef{};
+  return ToTensorRef(name, t);
+}
+
+absl::StatusOr<moe::ScaleMode> ToScaleMode(int32_t mode) {
+  if (mode < TAILOR_MOE_SCALE_NONE || mode > TAILOR_MOE_SCALE_BLOCK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quant.mode: not a tailor_moe_scale_mode value: ", mode));
+  }
+  return static_cast<moe::ScaleMode>(mode);
+}
+
+// {0, 0}: the default [128, 128].
+moe::BlockShape ToBlockShape(const int64_t (&shape)[2]) {
+  if (shape[0] == 0 && shape[1] == 0) return {};
+  return {.n = shape[0], .k = shape[1]};
+}
+
+absl::StatusOr<moe::ExpertsQuantization> ToExpertsQuant(
+    const tailor_moe_experts_quantization& in) {
+  moe::ExpertsQuantization out;
+  TAILOR_ASSIGN_OR_RETURN(out.mode, ToScaleMode(in.mode));
+  TAILOR_ASSIGN_OR_RETURN(out.w13_scale,
+                          ToScaleTensor("quant.w13_scale", in.w13_scale));
+  TAILOR_ASSIGN_OR_RETURN(out.w2_scale,
+                          ToScaleTensor("quant.w2_scale", in.w2_scale));
+  TAILOR_ASSIGN_OR_RETURN(out.a1_scale,
+                          ToOptionalTensor("quant.a1_scale", in.a1_scale));
+  TAILOR_ASSIGN_OR_RETURN(out.a2_scale,
+                          ToOptionalTensor("quant.a2_scale", in.a2_scale));
+  out.block_shape = ToBlockShape(in.block_shape);
+  return out;
+}
+
+absl::StatusOr<moe::GemmQuantization> ToGemmQuant(
+    const tailor_moe_gemm_quantization& in) {
+  moe::GemmQuantization out;
+  TAILOR_ASSIGN_OR_RETURN(out.mode, ToScaleMode(in.mode));
+  TAILOR_ASSIGN_OR_RETURN(out.a_scale,
+                          ToScaleTensor("quant.a_scale", in.a_scale));
+  TAILOR_ASSIGN_OR_RETURN(out.w_scale,
+                          ToScaleTensor("quant.w_scale", in.w_scale));
+  TAILOR_ASSIGN_OR_RETURN(out.c_scale,
+                          ToScaleTensor("quant.c_scale", in.c_scale));
+  out.block_shape = ToBlockShape(in.block_shape);
+  return out;
+}
+
 // `text` into the C field `out` of `size` bytes, NUL-terminated; zero-filled
 // first, so the NUL follows what was kept.
 void CopyText(absl::string_view text, char* out, size_t size) {
@@ -304,6 +357,12 @@ tailor_status tailor_moe_pack(tailor_runtime* runtime,
 tailor_status tailor_moe_grouped_gemm(tailor_runtime* runtime,
                                       const tailor_moe_grouped_gemm_args* args,
                                       const tailor_moe_workspace* ws) {
+  return tailor_moe_grouped_gemm_quantized(runtime, args, nullptr, ws);
+}
+
+tailor_status tailor_moe_grouped_gemm_quantized(
+    tailor_runtime* runtime, const tailor_moe_grouped_gemm_args* args,
+    const tailor_moe_gemm_quantization* quant, const tailor_moe_workspace* ws) {
   return Guard([&]() -> absl::Status {
     TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
                             RuntimeOf("runtime", runtime));
@@ -315,6 +374,9 @@ tailor_status tailor_moe_grouped_gemm(tailor_runtime* runtime,
           absl::StrCat("epilogue: not an Epilogue value: ", args->epilogue));
     }
     moe::GroupedGemmArgs cpp;
+    if (quant != nullptr) {
+      TAILOR_ASSIGN_OR_RETURN(cpp.quant, tailor::capi::ToGemmQuant(*quant));
+    }
     TAILOR_ASSIGN_OR_RETURN(cpp.a, ToTensorRef("a", args->a));
     TAILOR_ASSIGN_OR_RETURN(cpp.w, ToTensorRef("w", args->w));
     TAILOR_ASSIGN_OR_RETURN(cpp.c, ToTensorRef("c", args->c));
@@ -351,6 +413,23 @@ tailor_status tailor_moe_experts(tailor_runtime* runtime,
     TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
     TAILOR_ASSIGN_OR_RETURN(moe::ExpertsArgs cpp,
                             tailor::capi::ToExpertsArgs(*args));
+    return moe::Experts(*rt, cpp, *w);
+  });
+}
+
+tailor_status tailor_moe_experts_quantized(
+    tailor_runtime* runtime, const tailor_moe_experts_args* args,
+    const tailor_moe_experts_quantization* quant, tailor_moe_workspace* ws) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(tailor::Runtime * rt,
+                            RuntimeOf("runtime", runtime));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("args", args));
+    TAILOR_ASSIGN_OR_RETURN(moe::Workspace * w, tailor::capi::WorkspaceOf(ws));
+    TAILOR_ASSIGN_OR_RETURN(moe::ExpertsArgs cpp,
+                            tailor::capi::ToExpertsArgs(*args));
+    if (quant != nullptr) {
+      TAILOR_ASSIGN_OR_RETURN(cpp.quant, tailor::capi::ToExpertsQuant(*quant));
+    }
     return moe::Experts(*rt, cpp, *w);
   });
 }

@@ -26,6 +26,8 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kF64:
       return 8;
+    case DType::kF8E4M3:
+      return 1;
   }
   return 0;
 }
@@ -46,6 +48,8 @@ absl::string_view DTypeName(DType dtype) {
       return "u8";
     case DType::kF64:
       return "f64";
+    case DType::kF8E4M3:
+      return "f8e4m3";
   }
   return "invalid";
 }

@@ -52,19 +52,28 @@ absl::Status AddMoeLayer(const KeyTarget& target, const MoeLayerProfile& layer,
                          const Tuning& tuning, JobCollector& jobs,
                          std::vector<std::string>& skipped) {
   for (DType dtype : layer.dtypes) {
+    // f8e4m3: block-scaled FP8 weights, bf16 activations.
+    const bool fp8 = dtype == DType::kF8E4M3;
     for (const moe::RoutingPolicy& policy : layer.routing) {
-      const MoeLayerShape shape = {.dtype = dtype,
-                                   .experts = layer.experts,
-                                   .topk = layer.topk,
-                                   .hidden = layer.hidden,
-                                   .intermediate = layer.intermediate,
-                                   .policy = policy};
+      const MoeLayerShape shape = {
+          .dtype = fp8 ? DType::kBF16 : dtype,
+          .scale_mode = fp8 ? moe::ScaleMode::kBlock : moe::ScaleMode::kNone,
+          .experts = layer.experts,
+          .topk = layer.topk,
+          .hidden = layer.hidden,
+          .intermediate = layer.intermediate,
+          .policy = policy};
       absl::StatusOr<std::vector<KernelJob>> kernels =
           LayerKernelsOn("moe", target, {.moe = &shape}, tuning);
       if (absl::IsUnavailable(kernels.status())) {
         skipped.push_back(
             absl::StrCat(layer.path, ": ", kernels.status().message()));
         return absl::OkStatus();
+      }
+      if (absl::IsUnimplemented(kernels.status())) {  // e.g. FP8 on cuda
+        skipped.push_back(absl::StrCat(layer.path, " ", DTypeName(dtype), ": ",
+                                       kernels.status().message()));
+        continue;
       }
       if (!kernels.ok()) {
         return absl::InvalidArgumentError(

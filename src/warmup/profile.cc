@@ -105,6 +105,24 @@ std::vector<moe::RoutingPolicy> ReadRouting(FieldReader& layer,
   return policies;
 }
 
+// f8e4m3 layers run block mode: H and I (GEMM K dims) in whole 128 blocks,
+// as moe::Experts requires.
+void ExpectFp8BlockDims(FieldReader& reader, const MoeLayerProfile& layer) {
+  if (std::find(layer.dtypes.begin(), layer.dtypes.end(), DType::kF8E4M3) ==
+      layer.dtypes.end()) {
+    return;
+  }
+  for (const auto& [name, value] :
+       {std::pair{"hidden", layer.hidden},
+        std::pair{"intermediate", layer.intermediate}}) {
+    if (value > 0 && value % 128 != 0) {
+      reader.Error(name, absl::StrCat("must be a multiple of 128 for f8e4m3 "
+                                      "(128 x 128 block scales), got ",
+                                      value));
+    }
+  }
+}
+
 void ReadMoe(const nlohmann::json& value, std::string path,
              ServingProfile& profile, std::vector<std::string>& errors) {
   FieldReader reader(value, path, errors);
@@ -114,10 +132,12 @@ void ReadMoe(const nlohmann::json& value, std::string path,
   layer.hidden = reader.Int("hidden", 1, moe::kMaxModelDim).value_or(0);
   layer.intermediate =
       reader.Int("intermediate", 1, moe::kMaxModelDim).value_or(0);
-  layer.dtypes = ReadDTypes(reader, {DType::kBF16, DType::kF32});
+  layer.dtypes =
+      ReadDTypes(reader, {DType::kBF16, DType::kF32, DType::kF8E4M3});
   reader.OneOf("activation", {"silu"}, /*required=*/false);
   layer.routing = ReadRouting(reader, errors);
   reader.RejectUnknownFields();
+  ExpectFp8BlockDims(reader, layer);
   if (layer.experts > 0 && layer.topk > 0) {
     RecordIfError(ExpectTopkOfExperts(FieldPath(layer.path, "topk"), layer.topk,
                                       "experts", layer.experts),
@@ -248,7 +268,7 @@ void ReadTuning(FieldReader& root, ServingProfile& profile) {
 
 std::optional<DType> DTypeFromName(absl::string_view name) {
   for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32,
-                  DType::kI64, DType::kU8, DType::kF64}) {
+                  DType::kI64, DType::kU8, DType::kF64, DType::kF8E4M3}) {
     if (DTypeName(d) == name) return d;
   }
   return std::nullopt;

@@ -22,7 +22,12 @@
 //       "topk": 8,                          k, in [1, 64] and at most E
 //       "hidden": 2048,                     H, in [1, 65536]
 //       "intermediate": 768,                I, in [1, 65536]
-//       "dtypes": ["bf16"],                 each bf16 or f32; non-empty
+//       "dtypes": ["bf16"],                 each bf16, f32 or f8e4m3;
+//                                           non-empty. f8e4m3: FP8 weights
+//                                           with 128 x 128 block scales and
+//                                           bf16 activations (DeepSeek-V3,
+//                                           Qwen3 FP8); H and I multiples
+//                                           of 128
 //       "activation": "silu",               optional, default "silu"
 //       "routing": [{"tile_rows": 16,       in [0, 128]; 0: the backend's
 //                                           choice (cpu 16; cuda 64, and

@@ -394,7 +394,7 @@ TEST_F(CApiTest, OpErrorsCarryTheCppMessage) {
   EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(),
-            "topk_ids.dtype: not a tailor_dtype value (1..7), got 42");
+            "topk_ids.dtype: not a tailor_dtype value (1..8), got 42");
   args = ExpertsArgs();
   args.w2.rank = 7;
   EXPECT_EQ(tailor_moe_experts(runtime_, &args, ws_),
@@ -424,7 +424,7 @@ TEST_F(CApiTest, OpErrorsCarryTheCppMessage) {
   tailor_moe_grouped_gemm_args gemm = {};
   EXPECT_EQ(tailor_moe_grouped_gemm(runtime_, &gemm, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(LastError(), "a.dtype: not a tailor_dtype value (1..7), got 0");
+  EXPECT_EQ(LastError(), "a.dtype: not a tailor_dtype value (1..8), got 0");
 }
 
 // Regression (c_api_fuzz): a tailor_moe_route that the C layer rejected
@@ -445,7 +445,7 @@ TEST_F(CApiTest, FailedRouteLeavesTheWorkspaceNotRouted) {
   };
   const char* const expected[] = {
       "topk_ids: rank must be in [0, 6], got -1",
-      "topk_ids.dtype: not a tailor_dtype value (1..7), got 0",
+      "topk_ids.dtype: not a tailor_dtype value (1..8), got 0",
       "policy.tail: not a TailPolicy value: 7", "args: must not be null"};
   for (int broken = 0; broken < 4; ++broken) {
     SCOPED_TRACE(expected[broken]);

@@ -81,6 +81,49 @@ TEST(KernelCatalogTest, MoeLayerNeedsPackGemmsPerTailClassAndCombine) {
   }
 }
 
+// f8e4m3: the quantizing Pack, the block-scaled GEMMs (gate|up with the
+// quantizing epilogue, e4m3 C) per tail class and combine, each the key the
+// FP8 launch builds, each generating a source.
+TEST(KernelCatalogTest, Fp8MoeLayerListsTheBlockScaledKernels) {
+  ServingProfile profile;
+  profile.moe.push_back({.path = "moe",
+                         .experts = 8,
+                         .topk = 2,
+                         .hidden = 256,
+                         .intermediate = 128,
+                         .dtypes = {DType::kF8E4M3},
+                         .routing = {{.tile_rows = 2}}});
+  absl::StatusOr<KernelList> list = KernelsForProfile(kTarget, profile, {});
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->skipped.empty());
+  const std::string g = "moe.grouped_gemm/cpu/x86_64-test/f8e4m3,f8e4m3,f32,";
+  EXPECT_THAT(
+      KeyStrings(*list),
+      ElementsAre("moe.pack/cpu/x86_64-test/bf16,f8e4m3/H=256/b0/t0/m0n0k0/v3",
+                  g + "f8e4m3/N=256,K=256/b0/t0/m2n0k0/v6145",
+                  g + "f8e4m3/N=256,K=256/b0/t1/m2n0k0/v6145",
+                  g + "bf16/N=256,K=128/b0/t0/m2n0k0/v6144",
+                  g + "bf16/N=256,K=128/b0/t1/m2n0k0/v6144",
+                  "moe.combine/cpu/x86_64-test/bf16,f32,bf16/H=256,topk=2/"
+                  "b0/t0/m0n0k0"));
+  EXPECT_EQ(list->jobs[1].key,
+            cpu::GroupedGemmKey(
+                kTarget,
+                GroupedGemmLaunch{.dtype = DType::kF8E4M3,
+                                  .n = 256,
+                                  .k = 256,
+                                  .tile_rows = 2,
+                                  .epilogue = moe::Epilogue::kSiluAndMul,
+                                  .scale_mode = moe::ScaleMode::kBlock},
+                0));
+  for (const KernelJob& job : list->jobs) {
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    ASSERT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+    if (job.key.op == OpKind::kMoeCombine) continue;  // combine is bf16
+    EXPECT_NE(source->code.find("fp8_"), std::string::npos) << source->code;
+  }
+}
+
 TEST(KernelCatalogTest, SharedKernelsAreListedOnce) {
   MoeLayerProfile layer = {
       .path = "moe",

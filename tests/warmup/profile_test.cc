@@ -62,7 +62,8 @@ TEST(ProfileTest, ShippedProfilesParse) {
   // vLLM's CUDA-graph sizes: [1, 2, 4] + 8..248 step 8 + 256..512 step 16.
   EXPECT_EQ(qwen->batch_buckets.size(), 3u + 31u + 17u);
   EXPECT_EQ(qwen->batch_buckets.back(), 512);
-  for (const char* name : {"llama-3-8b", "mixtral-8x7b", "deepseek-v3"}) {
+  for (const char* name :
+       {"llama-3-8b", "mixtral-8x7b", "deepseek-v3", "deepseek-v3-fp8"}) {
     absl::StatusOr<ServingProfile> p = ParseProfile(ReadProfile(name));
     EXPECT_TRUE(p.ok()) << name << ": " << p.status();
   }
@@ -162,12 +163,17 @@ TEST(ProfileTest, MoeFields) {
   ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 64,
                           "intermediate": 32, "dtypes": ["f32", "fp8", "f32"],
                           "activation": "gelu"})"),
-              "profile: moe.dtypes[1]: must be one of bf16, f32; got \"fp8\"; "
+              "profile: moe.dtypes[1]: must be one of bf16, f32, f8e4m3; got "
+              "\"fp8\"; "
               "moe.dtypes[2]: repeats \"f32\"; moe.activation: must be one "
               "of silu; got \"gelu\"");
   ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 64,
                           "intermediate": 32, "dtypes": []})"),
               "profile: moe.dtypes: must not be empty");
+  ExpectError(Profile(R"({"experts": 8, "topk": 2, "hidden": 256,
+                          "intermediate": 96, "dtypes": ["bf16", "f8e4m3"]})"),
+              "profile: moe.intermediate: must be a multiple of 128 for "
+              "f8e4m3 (128 x 128 block scales), got 96");
   ExpectError(Profile("[]"), "profile: moe: must not be an empty array");
   ExpectError(Profile("[7]"), "profile: moe[0]: must be an object, got 7");
 }

@@ -158,6 +158,7 @@ struct GemmChoice {
   std::string kernel;    // "cpu", "cuda.sm90_tma_wgmma",
                          // "cuda.sm90_tma_wgmma_swap_ab" (decode steps:
                          // cta_rows is the tokens, wgmma's N),
+                         // "cuda.sm90_tma_wgmma_fp8[_swap_ab]" (FP8),
                          // "cuda.sm80_mma", "cuda.simt", "hip.mfma",
                          // "hip.simt"; while a background compile is
                          // pending on CUDA, "cuda.generic_mma" or
@@ -182,8 +183,10 @@ struct GemmChoice {
   //   wave_sync      1: tiles run in waves that start together
   //   expert_groups  raster group bounds: fixed, forward or back
   // e.g. "tma_store=1,split_k=0,cluster=2,w_evict_first=0,wave_sync=1,
-  // expert_groups=fixed". A key a kernel does not list is not an option of
-  // that kernel; new keys may appear in any release.
+  // expert_groups=fixed". FP8 launches (cpu, cuda.sm90_tma_wgmma_fp8*) list
+  //   scale_mode     per_tensor, per_channel or block
+  // A key a kernel does not list is not an option of that kernel; new keys
+  // may appear in any release.
   std::string features;
 
   // The value of `key` in features; nullopt when the kernel does not list it.
@@ -378,17 +381,67 @@ enum class Epilogue : uint8_t {
   kSiluAndMul = 1,  // C = silu(A W[:, :N/2]ᵀ) * A W[:, N/2:]ᵀ   c: [R, N/2]
 };
 
+// How FP8 (e4m3, DType::kF8E4M3) operands are scaled: x ~ e4m3 value *
+// f32 scale. Values are stable (part of cache keys).
+enum class ScaleMode : uint8_t {
+  kNone = 0,  // bf16 / f32 operands, no scales
+  // One scale per expert's weight matrix and one static scale for all
+  // activations.
+  kPerTensor = 1,
+  // One scale per weight row (output channel) and per activation row
+  // (token), computed when the activations are quantized.
+  kPerChannel = 2,
+  // DeepSeek-V3 / Qwen3 FP8: weights in 128 x 128 blocks, activations in
+  // 1 x 128 groups (vLLM use_fp8_w8a8 with block_shape [128, 128]).
+  kBlock = 3,
+};
+
+// vLLM's block_shape [block_n, block_k]: the weight scale block. Only
+// [128, 128] is supported (the checkpoints' and the kernels' block).
+struct BlockShape {
+  int64_t n = 128;
+  int64_t k = 128;
+};
+
+// The scales of an FP8 GroupedGemm (mode kNone: a bf16 / f32 GEMM, every
+// tensor here must stay empty). Scale tensors are f32, contiguous, on the
+// runtime's device; ceil(x / 128) is written x/128 below.
+//   mode         a_scale                    w_scale
+//   kPerTensor   [1]                        [E]
+//   kPerChannel  [R]                        [E, N]
+//   kBlock       [K/128, S] (K-block major) [E, N/128, K/128] (as shipped)
+// c_scale: only when c is e4m3 (kBlock with kSiluAndMul: the output
+// quantized in 1 x 128 groups for the down projection), [N/2/128, S].
+// S >= R is the block scales' row stride (scale (r, b) at [b, r]): R, or R
+// padded (e.g. to a multiple of 4 for 16-byte rows).
+struct GemmQuantization {
+  ScaleMode mode = ScaleMode::kNone;
+  TensorRef a_scale;
+  TensorRef w_scale;
+  TensorRef c_scale;
+  BlockShape block_shape;
+};
+
 struct GroupedGemmArgs {
-  TensorRef a;  // [R, K] bf16 | f32, expert-sorted rows (R = ws.num_rows())
+  TensorRef a;  // [R, K] bf16 | f32, expert-sorted rows (R = ws.num_rows());
+                // f8e4m3 with quant.mode set
   TensorRef w;  // [E, N, K] dtype of a, nn.Linear layout (E = ws.num_experts())
-  TensorRef c;  // [R, N] or [R, N / 2] (kSiluAndMul; N even), dtype of a
+  TensorRef c;  // [R, N] or [R, N / 2] (kSiluAndMul; N even), dtype of a;
+                // with quant.mode set bf16 | f32, or f8e4m3 (see
+                // GemmQuantization::c_scale)
   Epilogue epilogue = Epilogue::kNone;
+  GemmQuantization quant;
   void* stream = nullptr;  // device backends
 };
 
 // For every expert e and each of its rows r (ws's offsets):
 // c[r, :] = epilogue(a[r, :] · w[e]ᵀ). Launches the plan's core kernel and
 // one kernel per tail class present. c must not overlap a or w.
+// FP8 (quant.mode set): the product of the dequantized A and W, accumulated
+// in f32 (block mode: scaled per 128-K block); K must be a multiple of 128
+// in block mode (a scale group never straddles two K blocks). Scales are
+// used as given: a NaN or infinite scale propagates into C, as the f64
+// reference computes. Unimplemented on backends without FP8 kernels.
 absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                          const Workspace& ws);
 
@@ -410,10 +463,33 @@ absl::Status Combine(Runtime& runtime, const CombineArgs& args);
 
 enum class Activation : uint8_t { kSilu = 0 };
 
+// The FP8 weights of Experts (mode kNone: bf16 / f32 weights, every tensor
+// here must stay empty / unset). w13 and w2 are then f8e4m3; scales f32:
+//   mode         w13_scale               w2_scale             a1 / a2_scale
+//   kPerTensor   [E]                     [E]                  [1], required
+//   kPerChannel  [E, 2I]                 [E, H]               unset
+//   kBlock       [E, 2I/128, H/128]      [E, H/128, I/128]    unset
+// (x/128 = ceil(x / 128); vLLM's w1_scale is w13_scale). Activations are
+// quantized where they already move: Pack quantizes hidden (1 x 128 groups
+// in block mode, per token in per-channel mode, by a1_scale per tensor) and,
+// in block mode, the gate/up GEMM's silu_and_mul epilogue quantizes its
+// output for the down projection. H and I must be multiples of 128 in
+// block mode.
+struct ExpertsQuantization {
+  ScaleMode mode = ScaleMode::kNone;
+  TensorRef w13_scale;
+  TensorRef w2_scale;
+  std::optional<TensorRef> a1_scale;  // static activation scales
+  std::optional<TensorRef> a2_scale;
+  BlockShape block_shape;
+};
+
 struct ExpertsArgs {
-  TensorRef hidden;        // [T, H] bf16 | f32
-  TensorRef w13;           // [E, 2I, H] dtype of hidden: gate rows, then up
-  TensorRef w2;            // [E, H, I] dtype of hidden
+  TensorRef hidden;  // [T, H] bf16 | f32
+  TensorRef w13;     // [E, 2I, H] dtype of hidden (f8e4m3 with quant.mode
+                     // set): gate rows, then up
+  TensorRef w2;      // [E, H, I] dtype of w13
+  ExpertsQuantization quant;
   TensorRef topk_weights;  // [T, k] f32
   TensorRef topk_ids;      // [T, k] i32 (global ids when expert_map is set)
   std::optional<TensorRef> expert_map;    // [E_global] i32, as in RouteArgs

@@ -156,4 +156,38 @@ absl::Status ExpectTopkOfExperts(absl::string_view topk_name, int64_t topk,
   return absl::OkStatus();
 }
 
+absl::Status ExpectExpertsRoutingAndOut(const moe::ExpertsArgs& args,
+                                        Device dev, int64_t tokens,
+                                        int64_t hidden) {
+  TAILOR_RETURN_IF_ERROR(
+      ExpectOperand("topk_ids", args.topk_ids, 2, DType::kI32, dev));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("topk_ids", args.topk_ids, 0, tokens, "T = hidden.dims[0]"));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectOperand("topk_weights", args.topk_weights, 2, DType::kF32, dev));
+  TAILOR_RETURN_IF_ERROR(ExpectDim("topk_weights", args.topk_weights, 0, tokens,
+                                   "T = hidden.dims[0]"));
+  TAILOR_RETURN_IF_ERROR(ExpectDim("topk_weights", args.topk_weights, 1,
+                                   args.topk_ids.dims[1],
+                                   "k = topk_ids.dims[1]"));
+  if (args.activation != moe::Activation::kSilu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("activation: only Activation::kSilu is supported, got ",
+                     static_cast<int>(args.activation)));
+  }
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("out", args.out, 2, dev));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSameDType("out", args.out, "hidden", args.hidden.dtype));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("out", args.out, 0, tokens, "T = hidden.dims[0]"));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("out", args.out, 1, hidden, "H = hidden.dims[1]"));
+  // In place (out == hidden) is fine: Pack reads hidden before Combine writes.
+  if (args.out.data != args.hidden.data) {
+    TAILOR_RETURN_IF_ERROR(
+        ExpectDisjoint("out", args.out, "hidden", args.hidden));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tailor::internal

@@ -70,6 +70,12 @@ absl::Status ExpectTopkOfExperts(absl::string_view topk_name, int64_t topk,
                                  absl::string_view experts_name,
                                  int64_t experts);
 
+// Experts' topk_ids [T, k] i32, topk_weights [T, k] f32, activation and out
+// [T, H] (dtype of hidden; in place on hidden, or disjoint from it).
+absl::Status ExpectExpertsRoutingAndOut(const moe::ExpertsArgs& args,
+                                        Device dev, int64_t tokens,
+                                        int64_t hidden);
+
 }  // namespace tailor::internal
 
 #endif  // TAILOR_OPS_MOE_CHECKS_H_

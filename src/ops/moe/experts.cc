@@ -3,7 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "api/internals.h"
 #include "ops/moe/checks.h"
+#include "ops/moe/experts_fp8.h"
 #include "ops/moe/kernels.h"
+#include "ops/moe/quant_checks.h"
 #include "ops/moe/workspace.h"
 #include "tailor/ops/moe.h"
 #include "tailor/status.h"
@@ -53,39 +55,6 @@ absl::Status ValidateWeights(const ExpertsArgs& args, Device dev,
   return absl::OkStatus();
 }
 
-absl::Status ValidateRoutingAndOut(const ExpertsArgs& args, Device dev,
-                                   const ExpertsDims& d) {
-  TAILOR_RETURN_IF_ERROR(
-      ExpectOperand("topk_ids", args.topk_ids, 2, DType::kI32, dev));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("topk_ids", args.topk_ids, 0, d.tokens, "T = hidden.dims[0]"));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectOperand("topk_weights", args.topk_weights, 2, DType::kF32, dev));
-  TAILOR_RETURN_IF_ERROR(ExpectDim("topk_weights", args.topk_weights, 0,
-                                   d.tokens, "T = hidden.dims[0]"));
-  TAILOR_RETURN_IF_ERROR(ExpectDim("topk_weights", args.topk_weights, 1,
-                                   args.topk_ids.dims[1],
-                                   "k = topk_ids.dims[1]"));
-  if (args.activation != Activation::kSilu) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("activation: only Activation::kSilu is supported, got ",
-                     static_cast<int>(args.activation)));
-  }
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("out", args.out, 2, dev));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectSameDType("out", args.out, "hidden", args.hidden.dtype));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("out", args.out, 0, d.tokens, "T = hidden.dims[0]"));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("out", args.out, 1, d.hidden, "H = hidden.dims[1]"));
-  // In place (out == hidden) is fine: Pack reads hidden before Combine writes.
-  if (args.out.data != args.hidden.data) {
-    TAILOR_RETURN_IF_ERROR(
-        internal::ExpectDisjoint("out", args.out, "hidden", args.hidden));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ExpertsDims> ValidateExperts(const ExpertsArgs& args,
                                             Device dev) {
   ExpertsDims d = {};
@@ -93,8 +62,10 @@ absl::StatusOr<ExpertsDims> ValidateExperts(const ExpertsArgs& args,
   d.tokens = args.hidden.dims[0];
   d.hidden = args.hidden.dims[1];
   TAILOR_RETURN_IF_ERROR(ExpectModelDim("hidden: dims[1] (H)", d.hidden));
+  TAILOR_RETURN_IF_ERROR(internal::ExpectNoExpertsQuant(args.quant));
   TAILOR_RETURN_IF_ERROR(ValidateWeights(args, dev, d));
-  TAILOR_RETURN_IF_ERROR(ValidateRoutingAndOut(args, dev, d));
+  TAILOR_RETURN_IF_ERROR(
+      internal::ExpectExpertsRoutingAndOut(args, dev, d.tokens, d.hidden));
   return d;
 }
 
@@ -211,8 +182,12 @@ absl::Status ExpertsUnguarded(Runtime& runtime, const ExpertsArgs& args,
 }  // namespace
 
 absl::Status Experts(Runtime& runtime, const ExpertsArgs& args, Workspace& ws) {
-  return internal::ResourceExhaustedOnBadAlloc(
-      "moe.experts", [&] { return ExpertsUnguarded(runtime, args, ws); });
+  return internal::ResourceExhaustedOnBadAlloc("moe.experts", [&] {
+    if (args.quant.mode != ScaleMode::kNone) {
+      return internal::Fp8Experts(runtime, args, ws);
+    }
+    return ExpertsUnguarded(runtime, args, ws);
+  });
 }
 
 }  // namespace moe

@@ -25,6 +25,11 @@ absl::StatusOr<RouteErrors> MoeKernels::TakeRouteErrors(Engine&, void*, void*) {
   return NoDeviceRoute("moe.route errors");
 }
 
+absl::Status MoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
+  if (mode == moe::ScaleMode::kNone) return absl::OkStatus();
+  return absl::UnimplementedError("this backend has no FP8 (e4m3) MoE kernels");
+}
+
 absl::StatusOr<MoeKernels*> MoeKernelsOf(Runtime& runtime,
                                          absl::string_view op) {
   MoeKernels* kernels = internal::EngineOf(runtime).backend().moe_kernels();

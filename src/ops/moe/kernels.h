@@ -61,6 +61,14 @@ struct PackLaunch {
                                // outside [0, T * k) (e.g. -1 past R)
   void* a;                     // [rows, H]
   void* stream = nullptr;
+  // Quantizing Pack (scale_mode set): a is e4m3, quantized by
+  // ops/moe/fp8_quant.h's rule: kBlock, 1 x 128 groups, a_scales [H/128,
+  // scale_rows]; kPerChannel, per row, a_scales [rows]; kPerTensor, by
+  // static_scale[0], no scale written.
+  moe::ScaleMode scale_mode = moe::ScaleMode::kNone;
+  float* a_scales = nullptr;
+  const float* static_scale = nullptr;  // [1]
+  int64_t scale_rows = 0;               // kBlock: >= rows
 };
 
 // One option of a kernel family, for moe::GemmChoice::features: `key`
@@ -91,10 +99,10 @@ struct GroupedGemmLaunch {
   int64_t tile_rows;
   moe::Epilogue epilogue;
   MoePlanRef plan;
-  const void* a;        // [rows, K]
-  const void* w;        // [experts, N, K]
-  void* c;              // [rows, N] or [rows, N / 2]
-  int64_t rows = 0;     // of a and c: R, or its bound T * k (device)
+  const void* a;     // [rows, K]
+  const void* w;     // [experts, N, K]
+  void* c;           // [rows, N] or [rows, N / 2]
+  int64_t rows = 0;  // of a and c: R, or its bound T * k (device)
   // Rows the buffers a and c hold, when more than `rows` (a workspace's
   // reserved T * k); 0: `rows`. Backends that describe the buffers to
   // hardware (TMA maps) describe this extent, the same for every step.
@@ -103,6 +111,15 @@ struct GroupedGemmLaunch {
   void* stream = nullptr;
   // Set by the backend to the configuration it launches (when not null).
   GemmConfig* config = nullptr;
+  // FP8 (scale_mode set): a and w are e4m3 with scales in the layouts of
+  // moe::GemmQuantization; c is `dtype`, or e4m3 with 1 x 128 c_scales
+  // (dtype kF8E4M3: block mode's quantizing silu_and_mul epilogue).
+  moe::ScaleMode scale_mode = moe::ScaleMode::kNone;
+  const float* a_scales = nullptr;
+  int64_t a_scale_rows = 0;  // kBlock: a_scales' row count (>= rows)
+  const float* w_scales = nullptr;
+  float* c_scales = nullptr;
+  int64_t c_scale_rows = 0;  // quantized c: c_scales' row count (>= rows)
 };
 
 struct CombineLaunch {
@@ -193,6 +210,12 @@ class MoeKernels {
                                                       void* route_scratch,
                                                       void* stream);
 
+  // ---- FP8 (optional) --------------------------------------------------------
+  // OkStatus when Pack and GroupedGemm run `mode`'s FP8 launches on this
+  // backend for the runtime's device; the op fronts ask before touching
+  // memory. Defaults to Unimplemented for every mode but kNone.
+  virtual absl::Status SupportsScaleMode(moe::ScaleMode mode) const;
+
   // ---- executors (required) ------------------------------------------------
   virtual absl::Status Pack(Engine& engine, const PackLaunch& launch) = 0;
   virtual absl::Status GroupedGemm(Engine& engine,
@@ -207,7 +230,10 @@ class MoeKernels {
 // cuda::MoeLayerKernels) with the key builders its launches use, so that
 // warm-up and serving cannot disagree.
 struct MoeLayerShape {
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;  // activations (hidden, out)
+  // FP8 weights (kNone: weights of `dtype`): the quantizing Pack and the
+  // FP8 GEMMs of that mode.
+  moe::ScaleMode scale_mode = moe::ScaleMode::kNone;
   int64_t experts = 0;       // E (local)
   int64_t topk = 0;          // k
   int64_t hidden = 0;        // H

@@ -7,6 +7,7 @@
 #include "api/internals.h"
 #include "ops/moe/checks.h"
 #include "ops/moe/kernels.h"
+#include "ops/moe/quant_checks.h"
 #include "ops/moe/workspace.h"
 #include "tailor/ops/moe.h"
 #include "tailor/status.h"
@@ -121,50 +122,83 @@ absl::Status Pack(Runtime& runtime, const PackArgs& args) {
                         .stream = args.stream});
 }
 
+namespace {
+
+// The operands a [R, K], w [E, N, K] and c of a GroupedGemm (a and w e4m3
+// with a scale mode, else bf16 | f32), their shapes against the workspace
+// and the epilogue; sets n and k.
+absl::Status ValidateGemmOperands(const GroupedGemmArgs& args,
+                                  const MoeWorkspace& w, Device dev, int64_t& n,
+                                  int64_t& k) {
+  const bool fp8 = args.quant.mode != ScaleMode::kNone;
+  TAILOR_RETURN_IF_ERROR(fp8 ? internal::ExpectFp8Operand("a", args.a, 2, dev)
+                             : ExpectFloatOperand("a", args.a, 2, dev));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("a", args.a, 0, w.num_rows, "R = ws.num_rows()"));
+  k = args.a.dims[1];
+  TAILOR_RETURN_IF_ERROR(ExpectModelDim("a: dims[1] (K)", k));
+  TAILOR_RETURN_IF_ERROR(fp8 ? internal::ExpectFp8Operand("w", args.w, 3, dev)
+                             : ExpectFloatOperand("w", args.w, 3, dev));
+  TAILOR_RETURN_IF_ERROR(ExpectSameDType("w", args.w, "a", args.a.dtype));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("w", args.w, 0, w.num_experts, "E = ws.num_experts()"));
+  TAILOR_RETURN_IF_ERROR(ExpectDim("w", args.w, 2, k, "K = a.dims[1]"));
+  n = args.w.dims[1];
+  TAILOR_RETURN_IF_ERROR(ExpectModelDim("w: dims[1] (N)", n));
+  TAILOR_RETURN_IF_ERROR(ValidateEpilogue(args.epilogue, n));
+  const bool gated = args.epilogue == Epilogue::kSiluAndMul;
+  if (fp8) {
+    TAILOR_RETURN_IF_ERROR(internal::ExpectFp8GemmOutput(args, dev));
+  } else {
+    TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2, dev));
+    TAILOR_RETURN_IF_ERROR(ExpectSameDType("c", args.c, "a", args.a.dtype));
+  }
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("c", args.c, 0, w.num_rows, "R = ws.num_rows()"));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("c", args.c, 1, gated ? n / 2 : n,
+                gated ? "N / 2 = w.dims[1] / 2" : "N = w.dims[1]"));
+  TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "a", args.a));
+  return ExpectDisjoint("c", args.c, "w", args.w);
+}
+
+}  // namespace
+
 absl::Status GroupedGemm(Runtime& runtime, const GroupedGemmArgs& args,
                          const Workspace& ws) {
   TAILOR_ASSIGN_OR_RETURN(internal::MoeKernels * kernels,
                           internal::MoeKernelsOf(runtime, "moe.grouped_gemm"));
   const Device dev = runtime.device();
   TAILOR_ASSIGN_OR_RETURN(const MoeWorkspace* w, RoutedWorkspace(ws, dev));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("a", args.a, 2, dev));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("a", args.a, 0, w->num_rows, "R = ws.num_rows()"));
-  const int64_t k = args.a.dims[1];
-  TAILOR_RETURN_IF_ERROR(ExpectModelDim("a: dims[1] (K)", k));
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("w", args.w, 3, dev));
-  TAILOR_RETURN_IF_ERROR(ExpectSameDType("w", args.w, "a", args.a.dtype));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("w", args.w, 0, w->num_experts, "E = ws.num_experts()"));
-  TAILOR_RETURN_IF_ERROR(ExpectDim("w", args.w, 2, k, "K = a.dims[1]"));
-  const int64_t n = args.w.dims[1];
-  TAILOR_RETURN_IF_ERROR(ExpectModelDim("w: dims[1] (N)", n));
-  TAILOR_RETURN_IF_ERROR(ValidateEpilogue(args.epilogue, n));
-  const bool gated = args.epilogue == Epilogue::kSiluAndMul;
-  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("c", args.c, 2, dev));
-  TAILOR_RETURN_IF_ERROR(ExpectSameDType("c", args.c, "a", args.a.dtype));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("c", args.c, 0, w->num_rows, "R = ws.num_rows()"));
-  TAILOR_RETURN_IF_ERROR(
-      ExpectDim("c", args.c, 1, gated ? n / 2 : n,
-                gated ? "N / 2 = w.dims[1] / 2" : "N = w.dims[1]"));
-  TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "a", args.a));
-  TAILOR_RETURN_IF_ERROR(ExpectDisjoint("c", args.c, "w", args.w));
+  TAILOR_RETURN_IF_ERROR(internal::ExpectGemmQuantMode(args.quant, *kernels));
+  int64_t n = 0, k = 0;
+  TAILOR_RETURN_IF_ERROR(ValidateGemmOperands(args, *w, dev, n, k));
+  TAILOR_RETURN_IF_ERROR(internal::ExpectGemmScales(args, w->num_rows, dev));
+  // Block scales' row stride: their dims[1] (>= R).
+  const bool block = args.quant.mode == ScaleMode::kBlock;
+  const bool quantized_c = args.c.dtype == DType::kF8E4M3;
   internal::GemmConfig config;
-  TAILOR_RETURN_IF_ERROR(kernels->GroupedGemm(internal::EngineOf(runtime),
-                                              {.dtype = args.a.dtype,
-                                               .n = n,
-                                               .k = k,
-                                               .tile_rows = w->tile_rows,
-                                               .epilogue = args.epilogue,
-                                               .plan = internal::PlanRefOf(*w),
-                                               .a = args.a.data,
-                                               .w = args.w.data,
-                                               .c = args.c.data,
-                                               .rows = args.a.dims[0],
-                                               .experts = args.w.dims[0],
-                                               .stream = args.stream,
-                                               .config = &config}));
+  TAILOR_RETURN_IF_ERROR(kernels->GroupedGemm(
+      internal::EngineOf(runtime),
+      {.dtype = args.c.dtype,
+       .n = n,
+       .k = k,
+       .tile_rows = w->tile_rows,
+       .epilogue = args.epilogue,
+       .plan = internal::PlanRefOf(*w),
+       .a = args.a.data,
+       .w = args.w.data,
+       .c = args.c.data,
+       .rows = args.a.dims[0],
+       .experts = args.w.dims[0],
+       .stream = args.stream,
+       .config = &config,
+       .scale_mode = args.quant.mode,
+       .a_scales = args.quant.a_scale.as<float>(),
+       .a_scale_rows = block ? args.quant.a_scale.dims[1] : 0,
+       .w_scales = args.quant.w_scale.as<float>(),
+       .c_scales = args.quant.c_scale.as<float>(),
+       .c_scale_rows = quantized_c ? args.quant.c_scale.dims[1] : 0}));
   w->RecordGemm(config);
   return absl::OkStatus();
 }

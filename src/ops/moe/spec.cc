@@ -15,6 +15,10 @@ constexpr uint32_t kGemmTmaStore = 1u << 9;
 constexpr uint32_t kGemmSwapAB = 1u << 10;
 constexpr uint32_t kGemmFlags =
     kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
+// FP8 GEMMs: the scale mode in bits 11-12 (0 for every bf16 / f32 key).
+constexpr int kGemmScaleShift = 11;
+constexpr uint32_t kGemmScaleMask = 3u << kGemmScaleShift;
+constexpr int kLastScaleMode = static_cast<int>(moe::ScaleMode::kBlock);
 
 absl::Status ExpectDtype(absl::string_view field, DType dtype) {
   return ExpectSpecRange(field, static_cast<int>(dtype),
@@ -28,6 +32,18 @@ absl::Status ExpectSame(absl::string_view field, DType got, DType want) {
                         static_cast<int>(got));
 }
 
+// A quantized output or activation: f32, bf16 or (`allow_fp8`) f8e4m3.
+absl::Status ExpectQuantOuterDtype(absl::string_view field, DType dtype,
+                                   bool allow_fp8) {
+  if (dtype == DType::kF32 || dtype == DType::kBF16 ||
+      (allow_fp8 && dtype == DType::kF8E4M3)) {
+    return absl::OkStatus();
+  }
+  return SpecFieldError(
+      field, allow_fp8 ? "must be f32, bf16 or f8e4m3" : "must be f32 or bf16",
+      static_cast<int>(dtype));
+}
+
 // The GEMM kernels `backend` has (see spec.h).
 absl::Status ExpectGemmKernel(BackendKind backend, int32_t kernel) {
   const int32_t most = backend == BackendKind::kCuda  ? 2
@@ -36,6 +52,23 @@ absl::Status ExpectGemmKernel(BackendKind backend, int32_t kernel) {
   return ExpectSpecRange(
       absl::StrCat("kernel (tile.n) on ", BackendName(backend)), kernel, 0,
       most);
+}
+
+// An FP8 key's kernel and dtypes: the CPU's kernel or CUDA's kHopper,
+// f8e4m3 operands and an f32, bf16 or f8e4m3 C.
+absl::Status ExpectFp8GemmFields(const SpecKey& key, MoeGemmKernel kernel,
+                                 moe::ScaleMode mode) {
+  const bool has_fp8 =
+      key.backend == BackendKind::kCpu ||
+      (key.backend == BackendKind::kCuda && kernel == MoeGemmKernel::kHopper);
+  if (!has_fp8) {
+    return SpecFieldError("scale_mode (variant bits 11-12)",
+                          "FP8 kernels are the cpu's and cuda's Hopper kernel",
+                          static_cast<int>(mode));
+  }
+  TAILOR_RETURN_IF_ERROR(
+      ExpectSame("dtype (dtypes[0], A)", key.dtypes[0], DType::kF8E4M3));
+  return ExpectQuantOuterDtype("dtypes[3] (C)", key.dtypes[3], true);
 }
 
 // Hopper's flags and cluster, after the kernel is known to be kHopper.
@@ -85,31 +118,50 @@ SpecKey MoePackSpec::ToKey(const KeyTarget& target) const {
   SpecKey key = target.MakeKey(OpKind::kMoePack);
   key.dtypes = {dtype};
   key.dims = {hidden};
+  if (scale_mode != moe::ScaleMode::kNone) {
+    key.dtypes[1] = DType::kF8E4M3;
+    key.variant = static_cast<uint32_t>(scale_mode);
+  }
   return key;
 }
 
 absl::StatusOr<MoePackSpec> MoePackSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecOp(key, OpKind::kMoePack));
+  const bool quantizing = key.variant != 0;
+  TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(
+      key, {.dtypes = quantizing ? 2 : 1, .dims = 1, .variant = true}));
   TAILOR_RETURN_IF_ERROR(
-      ExpectUnusedSpecFieldsZero(key, {.dtypes = 1, .dims = 1}));
-  TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+      ExpectSpecRange("scale_mode (variant)", key.variant, 0, kLastScaleMode));
+  if (quantizing) {
+    TAILOR_RETURN_IF_ERROR(
+        ExpectQuantOuterDtype("dtype (dtypes[0])", key.dtypes[0], false));
+    TAILOR_RETURN_IF_ERROR(
+        ExpectSame("dtypes[1] (a)", key.dtypes[1], DType::kF8E4M3));
+  } else {
+    TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+  }
   TAILOR_RETURN_IF_ERROR(
       ExpectSpecRange("hidden (dims[0])", key.dims[0], 1, int64_t{1} << 30));
-  return MoePackSpec{.dtype = key.dtypes[0], .hidden = key.dims[0]};
+  return MoePackSpec{.dtype = key.dtypes[0],
+                     .hidden = key.dims[0],
+                     .scale_mode = static_cast<moe::ScaleMode>(key.variant)};
 }
 
 // ---- moe.grouped_gemm -------------------------------------------------------
 
 SpecKey MoeGemmSpec::ToKey(const KeyTarget& target) const {
   SpecKey key = target.MakeKey(OpKind::kMoeGroupedGemm);
-  key.dtypes = {dtype, dtype, DType::kF32};
+  key.dtypes = {operand_dtype(), operand_dtype(), DType::kF32};
+  if (quantized()) key.dtypes[3] = dtype;
   key.dims = {n, k};
   key.tile.m = tile_rows;
   key.tile.n = static_cast<int32_t>(kernel);
   key.tail_class = tail_class;
   key.variant = static_cast<uint32_t>(epilogue) |
                 (pipeline_checks ? kGemmPipelineChecks : 0u) |
-                (tma_store ? kGemmTmaStore : 0u) | (swap_ab ? kGemmSwapAB : 0u);
+                (tma_store ? kGemmTmaStore : 0u) |
+                (swap_ab ? kGemmSwapAB : 0u) |
+                static_cast<uint32_t>(scale_mode) << kGemmScaleShift;
   if (cluster > 1) key.tile.cluster = cluster;
   return key;
 }
@@ -119,15 +171,22 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectGemmKernel(key.backend, key.tile.n));
   const auto kernel = static_cast<MoeGemmKernel>(key.tile.n);
   const bool hopper = kernel == MoeGemmKernel::kHopper;
+  const auto scale_mode = static_cast<moe::ScaleMode>(
+      (key.variant & kGemmScaleMask) >> kGemmScaleShift);
+  const bool quantized = scale_mode != moe::ScaleMode::kNone;
   TAILOR_RETURN_IF_ERROR(ExpectUnusedSpecFieldsZero(
-      key, {.dtypes = 3,
+      key, {.dtypes = quantized ? 4 : 3,
             .dims = 2,
             .tail_class = key.backend == BackendKind::kCpu,
             .tile_m = true,
             .tile_n = true,
             .tile_cluster = hopper,
             .variant = true}));
-  TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+  if (quantized) {
+    TAILOR_RETURN_IF_ERROR(ExpectFp8GemmFields(key, kernel, scale_mode));
+  } else {
+    TAILOR_RETURN_IF_ERROR(ExpectDtype("dtype (dtypes[0])", key.dtypes[0]));
+  }
   TAILOR_RETURN_IF_ERROR(
       ExpectSame("dtypes[1] (W)", key.dtypes[1], key.dtypes[0]));
   TAILOR_RETURN_IF_ERROR(
@@ -140,7 +199,7 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
       ExpectSpecRange("tile_rows (tile.m)", key.tile.m, 1, moe::kMaxTileRows));
   TAILOR_RETURN_IF_ERROR(
       ExpectSpecRange("tail_class", key.tail_class, 0, moe::kMaxTileRows));
-  const uint32_t flags = key.variant & ~kEpilogueMask;
+  const uint32_t flags = key.variant & ~kEpilogueMask & ~kGemmScaleMask;
   if ((flags & ~kGemmFlags) != 0 || (!hopper && flags != 0)) {
     return SpecFieldError("variant",
                           "flags (bits 8-10) belong to the Hopper kernel only",
@@ -149,14 +208,22 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
   TAILOR_RETURN_IF_ERROR(ExpectSpecRange("epilogue (variant & 0xff)",
                                          key.variant & kEpilogueMask, 0, 1));
   MoeGemmSpec spec = {
-      .dtype = key.dtypes[0],
+      .dtype = quantized ? key.dtypes[3] : key.dtypes[0],
       .n = key.dims[0],
       .k = key.dims[1],
       .tile_rows = key.tile.m,
       .tail_class = key.tail_class,
       .epilogue = static_cast<moe::Epilogue>(key.variant & kEpilogueMask),
-      .kernel = kernel};
+      .kernel = kernel,
+      .scale_mode = scale_mode};
   if (hopper) TAILOR_RETURN_IF_ERROR(DecodeHopperFields(key, spec));
+  if (spec.dtype == DType::kF8E4M3 &&
+      (scale_mode != moe::ScaleMode::kBlock ||
+       spec.epilogue != moe::Epilogue::kSiluAndMul)) {
+    return SpecFieldError("dtypes[3] (C)",
+                          "f8e4m3 only in block mode with silu_and_mul",
+                          static_cast<int>(spec.dtype));
+  }
   return spec;
 }
 

@@ -10,16 +10,22 @@
 // Encoding (static dims only; T, R and per-expert counts never appear):
 //   moe.route         variant = kernel; kScatter: dims {scatter_warps}
 //   moe.pack          dtypes {x}            dims {H}
+//                     quantizing (FP8): dtypes {x, f8e4m3},
+//                     variant = scale mode
 //   moe.grouped_gemm  dtypes {x, x, f32}    dims {N, K}
+//                     FP8: dtypes {f8e4m3, f8e4m3, f32, c}
 //                     tile.m = tile_rows, tile.n = kernel, tail_class,
 //                     variant = epilogue | pipeline checks (bit 8) |
-//                     TMA store (bit 9) | swap-AB (bit 10),
+//                     TMA store (bit 9) | swap-AB (bit 10) |
+//                     scale mode << 11 (FP8 only: bits 11-12),
 //                     tile.cluster = cluster (when > 1)
 //   moe.combine       dtypes {x, f32, x}    dims {H, topk}
 //
 // Which values a backend uses: the CPU has one GEMM kernel (kSimt) and a
 // kernel per tail class; CUDA and HIP have tail class 0 and kSimt or
 // kMatrixCore (mma.sync / MFMA); only CUDA has kHopper and its flags.
+// FP8 (a scale mode) is the CPU's kernel and CUDA's kHopper only. Keys
+// without a scale mode are the bf16 / f32 keys, unchanged.
 //
 // Example:
 //   const MoeGemmSpec spec = {.dtype = DType::kBF16, .n = 1536, .k = 2048,
@@ -62,8 +68,11 @@ struct MoeRouteSpec {
 };
 
 struct MoePackSpec {
-  DType dtype = DType::kF32;
-  int64_t hidden = 0;  // H
+  DType dtype = DType::kF32;  // hidden (and a, unless quantizing)
+  int64_t hidden = 0;         // H
+  // Set: a quantizing Pack, a is f8e4m3 scaled by this mode's activation
+  // rule (1 x 128 groups, per token, or a static per-tensor scale).
+  moe::ScaleMode scale_mode = moe::ScaleMode::kNone;
 
   SpecKey ToKey(const KeyTarget& target) const;
   static absl::StatusOr<MoePackSpec> FromKey(const SpecKey& key);
@@ -78,8 +87,10 @@ enum class MoeGemmKernel : int32_t {
 };
 
 struct MoeGemmSpec {
-  DType dtype = DType::kF32;  // A and W; C accumulates in f32
-  int64_t n = 0;              // W rows (gated: gate and up, 2 x I)
+  // A, W and C (C accumulates in f32); with a scale mode, C only: bf16,
+  // f32, or f8e4m3 (block mode, kSiluAndMul: the quantizing epilogue).
+  DType dtype = DType::kF32;
+  int64_t n = 0;  // W rows (gated: gate and up, 2 x I)
   int64_t k = 0;
   int32_t tile_rows = 0;   // the plan tile, [1, moe::kMaxTileRows]
   int32_t tail_class = 0;  // CPU: the tail class served (0: core); GPU: 0
@@ -90,6 +101,12 @@ struct MoeGemmSpec {
   bool tma_store = false;        // full tiles leave by TMA stores
   bool swap_ab = false;          // W rows as wgmma's M, tokens as its N
   int32_t cluster = 1;           // CTAs per cluster: 1, 2 or 4
+  // Set: FP8, A and W are f8e4m3 with scales of this mode.
+  moe::ScaleMode scale_mode = moe::ScaleMode::kNone;
+
+  bool quantized() const { return scale_mode != moe::ScaleMode::kNone; }
+  // A's and W's element type.
+  DType operand_dtype() const { return quantized() ? DType::kF8E4M3 : dtype; }
 
   SpecKey ToKey(const KeyTarget& target) const;
   // Also InvalidArgument when the kernel or a flag is not one `key.backend`

@@ -161,6 +161,18 @@ PlanSummary Workspace::plan() const {
           .tuning = MoeTuningText(*impl_)};
 }
 
+namespace {
+
+// The FP8 Experts intermediates (host).
+size_t Fp8CapacityBytes(const internal::MoeWorkspace& w) {
+  return w.fp8_rows_h.capacity() + w.fp8_rows_i.capacity() +
+         sizeof(float) *
+             (w.fp8_scales_h.capacity() + w.fp8_scales_i.capacity()) +
+         sizeof(int32_t) * w.identity.capacity();
+}
+
+}  // namespace
+
 size_t Workspace::CapacityBytes() const {
   if (impl_ == nullptr) return 0;
   const MoeWorkspace& w = *impl_;
@@ -169,7 +181,8 @@ size_t Workspace::CapacityBytes() const {
                             w.permutation.capacity() + w.inverse.capacity() +
                             w.local_ids.capacity()) +
          sizeof(int64_t) * w.extents.capacity() + w.rows_h.capacity() +
-         w.rows_i.capacity() + w.plan.CapacityBytes() + device_bytes;
+         w.rows_i.capacity() + w.plan.CapacityBytes() + device_bytes +
+         Fp8CapacityBytes(w);
 }
 
 std::optional<std::string> GemmChoice::Feature(std::string_view key) const {

@@ -59,6 +59,14 @@ struct MoeWorkspace {
   // Experts intermediates, raw bytes of the activation dtype.
   std::vector<unsigned char> rows_h;  // [R, H]: packed input, then gemm2 out
   std::vector<unsigned char> rows_i;  // [R, I]: silu_and_mul(gemm1)
+  // FP8 Experts intermediates: e4m3 rows and their f32 scales (block mode:
+  // [H/128, R] / [I/128, R]; per channel: [R]), and the identity order the
+  // per-tensor / per-channel modes requantize gemm1's rows with.
+  std::vector<uint8_t> fp8_rows_h;  // [R, H] quantized packed input
+  std::vector<uint8_t> fp8_rows_i;  // [R, I] quantized down-projection input
+  std::vector<float> fp8_scales_h;
+  std::vector<float> fp8_scales_i;
+  std::vector<int32_t> identity;  // [R] 0, 1, ..., R - 1
 
   // The last two GroupedGemm configurations since the last Route, oldest
   // first (PlanSummary::gemms). GroupedGemm takes the workspace const and

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/moe/fp8.h"
 #include "backends/cpu/moe/generic.h"
 #include "core/stats.h"
 #include "ops/moe/checks.h"
@@ -55,6 +56,7 @@ KernelSource EntryFor(absl::string_view header, const std::string& kernel) {
 
 absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const MoePackSpec spec, MoePackSpec::FromKey(key));
+  if (spec.scale_mode != moe::ScaleMode::kNone) return GenerateFp8Pack(spec);
   return EntryFor("moe/pack.h",
                   absl::StrCat("MoePackKernel<", KernelTypeName(spec.dtype),
                                ", ", spec.hidden, ">"));
@@ -67,6 +69,7 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
         "kernel (tile.n): the cpu has one grouped-GEMM kernel (0), got ",
         static_cast<int>(spec.kernel)));
   }
+  if (spec.quantized()) return GenerateFp8GroupedGemm(spec);
   return EntryFor(
       "moe/grouped_gemm.h",
       absl::StrCat("MoeGroupedGemmKernel<", KernelTypeName(spec.dtype), ", ",
@@ -101,6 +104,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> CpuMoeKernels::KernelFor(
 }
 
 absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
+  if (launch.scale_mode != moe::ScaleMode::kNone) {
+    return Fp8Pack(engine, launch, &GeneratePack);
+  }
   if (launch.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), launch.dtype, launch.hidden_dim);
   TAILOR_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel,
@@ -132,7 +138,8 @@ SpecKey GroupedGemmKey(const KeyTarget& target, const GroupedGemmLaunch& launch,
                      .k = launch.k,
                      .tile_rows = static_cast<int32_t>(launch.tile_rows),
                      .tail_class = tail_class,
-                     .epilogue = launch.epilogue}
+                     .epilogue = launch.epilogue,
+                     .scale_mode = launch.scale_mode}
       .ToKey(target);
 }
 
@@ -164,9 +171,10 @@ absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey& key) {
 absl::StatusOr<std::vector<int32_t>> TailClassesOf(
     const moe::RoutingPolicy& policy) {
   const CpuMoeKernels backend;
-  TAILOR_ASSIGN_OR_RETURN(plan::PlanParams params,
-                          ResolvePolicy(policy, backend.DefaultTileRows(0, 0, 0),
-                                        backend.MaxTileRows()));
+  TAILOR_ASSIGN_OR_RETURN(
+      plan::PlanParams params,
+      ResolvePolicy(policy, backend.DefaultTileRows(0, 0, 0),
+                    backend.MaxTileRows()));
   std::vector<int32_t> classes = {0};
   for (int64_t rows = 1; rows < params.tile_rows; ++rows) {
     TAILOR_ASSIGN_OR_RETURN(int32_t tail_class,
@@ -186,18 +194,39 @@ absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
       layer.policy.tile_rows != 0
           ? layer.policy.tile_rows
           : CpuMoeKernels().DefaultTileRows(0, layer.experts, 0);
-  const GroupedGemmLaunch gate_up = {.dtype = layer.dtype,
+  const moe::ScaleMode mode = layer.scale_mode;
+  // Block mode quantizes gemm1's output in its epilogue; the other modes
+  // requantize it with a Pack over I.
+  const bool quantizing_epilogue = mode == moe::ScaleMode::kBlock;
+  const bool requantizing =
+      mode != moe::ScaleMode::kNone && !quantizing_epilogue;
+  const GroupedGemmLaunch gate_up = {.dtype = quantizing_epilogue
+                                                  ? DType::kF8E4M3
+                                              : requantizing ? DType::kF32
+                                                             : layer.dtype,
                                      .n = 2 * layer.intermediate,
                                      .k = layer.hidden,
                                      .tile_rows = tile_rows,
-                                     .epilogue = moe::Epilogue::kSiluAndMul};
+                                     .epilogue = moe::Epilogue::kSiluAndMul,
+                                     .scale_mode = mode};
   const GroupedGemmLaunch down = {.dtype = layer.dtype,
                                   .n = layer.hidden,
                                   .k = layer.intermediate,
                                   .tile_rows = tile_rows,
-                                  .epilogue = moe::Epilogue::kNone};
+                                  .epilogue = moe::Epilogue::kNone,
+                                  .scale_mode = mode};
   std::vector<KernelJob> jobs = {
-      {PackKey(target, layer.dtype, layer.hidden), &GenerateMoeKernel}};
+      {MoePackSpec{
+           .dtype = layer.dtype, .hidden = layer.hidden, .scale_mode = mode}
+           .ToKey(target),
+       &GenerateMoeKernel}};
+  if (requantizing) {  // gemm1's f32 rows
+    jobs.push_back({MoePackSpec{.dtype = DType::kF32,
+                                .hidden = layer.intermediate,
+                                .scale_mode = mode}
+                        .ToKey(target),
+                    &GenerateMoeKernel});
+  }
   for (const GroupedGemmLaunch* gemm : {&gate_up, &down}) {
     for (int32_t tail_class : classes) {
       jobs.push_back(
@@ -212,6 +241,9 @@ absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
 absl::Status CpuMoeKernels::GroupedGemm(Engine& engine,
                                         const GroupedGemmLaunch& launch) {
   TAILOR_RETURN_IF_ERROR(RequireHostPlan(launch.plan));
+  if (launch.scale_mode != moe::ScaleMode::kNone) {
+    return Fp8GroupedGemm(engine, launch, &GenerateGroupedGemm);
+  }
   const plan::PiecewisePlan& plan = *launch.plan.host;
   if (launch.config != nullptr) {
     *launch.config = {.kernel = "cpu",

@@ -37,6 +37,10 @@ class CpuMoeKernels final : public MoeKernels {
   }
   // The template keeps a tile's accumulators on the stack: 128 KiB at 64.
   int32_t MaxTileRows() const override { return 64; }
+  // Every scale mode (backends/cpu/moe/fp8.h).
+  absl::Status SupportsScaleMode(moe::ScaleMode) const override {
+    return absl::OkStatus();
+  }
   absl::Status Pack(Engine& engine, const PackLaunch& launch) override;
   absl::Status GroupedGemm(Engine& engine,
                            const GroupedGemmLaunch& launch) override;
@@ -76,8 +80,10 @@ absl::StatusOr<std::vector<int32_t>> TailClassesOf(
     const moe::RoutingPolicy& policy);
 
 // Every kernel moe::Experts can launch for `layer` under any routing and
-// batch, in a stable order: pack, the gate|up GEMM (silu_and_mul) and the
-// down GEMM for every tail class, combine. Errors: TailClassesOf's.
+// batch, in a stable order: pack (quantizing with a scale mode), the
+// requantizing pack of the per-tensor / per-channel modes, the gate|up GEMM
+// (silu_and_mul; block mode: quantizing) and the down GEMM for every tail
+// class, combine. Errors: TailClassesOf's.
 absl::StatusOr<std::vector<KernelJob>> MoeLayerKernels(
     const KeyTarget& target, const MoeLayerShape& layer);
 

@@ -165,11 +165,6 @@ absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
       .entry = entry};
 }
 
-CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled)
-    : backend_(backend),
-      enabled_(enabled),
-      pipeline_checks_(PipelineChecksAsked()) {}
-
 absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
   if (int sms = multiprocessors_.load(); sms > 0) return sms;
   TAILOR_RETURN_IF_ERROR(backend_.device_context().MakeCurrent());
@@ -214,6 +209,11 @@ bool PipelineChecksAsked() {
 }
 
 }  // namespace
+
+CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled)
+    : backend_(backend),
+      enabled_(enabled),
+      pipeline_checks_(PipelineChecksAsked()) {}
 
 absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(
     const KeyTarget& target, const RaggedShape& shape) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/heuristics.h"
 #include "backends/gpu/error_words.h"
 #include "backends/gpu/moe_launch.h"
@@ -119,6 +120,7 @@ absl::StatusOr<KernelSource> GenerateRoute(const SpecKey& key) {
 
 absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const MoePackSpec spec, MoePackSpec::FromKey(key));
+  if (spec.scale_mode != moe::ScaleMode::kNone) return GenerateFp8Pack(spec);
   return Entry("moe/pack.cuh",
                absl::StrCat("MoePack<", KernelTypeName(spec.dtype), ", ",
                             spec.hidden, ">"));
@@ -126,6 +128,7 @@ absl::StatusOr<KernelSource> GeneratePack(const SpecKey& key) {
 
 absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(const MoeGemmSpec spec, MoeGemmSpec::FromKey(key));
+  if (spec.quantized()) return GenerateFp8GroupedGemm(spec);
   const std::string shape =
       absl::StrCat(spec.n, ", ", spec.k, ", ", spec.tile_rows, ", ",
                    static_cast<int>(spec.epilogue));
@@ -308,9 +311,29 @@ absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(DescriptorPool& descriptors,
   return maps;
 }
 
+absl::Status CudaMoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
+  if (mode == moe::ScaleMode::kNone) return absl::OkStatus();
+  if (!hopper_) {
+    return absl::UnimplementedError(
+        "FP8 (e4m3) MoE on cuda needs sm_90a; this device has no FP8 MoE "
+        "kernels (no dequantize-in-registers path)");
+  }
+  if (mode != moe::ScaleMode::kBlock) {
+    return absl::UnimplementedError(
+        "cuda's FP8 (e4m3) MoE kernels are block mode only (128 x 128 "
+        "weight blocks, 1 x 128 activation groups)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const KeyTarget& target, const tailor::internal::MoeLayerShape& layer,
     const MoeTuning& tuning) {
+  if (layer.scale_mode != moe::ScaleMode::kNone) {
+    return absl::UnimplementedError(
+        "FP8 (e4m3) MoE layers: moe::Experts on cuda has no FP8 path yet "
+        "(GroupedGemm only)");
+  }
   const bool hopper = HopperGemmEnabled(target.arch, tuning);
   // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
   const bool swap_ab = tuning.swap_ab;
@@ -456,6 +479,10 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
 // ---- executors --------------------------------------------------------------
 
 absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
+  if (l.scale_mode != moe::ScaleMode::kNone) {  // no launch glue yet
+    return absl::UnimplementedError(
+        "moe.pack: the quantizing Pack has no cuda launch yet");
+  }
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
   const MoePackParams p = gpu::MoePackParamsOf(l);
@@ -659,6 +686,7 @@ absl::Status CudaMoeKernels::GroupedGemm(Engine& engine,
     return absl::InternalError(
         "moe.grouped_gemm: the cuda backend needs a device plan");
   }
+  if (l.scale_mode != moe::ScaleMode::kNone) return Fp8GroupedGemm(engine, l);
   const MoeGemmKernel kernel =
       GemmKernelFor(hopper_, l.dtype, l.k, l.tile_rows);
   if (kernel == MoeGemmKernel::kHopper) return HopperGroupedGemm(engine, l);

@@ -109,6 +109,9 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
+  // FP8: block mode's GroupedGemm on sm_90a; Unimplemented otherwise,
+  // saying what the device lacks.
+  absl::Status SupportsScaleMode(moe::ScaleMode mode) const override;
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
   int64_t MaxDeviceRouteExperts() const override;
@@ -132,6 +135,11 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
  private:
   int64_t SplitScratchBytes() const;
   absl::Status HopperGroupedGemm(
+      tailor::internal::Engine& engine,
+      const tailor::internal::GroupedGemmLaunch& launch);
+  // The block-scaled FP8 GEMM (moe/fp8_launch.cc): sm_90a, launch.scale_mode
+  // kBlock, C bf16 or e4m3, scale rows multiples of 4.
+  absl::Status Fp8GroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
   // What a Hopper launch runs: the kernel's variant and its grid.

@@ -1,0 +1,32 @@
+// backends/cuda/moe/fp8_generator.h — the sources of the FP8 (e4m3) MoE
+// kernels on CUDA from their typed specs: block mode on sm_90a
+// (templates/cuda/moe/fp8_{pack,grouped_gemm_sm90}.cuh).
+//
+// moe::GroupedGemm reaches the GEMM (moe/fp8_launch.cc); the quantizing
+// Pack has no launch yet (moe::Experts on a device workspace has no FP8
+// path), so it is compiled in CI and run only by the dev harness bench/fp8.
+#ifndef TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
+#define TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
+
+#include "absl/status/statusor.h"
+#include "core/engine.h"
+#include "ops/moe/spec.h"
+
+namespace tailor::cuda {
+
+// MoeFp8Pack<H>: bf16 hidden quantized in 1 x 128 groups. InvalidArgument
+// naming the field for another scale mode or dtype, or H % 128 != 0.
+absl::StatusOr<tailor::internal::KernelSource> GenerateFp8Pack(
+    const tailor::internal::MoePackSpec& spec);
+
+// MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue, swap_ab>: block mode,
+// kernel kHopper, K % 128 == 0 and N % 128 == 0 (gated: N % 256 == 0), C
+// bf16 or (silu_and_mul) e4m3, tile_rows in [1, 128] (swap-AB: [1, 32]),
+// no TMA store, cluster or pipeline checks. InvalidArgument naming the
+// field otherwise.
+absl::StatusOr<tailor::internal::KernelSource> GenerateFp8GroupedGemm(
+    const tailor::internal::MoeGemmSpec& spec);
+
+}  // namespace tailor::cuda
+
+#endif  // TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_

@@ -1,0 +1,173 @@
+// The FP8 (e4m3, block-scaled) grouped GEMM's launch on sm_90a: tensor maps
+// over e4m3 A and W and A's scales, the bf16 kernel's work list and tile
+// order, the kernel built from the typed spec (backends/cuda/moe/
+// fp8_generator.h). No split-K: a unit's partials would need the FP8
+// kernel's own scratch sizing.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/moe/heuristics.h"
+#include "backends/cuda/moe/kernels.h"
+#include "ops/moe/spec.h"
+#include "tailor/status.h"
+#include "templates/cuda/moe/fp8_params.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::GroupedGemmLaunch;
+using tailor::internal::LaunchConfig;
+using tailor::internal::MoeGemmKernel;
+using tailor::internal::MoeGemmSpec;
+using tailor::internal::SpecKey;
+
+// A 2D e4m3 map over [rows, k] (K contiguous), boxes of 128 K x box_rows,
+// 128-byte swizzle (fp8_params.h: a_map, w_map).
+TensorMapSpec E4m3Rows(const void* data, int64_t rows, int64_t k,
+                       uint32_t box_rows) {
+  return TensorMapSpec{
+      .data_type = TensorMapDataType::kUint8,
+      .rank = 2,
+      .global_address = reinterpret_cast<uint64_t>(data),
+      .global_dims = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)},
+      .global_strides = {static_cast<uint64_t>(k)},
+      .box_dims = {static_cast<uint32_t>(kMoeFp8Block), box_rows},
+      .swizzle = TensorMapSwizzle::k128B,
+      .l2_promotion = TensorMapL2Promotion::k256B};
+}
+
+// A's scales [K / 128, scale_rows] f32: boxes of one K block x the tile's
+// rows plus the alignment shift (fp8_params.h: a_scale_map).
+TensorMapSpec ScaleRows(const float* data, int64_t scale_rows, int64_t k,
+                        int a_rows) {
+  return TensorMapSpec{
+      .data_type = TensorMapDataType::kFloat32,
+      .rank = 2,
+      .global_address = reinterpret_cast<uint64_t>(data),
+      .global_dims = {static_cast<uint64_t>(scale_rows),
+                      static_cast<uint64_t>(k / kMoeFp8Block)},
+      .global_strides = {static_cast<uint64_t>(scale_rows) * 4},
+      .box_dims = {static_cast<uint32_t>(MoeFp8ScaleBoxRows(a_rows)), 1},
+      .swizzle = TensorMapSwizzle::kNone,
+      .l2_promotion = TensorMapL2Promotion::kNone};
+}
+
+// What the FP8 kernel needs beyond the op front's rules.
+absl::Status ExpectFp8Launch(const GroupedGemmLaunch& l) {
+  if (l.scale_mode != moe::ScaleMode::kBlock) {
+    return absl::UnimplementedError(
+        "quant.mode: cuda's FP8 GEMM is block mode only");
+  }
+  if (l.dtype != DType::kBF16 && l.dtype != DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "c: cuda's FP8 GEMM writes bf16 or f8e4m3, got ", DTypeName(l.dtype)));
+  }
+  const bool quantized = l.dtype == DType::kF8E4M3;
+  if (l.a_scale_rows % kMoeFp8ScaleRowAlign != 0 ||
+      (quantized && l.c_scale_rows % kMoeFp8ScaleRowAlign != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        quantized && l.a_scale_rows % kMoeFp8ScaleRowAlign == 0
+            ? "quant.c_scale"
+            : "quant.a_scale",
+        ": dims[1] (scale rows) must be a multiple of 4 on cuda (16-byte TMA "
+        "rows), got ",
+        quantized && l.a_scale_rows % kMoeFp8ScaleRowAlign == 0
+            ? l.c_scale_rows
+            : l.a_scale_rows));
+  }
+  return absl::OkStatus();
+}
+
+// The maps of A and W (over the buffers' reserved rows, the same every
+// step) and of A's scales.
+absl::Status EncodeFp8Maps(DescriptorPool& descriptors,
+                           const GroupedGemmLaunch& l, int a_rows,
+                           MoeFp8GemmSm90Params& p) {
+  const int64_t rows = std::max(l.rows, l.row_capacity);
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes a,
+                          descriptors.GetOrEncode(E4m3Rows(
+                              l.a, rows, l.k, static_cast<uint32_t>(a_rows))));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
+                          descriptors.GetOrEncode(E4m3Rows(
+                              l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes scales,
+                          descriptors.GetOrEncode(ScaleRows(
+                              l.a_scales, l.a_scale_rows, l.k, a_rows)));
+  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
+  std::memcpy(&p.a_scale_map, scales.bytes, sizeof(p.a_scale_map));
+  return absl::OkStatus();
+}
+
+// The plan summary's record of a launch.
+tailor::internal::GemmConfig Fp8Config(const GroupedGemmLaunch& l, bool swap_ab,
+                                       int a_rows, int cta_rows, int ctas) {
+  return {.kernel = swap_ab ? "cuda.sm90_tma_wgmma_fp8_swap_ab"
+                            : "cuda.sm90_tma_wgmma_fp8",
+          .n = l.n,
+          .k = l.k,
+          .cta_rows = swap_ab ? a_rows : cta_rows,
+          .cta_cols = kMoeSm90WRows,
+          .k_tile = kMoeFp8Block,
+          .stages = MoeFp8Stages(a_rows),
+          .ctas = ctas,
+          .features = {{.key = "scale_mode", .value = 3, .name = "block"}}};
+}
+
+}  // namespace
+
+absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
+                                            const GroupedGemmLaunch& l) {
+  TAILOR_RETURN_IF_ERROR(ExpectFp8Launch(l));
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
+  if (max_tiles == 0) return absl::OkStatus();
+  const bool swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
+  const int a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), swap_ab);
+  const SpecKey key =
+      MoeGemmSpec{.dtype = l.dtype,
+                  .n = l.n,
+                  .k = l.k,
+                  .tile_rows = static_cast<int32_t>(l.tile_rows),
+                  .epilogue = l.epilogue,
+                  .kernel = MoeGemmKernel::kHopper,
+                  .swap_ab = swap_ab,
+                  .scale_mode = l.scale_mode}
+          .ToKey(engine.target());
+  // Blocking: the FP8 kernels have no generic kernel for background JIT.
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<tailor::internal::Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
+  MoeFp8GemmSm90Params p = {};
+  TAILOR_RETURN_IF_ERROR(EncodeFp8Maps(descriptors_, l, a_rows, p));
+  p.w_scales = l.w_scales;
+  p.c = l.c;
+  p.c_scales = l.c_scales;
+  p.c_scale_rows = static_cast<int>(l.c_scale_rows);
+  p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
+  p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
+  p.n = static_cast<int>(l.n);
+  p.k = static_cast<int>(l.k);
+  p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
+  const int cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
+  p.expert_groups = expert_groups_ >= 0
+                        ? expert_groups_
+                        : MoeSm90ExpertGroups(l.rows, l.experts, cta_rows,
+                                              l.n * l.k, l2_bytes_);
+  p.split_k = 0;
+  p.max_work = static_cast<int>(l.plan.max_work);
+  const int ctas = MoeSm90Ctas(max_tiles, l.k, multiprocessors_,
+                               /*split_k=*/false, swap_ab);
+  if (l.config != nullptr) {
+    *l.config = Fp8Config(l, swap_ab, a_rows, cta_rows, ctas);
+  }
+  LaunchConfig config;
+  config.grid = {.x = static_cast<uint32_t>(std::max(ctas, 1))};
+  config.block = {.x = static_cast<uint32_t>(kMoeSm90Threads)};
+  config.shared_bytes = static_cast<uint32_t>(MoeFp8SharedBytes(a_rows));
+  config.stream = l.stream;
+  return engine.Launch(key.op, *kernel, config, p);
+}
+
+}  // namespace tailor::cuda

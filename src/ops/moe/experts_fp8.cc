@@ -1,0 +1,309 @@
+// moe::Experts with FP8 weights: Route -> quantizing Pack -> FP8 gate|up
+// GEMM -> (requantize) -> FP8 down GEMM -> Combine, on the host workspace.
+#include "ops/moe/experts_fp8.h"
+
+#include <cstddef>
+#include <numeric>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "api/internals.h"
+#include "ops/moe/checks.h"
+#include "ops/moe/kernels.h"
+#include "ops/moe/quant_checks.h"
+#include "ops/moe/workspace.h"
+#include "tailor/status.h"
+
+namespace tailor::internal {
+namespace {
+
+using moe::ScaleMode;
+
+struct Fp8Dims {
+  int64_t tokens = 0;        // T
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I
+  int64_t experts = 0;       // E
+};
+
+absl::string_view ModeName(ScaleMode mode) {
+  return mode == ScaleMode::kBlock        ? "block mode"
+         : mode == ScaleMode::kPerChannel ? "per-channel mode"
+                                          : "per-tensor mode";
+}
+
+// H and I are K of a GEMM: whole 128-element groups in block mode.
+absl::Status ExpectBlockAligned(const Fp8Dims& d) {
+  if (d.hidden % 128 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden: dims[1] (H) must be a multiple of 128 in block mode, got ",
+        d.hidden));
+  }
+  if (d.intermediate % 128 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("w13: dims[1] / 2 (I) must be a multiple of 128 in "
+                     "block mode, got ",
+                     d.intermediate));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFp8Weights(const moe::ExpertsArgs& args, Device dev,
+                                Fp8Dims& d) {
+  TAILOR_RETURN_IF_ERROR(ExpectFp8Operand("w13", args.w13, 3, dev));
+  d.experts = args.w13.dims[0];
+  TAILOR_RETURN_IF_ERROR(ExpectExpertCount("w13: dims[0] (E)", d.experts));
+  if (args.w13.dims[1] % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "w13: dims[1] (2I, gate | up) must be even, got ", args.w13.dims[1]));
+  }
+  d.intermediate = args.w13.dims[1] / 2;
+  TAILOR_RETURN_IF_ERROR(
+      ExpectModelDim("w13: dims[1] / 2 (I)", d.intermediate));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("w13", args.w13, 2, d.hidden, "H = hidden.dims[1]"));
+  TAILOR_RETURN_IF_ERROR(ExpectFp8Operand("w2", args.w2, 3, dev));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("w2", args.w2, 0, d.experts, "E = w13.dims[0]"));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("w2", args.w2, 1, d.hidden, "H = hidden.dims[1]"));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectDim("w2", args.w2, 2, d.intermediate, "I = w13.dims[1] / 2"));
+  const ScaleMode mode = args.quant.mode;
+  if (mode == ScaleMode::kBlock) TAILOR_RETURN_IF_ERROR(ExpectBlockAligned(d));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectWeightScales("quant.w13_scale", args.quant.w13_scale, "w13", mode,
+                         d.experts, 2 * d.intermediate, d.hidden, dev));
+  return ExpectWeightScales("quant.w2_scale", args.quant.w2_scale, "w2", mode,
+                            d.experts, d.hidden, d.intermediate, dev);
+}
+
+// Static activation scales: [1] each in per-tensor mode, unset otherwise
+// (the activations are quantized dynamically there).
+absl::Status ValidateActivationScales(const moe::ExpertsQuantization& q,
+                                      Device dev) {
+  for (const auto& [name, scale] : {std::pair{"quant.a1_scale", &q.a1_scale},
+                                    std::pair{"quant.a2_scale", &q.a2_scale}}) {
+    if (q.mode != ScaleMode::kPerTensor) {
+      if (!scale->has_value()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": must be unset in ", ModeName(q.mode),
+          " (activations are quantized dynamically, ",
+          q.mode == ScaleMode::kBlock ? "1 x 128 groups)" : "per token)"));
+    }
+    if (!scale->has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name,
+                       ": required in per-tensor mode (the static activation "
+                       "scale, [1] f32)"));
+    }
+    TAILOR_RETURN_IF_ERROR(
+        ExpectScales(name, **scale, {{1, "1 (per tensor)"}}, dev));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Fp8Dims> ValidateFp8Experts(const moe::ExpertsArgs& args,
+                                           const MoeKernels& kernels,
+                                           Device dev) {
+  const moe::ExpertsQuantization& q = args.quant;
+  TAILOR_RETURN_IF_ERROR(
+      ExpectScaleModeAndBlock("quant.", q.mode, q.block_shape));
+  absl::Status supported = kernels.SupportsScaleMode(q.mode);
+  if (!supported.ok()) {
+    return absl::Status(supported.code(),
+                        absl::StrCat("quant.mode: ", supported.message()));
+  }
+  Fp8Dims d;
+  TAILOR_RETURN_IF_ERROR(ExpectFloatOperand("hidden", args.hidden, 2, dev));
+  d.tokens = args.hidden.dims[0];
+  d.hidden = args.hidden.dims[1];
+  TAILOR_RETURN_IF_ERROR(ExpectModelDim("hidden: dims[1] (H)", d.hidden));
+  TAILOR_RETURN_IF_ERROR(ValidateFp8Weights(args, dev, d));
+  TAILOR_RETURN_IF_ERROR(ValidateActivationScales(q, dev));
+  TAILOR_RETURN_IF_ERROR(
+      ExpectExpertsRoutingAndOut(args, dev, d.tokens, d.hidden));
+  return d;
+}
+
+// The host intermediates of one step (grown to fit).
+struct Fp8Rows {
+  uint8_t* a;               // [R, H] e4m3 packed input
+  float* a_scales;          // [H/128, R] | [R] | unused
+  void* gate_up;            // [R, I] f32: gemm1's output, requantized
+  uint8_t* h;               // [R, I] e4m3 down-projection input
+  float* h_scales;          // [I/128, R] | [R] | unused
+  void* down;               // [R, H] dtype: gemm2's output
+  const int32_t* identity;  // [R] (requantizing Pack)
+};
+
+Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
+                    MoeWorkspace& w) {
+  const auto r = static_cast<size_t>(w.num_rows);
+  const auto h = static_cast<size_t>(d.hidden);
+  const auto i = static_cast<size_t>(d.intermediate);
+  const bool block = mode == ScaleMode::kBlock;
+  const size_t element = DTypeSize(dtype);
+  GrowTo(w.fp8_rows_h, r * h);
+  GrowTo(w.fp8_rows_i, r * i);
+  GrowTo(w.fp8_scales_h, block ? ScaleBlocks(d.hidden) * r : r);
+  GrowTo(w.fp8_scales_i, block ? ScaleBlocks(d.intermediate) * r : r);
+  GrowTo(w.rows_h, r * h * element);
+  if (!block) {
+    GrowTo(w.rows_i, r * i * sizeof(float));
+    if (w.identity.size() < r) {
+      const size_t from = w.identity.size();
+      w.identity.resize(r);
+      std::iota(w.identity.begin() + from, w.identity.end(),
+                static_cast<int32_t>(from));
+    }
+  }
+  return Fp8Rows{.a = w.fp8_rows_h.data(),
+                 .a_scales = w.fp8_scales_h.data(),
+                 .gate_up = w.rows_i.data(),
+                 .h = w.fp8_rows_i.data(),
+                 .h_scales = w.fp8_scales_i.data(),
+                 .down = w.rows_h.data(),
+                 .identity = w.identity.data()};
+}
+
+// One FP8 step's launches over routed workspace `w`.
+struct Fp8Step {
+  MoeKernels& kernels;
+  Engine& engine;
+  const moe::ExpertsArgs& args;
+  const Fp8Dims& d;
+  MoeWorkspace& w;
+  const Fp8Rows& rows;
+  MoePlanRef plan;
+
+  ScaleMode mode() const { return args.quant.mode; }
+  bool block() const { return mode() == ScaleMode::kBlock; }
+  DType dtype() const { return args.hidden.dtype; }
+  static const float* Scale(const std::optional<TensorRef>& t) {
+    return t ? t->as<float>() : nullptr;
+  }
+
+  // The quantizing Pack of `rows` rows of `x` [., dim] through
+  // `permutation` into e4m3 `q` and its scales.
+  absl::Status Quantize(const void* x, DType x_dtype, int64_t dim,
+                        int64_t tokens, int64_t topk,
+                        const int32_t* permutation, uint8_t* q, float* scales,
+                        const float* static_scale) {
+    return kernels.Pack(engine, {.dtype = x_dtype,
+                                 .hidden_dim = dim,
+                                 .rows = w.num_rows,
+                                 .tokens = tokens,
+                                 .topk = topk,
+                                 .hidden = x,
+                                 .permutation = permutation,
+                                 .a = q,
+                                 .scale_mode = mode(),
+                                 .a_scales = scales,
+                                 .static_scale = static_scale,
+                                 .scale_rows = w.num_rows});
+  }
+
+  // e4m3 a [R, K] x w -> c (`c_dtype`; e4m3 with 1 x 128 scales when so).
+  absl::Status Gemm(int64_t n, int64_t k, moe::Epilogue epilogue,
+                    const uint8_t* a, const float* a_scales,
+                    const TensorRef& weights, const TensorRef& w_scales,
+                    DType c_dtype, void* c, float* c_scales) {
+    GemmConfig config;
+    TAILOR_RETURN_IF_ERROR(kernels.GroupedGemm(
+        engine, {.dtype = c_dtype,
+                 .n = n,
+                 .k = k,
+                 .tile_rows = w.tile_rows,
+                 .epilogue = epilogue,
+                 .plan = plan,
+                 .a = a,
+                 .w = weights.data,
+                 .c = c,
+                 .rows = w.num_rows,
+                 .experts = d.experts,
+                 .config = &config,
+                 .scale_mode = mode(),
+                 .a_scales = a_scales,
+                 .a_scale_rows = w.num_rows,
+                 .w_scales = w_scales.as<float>(),
+                 .c_scales = c_scales,
+                 .c_scale_rows = c_scales != nullptr ? w.num_rows : 0}));
+    w.RecordGemm(config);
+    return absl::OkStatus();
+  }
+
+  // Pack -> gate|up (block: quantizing epilogue; else bf16 | f32 rows and
+  // a requantizing Pack in expert order) -> down.
+  absl::Status Run(const int32_t* permutation) {
+    const moe::ExpertsQuantization& q = args.quant;
+    // Per tensor, the GEMMs read the static scales the Pack divided by.
+    const bool per_tensor = mode() == ScaleMode::kPerTensor;
+    const float* a_scales = per_tensor ? Scale(q.a1_scale) : rows.a_scales;
+    const float* h_scales = per_tensor ? Scale(q.a2_scale) : rows.h_scales;
+    TAILOR_RETURN_IF_ERROR(Quantize(args.hidden.data, dtype(), d.hidden,
+                                    d.tokens, w.topk, permutation, rows.a,
+                                    rows.a_scales, Scale(q.a1_scale)));
+    const int64_t n1 = 2 * d.intermediate;
+    if (block()) {
+      TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
+                                  rows.a, a_scales, args.w13, q.w13_scale,
+                                  DType::kF8E4M3, rows.h, rows.h_scales));
+    } else {  // f32 rows: quantized from f32 as block mode's epilogue does
+      TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
+                                  rows.a, a_scales, args.w13, q.w13_scale,
+                                  DType::kF32, rows.gate_up, nullptr));
+      TAILOR_RETURN_IF_ERROR(Quantize(rows.gate_up, DType::kF32, d.intermediate,
+                                      w.num_rows, 1, rows.identity, rows.h,
+                                      rows.h_scales, Scale(q.a2_scale)));
+    }
+    return Gemm(d.hidden, d.intermediate, moe::Epilogue::kNone, rows.h,
+                h_scales, args.w2, q.w2_scale, dtype(), rows.down, nullptr);
+  }
+};
+
+}  // namespace
+
+absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
+                        moe::Workspace& ws) {
+  TAILOR_ASSIGN_OR_RETURN(MoeKernels * kernels,
+                          MoeKernelsOf(runtime, "moe.experts"));
+  const Device dev = runtime.device();
+  TAILOR_ASSIGN_OR_RETURN(const Fp8Dims d,
+                          ValidateFp8Experts(args, *kernels, dev));
+  if (dev.type != DeviceType::kCpu) {  // before Route writes anything
+    return absl::UnimplementedError(
+        "moe.experts: FP8 on a device workspace is not implemented yet "
+        "(moe::GroupedGemm runs FP8 block mode on cuda sm_90a)");
+  }
+  TAILOR_RETURN_IF_ERROR(moe::Route(runtime,
+                                    {.topk_ids = args.topk_ids,
+                                     .num_experts = d.experts,
+                                     .expert_map = args.expert_map,
+                                     .valid_tokens = args.valid_tokens,
+                                     .policy = args.policy,
+                                     .stream = args.stream},
+                                    ws));
+  MoeWorkspace& w = *WorkspaceImplOf(ws);
+  const Fp8Rows rows = GrowFp8Rows(d, args.quant.mode, args.hidden.dtype, w);
+  Engine& engine = EngineOf(runtime);
+  Fp8Step step = {.kernels = *kernels,
+                  .engine = engine,
+                  .args = args,
+                  .d = d,
+                  .w = w,
+                  .rows = rows,
+                  .plan = PlanRefOf(w)};
+  TAILOR_RETURN_IF_ERROR(step.Run(ws.permutation().as<int32_t>()));
+  return kernels->Combine(engine, {.dtype = args.hidden.dtype,
+                                   .hidden_dim = d.hidden,
+                                   .tokens = d.tokens,
+                                   .topk = w.topk,
+                                   .rows = w.num_rows,
+                                   .c = rows.down,
+                                   .weights = args.topk_weights.as<float>(),
+                                   .inverse = ws.inverse().as<int32_t>(),
+                                   .out = args.out.data});
+}
+
+}  // namespace tailor::internal

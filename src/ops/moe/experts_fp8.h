@@ -1,0 +1,23 @@
+// ops/moe/experts_fp8.h — moe::Experts with FP8 (e4m3) weights: the
+// quantizing Pack, the FP8 grouped GEMMs and Combine (see
+// ExpertsQuantization in tailor/ops/moe.h).
+#ifndef TAILOR_OPS_MOE_EXPERTS_FP8_H_
+#define TAILOR_OPS_MOE_EXPERTS_FP8_H_
+
+#include "absl/status/status.h"
+#include "tailor/ops/moe.h"
+#include "tailor/runtime.h"
+
+namespace tailor::internal {
+
+// moe::Experts for args.quant.mode != kNone: validates every argument
+// (named InvalidArgument), then Route -> quantizing Pack -> gate|up GEMM
+// (block mode: its silu_and_mul output quantized in 1 x 128 groups; per
+// tensor / per channel: a requantizing Pack over its f32 output) ->
+// down GEMM -> Combine. Unimplemented on backends without FP8 kernels.
+absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
+                        moe::Workspace& ws);
+
+}  // namespace tailor::internal
+
+#endif  // TAILOR_OPS_MOE_EXPERTS_FP8_H_

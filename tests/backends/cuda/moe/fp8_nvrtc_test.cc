@@ -1,0 +1,174 @@
+// The FP8 (e4m3, block-scaled) MoE kernels on CUDA, built from their typed
+// specs by the backend's generator, compile under NVRTC for sm_90a (no GPU
+// needed, so this runs in CI): the anchor models' GEMM variants (DeepSeek-V3
+// whole and at tensor-parallel 8, Qwen3-30B-A3B; the quantizing gate|up
+// epilogue, the bf16 down projection, swap-AB decode tiles) with ptxas -v
+// (registers printed; no spills), the quantizing Pack; and the generator
+// names the field of a key it cannot build.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/moe/kernels.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "core/spec_key.h"
+#include "ops/moe/spec.h"
+#include "test_util.h"
+
+namespace tailor::cuda {
+namespace {
+
+using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
+using tailor::internal::MoeGemmKernel;
+using tailor::internal::MoeGemmSpec;
+using tailor::internal::MoePackSpec;
+using tailor::internal::SpecKey;
+using tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
+
+class Fp8NvrtcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<NvrtcCompiler> compiler =
+        NvrtcCompiler::Create({.extra_flags = {"--ptxas-options=-v"}});
+    if (!compiler.ok()) {
+      ASSERT_EQ(compiler.status().code(), absl::StatusCode::kUnavailable)
+          << compiler.status();
+      GTEST_SKIP() << "NVRTC not installed: " << compiler.status();
+    }
+    compiler_.emplace(*std::move(compiler));
+  }
+
+  // Compiles `key`'s source (a nonce defeats NVRTC's cache, so ptxas
+  // reports).
+  absl::StatusOr<NvrtcCompiler::Output> Compile(const SpecKey& key) {
+    absl::StatusOr<KernelSource> source = GenerateMoeKernel(key);
+    if (!source.ok()) return source.status();
+    source->code += absl::StrCat(
+        "constexpr long long tailor_test_nonce = ",
+        std::chrono::system_clock::now().time_since_epoch().count(), ";\n");
+    return compiler_->Compile(*source, "sm_90a", /*want_ptx=*/true);
+  }
+  std::optional<NvrtcCompiler> compiler_;
+};
+
+int LogNumber(const std::string& log, const std::string& pattern) {
+  std::smatch match;
+  if (!std::regex_search(log, match, std::regex(pattern))) return -1;
+  return std::stoi(match[1].str());
+}
+
+// A block-mode GEMM spec: gate|up (quantizing, e4m3 C) or down (bf16 C).
+MoeGemmSpec Gemm(int64_t n, int64_t k, bool gate_up, int32_t tile_rows,
+                 bool swap_ab = false) {
+  return {
+      .dtype = gate_up ? DType::kF8E4M3 : DType::kBF16,
+      .n = n,
+      .k = k,
+      .tile_rows = tile_rows,
+      .epilogue = gate_up ? moe::Epilogue::kSiluAndMul : moe::Epilogue::kNone,
+      .kernel = MoeGemmKernel::kHopper,
+      .swap_ab = swap_ab,
+      .scale_mode = moe::ScaleMode::kBlock};
+}
+
+TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
+  const MoeGemmSpec specs[] = {
+      Gemm(4096, 7168, true, 128),        // DeepSeek-V3 gate|up
+      Gemm(7168, 2048, false, 128),       // DeepSeek-V3 down
+      Gemm(512, 7168, true, 64),          // DeepSeek-V3 TP8 gate|up
+      Gemm(7168, 256, false, 64),         // DeepSeek-V3 TP8 down
+      Gemm(1536, 2048, true, 128),        // Qwen3-30B-A3B gate|up
+      Gemm(7168, 2048, false, 16, true),  // decode: swap-AB
+      Gemm(4096, 7168, true, 32, true),
+  };
+  std::printf("%-72s %5s %8s %8s\n", "variant", "regs", "spill_st", "spill_ld");
+  for (const MoeGemmSpec& spec : specs) {
+    const SpecKey key = spec.ToKey(kHopper);
+    SCOPED_TRACE(key.ToString());
+    absl::StatusOr<NvrtcCompiler::Output> out = Compile(key);
+    TAILOR_ASSERT_OK(out.status());
+    const int regs = LogNumber(out->log, R"(Used (\d+) registers)");
+    const int stores = LogNumber(out->log, R"((\d+) bytes spill stores)");
+    const int loads = LogNumber(out->log, R"((\d+) bytes spill loads)");
+    std::printf("%-72s %5d %8d %8d\n", key.ToString().c_str(), regs, stores,
+                loads);
+    EXPECT_GT(regs, 0) << out->log;
+    EXPECT_EQ(stores, 0) << out->log;
+    EXPECT_EQ(loads, 0) << out->log;
+    EXPECT_THAT(out->ptx, HasSubstr(".f32.e4m3.e4m3"));
+    EXPECT_THAT(out->ptx, HasSubstr("setmaxnreg"));
+    if (spec.dtype == DType::kF8E4M3) {
+      EXPECT_THAT(out->ptx, HasSubstr("cvt.rn.satfinite.e4m3x2.f32"));
+    }
+  }
+}
+
+TEST_F(Fp8NvrtcTest, QuantizingPackCompiles) {
+  for (int64_t hidden : {7168, 2048}) {
+    const SpecKey key = MoePackSpec{.dtype = DType::kBF16,
+                                    .hidden = hidden,
+                                    .scale_mode = moe::ScaleMode::kBlock}
+                            .ToKey(kHopper);
+    SCOPED_TRACE(key.ToString());
+    absl::StatusOr<NvrtcCompiler::Output> out = Compile(key);
+    TAILOR_ASSERT_OK(out.status());
+    EXPECT_EQ(LogNumber(out->log, R"((\d+) bytes spill stores)"), 0)
+        << out->log;
+    EXPECT_THAT(out->ptx, HasSubstr("cvt.rn.satfinite.e4m3x2.f32"));
+  }
+}
+
+TEST(Fp8GeneratorTest, KeysTheTemplatesCannotBuildNameTheirField) {
+  const auto code = absl::StatusCode::kInvalidArgument;
+  MoeGemmSpec per_tensor = Gemm(256, 256, false, 128);
+  per_tensor.scale_mode = moe::ScaleMode::kPerTensor;
+  EXPECT_THAT(GenerateMoeKernel(per_tensor.ToKey(kHopper)).status(),
+              StatusIs(code,
+                       "scale_mode: cuda's FP8 kernels are block mode only "
+                       "(3), got 1"));
+  EXPECT_THAT(
+      GenerateMoeKernel(Gemm(256, 200, false, 128).ToKey(kHopper)).status(),
+      StatusIs(code, "k: must be a multiple of 128 (block scales), got 200"));
+  EXPECT_THAT(
+      GenerateMoeKernel(Gemm(384, 256, true, 128).ToKey(kHopper)).status(),
+      StatusIs(code,
+               "n: must be a multiple of 256 (gate | up of whole 128 "
+               "blocks), got 384"));
+  EXPECT_THAT(GenerateMoeKernel(Gemm(256, 256, false, 64, true).ToKey(kHopper))
+                  .status(),
+              StatusIs(code,
+                       "tile_rows: swap-AB tiles have at most 32 rows, got "
+                       "64"));
+  MoeGemmSpec f32 = Gemm(256, 256, false, 128);
+  f32.dtype = DType::kF32;
+  EXPECT_THAT(GenerateMoeKernel(f32.ToKey(kHopper)).status(),
+              StatusIs(code, "dtype (C): must be bf16 or f8e4m3, got 1"));
+  MoeGemmSpec stored = Gemm(256, 256, false, 128);
+  stored.tma_store = true;
+  EXPECT_THAT(GenerateMoeKernel(stored.ToKey(kHopper)).status(),
+              StatusIs(code,
+                       "variant: the FP8 kernel has no TMA store, cluster or "
+                       "pipeline checks"));
+  EXPECT_THAT(
+      GenerateMoeKernel(MoePackSpec{.dtype = DType::kF32,
+                                    .hidden = 256,
+                                    .scale_mode = moe::ScaleMode::kBlock}
+                            .ToKey(kHopper))
+          .status(),
+      StatusIs(code,
+               "dtype: cuda's quantizing Pack reads bf16 (2), "
+               "got 1"));
+}
+
+}  // namespace
+}  // namespace tailor::cuda
