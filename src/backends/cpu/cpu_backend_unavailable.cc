@@ -34,6 +34,12 @@ absl::StatusOr<std::vector<KernelJob>> DecodeLayerKernels(const KeyTarget&,
   return NoCpuKernels();
 }
 
+absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(const KeyTarget&,
+                                                          const RaggedShape&,
+                                                          int) {
+  return NoCpuKernels();
+}
+
 absl::StatusOr<KernelSource> GenerateMoeKernel(const SpecKey&) {
   return NoCpuKernels();
 }
