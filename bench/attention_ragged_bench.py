@@ -4,7 +4,9 @@ the same data (one K/V cache tensor, one page table), on the GPU machine.
 
 Per case: tailor's plan_ragged_attention (host, untimed) then
 torch.ops.tailor.ragged_attention timed; FlashInfer's wrappers planned once
-and their run() timed. Each rep flushes L2 (a 256 MiB write), lets the host
+and their run() timed; for a mixed step also FlashInfer's split (the prefill
+wrapper over the prefill sequences plus the decode wrapper over the decode
+rows, timed together). Each rep flushes L2 (a 256 MiB write), lets the host
 queue the kernel behind a short device sleep, and times the run alone
 between CUDA events; the median of --reps after --warmup. Floors measured
 in the same process: the dense bf16 GEMM rate (torch.matmul 8192^3) and the
@@ -143,6 +145,38 @@ def run_fi(fi, s, backend, decode):
     return out, (lambda: w.run(s["q"], s["kv"], out=out))
 
 
+def fi_split(fi, s, q_lens, kv_lens, timer):
+    """A mixed step as FlashInfer serves it best: the prefill wrapper (fa3)
+    over the sequences with q > 1 and the decode wrapper over the q = 1
+    rows, two launches timed together; None unless the step has both."""
+    pre = [b for b, q in enumerate(q_lens) if q > 1]
+    dec = [b for b, q in enumerate(q_lens) if q == 1]
+    if not pre or not dec:
+        return None
+    parts = []
+    for seqs in (pre, dec):
+        sub = step_subset(s, q_lens, kv_lens, seqs)
+        parts.append(run_fi(fi, sub, "fa3", seqs is dec)[1])
+    return timer(lambda: [f() for f in parts])
+
+
+def step_subset(s, q_lens, kv_lens, seqs):
+    """The step `s` restricted to sequences `seqs` (same cache, same pages)."""
+    i32 = dict(dtype=torch.int32, device="cuda")
+    qo, kv, idx, rows = [0], [0], [], []
+    host_qo, host_kv = s["qo"].tolist(), s["kv_indptr"].tolist()
+    for b in seqs:
+        rows.extend(range(host_qo[b], host_qo[b + 1]))
+        qo.append(qo[-1] + q_lens[b])
+        idx.append(s["order"][host_kv[b]:host_kv[b + 1]])
+        kv.append(kv[-1] + host_kv[b + 1] - host_kv[b])
+    sub = dict(s)
+    sub.update(q=s["q"][torch.tensor(rows, device="cuda")].contiguous(),
+               qo=torch.tensor(qo, **i32), kv_indptr=torch.tensor(kv, **i32),
+               order=torch.cat(idx), last=s["last"][torch.tensor(seqs, device="cuda")])
+    return sub
+
+
 def rel(a, b):
     a, b = a.float(), b.float()
     if not torch.isfinite(a).all():
@@ -175,6 +209,9 @@ def one_case(name, model, q_lens, kv_lens, fi, timer, gemm, copy):
                 rec.setdefault("rel_vs_" + label, rel(out, ref))
             except Exception as e:  # an anchor that cannot run this case
                 rec[label + "_error"] = f"{type(e).__name__}: {e}"[:200]
+    split = fi_split(fi, s, q_lens, kv_lens, timer) if fi is not None else None
+    if split is not None:
+        anchors["fi_split"] = split
     rec.update({k + "_us": v for k, v in anchors.items()})
     if anchors:
         best = min(anchors, key=anchors.get)
@@ -188,15 +225,16 @@ def one_case(name, model, q_lens, kv_lens, fi, timer, gemm, copy):
 def table(recs, gemm, copy):
     lines = [f"GEMM rate {gemm / 1e12:.0f} TFLOP/s, copy {copy / 1e12:.2f} TB/s "
              "(measured in this process)",
-             "| case | tailor us | fa3 us | fa2 us | fi decode us | best/tailor "
-             "| tailor floor frac | rel vs anchor |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| case | tailor us | fa3 us | fa2 us | fi decode us | fi split us "
+             "| best/tailor | tailor floor frac | rel vs anchor |",
+             "|---|---|---|---|---|---|---|---|---|"]
     f = lambda v: "-" if v is None else (f"{v:.1f}" if v >= 10 else f"{v:.3f}")
     for r in recs:
         relv = next((r[k] for k in r if k.startswith("rel_vs_")), None)
         lines.append(
             f"| {r['case']} | {f(r['tailor_us'])} | {f(r.get('fa3_us'))} | "
             f"{f(r.get('fa2_us'))} | {f(r.get('fi_decode_us'))} | "
+            f"{f(r.get('fi_split_us'))} | "
             f"{f(r.get('speedup_vs_best'))} | {r['tailor_floor_frac']:.2f} | "
             f"{'-' if relv is None else f'{relv:.1e}'} |")
     return "\n".join(lines)

@@ -93,9 +93,12 @@ class MoeFp8CudaTest : public MoeCudaTest {
       const absl::Status status = GroupedGemm(runtime(), args, ws);
       if (absl::IsUnimplemented(status)) GTEST_SKIP() << status;  // not sm_90a
       TAILOR_ASSERT_OK(status);
+      // A quantized output may land one e4m3 step (1/16 to 1/8 of the
+      // value) off the reference where the f32 and f64 SiLU-and-mul round
+      // to either side of a boundary: a few such elements cost ~5e-3.
       EXPECT_LT(Error(d_c.Download(), d_cs.Download(), c_ref, useful, out,
                       srows, g.quantized),
-                5e-3);
+                g.quantized ? 2e-2 : 5e-3);
     }
     EXPECT_EQ(ws.plan().gemms.back().kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0),
               0u)
