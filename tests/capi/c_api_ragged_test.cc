@@ -392,7 +392,7 @@ TEST_F(CApiRaggedTest, Errors) {
   EXPECT_EQ(tailor_attention_ragged_run(runtime_, &run, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(),
-               "out.dtype: not a tailor_dtype value (1..7), got 99");
+               "out.dtype: not a tailor_dtype value (1..8), got 99");
   EXPECT_EQ(tailor_attention_ragged_run(runtime_, nullptr, ws_),
             TAILOR_STATUS_INVALID_ARGUMENT);
   EXPECT_STREQ(tailor_last_error(), "args: must not be null");

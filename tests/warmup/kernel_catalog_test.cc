@@ -311,7 +311,11 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
           "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
           "m64n0k0s2w4",
           "attention.decode/cuda/sm_90a/bf16/D=128,group=8,page=16/b0/t0/"
-          "m64n0k0s2w4/v1"));
+          "m64n0k0s2w4/v1",
+          "attention.ragged/cuda/sm_90a/bf16/D=128,group=8,pack=8,page=16,"
+          "mask=1/b0/t0/m128n0k0",
+          "attention.ragged_merge/cuda/sm_90a/bf16/D=128,pack=8/b0/t0/"
+          "m128n0k0"));
   for (const KernelJob& job : hopper->jobs) {
     absl::StatusOr<KernelSource> source = job.generate(job.key);
     EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
@@ -374,7 +378,11 @@ TEST(KernelCatalogTest, TuningShapesTheCudaKeys) {
                   g + "N=2048,K=768/b0/t0/m128n1k0",
                   "moe.combine/cuda/sm_90a/bf16,f32,bf16/"
                   "H=2048,topk=8/b0/t0/m0n0k0",
-                  d + "s3w4", d + "s3w4/v1", d + "s2w4", d + "s2w4/v1"));
+                  d + "s3w4", d + "s3w4/v1", d + "s2w4", d + "s2w4/v1",
+                  "attention.ragged/cuda/sm_90a/bf16/D=128,group=8,pack=8,"
+                  "page=16,mask=1/b0/t0/m128n0k0",
+                  "attention.ragged_merge/cuda/sm_90a/bf16/D=128,pack=8/b0/"
+                  "t0/m128n0k0"));
 }
 
 TEST(KernelCatalogTest, HistoryKeysAreRetargetedAndUnknownOnesReported) {

@@ -217,6 +217,11 @@ CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled)
 
 absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(
     const KeyTarget& target, const RaggedShape& shape) {
+  if (target.arch != "sm_90a") {
+    return absl::UnimplementedError(absl::StrCat(
+        "attention.ragged: the CUDA kernel needs sm_90a, target is ",
+        target.arch));
+  }
   TAILOR_RETURN_IF_ERROR(CheckPageSize(shape));
   const RaggedPlanConfig config = KeyConfigOf(shape);
   tailor::internal::RaggedKernelSpec spec =

@@ -74,8 +74,8 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateCudaRagged(
 bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim);
 
 // The kernels a layer of `shape` launches (warm-up): the attention kernel
-// and its merge. Unimplemented, as PlanConfig, for a page size the kernel
-// does not serve.
+// and its merge. Unimplemented, as PlanConfig, for a target other than
+// sm_90a or a page size the kernel does not serve.
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> RaggedLayerKernels(
     const tailor::internal::KeyTarget& target,
     const tailor::internal::RaggedShape& shape);
