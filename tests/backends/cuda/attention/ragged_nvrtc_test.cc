@@ -18,6 +18,7 @@
 #include "core/spec_key.h"
 #include "ops/attention/ragged_spec.h"
 #include "templates/cuda/attention/prefill_params.h"
+#include "backends/cuda/nvrtc_report_test_util.h"
 #include "test_util.h"
 
 namespace tailor::cuda {
@@ -34,37 +35,8 @@ using ::testing::HasSubstr;
 
 constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
 
-class RaggedNvrtcTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<NvrtcCompiler> compiler =
-        NvrtcCompiler::Create({.extra_flags = {"--ptxas-options=-v"}});
-    if (!compiler.ok()) {
-      ASSERT_EQ(compiler.status().code(), absl::StatusCode::kUnavailable)
-          << compiler.status();
-      GTEST_SKIP() << "NVRTC not installed: " << compiler.status();
-    }
-    compiler_.emplace(*std::move(compiler));
-  }
-
-  // Compiles `key`'s source (a nonce defeats NVRTC's cache, so ptxas
-  // reports) and returns the output.
-  absl::StatusOr<NvrtcCompiler::Output> Compile(const SpecKey& key) {
-    absl::StatusOr<KernelSource> source = GenerateCudaRagged(key);
-    if (!source.ok()) return source.status();
-    source->code += absl::StrCat(
-        "constexpr long long tailor_test_nonce = ",
-        std::chrono::system_clock::now().time_since_epoch().count(), ";\n");
-    return compiler_->Compile(*source, "sm_90a", /*want_ptx=*/true);
-  }
-  std::optional<NvrtcCompiler> compiler_;
-};
-
-int LogNumber(const std::string& log, const std::string& pattern) {
-  std::smatch match;
-  if (!std::regex_search(log, match, std::regex(pattern))) return -1;
-  return std::stoi(match[1].str());
-}
+using RaggedNvrtcTest = testing::NvrtcReportTest<&GenerateCudaRagged>;
+using testing::LogNumber;
 
 TEST_F(RaggedNvrtcTest, AnchorAndEdgeVariantsCompileWithoutSpills) {
   const RaggedKernelSpec specs[] = {

@@ -19,6 +19,7 @@
 #include "backends/cuda/nvrtc_compiler.h"
 #include "core/spec_key.h"
 #include "ops/moe/spec.h"
+#include "backends/cuda/nvrtc_report_test_util.h"
 #include "test_util.h"
 
 namespace tailor::cuda {
@@ -35,37 +36,8 @@ using ::testing::HasSubstr;
 
 constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
 
-class Fp8NvrtcTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<NvrtcCompiler> compiler =
-        NvrtcCompiler::Create({.extra_flags = {"--ptxas-options=-v"}});
-    if (!compiler.ok()) {
-      ASSERT_EQ(compiler.status().code(), absl::StatusCode::kUnavailable)
-          << compiler.status();
-      GTEST_SKIP() << "NVRTC not installed: " << compiler.status();
-    }
-    compiler_.emplace(*std::move(compiler));
-  }
-
-  // Compiles `key`'s source (a nonce defeats NVRTC's cache, so ptxas
-  // reports).
-  absl::StatusOr<NvrtcCompiler::Output> Compile(const SpecKey& key) {
-    absl::StatusOr<KernelSource> source = GenerateMoeKernel(key);
-    if (!source.ok()) return source.status();
-    source->code += absl::StrCat(
-        "constexpr long long tailor_test_nonce = ",
-        std::chrono::system_clock::now().time_since_epoch().count(), ";\n");
-    return compiler_->Compile(*source, "sm_90a", /*want_ptx=*/true);
-  }
-  std::optional<NvrtcCompiler> compiler_;
-};
-
-int LogNumber(const std::string& log, const std::string& pattern) {
-  std::smatch match;
-  if (!std::regex_search(log, match, std::regex(pattern))) return -1;
-  return std::stoi(match[1].str());
-}
+using Fp8NvrtcTest = testing::NvrtcReportTest<&GenerateMoeKernel>;
+using testing::LogNumber;
 
 // A block-mode GEMM spec: gate|up (quantizing, e4m3 C) or down (bf16 C).
 MoeGemmSpec Gemm(int64_t n, int64_t k, bool gate_up, int32_t tile_rows,
