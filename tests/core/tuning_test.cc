@@ -90,7 +90,7 @@ TEST(TuningTest, EveryKeyIsDeclaredOnce) {
                                 "moe.pdl", "moe.prefetch_w", "moe.schedule",
                                 "moe.split_k", "moe.store", "moe.swap_ab",
                                 "moe.w_evict_first", "moe.wave_sync",
-                                "ragged.cuda"));
+                                "ragged.cuda", "ragged.decode_rows"));
 }
 
 TEST(TuningTest, MoeKeysFillTheCudaStruct) {
