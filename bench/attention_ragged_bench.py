@@ -245,7 +245,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
-    ap.add_argument("--only", help="substring of the case names to run")
+    ap.add_argument("--only", help="substrings of the case names to run, "
+                    "'|' between alternatives")
     args = ap.parse_args()
     try:
         import flashinfer as fi
@@ -257,7 +258,7 @@ def main():
     gemm, copy = rates(timer)
     recs = []
     for name, model, q_lens, kv_lens in cases():
-        if args.only and args.only not in name:
+        if args.only and not any(o in name for o in args.only.split("|")):
             continue
         try:
             recs.append(one_case(name, model, q_lens, kv_lens, fi, timer,
