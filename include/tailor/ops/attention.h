@@ -285,6 +285,11 @@ absl::Status RunDecode(Runtime& runtime, const RunDecodeArgs& args,
 // - Kernels are specialized on dtype, head_dim, group, page_size and the
 //   mask kind (none / causal / window) only: one model needs a few variants
 //   whatever its batches (ops/attention/ragged_spec.h lists them).
+// - On CUDA the q_len = 1 rows of a step (without a sliding window) run on
+//   the paged-decode kernel of RunDecode, the other rows as query tiles: two
+//   launches (plus the tiles' merge) per RunRagged whatever the split, so a
+//   captured graph replays steps with any mix (plan().decode_seqs counts
+//   them; tuning key ragged.decode_rows=prefill keeps them in tiles).
 //
 // Metadata adapters:
 //   vLLM (FlashAttention metadata)  q_indptr = query_start_loc (host copy),
