@@ -258,11 +258,17 @@ absl::Status RunRagged(Runtime& runtime, const RunRaggedArgs& args,
   }
   w->last_num_pages = args.k_cache.dims[0];
   w->last_max_pages = args.block_table.rank == 2 ? args.block_table.dims[1] : 0;
-  // Tiles first: their backend refuses what neither kernel reads (CUDA:
-  // page_indptr) before anything is launched.
-  TAILOR_RETURN_IF_ERROR(
-      kernels->Run(internal::EngineOf(runtime), LaunchOf(args, *w)));
-  if (!w->config.decode_rows) return absl::OkStatus();
+  internal::Engine& engine = internal::EngineOf(runtime);
+  if (!w->config.decode_rows) return kernels->Run(engine, LaunchOf(args, *w));
+  // Tiles and decode rows: a part with no work is launched only where a
+  // graph may replay this run with a plan that has some. Tiles first: their
+  // backend refuses what neither kernel reads (CUDA: page_indptr) before
+  // anything is launched.
+  const bool may_replay = kernels->MayReplay(engine, args.stream);
+  if (may_replay || !w->plan.items().empty() || args.page_indptr) {
+    TAILOR_RETURN_IF_ERROR(kernels->Run(engine, LaunchOf(args, *w)));
+  }
+  if (!may_replay && w->decode.items.empty()) return absl::OkStatus();
   return internal::RunRaggedDecodeRows(runtime, args, *w);
 }
 

@@ -144,6 +144,11 @@ class RaggedKernels {
   // Defaults to Unimplemented.
   virtual absl::StatusOr<RaggedErrors> TakeErrors(Engine& engine, void* scratch,
                                                   void* stream);
+  // Whether work enqueued on `stream` now may be replayed later (a graph
+  // capture): RunRagged then launches a part of the plan with no work too,
+  // since a replayed plan may have some; otherwise it skips it. Defaults to
+  // true (always launch).
+  virtual bool MayReplay(Engine& engine, void* stream) { return true; }
 
   // ---- the executor (required) ---------------------------------------------
   // Runs every work item of the plan, then merges split tiles.

@@ -307,6 +307,14 @@ absl::StatusOr<RaggedErrors> CudaRaggedKernels::TakeErrors(Engine&,
   return errors;
 }
 
+bool CudaRaggedKernels::MayReplay(Engine&, void* stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (!backend_.device_context().MakeCurrent().ok()) return true;
+  const CUresult result = backend_.device_context().api().cuStreamIsCapturing(
+      static_cast<CUstream>(stream), &status);
+  return result != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 namespace {
 
 // Checks `spec` and copies its pooled descriptor into `map`.

@@ -56,6 +56,8 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
                           void* device, size_t bytes, void* stream) override;
   absl::StatusOr<tailor::internal::RaggedErrors> TakeErrors(
       tailor::internal::Engine& engine, void* scratch, void* stream) override;
+  // True while `stream` is capturing (or when that cannot be told).
+  bool MayReplay(tailor::internal::Engine& engine, void* stream) override;
   absl::Status Run(tailor::internal::Engine& engine,
                    const tailor::internal::RaggedLaunch& launch) override;
 
