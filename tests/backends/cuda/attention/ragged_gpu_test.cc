@@ -433,8 +433,8 @@ TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
 
 // One graph captured on a step without decode rows (or with only decode
 // rows) replays steps whose decode / tile split differs: the decode and tile
-// launches are both in every step's graph, empty when a step has no rows
-// for them.
+// launches are both in every captured graph, empty when a step has no rows
+// for them. Planning never grows the reserved workspace.
 TEST_F(RaggedGpuTest, GraphReplaysAnyDecodeTileSplit) {
   RaggedCase prefill_only = MixedStep();
   prefill_only.q_lens = {200, 0, 31, 4, 577};
@@ -455,6 +455,7 @@ TEST_F(RaggedGpuTest, GraphReplaysAnyDecodeTileSplit) {
     RaggedWorkspace ws;
     TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
         runtime(), LimitsOf(steps[0], kBatch, kTokens), ws));
+    const size_t reserved = ws.CapacityBytes();  // no plan grows it
     DeviceStep d(env_->api(), steps[0], kTokens, kBatch, kPages, kMaxPages);
     CUgraph graph = nullptr;
     CUgraphExec exec = nullptr;
@@ -468,6 +469,7 @@ TEST_F(RaggedGpuTest, GraphReplaysAnyDecodeTileSplit) {
       PlanRaggedArgs plan = PlanArgsOf(p);
       plan.stream = stream_->get();
       TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
+      EXPECT_EQ(ws.CapacityBytes(), reserved);
       if (i == capture) {
         const RunRaggedArgs args =
             d.Args(p, runtime().device(), stream_->get());
