@@ -261,15 +261,21 @@ absl::Status RunRagged(Runtime& runtime, const RunRaggedArgs& args,
   internal::Engine& engine = internal::EngineOf(runtime);
   if (!w->config.decode_rows) return kernels->Run(engine, LaunchOf(args, *w));
   // Tiles and decode rows: a part with no work is launched only where a
-  // graph may replay this run with a plan that has some. Tiles first: their
+  // graph may replay this run with a plan that has some, or the first time
+  // (which loads its kernels before any capture). Tiles first: their
   // backend refuses what neither kernel reads (CUDA: page_indptr) before
   // anything is launched.
   const bool may_replay = kernels->MayReplay(engine, args.stream);
-  if (may_replay || !w->plan.items().empty() || args.page_indptr) {
+  if (may_replay || !w->tiles_launched || !w->plan.items().empty() ||
+      args.page_indptr) {
     TAILOR_RETURN_IF_ERROR(kernels->Run(engine, LaunchOf(args, *w)));
+    w->tiles_launched = true;
   }
-  if (!may_replay && w->decode.items.empty()) return absl::OkStatus();
-  return internal::RunRaggedDecodeRows(runtime, args, *w);
+  if (may_replay || !w->decode_launched || !w->decode.items.empty()) {
+    TAILOR_RETURN_IF_ERROR(internal::RunRaggedDecodeRows(runtime, args, *w));
+    w->decode_launched = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace attention

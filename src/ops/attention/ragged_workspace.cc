@@ -279,6 +279,7 @@ absl::Status AdoptDeviceBuffers(Runtime& runtime, RaggedKernels& kernels,
       internal::InitRaggedDecodeScratch(runtime, buffers, stream));
   w.Invalidate();
   w.device = std::move(buffers);
+  w.tiles_launched = w.decode_launched = false;
   return absl::OkStatus();
 }
 

@@ -116,6 +116,11 @@ struct RaggedWorkspaceImpl {
   int32_t num_merges = 0;
   // config.decode_rows: the plan's q_len = 1 rows run here, not as tiles.
   RaggedDecodeRows decode;
+  // Whether a RunRagged launched the tiles' / the decode rows' kernels on
+  // the current device storage: until then an empty part is launched too,
+  // so that its kernels are loaded before any graph capture.
+  bool tiles_launched = false;
+  bool decode_launched = false;
 
   // ---- host scratch ---------------------------------------------------------
   std::vector<int32_t> q_lens;   // [B] from q_indptr
