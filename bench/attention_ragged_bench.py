@@ -47,6 +47,10 @@ def cases():
         ("qwen3 B=8 q=kv=2048", "qwen3-30b", [2048] * 8, [2048] * 8),
         ("mixed 2048 chunk/30k + 127 decode", "llama3-8b",
          [2048] + [1] * 127, [30000] + decode_kv),
+        # The mixed step's two parts alone (its target: within 1.1x of their
+        # sum).
+        ("mixed part: 2048 chunk/30k", "llama3-8b", [2048], [30000]),
+        ("mixed part: 127 decode", "llama3-8b", [1] * 127, decode_kv),
         ("decode B=32 L=1024", "llama3-8b", [1] * 32, [1024] * 32),
         ("decode B=128 L=4096", "llama3-8b", [1] * 128, [4096] * 128),
     ]
@@ -245,7 +249,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
-    ap.add_argument("--only", help="substring of the case names to run")
+    ap.add_argument("--only", help="substrings of the case names to run, "
+                    "'|' between alternatives")
     args = ap.parse_args()
     try:
         import flashinfer as fi
@@ -257,7 +262,7 @@ def main():
     gemm, copy = rates(timer)
     recs = []
     for name, model, q_lens, kv_lens in cases():
-        if args.only and args.only not in name:
+        if args.only and not any(o in name for o in args.only.split("|")):
             continue
         try:
             recs.append(one_case(name, model, q_lens, kv_lens, fi, timer,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "plan/ragged_partition.h"
 
 namespace tailor::plan {
 namespace {
@@ -25,6 +26,11 @@ bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 // Packs of query heads: the units whose rows are cut into tiles.
 int32_t PacksPerSeq(const AttentionPlanParams& params) {
   return params.num_qo_heads / params.head_pack;
+}
+
+// Whether a sequence of `q_len` query tokens gets no tiles here.
+bool SkippedSeq(const AttentionPlanParams& params, int32_t q_len) {
+  return params.skip_decode_rows && q_len == kDecodeRowQueryLen;
 }
 
 absl::Status ValidateLengths(absl::Span<const int32_t> q_lens,
@@ -163,6 +169,7 @@ int64_t AttentionTileCount(absl::Span<const int32_t> q_lens,
                            const AttentionPlanParams& params) {
   int64_t tiles = 0;
   for (int32_t q : q_lens) {
+    if (SkippedSeq(params, q)) continue;
     tiles += CeilDiv(int64_t{q} * params.head_pack, params.tile_rows);
   }
   return tiles * PacksPerSeq(params);
@@ -207,6 +214,10 @@ void AttentionPlan::Clear() {
 void AttentionPlan::MakeTiles() {
   const int32_t pack = params_.head_pack, m = params_.tile_rows;
   for (int32_t b = 0; b < batch(); ++b) {
+    if (SkippedSeq(params_, q_lens_[b])) {
+      ++stats_.skipped_seqs;
+      continue;
+    }
     const int64_t rows = int64_t{q_lens_[b]} * pack;
     for (int32_t p = 0; p < PacksPerSeq(params_); ++p) {
       for (int64_t r = 0; r < rows; r += m) {
@@ -379,11 +390,12 @@ size_t AttentionPlan::CapacityBytes() const {
 std::string AttentionPlan::ToString() const {
   return absl::StrFormat(
       "batch=%d tiles=%d items=%d tail=%d masked=%d split=%d partials=%d "
-      "workers=%d/%d max_cost=%d mean=%.1f rows=%d/%d",
+      "workers=%d/%d max_cost=%d mean=%.1f rows=%d/%d skipped=%d",
       batch(), stats_.tiles, stats_.items, stats_.tail_tiles,
       stats_.masked_tiles, stats_.split_tiles, stats_.partials,
       stats_.busy_workers, params_.num_workers, stats_.max_worker_cost,
-      stats_.mean_worker_cost, stats_.useful_rows, stats_.executed_rows);
+      stats_.mean_worker_cost, stats_.useful_rows, stats_.executed_rows,
+      stats_.skipped_seqs);
 }
 
 absl::Status BuildAttentionPlan(absl::Span<const int32_t> q_lens,

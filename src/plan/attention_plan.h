@@ -99,6 +99,9 @@ inline constexpr int32_t kAttentionMaskedBlocks = 2;  // some block masked
 //   item_cost, masked_block_extra  in [0, 1 << 20] KV positions
 //   min_piece_blocks    in [1, 1 << 20]
 //   max_pieces          in [1, kMaxAttentionPieces]; 1: never split
+//   skip_decode_rows    sequences with q_len 1 get no tiles: a backend runs
+//                       them on its decode kernel (plan::BuildDecodePlan
+//                       plans them; the op front partitions the step)
 struct AttentionPlanParams {
   int32_t num_qo_heads = 0;
   int32_t num_kv_heads = 0;
@@ -112,6 +115,7 @@ struct AttentionPlanParams {
   int32_t masked_block_extra = 0;
   int32_t min_piece_blocks = 4;
   int32_t max_pieces = 16;
+  bool skip_decode_rows = false;
   friend bool operator==(const AttentionPlanParams&,
                          const AttentionPlanParams&) = default;
 };
@@ -173,6 +177,7 @@ static_assert(sizeof(AttentionMergeGroup) == 32);
 // What a plan looks like, for logs, tests and benches.
 struct AttentionPlanStats {
   int32_t tiles = 0;          // query tiles before splitting
+  int32_t skipped_seqs = 0;   // decode sequences left to a decode kernel
   int32_t items = 0;          // pieces run (whole tiles included)
   int32_t tail_tiles = 0;     // tiles with kAttentionTailRows
   int32_t masked_tiles = 0;   // tiles with kAttentionMaskedBlocks
@@ -193,7 +198,8 @@ int64_t MaxAttentionItems(int64_t max_tiles, const AttentionPlanParams& params);
 int64_t MaxAttentionPartials(int64_t max_tiles,
                              const AttentionPlanParams& params);
 
-// Query tiles of a step with these query lengths (before splitting).
+// Query tiles of a step with these query lengths (before splitting; none
+// for the sequences skip_decode_rows skips).
 int64_t AttentionTileCount(absl::Span<const int32_t> q_lens,
                            const AttentionPlanParams& params);
 

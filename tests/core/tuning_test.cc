@@ -84,13 +84,13 @@ TEST(TuningTest, EveryKeyIsDeclaredOnce) {
     EXPECT_GE(knob.values.size(), 2u) << knob.key;
     EXPECT_FALSE(knob.help.empty()) << knob.key;
   }
-  EXPECT_THAT(keys, ElementsAre("decode.cluster", "decode.head_group",
-                                "decode.stages", "decode.workers_per_sm",
-                                "moe.cluster", "moe.expert_groups", "moe.gemm",
-                                "moe.pdl", "moe.prefetch_w", "moe.schedule",
-                                "moe.split_k", "moe.store", "moe.swap_ab",
-                                "moe.w_evict_first", "moe.wave_sync",
-                                "ragged.cuda"));
+  EXPECT_THAT(
+      keys, ElementsAre("decode.cluster", "decode.head_group", "decode.stages",
+                        "decode.workers_per_sm", "moe.cluster",
+                        "moe.expert_groups", "moe.gemm", "moe.pdl",
+                        "moe.prefetch_w", "moe.schedule", "moe.split_k",
+                        "moe.store", "moe.swap_ab", "moe.w_evict_first",
+                        "moe.wave_sync", "ragged.cuda", "ragged.decode_rows"));
 }
 
 TEST(TuningTest, MoeKeysFillTheCudaStruct) {

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "plan/ragged_partition.h"
 #include "test_util.h"
 
 namespace tailor::plan {
@@ -88,6 +89,7 @@ void ExpectValidPlan(const AttentionPlan& plan,
     SCOPED_TRACE(::testing::Message() << "seq " << b << " head " << first.q_head
                                       << " row " << first.row_begin);
     ASSERT_LT(b, static_cast<int32_t>(q_lens.size()));
+    EXPECT_FALSE(p.skip_decode_rows && q_lens[b] == kDecodeRowQueryLen);
     EXPECT_EQ(first.q_len, q_lens[b]);
     EXPECT_EQ(first.kv_len, kv_lens[b]);
     EXPECT_EQ(first.row_begin % p.tile_rows, 0);
@@ -162,7 +164,10 @@ void ExpectValidPlan(const AttentionPlan& plan,
     }
   }
   int64_t useful = 0;
-  for (int32_t q : q_lens) useful += int64_t{q} * p.num_qo_heads;
+  for (int32_t q : q_lens) {
+    if (p.skip_decode_rows && q == kDecodeRowQueryLen) continue;
+    useful += int64_t{q} * p.num_qo_heads;
+  }
   EXPECT_EQ(rows_seen, useful);
   EXPECT_EQ(plan.stats().useful_rows, useful);
 }
@@ -250,13 +255,15 @@ TEST(AttentionPlanTest, RandomStepsKeepEveryInvariant) {
     const bool causal = rng() % 3 != 0;
     const int32_t window = causal && rng() % 3 == 0 ? rng() % 200 : -1;
     const int32_t workers = 1 + rng() % 40;
-    const AttentionPlanParams p = Params(hkv * group, hkv, std::min(pack, rows),
-                                         rows, block, workers, causal, window);
+    AttentionPlanParams p = Params(hkv * group, hkv, std::min(pack, rows), rows,
+                                   block, workers, causal, window);
+    p.skip_decode_rows = rng() % 2 == 0;
     const int32_t batch = rng() % 6;
     std::vector<int32_t> q(batch), kv(batch);
     for (int32_t b = 0; b < batch; ++b) {
       kv[b] = rng() % 400;
       q[b] = causal ? (kv[b] == 0 ? 0 : rng() % (kv[b] + 1)) : rng() % 300;
+      if (kv[b] > 0 && rng() % 3 == 0) q[b] = 1;  // decode rows
     }
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
     AttentionPlan plan;

@@ -264,7 +264,6 @@ struct RunDecodeArgs {
 absl::Status RunDecode(Runtime& runtime, const RunDecodeArgs& args,
                        DecodeWorkspace& ws);
 
-
 // ==== Ragged attention: every row kind in one plan ===========================
 //
 // One serving step mixes new prompts (q_len = kv_len), chunks of long prompts
@@ -286,6 +285,11 @@ absl::Status RunDecode(Runtime& runtime, const RunDecodeArgs& args,
 // - Kernels are specialized on dtype, head_dim, group, page_size and the
 //   mask kind (none / causal / window) only: one model needs a few variants
 //   whatever its batches (ops/attention/ragged_spec.h lists them).
+// - On CUDA the q_len = 1 rows of a step (without a sliding window) run on
+//   the paged-decode kernel of RunDecode, the other rows as query tiles: two
+//   launches (plus the tiles' merge) per RunRagged whatever the split, so a
+//   captured graph replays steps with any mix (plan().decode_seqs counts
+//   them; tuning key ragged.decode_rows=prefill keeps them in tiles).
 //
 // Metadata adapters:
 //   vLLM (FlashAttention metadata)  q_indptr = query_start_loc (host copy),
@@ -329,19 +333,23 @@ struct RaggedLimits {
 // What the last PlanRagged planned, for logs, tests and benches.
 struct RaggedPlanSummary {
   int32_t batch = 0;
-  int64_t total_q = 0;         // Σ q_len
-  int32_t tiles = 0;           // query tiles before splitting
-  int32_t items = 0;           // pieces run (whole tiles included)
-  int32_t tail_tiles = 0;      // tiles with fewer rows than a full tile
-  int32_t masked_tiles = 0;    // tiles with masked KV blocks
-  int32_t split_tiles = 0;     // tiles in pieces merged by log-sum-exp
-  int32_t partials = 0;        // partial slots used
-  int32_t workers = 0;         // CUDA: CTAs of the grid; CPU: tasks
-  int32_t busy_workers = 0;    // workers with work
-  int32_t tile_rows = 0;       // packed rows per tile
-  int32_t head_pack = 0;       // query heads packed into a tile's rows
+  int64_t total_q = 0;       // Σ q_len
+  int32_t tiles = 0;         // query tiles before splitting
+  int32_t items = 0;         // pieces run (whole tiles included)
+  int32_t tail_tiles = 0;    // tiles with fewer rows than a full tile
+  int32_t masked_tiles = 0;  // tiles with masked KV blocks
+  int32_t split_tiles = 0;   // tiles in pieces merged by log-sum-exp
+  int32_t partials = 0;      // partial slots used
+  int32_t workers = 0;       // CUDA: CTAs of the grid; CPU: tasks
+  int32_t busy_workers = 0;  // workers with work
+  int32_t tile_rows = 0;     // packed rows per tile
+  int32_t head_pack = 0;     // query heads packed into a tile's rows
   int64_t max_worker_cost = 0;
   double mean_worker_cost = 0;
+  // Sequences of q_len 1 run on the paged-decode kernel (CUDA; the tiles
+  // above are the other sequences'), and that kernel's work items.
+  int32_t decode_seqs = 0;
+  int32_t decode_items = 0;
   std::string ToString() const;  // "batch=3 total_q=20 tiles=4 ..."
 };
 

@@ -187,7 +187,8 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
       moe_kernels_(*this, multiprocessors, l2_bytes, arch_ == "sm_90a",
                    descriptor_pool_, generic_kernels_, MoeTuningFrom(tuning)),
       decode_kernels_(*this, DecodeTuningFrom(tuning)),
-      ragged_kernels_(*this, RaggedCudaEnabled(tuning)),
+      ragged_kernels_(*this, RaggedCudaEnabled(tuning),
+                      RaggedDecodeRowsOnDecodeKernel(tuning)),
       // moe.pdl=off: no launch overlaps its predecessor (comparisons, and a
       // way out should a driver mishandle programmatic dependent launch).
       // Only MoE launches ask to overlap.

@@ -230,6 +230,7 @@ absl::Status ResolveEntryPoints(const EntryPointResolver& resolver,
   TAILOR_RESOLVE(cuEventElapsedTime, kCuda12_8);  // older drivers: v1, same ABI
   TAILOR_RESOLVE(cuEventDestroy, kCuda12_0);
   TAILOR_RESOLVE(cuStreamBeginCapture, kCuda12_0);
+  TAILOR_RESOLVE(cuStreamIsCapturing, kCuda12_0);
   TAILOR_RESOLVE(cuStreamEndCapture, kCuda12_0);
   TAILOR_RESOLVE(cuGraphInstantiateWithFlags, kCuda12_0);
   TAILOR_RESOLVE(cuGraphLaunch, kCuda12_0);

@@ -112,6 +112,7 @@ struct DriverApi {
 
   // CUDA graphs (stream capture).
   decltype(&::cuStreamBeginCapture) cuStreamBeginCapture = nullptr;
+  decltype(&::cuStreamIsCapturing) cuStreamIsCapturing = nullptr;
   decltype(&::cuStreamEndCapture) cuStreamEndCapture = nullptr;
   decltype(&::cuGraphInstantiateWithFlags) cuGraphInstantiateWithFlags =
       nullptr;

@@ -100,8 +100,12 @@ struct DecodeWorkRef {
 
 struct DecodeLaunch {
   DecodeShape shape;
-  const void* q = nullptr;  // [B', Hq, D]
+  const void* q = nullptr;  // [B', Hq, D] (with q_rows: [rows, Hq, D])
   int64_t q_stride_b = 0, q_stride_h = 0;
+  // [B'] device: the q / out / lse row of sequence b, or null (row b). Set
+  // by RunRagged for its decode rows on backends whose RaggedPlanConfig
+  // routes them here (CUDA); others refuse it with Internal.
+  const int32_t* q_rows = nullptr;
   // [num_pages, page_size, Hkv, D]: strides of dims 0..2 (dim 3 is 1).
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;

@@ -8,6 +8,7 @@
 #include "api/internals.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/ragged_checks.h"
+#include "ops/attention/ragged_decode.h"
 #include "ops/attention/ragged_kernels.h"
 #include "ops/attention/ragged_workspace.h"
 #include "plan/attention_plan.h"
@@ -73,12 +74,21 @@ absl::Status PlanInto(Runtime& runtime, RaggedKernels& kernels,
                        shape, config, static_cast<int64_t>(q_lens.size()),
                        total_q, kernels.ScratchBytes())));
   }
+  // Where q_len = 1 rows run (ragged_decode.h): where the backend asks, on
+  // the decode kernel if the reservation holds its block for this shape.
+  config.decode_rows = config.decode_rows && on_device &&
+                       w.device->capacity.decode.batch > 0 &&
+                       internal::RaggedDecodeShapeOf(shape).has_value();
   TAILOR_RETURN_IF_ERROR(plan::BuildAttentionPlan(
       q_lens, kv_lens, internal::RaggedPlanParamsFor(shape, config), &w.plan));
   w.shape = shape;
   w.config = config;
   if (on_device) {
     TAILOR_RETURN_IF_ERROR(Upload(runtime, kernels, w, *w.device, stream));
+    if (config.decode_rows) {
+      TAILOR_RETURN_IF_ERROR(
+          internal::PlanRaggedDecodeRows(runtime, shape, w, stream));
+    }
   } else {
     const size_t partials = w.plan.num_partials();
     const size_t rows = config.tile_rows;
@@ -248,7 +258,24 @@ absl::Status RunRagged(Runtime& runtime, const RunRaggedArgs& args,
   }
   w->last_num_pages = args.k_cache.dims[0];
   w->last_max_pages = args.block_table.rank == 2 ? args.block_table.dims[1] : 0;
-  return kernels->Run(internal::EngineOf(runtime), LaunchOf(args, *w));
+  internal::Engine& engine = internal::EngineOf(runtime);
+  if (!w->config.decode_rows) return kernels->Run(engine, LaunchOf(args, *w));
+  // Tiles and decode rows: a part with no work is launched only where a
+  // graph may replay this run with a plan that has some, or the first time
+  // (which loads its kernels before any capture). Tiles first: their
+  // backend refuses what neither kernel reads (CUDA: page_indptr) before
+  // anything is launched.
+  const bool may_replay = kernels->MayReplay(engine, args.stream);
+  if (may_replay || !w->tiles_launched || !w->plan.items().empty() ||
+      args.page_indptr) {
+    TAILOR_RETURN_IF_ERROR(kernels->Run(engine, LaunchOf(args, *w)));
+    w->tiles_launched = true;
+  }
+  if (may_replay || !w->decode_launched || !w->decode.items.empty()) {
+    TAILOR_RETURN_IF_ERROR(internal::RunRaggedDecodeRows(runtime, args, *w));
+    w->decode_launched = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace attention

@@ -52,7 +52,8 @@ plan::AttentionPlanParams RaggedPlanParamsFor(const RaggedShape& shape,
           .item_cost = config.item_cost,
           .masked_block_extra = config.masked_block_extra,
           .min_piece_blocks = config.min_piece_blocks,
-          .max_pieces = config.max_pieces};
+          .max_pieces = config.max_pieces,
+          .skip_decode_rows = config.decode_rows};
 }
 
 }  // namespace tailor::internal

@@ -62,6 +62,10 @@ struct RaggedPlanConfig {
   int32_t masked_block_extra = 0;
   int32_t min_piece_blocks = 4;
   int32_t max_pieces = 16;
+  // Device backends: run q_len = 1 rows on the backend's paged-decode
+  // kernels (ops/attention/kernels.h) instead of query tiles, where those
+  // serve the shape (the workspace then holds a decode plan beside the tiles).
+  bool decode_rows = false;
 };
 
 // Where one RunRagged finds its plan and scratch.
@@ -140,6 +144,11 @@ class RaggedKernels {
   // Defaults to Unimplemented.
   virtual absl::StatusOr<RaggedErrors> TakeErrors(Engine& engine, void* scratch,
                                                   void* stream);
+  // Whether work enqueued on `stream` now may be replayed later (a graph
+  // capture): RunRagged then launches a part of the plan with no work too,
+  // since a replayed plan may have some; otherwise it skips it. Defaults to
+  // true (always launch).
+  virtual bool MayReplay(Engine& engine, void* stream) { return true; }
 
   // ---- the executor (required) ---------------------------------------------
   // Runs every work item of the plan, then merges split tiles.

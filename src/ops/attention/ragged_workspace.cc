@@ -12,6 +12,7 @@
 #include "api/internals.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/ragged_checks.h"
+#include "ops/attention/ragged_decode.h"
 #include "ops/device_layout.h"
 #include "tailor/status.h"
 
@@ -69,6 +70,12 @@ RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& c) {
   b.partial_out = PlaceDeviceBuffer(4 * c.partials * c.partial_row, end);
   b.partial_lse = PlaceDeviceBuffer(4 * c.partials * c.tile_rows, end);
   b.scratch = PlaceDeviceBuffer(c.scratch_bytes, end);
+  if (c.decode.batch > 0) {
+    b.q_rows = PlaceDeviceBuffer(4 * (c.decode.batch + 1), end);
+    b.seq_lens = PlaceDeviceBuffer(4 * c.decode.batch, end);
+    b.decode_layout = DecodeLayoutFor(c.decode);
+    b.decode = PlaceDeviceBuffer(b.decode_layout.bytes, end);
+  }
   b.bytes = end;
   return b;
 }
@@ -91,6 +98,9 @@ absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
   }
   if (need.scratch_bytes > have.scratch_bytes) {
     return TooSmall("scratch bytes", have.scratch_bytes, need.scratch_bytes);
+  }
+  if (need.decode.batch > have.decode.batch) {
+    return TooSmall("decode sequences", have.decode.batch, need.decode.batch);
   }
   return absl::OkStatus();
 }
@@ -142,17 +152,21 @@ RaggedPlanSummary RaggedWorkspace::plan() const {
           .tile_rows = p.params().tile_rows,
           .head_pack = p.params().head_pack,
           .max_worker_cost = s.max_worker_cost,
-          .mean_worker_cost = s.mean_worker_cost};
+          .mean_worker_cost = s.mean_worker_cost,
+          .decode_seqs = s.skipped_seqs,
+          .decode_items = s.skipped_seqs > 0
+                              ? static_cast<int32_t>(impl_->decode.items.size())
+                              : 0};
 }
 
 std::string RaggedPlanSummary::ToString() const {
   return absl::StrFormat(
       "batch=%d total_q=%d tiles=%d items=%d tail=%d masked=%d split=%d "
       "partials=%d workers=%d/%d tile_rows=%d head_pack=%d max_cost=%d "
-      "mean_cost=%.1f",
+      "mean_cost=%.1f decode_seqs=%d decode_items=%d",
       batch, total_q, tiles, items, tail_tiles, masked_tiles, split_tiles,
       partials, busy_workers, workers, tile_rows, head_pack, max_worker_cost,
-      mean_worker_cost);
+      mean_worker_cost, decode_seqs, decode_items);
 }
 
 size_t RaggedWorkspace::CapacityBytes() const {
@@ -161,6 +175,11 @@ size_t RaggedWorkspace::CapacityBytes() const {
   return w.plan.CapacityBytes() +
          sizeof(int32_t) * (w.q_lens.capacity() + w.kv_lens.capacity()) +
          sizeof(float) * (w.partial_out.capacity() + w.partial_lse.capacity()) +
+         w.decode.plan.CapacityBytes() +
+         sizeof(int32_t) *
+             (w.decode.seqs.capacity() + w.decode.kv_lens.capacity()) +
+         sizeof(plan::DecodeWorkItem) *
+             (w.decode.items.capacity() + w.decode.first_items.capacity()) +
          (w.device ? w.device->bytes : 0);
 }
 
@@ -173,6 +192,22 @@ absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
   TAILOR_ASSIGN_OR_RETURN(internal::RaggedErrors errors,
                           kernels->TakeErrors(internal::EngineOf(runtime),
                                               d.at(d.scratch), stream));
+  // The decode rows' kernel records bad pages at the same positions (b *
+  // max_pages + j); the lowest of both is the one reported.
+  TAILOR_ASSIGN_OR_RETURN(
+      internal::DecodeErrors decode,
+      internal::TakeRaggedDecodeErrors(runtime, *impl_, stream));
+  if (decode.bad_page && (!errors.bad_page || decode.bad_page->position <
+                                                  errors.bad_page->position)) {
+    errors.bad_page = internal::RaggedErrors::Bad{
+        .position = decode.bad_page->position, .value = decode.bad_page->value};
+  }
+  if (!errors.bad_page && (decode.bad_seq_len || decode.too_many_pages)) {
+    // Uploaded with the plan and checked on the host before every run.
+    return absl::InternalError(
+        "attention.ragged: the decode rows' kernel saw KV lengths or page "
+        "counts that differ from its plan");
+  }
   if (errors.bad_page) {
     const int64_t max_pages = std::max<int64_t>(impl_->last_max_pages, 1);
     const int64_t position = errors.bad_page->position;
@@ -206,20 +241,29 @@ absl::StatusOr<RaggedShape> LimitsShape(const RaggedLimits& limits) {
                                     "limits.");
 }
 
-// What `limits` need on `kernels`' backend, with the host plan reserved
-// for them in `w` (every storage keeps its plan on the host).
-absl::StatusOr<RaggedCapacity> ReservePlan(RaggedKernels& kernels,
+// What `limits` need on `kernels`' backend (the decode rows' block
+// included where they run on the decode kernel), with the host plans
+// reserved for them in `w` (every storage keeps its plans on the host).
+absl::StatusOr<RaggedCapacity> ReservePlan(Runtime& runtime,
+                                           RaggedKernels& kernels,
                                            const RaggedLimits& limits,
                                            RaggedWorkspaceImpl& w) {
   TAILOR_ASSIGN_OR_RETURN(RaggedShape shape, LimitsShape(limits));
   TAILOR_ASSIGN_OR_RETURN(internal::RaggedPlanConfig config,
                           kernels.PlanConfig(shape));
-  const RaggedCapacity capacity =
+  RaggedCapacity capacity =
       internal::RaggedCapacityFor(shape, config, limits.max_batch,
                                   limits.max_tokens, kernels.ScratchBytes());
+  if (runtime.device().type != DeviceType::kCpu) {
+    capacity.decode = internal::RaggedDecodeCapacity(runtime, shape, config,
+                                                     limits.max_batch);
+  }
+  config.decode_rows = capacity.decode.batch > 0;
   TAILOR_RETURN_IF_ERROR(
       w.plan.Reserve(limits.max_batch, capacity.tiles,
                      internal::RaggedPlanParamsFor(shape, config)));
+  TAILOR_RETURN_IF_ERROR(internal::ReserveRaggedDecodeRows(
+      runtime, shape, capacity.decode, w.decode));
   w.q_lens.reserve(limits.max_batch);
   w.kv_lens.reserve(limits.max_batch);
   return capacity;
@@ -231,8 +275,11 @@ absl::Status AdoptDeviceBuffers(Runtime& runtime, RaggedKernels& kernels,
                                 RaggedWorkspaceImpl& w) {
   TAILOR_RETURN_IF_ERROR(kernels.InitScratch(
       internal::EngineOf(runtime), buffers.at(buffers.scratch), stream));
+  TAILOR_RETURN_IF_ERROR(
+      internal::InitRaggedDecodeScratch(runtime, buffers, stream));
   w.Invalidate();
   w.device = std::move(buffers);
+  w.tiles_launched = w.decode_launched = false;
   return absl::OkStatus();
 }
 
@@ -246,7 +293,7 @@ absl::Status ReserveRaggedWorkspace(Runtime& runtime,
       internal::RaggedKernelsOf(runtime, "attention.reserve_ragged"));
   TAILOR_ASSIGN_OR_RETURN(RaggedWorkspaceImpl * w, internal::ImplOf(ws));
   TAILOR_ASSIGN_OR_RETURN(RaggedCapacity capacity,
-                          ReservePlan(*kernels, limits, *w));
+                          ReservePlan(runtime, *kernels, limits, *w));
   if (runtime.device().type == DeviceType::kCpu) {
     w->partial_out.resize(std::max<size_t>(
         w->partial_out.size(), capacity.partials * capacity.partial_row));
@@ -276,11 +323,12 @@ absl::StatusOr<int64_t> RaggedWorkspaceBytes(Runtime& runtime,
   if (runtime.device().type == DeviceType::kCpu) return 0;
   TAILOR_ASSIGN_OR_RETURN(internal::RaggedPlanConfig config,
                           kernels->PlanConfig(shape));
-  return internal::RaggedLayoutFor(
-             internal::RaggedCapacityFor(shape, config, limits.max_batch,
-                                         limits.max_tokens,
-                                         kernels->ScratchBytes()))
-      .bytes;
+  RaggedCapacity capacity =
+      internal::RaggedCapacityFor(shape, config, limits.max_batch,
+                                  limits.max_tokens, kernels->ScratchBytes());
+  capacity.decode =
+      internal::RaggedDecodeCapacity(runtime, shape, config, limits.max_batch);
+  return internal::RaggedLayoutFor(capacity).bytes;
 }
 
 absl::Status BindRaggedWorkspace(Runtime& runtime, const RaggedLimits& limits,
@@ -296,7 +344,7 @@ absl::Status BindRaggedWorkspace(Runtime& runtime, const RaggedLimits& limits,
   }
   TAILOR_ASSIGN_OR_RETURN(RaggedWorkspaceImpl * w, internal::ImplOf(ws));
   TAILOR_ASSIGN_OR_RETURN(RaggedCapacity capacity,
-                          ReservePlan(*kernels, limits, *w));
+                          ReservePlan(runtime, *kernels, limits, *w));
   RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
   if (memory == nullptr ||
       reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment !=

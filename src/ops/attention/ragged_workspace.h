@@ -15,6 +15,12 @@
 //       partial_out    [max_partials, tile_rows, D] f32
 //       partial_lse    [max_partials, tile_rows] f32
 //       scratch        the backend's RaggedKernels::ScratchBytes
+//     and, when the step's q_len = 1 rows run on the decode kernel
+//     (RaggedPlanConfig::decode_rows; ragged_decode.h):
+//       q_rows         [max_batch + 1] i32: the plan's q_indptr
+//       seq_lens       [max_batch] i32: the plan's KV lengths
+//       decode         a DecodeWorkspace's block (workspace.h) for plans
+//                      of up to max_batch decode sequences
 //     A plan that does not fit fails with FailedPrecondition.
 #ifndef TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_
 #define TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_
@@ -26,8 +32,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/attention/kernels.h"
 #include "ops/attention/ragged_kernels.h"
+#include "ops/attention/workspace.h"
 #include "plan/attention_plan.h"
+#include "plan/decode_plan.h"
 #include "tailor/ops/attention.h"
 #include "tailor/tensor.h"
 
@@ -43,6 +52,8 @@ struct RaggedCapacity {
   int64_t partial_row = 0;  // tile_rows * D: f32 per slot
   int64_t tile_rows = 0;
   int64_t scratch_bytes = 0;
+  // The decode rows' block; batch 0: the rows run as query tiles.
+  DecodeCapacity decode;
 };
 
 struct RaggedDeviceBuffers {
@@ -55,7 +66,18 @@ struct RaggedDeviceBuffers {
   // Byte offsets from `base`.
   int64_t items = 0, worker_begin = 0, merge_groups = 0, num_merges = 0,
           partial_out = 0, partial_lse = 0, scratch = 0;
+  // Decode rows (capacity.decode.batch > 0): byte offsets, and the decode
+  // block's layout with offsets from its own start (`decode`).
+  int64_t q_rows = 0, seq_lens = 0, decode = 0;
+  DecodeDeviceBuffers decode_layout;
   void* at(int64_t offset) const { return base + offset; }
+  // The decode block, its base and device set.
+  DecodeDeviceBuffers DecodeBuffers() const {
+    DecodeDeviceBuffers d = decode_layout;
+    d.device = device;
+    d.base = base + decode;
+    return d;
+  }
 };
 
 RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& capacity);
@@ -71,6 +93,18 @@ RaggedCapacity RaggedCapacityFor(const RaggedShape& shape,
 absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
                              const RaggedCapacity& need);
 
+// The q_len = 1 rows of the last plan on the decode kernel (ragged_decode.h).
+struct RaggedDecodeRows {
+  DecodeShape shape;
+  std::vector<int32_t> seqs;     // [decode sequences] b of each, ascending
+  std::vector<int32_t> kv_lens;  // [decode sequences] kv_lens[b] of each
+  plan::DecodePlan plan;         // over kv_lens: item.seq indexes seqs
+  // The plan's items and first items with item.seq = b (what is uploaded).
+  std::vector<plan::DecodeWorkItem> items;
+  std::vector<plan::DecodeWorkItem> first_items;
+  int32_t launch_flags = 0;  // uploaded after worker_begin (workspace.h)
+};
+
 struct RaggedWorkspaceImpl {
   // ---- the last plan (valid when `planned`) --------------------------------
   bool planned = false;
@@ -80,6 +114,13 @@ struct RaggedWorkspaceImpl {
   // The plan's merge-group count, uploaded from here (stable memory for the
   // asynchronous copy).
   int32_t num_merges = 0;
+  // config.decode_rows: the plan's q_len = 1 rows run here, not as tiles.
+  RaggedDecodeRows decode;
+  // Whether a RunRagged launched the tiles' / the decode rows' kernels on
+  // the current device storage: until then an empty part is launched too,
+  // so that its kernels are loaded before any graph capture.
+  bool tiles_launched = false;
+  bool decode_launched = false;
 
   // ---- host scratch ---------------------------------------------------------
   std::vector<int32_t> q_lens;   // [B] from q_indptr

@@ -53,6 +53,12 @@ TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
   atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
 }
 
+// The q / out / lse row of sequence `seq`: q_rows[seq] where the launch maps
+// rows (a ragged step's decode rows sit among other rows), else seq.
+TAILOR_DEVICE long long DecodeRowOf(const DecodeKernelParams& p, int seq) {
+  return p.q_rows != nullptr ? __ldg(p.q_rows + seq) : seq;
+}
+
 // The group and page size of a kernel: compiled in, or (kDecodeRuntimeDim,
 // the generic kernel) the params'.
 template <int kGroup>
@@ -404,15 +410,15 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
       const float scale = sum[k] > 0 ? 1.0f / sum[k] : 0.0f;
       const long long head = static_cast<long long>(item.kv_head) * group + row;
       unsigned short* out = static_cast<unsigned short*>(p.out) +
-                            item.seq * p.out_stride_b + head * p.out_stride_h +
-                            d;
+                            DecodeRowOf(p, item.seq) * p.out_stride_b +
+                            head * p.out_stride_h + d;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         DecodeStore2<kType>(out + 2 * q, acc[k][2 * q] * scale,
                             acc[k][2 * q + 1] * scale);
       }
       if (d == 0 && p.lse != nullptr) {
-        p.lse[item.seq * p.lse_stride_b + head] =
+        p.lse[DecodeRowOf(p, item.seq) * p.lse_stride_b + head] =
             sum[k] > 0 ? (top[k] + log2f(sum[k])) * kDecodeLn2
                        : NegativeInfinity();
       }
@@ -554,7 +560,7 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     }
     if (item.partial < 0) {
       DecodeStore2<kType>(static_cast<unsigned short*>(p.out) +
-                              item.seq * p.out_stride_b +
+                              DecodeRowOf(p, item.seq) * p.out_stride_b +
                               (head0 + r) * p.out_stride_h + d,
                           x, y);
     } else {  // the partial in the output's type (its merge reads half)
@@ -569,7 +575,7 @@ TAILOR_DEVICE void DecodeFinishItem(const DecodeKernelParams& p,
     if (item.partial >= 0) {
       p.partial_lse[item.partial * group + thread] = lse2;
     } else if (p.lse != nullptr) {
-      p.lse[item.seq * p.lse_stride_b + head0 + thread] =
+      p.lse[DecodeRowOf(p, item.seq) * p.lse_stride_b + head0 + thread] =
           lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;
     }
   }
@@ -614,7 +620,8 @@ TAILOR_DEVICE bool DecodeFinishWarpItem(const DecodeKernelParams& p,
     const float lse2 = l > 0 ? st.m[h] + log2f(l) : NegativeInfinity();
     unsigned short* dst =
         item.partial < 0
-            ? static_cast<unsigned short*>(p.out) + item.seq * p.out_stride_b +
+            ? static_cast<unsigned short*>(p.out) +
+                  DecodeRowOf(p, item.seq) * p.out_stride_b +
                   (head0 + row) * p.out_stride_h
             : static_cast<unsigned short*>(p.partial_out) +
                   (static_cast<long long>(item.partial) * group + row) *
@@ -628,7 +635,7 @@ TAILOR_DEVICE bool DecodeFinishWarpItem(const DecodeKernelParams& p,
     if (item.partial >= 0) {
       p.partial_lse[item.partial * group + row] = lse2;
     } else if (p.lse != nullptr) {
-      p.lse[item.seq * p.lse_stride_b + head0 + row] =
+      p.lse[DecodeRowOf(p, item.seq) * p.lse_stride_b + head0 + row] =
           lse2 == NegativeInfinity() ? lse2 : lse2 * kDecodeLn2;
     }
   }

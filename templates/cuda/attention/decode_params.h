@@ -94,9 +94,12 @@ struct DecodeKernelParams {
   // per-head boxes of 16 tokens. Set only for such plans.
   TensorMap k_heads_map;
   TensorMap v_heads_map;
-  const void* q;  // [B, Hq, D]
+  const void* q;  // [B, Hq, D], or [rows, Hq, D] with q_rows
   long long q_stride_b;
   long long q_stride_h;
+  // [B] the q / out / lse row of sequence b, or null: row b. A ragged step
+  // runs its decode rows here, wherever they sit among its query rows.
+  const int* q_rows;
   const void* k_cache;  // [num_pages, page_size, Hkv, D]
   const void* v_cache;
   long long k_stride_page, k_stride_token, k_stride_head;
@@ -106,10 +109,10 @@ struct DecodeKernelParams {
   int max_pages;
   int num_pages;
   const int* seq_lens;  // [B] device lengths (checked against the plan)
-  void* out;            // [B, Hq, D]
+  void* out;            // [B, Hq, D] (rows as q)
   long long out_stride_b;
   long long out_stride_h;
-  float* lse;  // [B, Hq] natural log, or null
+  float* lse;  // [B, Hq] (rows as q) natural log, or null
   long long lse_stride_b;
   float score_scale;  // sm_scale * log2(e) (no cap); log2(e) * soft_cap
   float cap_scale;    // sm_scale / soft_cap; 0: no soft cap

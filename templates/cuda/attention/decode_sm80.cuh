@@ -121,7 +121,7 @@ struct DecodeSm80Kernel {
       for (int e = thread; e < group * kChunks; e += kThreads) {
         const int row = e / kChunks, c = e % kChunks;
         const long long at =
-            item.seq * p.q_stride_b +
+            DecodeRowOf(p, item.seq) * p.q_stride_b +
             (static_cast<long long>(item.kv_head) * group + row) *
                 p.q_stride_h +
             c * 8;

@@ -190,7 +190,8 @@ struct DecodeSm90Kernel {
     }
     if (tile == 0 && lane < kGroup) {
       const unsigned short* q_row =
-          static_cast<const unsigned short*>(p.q) + item.seq * p.q_stride_b +
+          static_cast<const unsigned short*>(p.q) +
+          DecodeRowOf(p, item.seq) * p.q_stride_b +
           (static_cast<long long>(item.kv_head) * kGroup + lane) * p.q_stride_h;
       BulkLoad(sh.base + kLayout.q_stage + stage * kLayout.q_bytes +
                    lane * kLayout.q_row_bytes,
@@ -326,7 +327,7 @@ struct DecodeSm90Kernel {
       // The item's query rows; rows >= kGroup zero (the MMA's 16 rows).
       // (16-byte aligned rows, as the other path's bulk copies need.)
       const unsigned short* q = static_cast<const unsigned short*>(p.q) +
-                                item.seq * p.q_stride_b +
+                                DecodeRowOf(p, item.seq) * p.q_stride_b +
                                 (item.kv_head * kGroup) * p.q_stride_h;
       __syncwarp();  // the previous item's last reads of the rows
       for (int e = lane; e < 16 * kChunks; e += 32) {
@@ -472,7 +473,8 @@ struct DecodeSm90Kernel {
       }
       if (mine) *weight = sum > 0 ? w / sum : 0.0f;
       if (mine && i == 0 && p.lse != nullptr) {
-        p.lse[item.seq * p.lse_stride_b + item.kv_head * kGroup + row] =
+        p.lse[DecodeRowOf(p, item.seq) * p.lse_stride_b +
+              item.kv_head * kGroup + row] =
             sum > 0 ? (top + log2f(sum)) * kDecodeLn2 : NegativeInfinity();
       }
     }
@@ -502,8 +504,8 @@ struct DecodeSm90Kernel {
       const long long head =
           static_cast<long long>(item.kv_head) * kGroup + row;
       unsigned short* out = static_cast<unsigned short*>(p.out) +
-                            item.seq * p.out_stride_b + head * p.out_stride_h +
-                            d;
+                            DecodeRowOf(p, item.seq) * p.out_stride_b +
+                            head * p.out_stride_h + d;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         DecodeStore2<kType>(out + 2 * q, acc[2 * q], acc[2 * q + 1]);

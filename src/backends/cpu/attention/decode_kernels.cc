@@ -181,6 +181,10 @@ absl::Status CpuDecodeKernels::Decode(Engine& engine,
     return absl::InternalError(
         "attention.decode: the cpu backend needs a host plan");
   }
+  if (launch.q_rows != nullptr) {
+    return absl::InternalError(
+        "attention.decode: the cpu kernel has no q_rows (ragged decode rows)");
+  }
   if (plan->items().empty()) return absl::OkStatus();
   const DecodeShape& shape = launch.shape;
   const SpecKey key = DecodeAttentionKey(engine.target(), shape);

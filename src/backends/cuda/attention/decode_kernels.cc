@@ -144,6 +144,7 @@ DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
   p.q = l.q;
   p.q_stride_b = l.q_stride_b;
   p.q_stride_h = l.q_stride_h;
+  p.q_rows = l.q_rows;
   p.k_cache = l.k_cache;
   p.v_cache = l.v_cache;
   p.k_stride_page = l.k_strides[0];

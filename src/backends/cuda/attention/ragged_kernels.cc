@@ -22,8 +22,8 @@ namespace {
 using tailor::internal::Engine;
 using tailor::internal::Kernel;
 using tailor::internal::KernelJob;
-using tailor::internal::KeyTarget;
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
 using tailor::internal::LaunchConfig;
 using tailor::internal::RaggedErrors;
 using tailor::internal::RaggedKernelSpec;
@@ -210,9 +210,11 @@ bool PipelineChecksAsked() {
 
 }  // namespace
 
-CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled)
+CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled,
+                                     bool decode_rows)
     : backend_(backend),
       enabled_(enabled),
+      decode_rows_(decode_rows),
       pipeline_checks_(PipelineChecksAsked()) {}
 
 absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(
@@ -250,6 +252,8 @@ absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
   TAILOR_ASSIGN_OR_RETURN(int sms, Multiprocessors());
   RaggedPlanConfig config = KeyConfigOf(shape);
   config.num_workers = sms;
+  // The decode kernel attends a sequence's whole KV: no window.
+  config.decode_rows = decode_rows_ && shape.window_left < 0;
   return config;
 }
 
@@ -301,6 +305,14 @@ absl::StatusOr<RaggedErrors> CudaRaggedKernels::TakeErrors(Engine&,
   errors.bad_page =
       gpu::DecodeErrorWordAs<RaggedErrors::Bad>(words[kPrefillErrorBadPage]);
   return errors;
+}
+
+bool CudaRaggedKernels::MayReplay(Engine&, void* stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (!backend_.device_context().MakeCurrent().ok()) return true;
+  const CUresult result = backend_.device_context().api().cuStreamIsCapturing(
+      static_cast<CUstream>(stream), &status);
+  return result != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 namespace {

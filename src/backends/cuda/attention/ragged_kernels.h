@@ -20,8 +20,9 @@
 // tensor and layer shape, looked up afterwards.
 //
 // Keys: RaggedKernelSpec / RaggedMergeSpec (ops/attention/ragged_spec.h),
-// tile rows kPrefillTileRows. Decode rows of a mixed step run in the same
-// launch as 128-row tiles with the GQA group packed into rows.
+// tile rows kPrefillTileRows. The q_len = 1 rows of a step run on the
+// paged-decode kernel (decode_kernels.h, launched by the op front) unless
+// ragged.decode_rows=prefill or a sliding window asks for prefill tiles.
 #ifndef TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
 #define TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
 
@@ -40,10 +41,11 @@ class CudaBackend;
 class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
  public:
   // `enabled`: the ragged.cuda tuning key (attention/tuning.h); when off,
-  // PlanConfig reports Unimplemented and nothing else runs.
+  // PlanConfig reports Unimplemented and nothing else runs. `decode_rows`:
+  // the ragged.decode_rows key (RaggedPlanConfig::decode_rows).
   // $TAILOR_CUDA_PIPELINE_CHECKS=1 (read here, a developer knob) builds the
   // kernel with its protocol checks and wait watch (RaggedKernelSpec).
-  CudaRaggedKernels(CudaBackend& backend, bool enabled);
+  CudaRaggedKernels(CudaBackend& backend, bool enabled, bool decode_rows);
 
   absl::StatusOr<tailor::internal::RaggedPlanConfig> PlanConfig(
       const tailor::internal::RaggedShape& shape) override;
@@ -54,6 +56,8 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
                           void* device, size_t bytes, void* stream) override;
   absl::StatusOr<tailor::internal::RaggedErrors> TakeErrors(
       tailor::internal::Engine& engine, void* scratch, void* stream) override;
+  // True while `stream` is capturing (or when that cannot be told).
+  bool MayReplay(tailor::internal::Engine& engine, void* stream) override;
   absl::Status Run(tailor::internal::Engine& engine,
                    const tailor::internal::RaggedLaunch& launch) override;
 
@@ -62,6 +66,7 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
 
   CudaBackend& backend_;
   const bool enabled_;
+  const bool decode_rows_;
   const bool pipeline_checks_;
   std::atomic<int> multiprocessors_{0};
 };

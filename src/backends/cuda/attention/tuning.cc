@@ -28,9 +28,14 @@ constexpr TuningKnob kKnobs[] = {
 // The integer value of `key`; 0 ("auto") when unset.
 constexpr V kOnOff[] = {"on", "off"};
 
+constexpr V kDecodeRows[] = {"decode", "prefill"};
+
 constexpr TuningKnob kRaggedKnobs[] = {
     {"ragged.cuda", kOnOff,
      "off: refuse ragged attention on CUDA (Unimplemented at Reserve)"},
+    {"ragged.decode_rows", kDecodeRows,
+     "where a ragged step's q_len = 1 rows run: the decode kernel, or "
+     "prefill tiles"},
 };
 
 int IntOf(const Tuning& tuning, absl::string_view key) {
@@ -56,6 +61,10 @@ absl::Span<const TuningKnob> RaggedTuningKnobs() { return kRaggedKnobs; }
 
 bool RaggedCudaEnabled(const Tuning& tuning) {
   return tuning.Get("ragged.cuda") != "off";
+}
+
+bool RaggedDecodeRowsOnDecodeKernel(const Tuning& tuning) {
+  return tuning.Get("ragged.decode_rows") != "prefill";
 }
 
 }  // namespace tailor::cuda

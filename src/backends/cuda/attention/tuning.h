@@ -49,10 +49,16 @@ DecodeTuning DecodeTuningFrom(const tailor::internal::Tuning& tuning);
 // ragged.cuda=off: refuse ragged attention on CUDA (Unimplemented at
 // Reserve), e.g. to compare against another attention backend. On by
 // default.
+// ragged.decode_rows=prefill: run a ragged step's q_len = 1 rows as prefill
+// tiles instead of on the paged-decode kernel (the default, "decode"), for
+// comparisons.
 absl::Span<const tailor::internal::TuningKnob> RaggedTuningKnobs();
 
 // Whether `tuning` turns the sm_90a ragged-attention kernel on.
 bool RaggedCudaEnabled(const tailor::internal::Tuning& tuning);
+
+// Whether `tuning` leaves q_len = 1 rows to the decode kernel.
+bool RaggedDecodeRowsOnDecodeKernel(const tailor::internal::Tuning& tuning);
 
 }  // namespace tailor::cuda
 

@@ -185,6 +185,10 @@ absl::StatusOr<DecodeErrors> HipDecodeKernels::TakeErrors(Engine&,
 
 absl::Status HipDecodeKernels::Decode(Engine& engine,
                                       const DecodeLaunch& launch) {
+  if (launch.q_rows != nullptr) {
+    return absl::InternalError(
+        "attention.decode: the hip kernel has no q_rows (ragged decode rows)");
+  }
   if (launch.work.num_workers == 0) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(const SpecKey key,
                           HipDecodeKey(engine.target(), launch.shape));

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -135,26 +136,27 @@ class RaggedGpuTest : public ::testing::Test {
             .window_left = c.window_left};
   }
 
-  // Plans and runs one case; returns its errors.
-  Errors RunCase(const RaggedCase& c) {
+  // Plans and runs one case on `rt` (default: the test's runtime); returns
+  // its errors and leaves its plan's summary in last_plan_.
+  Errors RunCase(const RaggedCase& c) { return RunCase(c, runtime()); }
+  Errors RunCase(const RaggedCase& c, Runtime& rt) {
     RaggedBatch p = BuildRaggedBatch(c);
     RaggedWorkspace ws;
     const int64_t rows = std::max<int64_t>(c.rows(), 1);
-    EXPECT_TRUE(ReserveRaggedWorkspace(runtime(),
-                                       LimitsOf(c, c.batch(), c.total_q()), ws)
-                    .ok());
+    EXPECT_TRUE(
+        ReserveRaggedWorkspace(rt, LimitsOf(c, c.batch(), c.total_q()), ws)
+            .ok());
     DeviceStep d(env_->api(), c, rows, std::max<int64_t>(c.batch(), 1),
                  std::max<int64_t>(p.num_pages, 1), p.max_pages);
     EXPECT_TRUE(d.Upload(p).ok());
     PlanRaggedArgs plan = PlanArgsOf(p);
     plan.stream = stream_->get();
-    absl::Status s = PlanRagged(runtime(), plan, ws);
-    if (s.ok())
-      s = RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()),
-                    ws);
+    absl::Status s = PlanRagged(rt, plan, ws);
+    if (s.ok()) s = RunRagged(rt, d.Args(p, rt.device(), stream_->get()), ws);
     if (s.ok()) s = stream_->Synchronize();
-    if (s.ok()) s = ws.TakeErrors(runtime(), stream_->get());
+    if (s.ok()) s = ws.TakeErrors(rt, stream_->get());
     EXPECT_TRUE(s.ok()) << s;
+    last_plan_ = ws.plan();
     if (!s.ok()) return {.out_rel = INFINITY};
     const Errors err = d.Check(p);
     std::printf("%-8s rel %.2e lse %.2e | %s | %s\n",
@@ -166,6 +168,7 @@ class RaggedGpuTest : public ::testing::Test {
 
   std::unique_ptr<CudaTestRuntime> env_;
   std::unique_ptr<TestStream> stream_;
+  RaggedPlanSummary last_plan_;
 };
 
 // Lengths around a 128-row tile of a group of 4 (32 tokens), 577, decode
@@ -237,6 +240,130 @@ TEST_F(RaggedGpuTest, OneLongSequenceSplitsAndMerges) {
   EXPECT_LE(RunCase(c).out_rel, 1e-2);
 }
 
+// ---- q_len = 1 rows on the paged-decode kernel ------------------------------
+
+int32_t DecodeRowsOf(const RaggedCase& c) {
+  return static_cast<int32_t>(std::count(c.q_lens.begin(), c.q_lens.end(), 1));
+}
+
+// The decode kernel's bound on lse (decode_background_jit_gpu_test.cc).
+constexpr double kDecodeLseBound = 2e-3;
+
+// The mixed step's two decode rows run on the decode kernel, the rest as
+// tiles; with ragged.decode_rows=prefill all of them run as tiles. Both
+// match the reference.
+TEST_F(RaggedGpuTest, DecodeRowsRunOnTheDecodeKernel) {
+  const RaggedCase c = MixedStep();
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  EXPECT_EQ(last_plan_.decode_seqs, 2) << last_plan_.ToString();
+  EXPECT_GT(last_plan_.decode_items, 0);
+  Runtime::Options options = CudaTestRuntime::DefaultOptions();
+  options.tuning = "ragged.decode_rows=prefill";
+  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> tiles =
+      CudaTestRuntime::Create(options);
+  TAILOR_ASSERT_OK(tiles.status());
+  EXPECT_LE(RunCase(c, (*tiles)->runtime()).out_rel, 1e-2);
+  EXPECT_EQ(last_plan_.decode_seqs, 0) << last_plan_.ToString();
+}
+
+// Decode-only steps: no tile runs. Lengths around the decode kernel's
+// 64-token tiles and pages, 577 and 32768; shapes that take the decode
+// kernel's cluster launch (a small batch), its head groups (8 KV heads,
+// page 16), group 1, head_dim 64 / 256, f16, HND, soft cap, and a
+// non-causal row over no KV (out 0, lse -inf).
+struct DecodeOnlyVariant {
+  std::string name;
+  RaggedCase c;
+};
+
+void PrintTo(const DecodeOnlyVariant& v, std::ostream* os) { *os << v.name; }
+
+std::vector<DecodeOnlyVariant> DecodeOnlyVariants() {
+  RaggedCase llama = {
+      .q_lens = std::vector<int32_t>(20, 1),
+      .kv_lens = {1,   2,   15,   16,   17,  63, 64, 65,   127,  128,
+                  129, 577, 1000, 4096, 333, 48, 9,  2049, 8191, 32768},
+      .num_qo_heads = 32,
+      .num_kv_heads = 8,
+      .head_dim = 128,
+      .padding_rows = 3};
+  RaggedCase qwen_small = {.q_lens = {1, 1, 1},
+                           .kv_lens = {1, 577, 20000},
+                           .num_qo_heads = 32,
+                           .num_kv_heads = 4,
+                           .head_dim = 128};
+  RaggedCase group1 = {.q_lens = {1, 1, 1, 1},
+                       .kv_lens = {31, 700, 64, 5},
+                       .page_size = 32,
+                       .num_qo_heads = 8,
+                       .num_kv_heads = 8,
+                       .head_dim = 64};
+  RaggedCase d256 = group1;
+  d256.head_dim = 256;
+  d256.page_size = 16;
+  d256.num_qo_heads = 16;
+  d256.num_kv_heads = 4;
+  RaggedCase f16_hnd = llama;
+  f16_hnd.dtype = DType::kF16;
+  f16_hnd.layout = KvLayout::kHnd;
+  f16_hnd.soft_cap = 30.0f;
+  RaggedCase no_kv = {.q_lens = {1, 1, 1},
+                      .kv_lens = {0, 5, 300},
+                      .num_qo_heads = 8,
+                      .num_kv_heads = 2,
+                      .head_dim = 128,
+                      .causal = false};
+  return {{"Llama", llama},       {"QwenSmallBatch", qwen_small},
+          {"Group1", group1},     {"HeadDim256", d256},
+          {"F16HndCap", f16_hnd}, {"NonCausalNoKv", no_kv}};
+}
+
+class RaggedGpuDecodeOnlyTest
+    : public RaggedGpuTest,
+      public ::testing::WithParamInterface<DecodeOnlyVariant> {};
+
+TEST_P(RaggedGpuDecodeOnlyTest, MatchesTheReferenceWithoutTiles) {
+  RaggedCase c = GetParam().c;
+  c.seed = TestSeed();
+  const Errors err = RunCase(c);
+  EXPECT_LE(err.out_rel, 1e-2) << err.worst;
+  EXPECT_LE(err.lse_abs, kDecodeLseBound);
+  EXPECT_EQ(last_plan_.decode_seqs, DecodeRowsOf(c)) << last_plan_.ToString();
+  EXPECT_EQ(last_plan_.tiles, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RaggedGpuDecodeOnlyTest, ::testing::ValuesIn(DecodeOnlyVariants()),
+    [](const ::testing::TestParamInfo<DecodeOnlyVariant>& info) {
+      return info.param.name;
+    });
+
+// Decode rows first, last and between other rows (q_len 0, speculative 4,
+// chunks over prefixes): the decode kernel finds each row through q_indptr.
+TEST_F(RaggedGpuTest, DecodeRowsAnywhereAmongOtherRows) {
+  RaggedCase c = {.q_lens = {1, 0, 7, 1, 0, 300, 1, 4, 129, 1},
+                  .kv_lens = {2048, 3, 7, 1, 0, 1500, 577, 40, 129, 17},
+                  .num_qo_heads = 32,
+                  .num_kv_heads = 8,
+                  .head_dim = 128,
+                  .padding_rows = 2,
+                  .seed = TestSeed()};
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  EXPECT_EQ(last_plan_.decode_seqs, 4) << last_plan_.ToString();
+  c.num_kv_heads = 4;  // Qwen3's heads
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  EXPECT_EQ(last_plan_.decode_seqs, 4) << last_plan_.ToString();
+}
+
+// A sliding window needs the window's left edge, which the decode kernel
+// does not mask: the rows stay in tiles.
+TEST_F(RaggedGpuTest, SlidingWindowKeepsDecodeRowsInTiles) {
+  RaggedCase c = MixedStep();
+  c.window_left = 100;
+  EXPECT_LE(RunCase(c).out_rel, 1e-2);
+  EXPECT_EQ(last_plan_.decode_seqs, 0) << last_plan_.ToString();
+}
+
 // The steps a graph replays: the mixed step, decode and speculative rows
 // only, and a long chunk beside short sequences.
 std::vector<RaggedCase> ReplaySteps() {
@@ -304,6 +431,73 @@ TEST_F(RaggedGpuTest, GraphReplaysNewLengths) {
   if (graph != nullptr) api.cuGraphDestroy(graph);
 }
 
+// One graph captured on a step without decode rows (or with only decode
+// rows) replays steps whose decode / tile split differs: the decode and tile
+// launches are both in every captured graph, empty when a step has no rows
+// for them. Planning never grows the reserved workspace.
+TEST_F(RaggedGpuTest, GraphReplaysAnyDecodeTileSplit) {
+  RaggedCase prefill_only = MixedStep();
+  prefill_only.q_lens = {200, 0, 31, 4, 577};
+  prefill_only.kv_lens = {700, 9, 31, 260, 577};
+  RaggedCase decode_only = MixedStep();
+  decode_only.q_lens = {1, 1, 1, 1, 1, 1, 1, 1};
+  decode_only.kv_lens = {1, 17, 577, 4096, 64, 65, 9000, 2};
+  RaggedCase nothing = MixedStep();
+  nothing.q_lens = {0, 0};
+  nothing.kv_lens = {3, 0};
+  const std::vector<RaggedCase> steps = {prefill_only, decode_only,
+                                         MixedStep(),  nothing,
+                                         decode_only,  prefill_only};
+  constexpr int64_t kBatch = 16, kTokens = 2048, kPages = 2048, kMaxPages = 600;
+  const cuda::DriverApi& api = env_->api();
+  for (size_t capture : {size_t{0}, size_t{1}}) {
+    SCOPED_TRACE(::testing::Message() << "captured on step " << capture);
+    RaggedWorkspace ws;
+    TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
+        runtime(), LimitsOf(steps[0], kBatch, kTokens), ws));
+    const size_t reserved = ws.CapacityBytes();  // no plan grows it
+    DeviceStep d(env_->api(), steps[0], kTokens, kBatch, kPages, kMaxPages);
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    for (size_t i = capture; i < steps.size(); ++i) {
+      RaggedCase c = steps[i];
+      c.seed = TestSeed() + i;
+      RaggedBatch p = BuildRaggedBatch(c);
+      ASSERT_LE(p.num_pages, kPages);
+      ASSERT_LE(p.max_pages, kMaxPages);
+      TAILOR_ASSERT_OK(d.Upload(p));
+      PlanRaggedArgs plan = PlanArgsOf(p);
+      plan.stream = stream_->get();
+      TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
+      EXPECT_EQ(ws.CapacityBytes(), reserved);
+      if (i == capture) {
+        const RunRaggedArgs args =
+            d.Args(p, runtime().device(), stream_->get());
+        ASSERT_EQ(api.cuStreamBeginCapture(stream_->get(),
+                                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                  CUDA_SUCCESS);
+        const absl::Status captured = RunRagged(runtime(), args, ws);
+        ASSERT_EQ(api.cuStreamEndCapture(stream_->get(), &graph), CUDA_SUCCESS);
+        TAILOR_ASSERT_OK(captured);
+        ASSERT_EQ(api.cuGraphInstantiateWithFlags(&exec, graph, 0),
+                  CUDA_SUCCESS);
+      }
+      std::printf("split graph step %zu: launching\n", i);
+      std::fflush(stdout);
+      ASSERT_EQ(api.cuGraphLaunch(exec, stream_->get()), CUDA_SUCCESS);
+      TAILOR_ASSERT_OK(stream_->Synchronize());
+      TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream_->get()));
+      const Errors err = d.Check(p);
+      std::printf("split graph step %zu rel %.2e lse %.2e | %s\n", i,
+                  err.out_rel, err.lse_abs, ws.plan().ToString().c_str());
+      EXPECT_LE(err.out_rel, 1e-2) << "step " << i << " " << err.worst;
+      EXPECT_EQ(ws.plan().decode_seqs, DecodeRowsOf(c));
+    }
+    if (exec != nullptr) api.cuGraphExecDestroy(exec);
+    if (graph != nullptr) api.cuGraphDestroy(graph);
+  }
+}
+
 // With ragged.cuda=off a CUDA runtime refuses ragged attention at Reserve,
 // before touching memory.
 TEST_F(RaggedGpuTest, RefusedWhenTheTuningKeyTurnsItOff) {
@@ -314,12 +508,11 @@ TEST_F(RaggedGpuTest, RefusedWhenTheTuningKeyTurnsItOff) {
   TAILOR_ASSERT_OK(plain.status());
   const RaggedCase c = MixedStep();
   RaggedWorkspace ws;
-  EXPECT_THAT(
-      ReserveRaggedWorkspace((*plain)->runtime(),
-                             LimitsOf(c, c.batch(), c.total_q()), ws),
-      StatusIs(absl::StatusCode::kUnimplemented,
-               "attention.ragged: the CUDA kernel is off (tuning key "
-               "ragged.cuda=off)"));
+  EXPECT_THAT(ReserveRaggedWorkspace((*plain)->runtime(),
+                                     LimitsOf(c, c.batch(), c.total_q()), ws),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "attention.ragged: the CUDA kernel is off (tuning key "
+                       "ragged.cuda=off)"));
 }
 
 TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
