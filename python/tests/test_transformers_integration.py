@@ -14,6 +14,7 @@ if not hasattr(transformers.PreTrainedModel, "set_experts_implementation"):
     pytest.skip(f"transformers {transformers.__version__} has no experts "
                 f"interface (5.x has)", allow_module_level=True)
 
+import moe_routing  # noqa: E402
 import tailor  # noqa: E402
 import tailor.integrations.transformers as hf_tailor  # noqa: E402
 
@@ -62,6 +63,39 @@ def test_tailor_experts_match_eager(kind, dtype, tol):
     assert launches() > before  # tailor's kernels ran, not a fallback
     assert not torch.isnan(mine).any()
     assert rel_err(mine, eager) < tol
+
+
+@pytest.mark.parametrize("kind", ["mixtral", "qwen3_moe"])
+def test_bf16_logits_against_float32_taking_the_same_experts(kind):
+    # The bf16 runs' own routing, pinned in a float32 copy: what is left is
+    # arithmetic, where tailor's fused experts (one rounding of the
+    # activation) are no worse than transformers' eager loop.
+    model = tiny_model(kind, torch.bfloat16)
+    reference = moe_routing.float32_copy(model)
+    tokens = torch.randint(0, 97, (3, 17))
+    errors = {}
+    for implementation in ("eager", "tailor"):
+        model.set_experts_implementation(implementation)
+        out, routing = moe_routing.run_recorded(model, input_ids=tokens)
+        assert len(routing) == 2 and not torch.isnan(out).any()
+        errors[implementation] = rel_err(out, moe_routing.pinned_reference(
+            reference, routing, input_ids=tokens))
+    assert errors["tailor"] < 1e-2
+    assert errors["tailor"] <= 1.25 * errors["eager"], errors
+
+
+def test_pinned_routing_takes_the_given_experts():
+    model = tiny_model("mixtral", torch.float32)
+    tokens = torch.randint(0, 97, (2, 9))
+    out, routing = moe_routing.run_recorded(model, input_ids=tokens)
+    same = moe_routing.pinned_reference(model, routing, input_ids=tokens)
+    assert rel_err(same, out) < 1e-6  # its own routing: the same logits
+    moved = [ids.clone() for ids in routing]
+    moved[1][5] = (moved[1][5] + 1) % 8  # token 5 of layer 1: other experts
+    assert moe_routing.flips(moved, routing) == 1
+    other = moe_routing.pinned_reference(model, moved, input_ids=tokens)
+    assert rel_err(other[:, 5:], out[:, 5:]) > 1e-3  # that token changed
+    assert rel_err(other[:, :5], out[:, :5]) < 1e-6  # causal: earlier not
 
 
 def test_experts_implementation_at_construction():
