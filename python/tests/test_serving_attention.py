@@ -247,3 +247,175 @@ def test_vllm_profiling_run_and_refusals():
     backend = tailor_vllm.TailorAttentionBackend
     assert backend.get_name() == "TAILOR" and backend.accept_output_buffer
     assert backend.get_kv_cache_shape(10, 16, 2, 64) == (2, 10, 16, 2, 64)
+
+
+# ---- SGLang ----------------------------------------------------------------
+
+
+class ForwardMode:
+    """SGLang's ForwardMode predicates for one mode name."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def is_decode(self):
+        return self.name == "DECODE"
+
+    def is_idle(self):
+        return self.name == "IDLE"
+
+    def is_decode_or_idle(self):
+        return self.name in ("DECODE", "IDLE")
+
+    def is_extend(self):
+        return self.name in ("EXTEND", "TARGET_VERIFY", "DRAFT_EXTEND")
+
+    def is_target_verify(self):
+        return self.name == "TARGET_VERIFY"
+
+    def is_draft_extend(self):
+        return self.name == "DRAFT_EXTEND"
+
+    def __repr__(self):
+        return f"ForwardMode.{self.name}"
+
+
+class TokenPool:
+    """SGLang's MHATokenToKVPool: per layer, token-indexed buffers [slots,
+    Hkv, D]; slot 0 (its first page) is the padding slot."""
+
+    def __init__(self, s):
+        self.k = [s.k_cache.view(-1, HKV, D)]
+        self.v = [s.v_cache.view(-1, HKV, D)]
+
+    def get_key_buffer(self, layer_id):
+        return self.k[layer_id]
+
+    def get_value_buffer(self, layer_id):
+        return self.v[layer_id]
+
+    def set_kv_buffer(self, layer, loc, cache_k, cache_v):
+        self.k[layer.layer_id][loc] = cache_k
+        self.v[layer.layer_id][loc] = cache_v
+
+
+def sglang_runner(s, page=PAGE):
+    """ModelRunner's fields the backend reads; req_to_token rows are the
+    sequences' token slots in a shuffled request order (row 0: padding)."""
+    reqs = torch.randperm(len(s.step), generator=torch.Generator()
+                          .manual_seed(9)) + 1
+    req_to_token = torch.zeros((len(s.step) + 1, 640), dtype=torch.int32)
+    for b, n in enumerate(s.kv_lens.tolist()):
+        t = torch.arange(n)
+        req_to_token[reqs[b], :n] = (s.table[b, t // page] * page + t % page
+                                     ).to(torch.int32)
+    config = types.SimpleNamespace(num_attention_heads=2 * HQ, head_dim=D,
+                                   get_num_kv_heads=lambda tp: HKV)
+    return types.SimpleNamespace(
+        model_config=config, tp_size=2, dtype=torch.bfloat16, page_size=page,
+        device="cpu", sliding_window_size=None,
+        req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token,
+                                                size=len(s.step) + 1),
+        server_args=types.SimpleNamespace(chunked_prefill_size=512,
+                                          max_prefill_tokens=1024)), reqs
+
+
+def radix_layer(scale=None, cap=0.0):
+    return types.SimpleNamespace(
+        layer_id=0, tp_q_head_num=HQ, tp_k_head_num=HKV, tp_v_head_num=HKV,
+        head_dim=D, qk_head_dim=D, v_head_dim=D, scaling=scale or D ** -0.5,
+        logit_cap=cap, sliding_window_size=-1, is_cross_attention=False)
+
+
+def forward_batch(s, mode, reqs):
+    q_lens = [q for _, q in s.step]
+    return types.SimpleNamespace(
+        forward_mode=ForwardMode(mode), batch_size=len(s.step),
+        req_pool_indices=reqs.clone(), seq_lens=s.kv_lens.long(),
+        seq_lens_cpu=s.kv_lens.long(), seq_lens_sum=int(s.kv_lens.sum()),
+        out_cache_loc=s.slot_mapping[:s.total], extend_seq_lens_cpu=q_lens,
+        extend_seq_lens=torch.tensor(q_lens),
+        extend_prefix_lens_cpu=[p for p, _ in s.step],
+        token_to_kv_pool=TokenPool(s))
+
+
+def sglang_call(backend, s, batch, layer, rows=None):
+    rows = rows or s.total
+    q = s.query[:rows].reshape(rows, HQ * D)  # SGLang passes q flattened
+    out = backend.forward(q, s.new_k[:rows], s.new_v[:rows], layer, batch)
+    assert out.shape == (rows, HQ * D)
+    return out.view(rows, HQ, D)
+
+
+@pytest.mark.parametrize("cap", [0.0, 30.0])
+def test_sglang_extend_matches_sdpa(cap):
+    s = make_step(seed=11)
+    runner, reqs = sglang_runner(s)
+    backend = tailor_sglang.TailorAttnBackend(runner)
+    batch = forward_batch(s, "EXTEND", reqs)
+    backend.init_forward_metadata(batch)
+    out = sglang_call(backend, s, batch, radix_layer(cap=cap))
+    assert rel_err(out, sdpa_reference(s, softcap=cap)) < 1e-2
+    assert_cache_holds_truth(s, s.k_cache, s.v_cache)
+
+
+DECODE = [(39, 1), (14, 1), (15, 1), (16, 1), (0, 1), (560, 1)]
+
+
+def test_sglang_decode_matches_sdpa():
+    s = make_step(seed=12, step=DECODE)
+    runner, reqs = sglang_runner(s)
+    backend = tailor_sglang.TailorAttnBackend(runner)
+    batch = forward_batch(s, "DECODE", reqs)
+    backend.init_forward_metadata(batch)
+    out = sglang_call(backend, s, batch, radix_layer())
+    assert rel_err(out, sdpa_reference(s)) < 1e-2
+
+
+def test_sglang_cuda_graph_capture_then_replay_of_a_smaller_batch():
+    # Capture at bs 8 with SGLang's fill value (length 1, request row 0,
+    # padding slot 0), then replay a real batch of 6 padded to 8: the
+    # forward reads only the persistent buffers that replay refilled.
+    s = make_step(seed=13, step=DECODE)
+    runner, reqs = sglang_runner(s)
+    backend = tailor_sglang.TailorAttnBackend(runner)
+    backend.init_cuda_graph_state(max_bs=8, max_num_tokens=8)
+    fill = backend.get_cuda_graph_seq_len_fill_value()
+    decode = ForwardMode("DECODE")
+    backend.init_forward_metadata_capture_cuda_graph(
+        8, 8, torch.zeros(8, dtype=torch.int64),
+        torch.full((8,), fill, dtype=torch.int64), None, decode, None)
+    captured = backend.forward_metadata
+    padded_reqs = torch.cat([reqs, torch.zeros(2, dtype=reqs.dtype)])
+    lens = torch.cat([s.kv_lens.long(), torch.full((2,), fill)])
+    backend.init_forward_metadata_replay_cuda_graph(
+        8, padded_reqs, lens, int(lens.sum()), None, decode, None, lens)
+    assert backend.forward_metadata.page_table.data_ptr() == \
+        captured.page_table.data_ptr()
+    batch = forward_batch(s, "DECODE", padded_reqs)
+    batch.out_cache_loc = torch.cat([s.slot_mapping[:s.total],
+                                     torch.zeros(2, dtype=torch.int64)])
+    s.query = torch.cat([s.query[:s.total], s.query[:2]])
+    s.new_k, s.new_v = s.new_k[:s.total + 2], s.new_v[:s.total + 2]
+    out = sglang_call(backend, s, batch, radix_layer(), rows=s.total + 2)
+    assert rel_err(out[:s.total], sdpa_reference(s)) < 1e-2
+
+
+def test_sglang_refusals():
+    s = make_step(seed=14, step=DECODE)
+    runner, reqs = sglang_runner(s)
+    backend = tailor_sglang.TailorAttnBackend(runner)
+    batch = forward_batch(s, "TARGET_VERIFY", reqs)
+    with pytest.raises(NotImplementedError,
+                       match="forward mode ForwardMode.TARGET_VERIFY"):
+        backend.init_forward_metadata(batch)
+    batch = forward_batch(s, "DECODE", reqs)
+    backend.init_forward_metadata(batch)
+    layer = radix_layer()
+    layer.is_cross_attention = True
+    with pytest.raises(NotImplementedError, match="cross attention"):
+        sglang_call(backend, s, batch, layer)
+    idle = forward_batch(s, "IDLE", reqs)
+    backend.init_forward_metadata(idle)
+    assert backend.forward(s.query[:0].reshape(0, HQ * D), None, None,
+                           radix_layer(), idle).shape == (0, HQ * D)
