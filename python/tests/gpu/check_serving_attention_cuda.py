@@ -13,6 +13,8 @@ heads: 32 query / 8 KV heads of 128, pages of 16, bf16):
   sglang_decode  init_forward_metadata + forward_decode
   sglang_graph   init_cuda_graph_state, capture at bs 8, replay of 6
                  padded to 8 (SGLang's fill value and padding slot 0)
+  hf_paged       transformers' "tailor_paged" attention function on packed
+                 sequences (skipped when transformers is not importable)
 
 Each prints ok / FAIL with the rel err; a table is printed last and the
 exit code is nonzero on any failure. Run from the repository root after
@@ -225,6 +227,19 @@ def sglang_graph():
     return t.rel_err(result, t.sdpa_reference(s))
 
 
+def hf_paged():
+    import test_transformers_integration as hf  # needs transformers 5.x
+    q_lens, kv_lens = [512, 1, 1, 0, 17, 577], [512, 16, 1000, 4, 300, 577]
+    q, k, v, cu_q, cu_k = hf.packed_step(q_lens, kv_lens, heads=t.HQ,
+                                         heads_kv=t.HKV, dim=t.D)
+    out, _ = hf.hf_tailor.tailor_paged_attention_forward(
+        torch.nn.Module(), q.to(CUDA), k.to(CUDA), v.to(CUDA), None,
+        scaling=t.D ** -0.5, cu_seq_lens_q=cu_q.to(CUDA),
+        cu_seq_lens_k=cu_k.to(CUDA), max_length_q=577, max_length_k=1000)
+    ref = hf.packed_reference(q, k, v, cu_q, cu_k, t.D ** -0.5)
+    return t.rel_err(out[0].cpu(), ref)
+
+
 def main():
     name = torch.cuda.get_device_name() if CUDA.type == "cuda" else "cpu"
     print(f"torch {torch.__version__}, {name}")
@@ -233,6 +248,11 @@ def main():
     check("sglang_extend", lambda: sglang_eager(t.STEP, "EXTEND", 24))
     check("sglang_decode", lambda: sglang_eager(t.DECODE, "DECODE", 25))
     check("sglang_graph", sglang_graph)
+    try:
+        import transformers  # noqa: F401
+        check("hf_paged", hf_paged)
+    except ImportError:
+        print("skip hf_paged: transformers is not importable")
     print(f"\n{'check':16} {'result':6} {'s':>6}  detail")
     for name, ok, seconds, detail in results:
         print(f"{name:16} {'ok' if ok else 'FAIL':6} {seconds:6.1f}  {detail}")
