@@ -245,3 +245,88 @@ def test_generate_batch_with_tailor_paged_and_tailor_experts():
             assert len(tokens) == 4, (attention, out[request])
             assert greedy_choices_are_best_in_float32(model32, prompt,
                                                       tokens, 1e-2)
+
+
+# ---- FP8 experts --------------------------------------------------------------
+
+
+def fp8_experts_module(activation_scheme="dynamic", block=(128, 128)):
+    """transformers' FP8Experts as replace_with_fp8_linear builds it, with
+    bf16 weights quantized in 128 x 128 blocks (scale = amax / 448)."""
+    fp8 = pytest.importorskip("transformers.integrations.finegrained_fp8")
+    from transformers.integrations import moe as hf_moe
+    config = transformers.MixtralConfig(hidden_size=256, intermediate_size=128,
+                                        num_local_experts=4,
+                                        num_experts_per_tok=2)
+    config._experts_implementation = "tailor"
+    cls = hf_moe.use_experts_implementation(
+        experts_class=fp8.FP8Experts,
+        experts_interface=fp8.ALL_FP8_EXPERTS_FUNCTIONS)
+    module = cls(config=config, block_size=block,
+                 activation_scheme=activation_scheme)
+    g = torch.Generator().manual_seed(8)
+    for name, (n, k) in (("gate_up_proj", (256, 256)),
+                         ("down_proj", (256, 128))):
+        w = torch.randn(4, n, k, generator=g) * 0.1
+        blocks = w.reshape(4, n // 128, 128, k // 128, 128)
+        scale = blocks.abs().amax((2, 4)) / 448
+        q = (blocks / scale[:, :, None, :, None]).to(torch.float8_e4m3fn)
+        getattr(module, name).data = q.reshape(4, n, k)
+        getattr(module, name + "_scale_inv").data = scale
+    return module
+
+
+def fp8_reference(module, x, ids, weights):
+    """float64 experts on the dequantized weights, activations quantized
+    per token in 1 x 128 groups as tailor (and DeepSeek's recipe) does."""
+    def dequantize(q, scale):
+        e, n, k = q.shape
+        return (q.double().reshape(e, n // 128, 128, k // 128, 128) *
+                scale.double()[:, :, None, :, None]).reshape(e, n, k)
+
+    def quantize(a):
+        g = a.reshape(a.shape[0], -1, 128)
+        s = g.abs().amax(-1, keepdim=True).clamp_min(1e-10) / 448
+        return ((g / s).float().to(torch.float8_e4m3fn).double() * s
+                ).reshape(a.shape)
+    w13 = dequantize(module.gate_up_proj, module.gate_up_proj_scale_inv)
+    w2 = dequantize(module.down_proj, module.down_proj_scale_inv)
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    xq = quantize(x.double())
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            h = w13[ids[t, j]] @ xq[t]
+            a = torch.nn.functional.silu(h[:128]) * h[128:]
+            out[t] += float(weights[t, j]) * (
+                w2[ids[t, j]] @ quantize(a[None].float().double())[0])
+    return out
+
+
+def test_fp8_experts_implementation_runs_tailor_block_fp8():
+    module = fp8_experts_module()
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(33, 256, generator=g).bfloat16()
+    weights, ids = torch.randn(33, 4, generator=g).softmax(-1).topk(2)
+    before = launches()
+    with torch.no_grad():
+        out = module(x, ids, weights)
+    assert launches() > before and out.dtype == torch.bfloat16
+    assert not torch.isnan(out).any()
+    ref = fp8_reference(module, x, ids, weights)
+    assert rel_err(out.double(), ref) < 2e-2
+
+
+def test_fp8_static_activations_fall_back_with_a_warning(caplog):
+    module = fp8_experts_module(activation_scheme="static")
+    hf_tailor._warned.clear()
+    x = torch.randn(5, 256).bfloat16()
+    weights, ids = torch.randn(5, 4).softmax(-1).topk(2)
+    before = launches()
+    try:
+        with torch.no_grad():
+            module(x, ids, weights)
+    except Exception:  # noqa: BLE001  transformers' own FP8 kernels
+        pass           # (Triton) may be missing on a CPU machine
+    assert launches() == before
+    assert any("activation_scheme 'static'" in r.getMessage()
+               for r in caplog.records)

@@ -124,6 +124,105 @@ def register():
 register()
 
 
+# ---- FP8 experts (transformers' finegrained FP8) -----------------------------
+#
+# A model loaded with FineGrainedFP8Config swaps its experts for FP8Experts
+# (transformers.integrations.finegrained_fp8), dispatched through a second
+# interface, ALL_FP8_EXPERTS_FUNCTIONS, by the same experts_implementation
+# name; "tailor" is registered there too. tailor runs the block-wise case
+# (weight_block_size [128, 128], float32 scale_inv, dynamic activation
+# quantization per token in 1 x 128 groups: vLLM's use_fp8_w8a8 with
+# block_shape), gate_up_proj [E, 2I, H] e4m3 being w1 and down_proj w2.
+# Other FP8 layouts (static activation scales, UE8M0 scales, FP4 experts,
+# per-tensor weights), custom gates and the rest of the bf16 path's
+# exclusions run transformers' own: "grouped_mm" on CUDA, the module's eager
+# loop elsewhere, with a one-time warning naming the reason; so does a
+# runtime whose backend has no FP8 experts yet (tailor's Unimplemented).
+
+_FP8_BLOCK = (128, 128)
+_fp8_unimplemented = set()  # devices whose runtime refused FP8 experts
+
+
+def _fp8_unsupported(module, hidden_states):
+    """Why tailor cannot run this FP8 call ("" when it can)."""
+    block = getattr(module, "block_size", None)
+    checks = (
+        (getattr(module, "has_gate", True), "experts without a gate"),
+        (not getattr(module, "has_bias", False), "expert biases"),
+        (not getattr(module, "_is_expert_parallel", False),
+         "expert parallelism"),
+        (getattr(module, "activation_scheme", "") == "dynamic",
+         f"activation_scheme {getattr(module, 'activation_scheme', None)!r}"
+         f" (dynamic only)"),
+        (block is not None and tuple(block) == _FP8_BLOCK,
+         f"weight_block_size {block} ([128, 128] only)"),
+        (module.gate_up_proj.dtype == torch.float8_e4m3fn,
+         f"expert weights of dtype {module.gate_up_proj.dtype}"),
+        (module.gate_up_proj_scale_inv.dtype == torch.float32,
+         "scales other than float32"),
+        (all(getattr(module, name, None) is None for name in (
+            "gate_softcap", "swiglu_alpha", "limit")) and _is_silu(module),
+         "a custom gate or an activation other than SiLU"),
+        (hidden_states.dtype == torch.bfloat16,
+         f"dtype {hidden_states.dtype} (bf16 only)"),
+        (not torch.is_grad_enabled() or not hidden_states.requires_grad,
+         "autograd (inference only)"),
+        (hidden_states.device not in _fp8_unimplemented,
+         f"FP8 experts on {hidden_states.device} (not in this build)"),
+    )
+    for ok, reason in checks:
+        if not ok:
+            return reason
+    return ""
+
+
+def _fp8_fallback(module, hidden_states, top_k_index, top_k_weights, reason):
+    from transformers.integrations import finegrained_fp8 as fp8
+    if hidden_states.is_cuda:
+        _warn_once(module, reason, "grouped_mm")
+        return fp8.ALL_FP8_EXPERTS_FUNCTIONS["grouped_mm"](
+            module, hidden_states, top_k_index, top_k_weights)
+    _warn_once(module, reason, "eager")
+    eager = type(module).forward.__wrapped__  # the module's own loop
+    return eager(module, hidden_states, top_k_index, top_k_weights)
+
+
+def tailor_fp8_experts_forward(module, hidden_states, top_k_index,
+                               top_k_weights):
+    """The FP8 ExpertsInterface forward (see above): [T, H] bf16 ->
+    [T, H] bf16."""
+    reason = _fp8_unsupported(module, hidden_states)
+    if reason:
+        return _fp8_fallback(module, hidden_states, top_k_index,
+                             top_k_weights, reason)
+    try:
+        return tailor.torch_ops.fused_experts(
+            hidden_states.contiguous(), module.gate_up_proj,
+            module.down_proj, top_k_weights, top_k_index, use_fp8_w8a8=True,
+            w1_scale=module.gate_up_proj_scale_inv,
+            w2_scale=module.down_proj_scale_inv,
+            block_shape=list(_FP8_BLOCK))
+    except (tailor.UnimplementedError, NotImplementedError) as error:
+        _fp8_unimplemented.add(hidden_states.device)
+        return _fp8_fallback(module, hidden_states, top_k_index,
+                             top_k_weights, f"FP8 experts ({error})")
+
+
+def register_fp8():
+    """Registers "tailor" in transformers' FP8 experts interface when the
+    installed transformers has one (done on import)."""
+    try:
+        from transformers.integrations import finegrained_fp8 as fp8
+        interface = fp8.ALL_FP8_EXPERTS_FUNCTIONS
+    except (ImportError, AttributeError):
+        return False
+    interface.register(NAME, tailor_fp8_experts_forward)
+    return True
+
+
+register_fp8()
+
+
 # ---- paged attention for continuous batching ---------------------------------
 #
 # transformers' continuous batching (model.generate_batch, its
