@@ -112,7 +112,7 @@ def bind_decode_workspace(runtime, memory, ws, *, max_batch, num_qo_heads,
                                 (memory, ws))
     limits = _limits(max_batch, num_qo_heads, num_kv_heads, head_dim,
                      page_size, dtype)
-    t, keep = _tensors.view(memory)
+    t, keep = _tensors.view(memory, "memory", output=True)
     check(lib.tailor_attention_decode_workspace_bind(
         runtime._handle, ctypes.byref(limits), t.data, _tensors.nbytes(t),
         ws._handle, (_tensors.cuda_stream_of(memory) if stream is None
@@ -132,7 +132,7 @@ def plan_decode(runtime, seq_lens, ws, *, page_size, num_qo_heads,
                                 num_kv_heads=num_kv_heads, head_dim=head_dim,
                                 dtype=_dtype(dtype),
                                 stream=_tensors.stream_handle(stream))
-    keep = _tensors.fill(args.seq_lens, seq_lens)
+    keep = _tensors.fill(args.seq_lens, seq_lens, "seq_lens")
     check(lib.tailor_attention_decode_plan(runtime._handle,
                                            ctypes.byref(args), ws._handle))
     ws._runtime = runtime
@@ -149,13 +149,12 @@ def run_decode(runtime, q, k_cache, v_cache, block_table, seq_lens, out, ws,
         (q, k_cache, v_cache, block_table, seq_lens, out, ws))
     args = _capi.RunDecodeArgs()
     fill = _tensors.fill
-    keep = [fill(args.q, q), fill(args.k_cache, k_cache),
-            fill(args.v_cache, v_cache), fill(args.block_table, block_table),
-            fill(args.seq_lens, seq_lens), fill(args.out, out)]
-    if lse is not None:
-        view, k = _tensors.view(lse)
-        keep.append((view, k))
-        args.lse = ctypes.pointer(view)
+    keep = [fill(args.q, q, "q"), fill(args.k_cache, k_cache, "k_cache"),
+            fill(args.v_cache, v_cache, "v_cache"),
+            fill(args.block_table, block_table, "block_table"),
+            fill(args.seq_lens, seq_lens, "seq_lens"),
+            fill(args.out, out, "out", output=True)]
+    args.lse = _optional_view(lse, keep, "lse", output=True)
     args.sm_scale = 0.0 if sm_scale is None else sm_scale
     args.logits_soft_cap = logits_soft_cap
     args.stream = (_tensors.cuda_stream_of(q) if stream is None
@@ -296,7 +295,7 @@ def bind_ragged_workspace(runtime, memory, ws, *, max_batch, max_tokens,
     limits = _ragged_limits(max_batch, max_tokens, num_qo_heads,
                             num_kv_heads, head_dim, page_size, dtype, causal,
                             window_left)
-    t, keep = _tensors.view(memory)
+    t, keep = _tensors.view(memory, "memory", output=True)
     check(lib.tailor_attention_ragged_workspace_bind(
         runtime._handle, ctypes.byref(limits), t.data, _tensors.nbytes(t),
         ws._handle, (_tensors.cuda_stream_of(memory) if stream is None
@@ -326,8 +325,8 @@ def plan_ragged(runtime, q_indptr, kv_lens, ws, *, page_size, num_qo_heads,
     args = _capi.PlanRaggedArgs()
     _fill_layer(args, page_size, num_qo_heads, num_kv_heads, head_dim, dtype,
                 causal, window_left, stream)
-    keep = [_tensors.fill(args.q_indptr, q_indptr),
-            _tensors.fill(args.kv_lens, kv_lens)]
+    keep = [_tensors.fill(args.q_indptr, q_indptr, "q_indptr"),
+            _tensors.fill(args.kv_lens, kv_lens, "kv_lens")]
     check(lib.tailor_attention_ragged_plan(runtime._handle,
                                            ctypes.byref(args), ws._handle))
     ws._runtime = runtime
@@ -345,19 +344,20 @@ def plan_ragged_flashinfer(runtime, qo_indptr, kv_indptr, kv_last_page_len,
     args = _capi.PlanRaggedFlashInferArgs()
     _fill_layer(args, page_size, num_qo_heads, num_kv_heads, head_dim, dtype,
                 causal, window_left, stream)
-    keep = [_tensors.fill(args.qo_indptr, qo_indptr),
-            _tensors.fill(args.kv_indptr, kv_indptr),
-            _tensors.fill(args.kv_last_page_len, kv_last_page_len)]
+    keep = [_tensors.fill(args.qo_indptr, qo_indptr, "qo_indptr"),
+            _tensors.fill(args.kv_indptr, kv_indptr, "kv_indptr"),
+            _tensors.fill(args.kv_last_page_len, kv_last_page_len,
+                          "kv_last_page_len")]
     check(lib.tailor_attention_ragged_plan_flashinfer(
         runtime._handle, ctypes.byref(args), ws._handle))
     ws._runtime = runtime
     del keep
 
 
-def _optional_view(x, keep):
+def _optional_view(x, keep, name, output=False):
     if x is None:
         return None
-    view, k = _tensors.view(x)
+    view, k = _tensors.view(x, name, output)
     keep.append((view, k))
     return ctypes.pointer(view)
 
@@ -374,12 +374,13 @@ def run_ragged(runtime, q, k_cache, v_cache, block_table, out, ws, *,
     _ragged_ws("run_ragged", ws)
     args = _capi.RunRaggedArgs()
     fill = _tensors.fill
-    keep = [fill(args.q, q), fill(args.k_cache, k_cache),
-            fill(args.v_cache, v_cache), fill(args.block_table, block_table),
-            fill(args.out, out)]
-    args.page_indptr = _optional_view(page_indptr, keep)
-    args.kv_lens = _optional_view(kv_lens, keep)
-    args.lse = _optional_view(lse, keep)
+    keep = [fill(args.q, q, "q"), fill(args.k_cache, k_cache, "k_cache"),
+            fill(args.v_cache, v_cache, "v_cache"),
+            fill(args.block_table, block_table, "block_table"),
+            fill(args.out, out, "out", output=True)]
+    args.page_indptr = _optional_view(page_indptr, keep, "page_indptr")
+    args.kv_lens = _optional_view(kv_lens, keep, "kv_lens")
+    args.lse = _optional_view(lse, keep, "lse", output=True)
     args.sm_scale = 0.0 if sm_scale is None else sm_scale
     args.logits_soft_cap = logits_soft_cap
     args.stream = (_tensors.cuda_stream_of(q) if stream is None

@@ -545,26 +545,39 @@ def plan_ragged_attention_flashinfer(qo_indptr, kv_indptr, kv_last_page_len,
                                       ws, stream=stream, **shape)
 
 
-def _ragged_attention_impl(q, k_cache, v_cache, block_table, page_indptr=None,
-                           kv_lens=None, sm_scale=0.0, logits_soft_cap=0.0,
-                           return_lse=False):
+def run_ragged_attention(q, k_cache, v_cache, block_table, out, *,
+                         page_indptr=None, kv_lens=None, lse=None,
+                         sm_scale=None, logits_soft_cap=0.0,
+                         caller="torch.ops.tailor.ragged_attention"):
+    """Runs this thread's ragged plan on q's device into the caller's `out`
+    (and `lse` when given), on torch's current stream: what an attention
+    backend that is handed its output buffer calls (vLLM's, SGLang's).
+    Not a torch op: call it where torch.compile does not trace (inside the
+    framework's own attention custom op)."""
     device = q.device
     entry = getattr(_local, "ragged", {}).get(str(device))
     if entry is None:
         raise _errors.FailedPreconditionError(
-            9, "ws: no ragged plan on this thread and device; call "
-               "tailor.torch_ops.plan_ragged_attention before "
-               "torch.ops.tailor.ragged_attention")
-    out = torch.empty_like(q)
-    lse = (q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32)
-           if return_lse else q.new_empty((0,), dtype=torch.float32))
+            9, f"ws: no ragged plan on this thread and device; call "
+               f"tailor.torch_ops.plan_ragged_attention before {caller}")
     stream = (torch.cuda.current_stream(device).cuda_stream
               if device.type == "cuda" else None)
     _attention.run_ragged(_runtime(device), q, k_cache, v_cache, block_table,
                           out, entry[0], page_indptr=page_indptr,
-                          kv_lens=kv_lens, lse=lse if return_lse else None,
-                          sm_scale=sm_scale or None,
+                          kv_lens=kv_lens, lse=lse, sm_scale=sm_scale or None,
                           logits_soft_cap=logits_soft_cap, stream=stream)
+
+
+def _ragged_attention_impl(q, k_cache, v_cache, block_table, page_indptr=None,
+                           kv_lens=None, sm_scale=0.0, logits_soft_cap=0.0,
+                           return_lse=False):
+    out = torch.empty_like(q)
+    lse = (q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32)
+           if return_lse else q.new_empty((0,), dtype=torch.float32))
+    run_ragged_attention(q, k_cache, v_cache, block_table, out,
+                         page_indptr=page_indptr, kv_lens=kv_lens,
+                         lse=lse if return_lse else None, sm_scale=sm_scale,
+                         logits_soft_cap=logits_soft_cap)
     return out, lse
 
 

@@ -132,3 +132,30 @@ def test_decode_workspace_entries_on_the_host(runtime):
         "UNIMPLEMENTED: attention.bind_decode: the cpu backend keeps decode "
         "workspaces in host memory; use attention::ReserveDecodeWorkspace")
     ws.take_errors(runtime)  # host runs report their errors themselves
+
+
+@pytest.mark.parametrize("argument", ["out", "lse"])
+def test_read_only_out_and_lse_are_refused_and_not_written(runtime,
+                                                           decode_inputs,
+                                                           argument):
+    q, k, v, table, lens = decode_inputs
+    ws = tailor.attention.DecodeWorkspace()
+    tailor.attention.plan_decode(runtime, lens, ws, page_size=PAGE,
+                                 num_qo_heads=HQ, num_kv_heads=HKV,
+                                 head_dim=D, dtype="f16")
+    outputs = {"out": np.full_like(q, 7.0),
+               "lse": np.full((B, HQ), 5.0, np.float32)}
+    frozen = outputs[argument].copy()
+    frozen.flags.writeable = False
+    backed = np.frombuffer(frozen.tobytes(), frozen.dtype).reshape(
+        frozen.shape)
+    for read_only in (frozen, backed):
+        given = dict(outputs, **{argument: read_only})
+        with pytest.raises(tailor.InvalidArgumentError) as error:
+            tailor.attention.run_decode(runtime, q, k, v, table, lens,
+                                        given["out"], ws, lse=given["lse"])
+        assert str(error.value) == (
+            f"INVALID_ARGUMENT: {argument}: is read-only (an output must be "
+            f"writable: not a view of bytes or of an array with "
+            f"writeable=False)")
+        np.testing.assert_array_equal(read_only, outputs[argument])

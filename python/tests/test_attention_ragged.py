@@ -215,3 +215,32 @@ def test_errors(runtime, step):
     assert e.value.message == (f"block_table[0,2]: page id 999 is outside "
                                f"[0, {step.k.shape[0]})")
     assert (out == 7.0).all()  # a rejected run wrote nothing
+
+
+def read_only_copies(array):
+    """`array`'s contents made read-only, and over immutable bytes."""
+    frozen = array.copy()
+    frozen.flags.writeable = False
+    backed = np.frombuffer(array.tobytes(), array.dtype).reshape(array.shape)
+    return [("writeable=False", frozen), ("bytes", backed)]
+
+
+@pytest.mark.parametrize("argument", ["out", "lse"])
+def test_read_only_out_and_lse_are_refused_and_not_written(runtime, step,
+                                                           argument):
+    ws = tailor.attention.RaggedWorkspace()
+    tailor.attention.plan_ragged(runtime, step.q_indptr, step.kv_lens, ws,
+                                 **SHAPE)
+    out, lse = step.outputs()
+    for kind, frozen in read_only_copies(out if argument == "out" else lse):
+        given = {"out": out, "lse": lse, argument: frozen}
+        before = frozen.copy()
+        with pytest.raises(tailor.InvalidArgumentError) as error:
+            tailor.attention.run_ragged(
+                runtime, step.q, step.k, step.v, step.block_table,
+                given["out"], ws, kv_lens=step.kv_lens, lse=given["lse"])
+        assert str(error.value) == (
+            f"INVALID_ARGUMENT: {argument}: is read-only (an output must be "
+            f"writable: not a view of bytes or of an array with "
+            f"writeable=False)"), kind
+        np.testing.assert_array_equal(frozen, before)
