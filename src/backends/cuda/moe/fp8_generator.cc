@@ -9,6 +9,8 @@ namespace tailor::cuda {
 namespace {
 
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
+using tailor::internal::SpecKey;
 using tailor::internal::MoeGemmKernel;
 using tailor::internal::MoeGemmSpec;
 using tailor::internal::MoePackSpec;
@@ -98,6 +100,26 @@ absl::StatusOr<KernelSource> GenerateFp8GroupedGemm(const MoeGemmSpec& spec) {
                absl::StrCat("MoeFp8GroupedGemmSm90<", spec.n, ", ", spec.k,
                             ", ", spec.tile_rows, ", ", epilogue, ", ",
                             spec.swap_ab ? 1 : 0, ">"));
+}
+
+SpecKey Fp8PackKey(const KeyTarget& target, int64_t hidden,
+                   moe::ScaleMode mode) {
+  return MoePackSpec{.dtype = DType::kBF16, .hidden = hidden, .scale_mode = mode}
+      .ToKey(target);
+}
+
+SpecKey Fp8GemmKey(const KeyTarget& target, DType c_dtype, int64_t n,
+                   int64_t k, int64_t tile_rows, moe::Epilogue epilogue,
+                   bool swap_ab, moe::ScaleMode mode) {
+  return MoeGemmSpec{.dtype = c_dtype,
+                     .n = n,
+                     .k = k,
+                     .tile_rows = static_cast<int32_t>(tile_rows),
+                     .epilogue = epilogue,
+                     .kernel = MoeGemmKernel::kHopper,
+                     .swap_ab = swap_ab,
+                     .scale_mode = mode}
+      .ToKey(target);
 }
 
 }  // namespace tailor::cuda

@@ -2,9 +2,8 @@
 // kernels on CUDA from their typed specs: block mode on sm_90a
 // (templates/cuda/moe/fp8_{pack,grouped_gemm_sm90}.cuh).
 //
-// moe::GroupedGemm reaches the GEMM (moe/fp8_launch.cc); the quantizing
-// Pack has no launch yet (moe::Experts on a device workspace has no FP8
-// path), so it is compiled in CI and run only by the dev harness bench/fp8.
+// moe::GroupedGemm reaches the GEMM and moe::Experts both kernels
+// (moe/fp8_launch.cc).
 #ifndef TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
 #define TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
 
@@ -26,6 +25,20 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateFp8Pack(
 // field otherwise.
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8GroupedGemm(
     const tailor::internal::MoeGemmSpec& spec);
+
+// ---- keys: the launches (moe/fp8_launch.cc) and warm-up (MoeLayerKernels)
+// build them here ----------------------------------------------------------
+
+// The quantizing Pack of bf16 hidden rows of H elements in `mode`.
+tailor::internal::SpecKey Fp8PackKey(const tailor::internal::KeyTarget& target,
+                                     int64_t hidden, moe::ScaleMode mode);
+
+// The Hopper FP8 GEMM writing `c_dtype` (bf16; f8e4m3: the quantizing
+// silu_and_mul epilogue) for plan tiles of `tile_rows` rows.
+tailor::internal::SpecKey Fp8GemmKey(const tailor::internal::KeyTarget& target,
+                                     DType c_dtype, int64_t n, int64_t k,
+                                     int64_t tile_rows, moe::Epilogue epilogue,
+                                     bool swap_ab, moe::ScaleMode mode);
 
 }  // namespace tailor::cuda
 

@@ -1,12 +1,16 @@
-// The FP8 (e4m3, block-scaled) grouped GEMM's launch on sm_90a: tensor maps
-// over e4m3 A and W and A's scales, the bf16 kernel's work list and tile
-// order, the kernel built from the typed spec (backends/cuda/moe/
-// fp8_generator.h). No split-K: a unit's partials would need the FP8
-// kernel's own scratch sizing.
+// The FP8 (e4m3, block-scaled) launches on sm_90a, kernels built from their
+// typed specs (backends/cuda/moe/fp8_generator.h):
+//   Pack         bf16 hidden -> e4m3 rows and 1 x 128 scales in the layout
+//                the GEMM's A-scale map loads
+//   GroupedGemm  tensor maps over e4m3 A and W and A's scales, the bf16
+//                kernel's work list and tile order. No split-K: a unit's
+//                partials would need the FP8 kernel's own scratch sizing.
+// Both block on a cold key (no generic FP8 kernel for background JIT yet).
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/heuristics.h"
 #include "backends/cuda/moe/kernels.h"
 #include "ops/moe/spec.h"
@@ -18,8 +22,7 @@ namespace {
 
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::LaunchConfig;
-using tailor::internal::MoeGemmKernel;
-using tailor::internal::MoeGemmSpec;
+using tailor::internal::PackLaunch;
 using tailor::internal::SpecKey;
 
 // A 2D e4m3 map over [rows, k] (K contiguous), boxes of 128 K x box_rows,
@@ -115,7 +118,62 @@ tailor::internal::GemmConfig Fp8Config(const GroupedGemmLaunch& l, bool swap_ab,
           .features = {{.key = "scale_mode", .value = 3, .name = "block"}}};
 }
 
+// What the quantizing Pack needs beyond the op front's rules.
+absl::Status ExpectFp8Pack(const PackLaunch& l) {
+  if (l.scale_mode != moe::ScaleMode::kBlock) {
+    return absl::UnimplementedError(
+        "quant.mode: cuda's quantizing Pack is block mode only");
+  }
+  if (l.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden: cuda's quantizing Pack reads bf16, got ",
+                     DTypeName(l.dtype)));
+  }
+  if (l.hidden_dim % kMoeFp8Block != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden: dims[1] (H) must be a multiple of 128 in block "
+                     "mode, got ",
+                     l.hidden_dim));
+  }
+  if (l.scale_rows < l.rows || l.scale_rows % kMoeFp8ScaleRowAlign != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a_scale: dims[1] (scale rows) must be at least the ", l.rows,
+        " rows and a multiple of 4 on cuda (16-byte TMA rows), got ",
+        l.scale_rows));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
+                                     const PackLaunch& l) {
+  TAILOR_RETURN_IF_ERROR(ExpectFp8Pack(l));
+  if (l.rows == 0) return absl::OkStatus();
+  const SpecKey key = Fp8PackKey(engine.target(), l.hidden_dim, l.scale_mode);
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<tailor::internal::Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
+  const MoeFp8PackParams p = {.hidden = l.hidden,
+                              .permutation = l.permutation,
+                              .a = l.a,
+                              .a_scales = l.a_scales,
+                              .rows = static_cast<int>(l.rows),
+                              .tokens = static_cast<int>(l.tokens),
+                              .topk = static_cast<int>(l.topk),
+                              .hidden_dim = static_cast<int>(l.hidden_dim),
+                              .scale_rows = static_cast<int>(l.scale_rows)};
+  const int64_t groups = l.hidden_dim / kMoeFp8Block;
+  LaunchConfig config;
+  config.grid = {.x = static_cast<uint32_t>(l.rows),
+                 .y = static_cast<uint32_t>(
+                     (groups + kMoeFp8PackGroupsPerBlock - 1) /
+                     kMoeFp8PackGroupsPerBlock)};
+  config.block = {.x = static_cast<uint32_t>(kMoeFp8PackThreads)};
+  config.stream = l.stream;
+  config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
+  return engine.Launch(key.op, *kernel, config, p);
+}
 
 absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
                                             const GroupedGemmLaunch& l) {
@@ -125,16 +183,9 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   if (max_tiles == 0) return absl::OkStatus();
   const bool swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
   const int a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), swap_ab);
-  const SpecKey key =
-      MoeGemmSpec{.dtype = l.dtype,
-                  .n = l.n,
-                  .k = l.k,
-                  .tile_rows = static_cast<int32_t>(l.tile_rows),
-                  .epilogue = l.epilogue,
-                  .kernel = MoeGemmKernel::kHopper,
-                  .swap_ab = swap_ab,
-                  .scale_mode = l.scale_mode}
-          .ToKey(engine.target());
+  const SpecKey key = Fp8GemmKey(engine.target(), l.dtype, l.n, l.k,
+                                 l.tile_rows, l.epilogue, swap_ab,
+                                 l.scale_mode);
   // Blocking: the FP8 kernels have no generic kernel for background JIT.
   TAILOR_ASSIGN_OR_RETURN(
       std::shared_ptr<tailor::internal::Kernel> kernel,
@@ -167,6 +218,7 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   config.block = {.x = static_cast<uint32_t>(kMoeSm90Threads)};
   config.shared_bytes = static_cast<uint32_t>(MoeFp8SharedBytes(a_rows));
   config.stream = l.stream;
+  config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
   return engine.Launch(key.op, *kernel, config, p);
 }
 

@@ -137,6 +137,10 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   absl::Status HopperGroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
+  // The quantizing Pack (moe/fp8_launch.cc): block mode, bf16 hidden, H and
+  // the scale rows as the GEMM's A-scale map wants (multiples of 128, 4).
+  absl::Status Fp8Pack(tailor::internal::Engine& engine,
+                       const tailor::internal::PackLaunch& launch);
   // The block-scaled FP8 GEMM (moe/fp8_launch.cc): sm_90a, launch.scale_mode
   // kBlock, C bf16 or e4m3, scale rows multiples of 4.
   absl::Status Fp8GroupedGemm(
