@@ -14,7 +14,9 @@ namespace tailor::internal {
 // (named InvalidArgument), then Route -> quantizing Pack -> gate|up GEMM
 // (block mode: its silu_and_mul output quantized in 1 x 128 groups; per
 // tensor / per channel: a requantizing Pack over its f32 output) ->
-// down GEMM -> Combine. Unimplemented on backends without FP8 kernels.
+// down GEMM -> Combine. On a device workspace: block mode, bf16 hidden,
+// the intermediates in its reserved row buffers (FailedPrecondition when
+// they do not fit). Unimplemented on backends without FP8 kernels.
 absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
                         moe::Workspace& ws);
 
