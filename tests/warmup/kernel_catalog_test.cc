@@ -353,21 +353,20 @@ TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
   const std::string g = "moe.grouped_gemm/cuda/sm_90a/f8e4m3,f8e4m3,f32,";
   EXPECT_THAT(
       KeyStrings(*hopper),
-      ElementsAre(
-          "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0/v1",
-          "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0",
-          "moe.route/cuda/sm_90a//warps=8/b0/t0/m0n0k0/v2",
-          "moe.pack/cuda/sm_90a/bf16,f8e4m3/H=2048/b0/t0/m0n0k0/v3",
-          g + "f8e4m3/N=1536,K=2048/b0/t0/m64n2k0/v6145",
-          g + "bf16/N=2048,K=768/b0/t0/m64n2k0/v6144",
-          g + "f8e4m3/N=1536,K=2048/b0/t0/m128n2k0/v6145",
-          g + "bf16/N=2048,K=768/b0/t0/m128n2k0/v6144",
-          g + "f8e4m3/N=1536,K=2048/b0/t0/m8n2k0/v7169",
-          g + "bf16/N=2048,K=768/b0/t0/m8n2k0/v7168",
-          g + "f8e4m3/N=1536,K=2048/b0/t0/m32n2k0/v7169",
-          g + "bf16/N=2048,K=768/b0/t0/m32n2k0/v7168",
-          "moe.combine/cuda/sm_90a/bf16,f32,bf16/H=2048,topk=8/b0/t0/"
-          "m0n0k0"));
+      ElementsAre("moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0/v1",
+                  "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0",
+                  "moe.route/cuda/sm_90a//warps=8/b0/t0/m0n0k0/v2",
+                  "moe.pack/cuda/sm_90a/bf16,f8e4m3/H=2048/b0/t0/m0n0k0/v3",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m64n2k0/v6145",
+                  g + "bf16/N=2048,K=768/b0/t0/m64n2k0/v6144",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m128n2k0/v6145",
+                  g + "bf16/N=2048,K=768/b0/t0/m128n2k0/v6144",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m8n2k0/v7169",
+                  g + "bf16/N=2048,K=768/b0/t0/m8n2k0/v7168",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m32n2k0/v7169",
+                  g + "bf16/N=2048,K=768/b0/t0/m32n2k0/v7168",
+                  "moe.combine/cuda/sm_90a/bf16,f32,bf16/H=2048,topk=8/b0/t0/"
+                  "m0n0k0"));
   for (const KernelJob& job : hopper->jobs) {
     absl::StatusOr<KernelSource> source = job.generate(job.key);
     ASSERT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();

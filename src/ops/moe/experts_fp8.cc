@@ -177,7 +177,7 @@ Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
 }
 
 // A device step's intermediates, in the reserved bf16 row buffers (block
-// mode: the backends' SupportsScaleMode refuses the others on a device).
+// and per-tensor mode; per tensor no scale buffer is used).
 absl::StatusOr<Fp8Rows> DeviceFp8Rows(const Fp8Dims& d, MoeWorkspace& w) {
   const MoeDeviceBuffers& b = *w.device;
   TAILOR_RETURN_IF_ERROR(CheckFits(b, {.assignments = w.num_rows,
@@ -200,17 +200,26 @@ absl::StatusOr<Fp8Rows> DeviceFp8Rows(const Fp8Dims& d, MoeWorkspace& w) {
 
 // What a device step needs beyond the host's rules, checked before Route
 // writes anything.
-absl::Status ExpectDeviceFp8Step(const moe::ExpertsArgs& args) {
+absl::Status ExpectDeviceFp8Step(const moe::ExpertsArgs& args,
+                                 const Fp8Dims& d) {
   if (args.hidden.dtype != DType::kBF16) {
     return absl::InvalidArgumentError(absl::StrCat(
         "hidden: FP8 Experts on a device takes bf16 activations (the "
         "quantizing Pack reads bf16), got ",
         DTypeName(args.hidden.dtype)));
   }
-  if (args.quant.mode != ScaleMode::kBlock) {
-    return absl::UnimplementedError(absl::StrCat(
-        "quant.mode: FP8 Experts on a device runs block mode only, got ",
-        ModeName(args.quant.mode)));
+  if (args.quant.mode == ScaleMode::kPerChannel) {
+    return absl::UnimplementedError(
+        "quant.mode: FP8 Experts on a device runs block and per-tensor mode; "
+        "per-channel mode's per-token activation scales are not implemented "
+        "there (moe::GroupedGemm runs per-channel mode)");
+  }
+  // The kernels' K blocks and N tiles (block mode checked this already).
+  if (d.hidden % 128 != 0 || d.intermediate % 128 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        d.hidden % 128 != 0 ? "hidden: dims[1] (H)" : "w13: dims[1] / 2 (I)",
+        " must be a multiple of 128 for FP8 Experts on a device, got ",
+        d.hidden % 128 != 0 ? d.hidden : d.intermediate));
   }
   return absl::OkStatus();
 }
@@ -256,7 +265,8 @@ struct Fp8Step {
   absl::Status Gemm(int64_t n, int64_t k, moe::Epilogue epilogue,
                     const uint8_t* a, const float* a_scales,
                     const TensorRef& weights, const TensorRef& w_scales,
-                    DType c_dtype, void* c, float* c_scales) {
+                    DType c_dtype, void* c, float* c_scales,
+                    const float* c_static_scale = nullptr) {
     GemmConfig config;
     TAILOR_RETURN_IF_ERROR(kernels.GroupedGemm(
         engine, {.dtype = c_dtype,
@@ -278,13 +288,15 @@ struct Fp8Step {
                  .a_scale_rows = rows.scale_rows,
                  .w_scales = w_scales.as<float>(),
                  .c_scales = c_scales,
-                 .c_scale_rows = c_scales != nullptr ? rows.scale_rows : 0}));
+                 .c_scale_rows = c_scales != nullptr ? rows.scale_rows : 0,
+                 .c_static_scale = c_static_scale}));
     w.RecordGemm(config);
     return absl::OkStatus();
   }
 
-  // Pack -> gate|up (block: quantizing epilogue; else bf16 | f32 rows and
-  // a requantizing Pack in expert order) -> down.
+  // Pack -> gate|up (block, and per tensor on a device: the quantizing
+  // epilogue; else f32 rows and a requantizing Pack in expert order) ->
+  // down.
   absl::Status Run(const int32_t* permutation) {
     const moe::ExpertsQuantization& q = args.quant;
     // Per tensor, the GEMMs read the static scales the Pack divided by.
@@ -299,6 +311,10 @@ struct Fp8Step {
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
                                   rows.a, a_scales, args.w13, q.w13_scale,
                                   DType::kF8E4M3, rows.h, rows.h_scales));
+    } else if (rows.gate_up == nullptr) {  // a device: a2 is static
+      TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
+                                  rows.a, a_scales, args.w13, q.w13_scale,
+                                  DType::kF8E4M3, rows.h, nullptr, h_scales));
     } else {  // f32 rows: quantized from f32 as block mode's epilogue does
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
                                   rows.a, a_scales, args.w13, q.w13_scale,
@@ -322,7 +338,7 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
   TAILOR_ASSIGN_OR_RETURN(const Fp8Dims d,
                           ValidateFp8Experts(args, *kernels, dev));
   const bool on_device = dev.type != DeviceType::kCpu;
-  if (on_device) TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args));
+  if (on_device) TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args, d));
   TAILOR_RETURN_IF_ERROR(moe::Route(runtime,
                                     {.topk_ids = args.topk_ids,
                                      .num_experts = d.experts,

@@ -106,11 +106,11 @@ inline std::vector<double> QuantizeRows(const std::vector<float>& x,
 // The inputs of one FP8 Experts layer, for ReferenceFp8Experts.
 struct Fp8ExpertsInputs {
   ScaleMode mode;
-  const HostTensor& hidden;   // [T, H] bf16 | f32
-  const HostTensor& ids;      // [T, k] i32 (local expert ids)
-  const HostTensor& weights;  // [T, k] f32
-  const Fp8Weights& w13;      // [E, 2I, H]
-  const Fp8Weights& w2;       // [E, H, I]
+  const HostTensor& hidden;          // [T, H] bf16 | f32
+  const HostTensor& ids;             // [T, k] i32 (local expert ids)
+  const HostTensor& weights;         // [T, k] f32
+  const Fp8Weights& w13;             // [E, 2I, H]
+  const Fp8Weights& w2;              // [E, H, I]
   float a1_scale = 0, a2_scale = 0;  // per-tensor mode's static scales
 };
 
@@ -144,20 +144,18 @@ inline std::vector<double> ReferenceFp8Experts(const Fp8ExpertsInputs& in,
       const int64_t e = in.ids.i32()[t * topk + j];
       if (e < 0) continue;
       for (int64_t n = 0; n < 2 * i_dim; ++n) {
-        gu[n] = dot(&in.w13.dequantized[(e * 2 * i_dim + n) * h], &xd[t * h],
-                    h);
+        gu[n] =
+            dot(&in.w13.dequantized[(e * 2 * i_dim + n) * h], &xd[t * h], h);
       }
       for (int64_t i = 0; i < i_dim; ++i) {
         act[i] = static_cast<float>(Silu(gu[i]) * gu[i_dim + i]);
       }
-      const std::vector<double> hd =
-          QuantizeRows(act, 1, i_dim, in.mode, in.a2_scale, q.data(),
-                       act_scales.data(), 1);
+      const std::vector<double> hd = QuantizeRows(
+          act, 1, i_dim, in.mode, in.a2_scale, q.data(), act_scales.data(), 1);
       const double weight = in.weights.at(t * topk + j);
       for (int64_t n = 0; n < h; ++n) {
-        out[t * h + n] +=
-            weight *
-            dot(&in.w2.dequantized[(e * h + n) * i_dim], hd.data(), i_dim);
+        out[t * h + n] += weight * dot(&in.w2.dequantized[(e * h + n) * i_dim],
+                                       hd.data(), i_dim);
       }
     }
   }

@@ -1,9 +1,10 @@
-// The FP8 (e4m3, block-scaled) launches on sm_90a, kernels built from their
-// typed specs (backends/cuda/moe/fp8_generator.h):
+// The FP8 (e4m3) launches on sm_90a, kernels built from their typed specs
+// (backends/cuda/moe/fp8_generator.h):
 //   Pack         bf16 hidden -> e4m3 rows and 1 x 128 scales in the layout
-//                the GEMM's A-scale map loads
-//   GroupedGemm  tensor maps over e4m3 A and W and A's scales, the bf16
-//                kernel's work list and tile order. No split-K: a unit's
+//                the GEMM's A-scale map loads (per tensor: a static scale)
+//   GroupedGemm  every scale mode: tensor maps over e4m3 A and W (and, in
+//                block mode, A's scales), the bf16 kernel's work list and
+//                tile order. No split-K: a unit's
 //                partials would need the FP8 kernel's own scratch sizing.
 // Both block on a cold key (no generic FP8 kernel for background JIT yet).
 #include <algorithm>
@@ -56,17 +57,28 @@ TensorMapSpec ScaleRows(const float* data, int64_t scale_rows, int64_t k,
       .l2_promotion = TensorMapL2Promotion::kNone};
 }
 
+const char* ScaleModeName(moe::ScaleMode mode) {
+  return mode == moe::ScaleMode::kBlock        ? "block"
+         : mode == moe::ScaleMode::kPerChannel ? "per_channel"
+                                               : "per_tensor";
+}
+
 // What the FP8 kernel needs beyond the op front's rules.
 absl::Status ExpectFp8Launch(const GroupedGemmLaunch& l) {
-  if (l.scale_mode != moe::ScaleMode::kBlock) {
-    return absl::UnimplementedError(
-        "quant.mode: cuda's FP8 GEMM is block mode only");
-  }
   if (l.dtype != DType::kBF16 && l.dtype != DType::kF8E4M3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "c: cuda's FP8 GEMM writes bf16 or f8e4m3, got ", DTypeName(l.dtype)));
   }
   const bool quantized = l.dtype == DType::kF8E4M3;
+  if (l.scale_mode != moe::ScaleMode::kBlock) {
+    if (quantized && (l.scale_mode != moe::ScaleMode::kPerTensor ||
+                      l.c_static_scale == nullptr)) {
+      return absl::InvalidArgumentError(
+          "c: an f8e4m3 output takes block mode's scales or, per tensor, a "
+          "static output scale");
+    }
+    return absl::OkStatus();
+  }
   if (l.a_scale_rows % kMoeFp8ScaleRowAlign != 0 ||
       (quantized && l.c_scale_rows % kMoeFp8ScaleRowAlign != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -94,11 +106,12 @@ absl::Status EncodeFp8Maps(DescriptorPool& descriptors,
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
                           descriptors.GetOrEncode(E4m3Rows(
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
+  if (l.scale_mode != moe::ScaleMode::kBlock) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes scales,
                           descriptors.GetOrEncode(ScaleRows(
                               l.a_scales, l.a_scale_rows, l.k, a_rows)));
-  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
-  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
   std::memcpy(&p.a_scale_map, scales.bytes, sizeof(p.a_scale_map));
   return absl::OkStatus();
 }
@@ -115,19 +128,27 @@ tailor::internal::GemmConfig Fp8Config(const GroupedGemmLaunch& l, bool swap_ab,
           .k_tile = kMoeFp8Block,
           .stages = MoeFp8Stages(a_rows),
           .ctas = ctas,
-          .features = {{.key = "scale_mode", .value = 3, .name = "block"}}};
+          .features = {{.key = "scale_mode",
+                        .value = static_cast<int>(l.scale_mode),
+                        .name = ScaleModeName(l.scale_mode)}}};
 }
 
 // What the quantizing Pack needs beyond the op front's rules.
 absl::Status ExpectFp8Pack(const PackLaunch& l) {
-  if (l.scale_mode != moe::ScaleMode::kBlock) {
+  const bool block = l.scale_mode == moe::ScaleMode::kBlock;
+  if (!block && l.scale_mode != moe::ScaleMode::kPerTensor) {
     return absl::UnimplementedError(
-        "quant.mode: cuda's quantizing Pack is block mode only");
+        "quant.mode: cuda's quantizing Pack runs block and per-tensor mode "
+        "(per-token scales are not implemented)");
+  }
+  if (!block && l.static_scale == nullptr) {
+    return absl::InvalidArgumentError(
+        "quant.a1_scale: required in per-tensor mode (the static activation "
+        "scale, [1] f32)");
   }
   if (l.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hidden: cuda's quantizing Pack reads bf16, got ",
-                     DTypeName(l.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden: cuda's quantizing Pack reads bf16, got ", DTypeName(l.dtype)));
   }
   if (l.hidden_dim % kMoeFp8Block != 0) {
     return absl::InvalidArgumentError(
@@ -135,7 +156,8 @@ absl::Status ExpectFp8Pack(const PackLaunch& l) {
                      "mode, got ",
                      l.hidden_dim));
   }
-  if (l.scale_rows < l.rows || l.scale_rows % kMoeFp8ScaleRowAlign != 0) {
+  if (block &&
+      (l.scale_rows < l.rows || l.scale_rows % kMoeFp8ScaleRowAlign != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a_scale: dims[1] (scale rows) must be at least the ", l.rows,
         " rows and a multiple of 4 on cuda (16-byte TMA rows), got ",
@@ -158,6 +180,7 @@ absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
                               .permutation = l.permutation,
                               .a = l.a,
                               .a_scales = l.a_scales,
+                              .static_scale = l.static_scale,
                               .rows = static_cast<int>(l.rows),
                               .tokens = static_cast<int>(l.tokens),
                               .topk = static_cast<int>(l.topk),
@@ -165,10 +188,10 @@ absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
                               .scale_rows = static_cast<int>(l.scale_rows)};
   const int64_t groups = l.hidden_dim / kMoeFp8Block;
   LaunchConfig config;
-  config.grid = {.x = static_cast<uint32_t>(l.rows),
-                 .y = static_cast<uint32_t>(
-                     (groups + kMoeFp8PackGroupsPerBlock - 1) /
-                     kMoeFp8PackGroupsPerBlock)};
+  config.grid = {
+      .x = static_cast<uint32_t>(l.rows),
+      .y = static_cast<uint32_t>((groups + kMoeFp8PackGroupsPerBlock - 1) /
+                                 kMoeFp8PackGroupsPerBlock)};
   config.block = {.x = static_cast<uint32_t>(kMoeFp8PackThreads)};
   config.stream = l.stream;
   config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
@@ -183,9 +206,9 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   if (max_tiles == 0) return absl::OkStatus();
   const bool swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
   const int a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), swap_ab);
-  const SpecKey key = Fp8GemmKey(engine.target(), l.dtype, l.n, l.k,
-                                 l.tile_rows, l.epilogue, swap_ab,
-                                 l.scale_mode);
+  const SpecKey key =
+      Fp8GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+                 swap_ab, l.scale_mode);
   // Blocking: the FP8 kernels have no generic kernel for background JIT.
   TAILOR_ASSIGN_OR_RETURN(
       std::shared_ptr<tailor::internal::Kernel> kernel,
@@ -193,6 +216,8 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   MoeFp8GemmSm90Params p = {};
   TAILOR_RETURN_IF_ERROR(EncodeFp8Maps(descriptors_, l, a_rows, p));
   p.w_scales = l.w_scales;
+  if (l.scale_mode != moe::ScaleMode::kBlock) p.a_scales = l.a_scales;
+  p.c_scale = l.c_static_scale;
   p.c = l.c;
   p.c_scales = l.c_scales;
   p.c_scale_rows = static_cast<int>(l.c_scale_rows);

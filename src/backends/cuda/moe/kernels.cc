@@ -320,11 +320,6 @@ absl::Status CudaMoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
         "dequantize-in-registers path for other archs); device is ",
         backend_.arch(), portable ? " with moe.gemm=portable" : ""));
   }
-  if (mode != moe::ScaleMode::kBlock) {
-    return absl::UnimplementedError(
-        "cuda's FP8 (e4m3) MoE kernels are block mode only (128 x 128 "
-        "weight blocks, 1 x 128 activation groups)");
-  }
   return absl::OkStatus();
 }
 

@@ -1,7 +1,8 @@
-// moe::Experts with FP8 (e4m3, block-scaled) weights on a CUDA sm_90a
-// device, end to end through the public entry: the device Route, the
-// quantizing Pack, the gate|up GEMM quantizing its silu_and_mul output, the
-// down GEMM and Combine, on a reserved device workspace. Against f64 on the
+// moe::Experts with FP8 (e4m3) weights on a CUDA sm_90a device, end to end
+// through the public entry: the device Route, the quantizing Pack, the
+// gate|up GEMM quantizing its silu_and_mul output, the down GEMM and
+// Combine, on a reserved device workspace; block mode, and per-tensor mode
+// (static activation scales; per channel is refused there). Against f64 on the
 // dequantized inputs (ReferenceFp8Experts) over awkward per-expert counts
 // (empty experts, 1, 127, 128, 129, 577, every token in one expert, T = 0),
 // top-k routing at T in {1, 127, 128, 129, 577}, every tile the cost model
@@ -49,65 +50,89 @@ HostTensor IdsWithCounts(std::mt19937_64& rng,
   return t;
 }
 
-// One layer's host inputs (block mode, bf16 activations).
+// Per tensor: the static activation scales (the CPU test's).
+constexpr float kStaticA1 = 0.01f, kStaticA2 = 0.05f;
+
+// One layer's host inputs (bf16 activations).
 struct Fp8Layer {
   LayerDims dims;
+  ScaleMode mode;
   HostTensor hidden, weights, ids, out;
   Fp8Weights w13, w2;
+  HostTensor a1 = HostTensor(DType::kF32, {1});
+  HostTensor a2 = HostTensor(DType::kF32, {1});
 
   std::vector<double> Reference(int64_t valid_tokens = -1) const {
-    return ReferenceFp8Experts({.mode = ScaleMode::kBlock,
+    return ReferenceFp8Experts({.mode = mode,
                                 .hidden = hidden,
                                 .ids = ids,
                                 .weights = weights,
                                 .w13 = w13,
-                                .w2 = w2},
+                                .w2 = w2,
+                                .a1_scale = kStaticA1,
+                                .a2_scale = kStaticA2},
                                valid_tokens);
   }
 };
 
-Fp8Layer MakeLayer(std::mt19937_64& rng, const LayerDims& dims,
-                   HostTensor ids) {
+Fp8Layer MakeLayer(std::mt19937_64& rng, const LayerDims& dims, HostTensor ids,
+                   ScaleMode mode = ScaleMode::kBlock) {
   const int64_t tokens = ids.ref().dims[0], topk = ids.ref().dims[1];
   const int64_t h = dims.hidden, i = dims.intermediate;
-  Fp8Layer layer = {
-      .dims = dims,
-      .hidden = HostTensor(DType::kBF16, {tokens, h}),
-      .weights = HostTensor(DType::kF32, {tokens, topk}),
-      .ids = std::move(ids),
-      .out = HostTensor(DType::kBF16, {tokens, h}),
-      .w13 = MakeFp8Weights(rng, ScaleMode::kBlock, dims.experts, 2 * i, h),
-      .w2 = MakeFp8Weights(rng, ScaleMode::kBlock, dims.experts, h, i)};
+  Fp8Layer layer = {.dims = dims,
+                    .mode = mode,
+                    .hidden = HostTensor(DType::kBF16, {tokens, h}),
+                    .weights = HostTensor(DType::kF32, {tokens, topk}),
+                    .ids = std::move(ids),
+                    .out = HostTensor(DType::kBF16, {tokens, h}),
+                    .w13 = MakeFp8Weights(rng, mode, dims.experts, 2 * i, h),
+                    .w2 = MakeFp8Weights(rng, mode, dims.experts, h, i)};
   layer.hidden.FillRandom(rng, 2.0);
   layer.weights.FillRandom(rng, 1.0);
   layer.out.Poison();
+  layer.a1.set(0, kStaticA1);
+  layer.a2.set(0, kStaticA2);
   return layer;
 }
 
 // A layer's device copies and the ExpertsArgs over them.
 struct DeviceLayer {
-  DeviceTensor hidden, weights, ids, out, w13, w13_scale, w2, w2_scale;
+  ScaleMode mode;
+  DeviceTensor hidden, weights, ids, out, w13, w13_scale, w2, w2_scale, a1, a2;
 
   ExpertsArgs Args(RoutingPolicy policy = {}) const {
-    return {.hidden = hidden.ref(),
-            .w13 = w13.ref(),
-            .w2 = w2.ref(),
-            .quant = {.mode = ScaleMode::kBlock,
-                      .w13_scale = w13_scale.ref(),
-                      .w2_scale = w2_scale.ref()},
-            .topk_weights = weights.ref(),
-            .topk_ids = ids.ref(),
-            .policy = policy,
-            .out = out.ref()};
+    ExpertsArgs args = {.hidden = hidden.ref(),
+                        .w13 = w13.ref(),
+                        .w2 = w2.ref(),
+                        .quant = {.mode = mode,
+                                  .w13_scale = w13_scale.ref(),
+                                  .w2_scale = w2_scale.ref()},
+                        .topk_weights = weights.ref(),
+                        .topk_ids = ids.ref(),
+                        .policy = policy,
+                        .out = out.ref()};
+    if (mode == ScaleMode::kPerTensor) {
+      args.quant.a1_scale = a1.ref();
+      args.quant.a2_scale = a2.ref();
+    }
+    return args;
   }
 };
 
 class MoeFp8ExpertsCudaTest : public MoeCudaTest {
  protected:
   DeviceLayer Upload(const Fp8Layer& l) {
-    return {ToDevice(l.hidden),      ToDevice(l.weights), ToDevice(l.ids),
-            ToDevice(l.out),         ToDevice(l.w13.q),   ToDevice(l.w13.scales),
-            ToDevice(l.w2.q),        ToDevice(l.w2.scales)};
+    return {l.mode,
+            ToDevice(l.hidden),
+            ToDevice(l.weights),
+            ToDevice(l.ids),
+            ToDevice(l.out),
+            ToDevice(l.w13.q),
+            ToDevice(l.w13.scales),
+            ToDevice(l.w2.q),
+            ToDevice(l.w2.scales),
+            ToDevice(l.a1),
+            ToDevice(l.a2)};
   }
 
   WorkspaceLimits Limits(const Fp8Layer& l, RoutingPolicy policy = {}) {
@@ -141,7 +166,8 @@ class MoeFp8ExpertsCudaTest : public MoeCudaTest {
       for (const GemmChoice& g : gemms) {
         EXPECT_EQ(g.kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0), 0u)
             << ws.plan().ToString();
-        EXPECT_EQ(g.Feature("scale_mode").value_or(""), "block");
+        EXPECT_EQ(g.Feature("scale_mode").value_or(""),
+                  layer.mode == ScaleMode::kBlock ? "block" : "per_tensor");
       }
     }
     return true;
@@ -177,6 +203,50 @@ TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
   }
 }
 
+// Per tensor (vLLM's default FP8 checkpoints): Pack divides by a1, the
+// gate|up epilogue by a2 (static scales), the scales multiply the
+// accumulators; every tile kind the cost model picks, awkward counts.
+TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
+  std::mt19937_64 rng(TestSeed());
+  for (int64_t tokens : {1, 17, 129, 577}) {
+    SCOPED_TRACE(absl::StrCat("T=", tokens));
+    const Fp8Layer layer = MakeLayer(
+        rng, kWide,
+        RandomTopkIds(rng, tokens, 4, kWide.experts,
+                      tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
+        ScaleMode::kPerTensor);
+    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+  }
+  const Fp8Layer empty =
+      MakeLayer(rng, kSmall, IdsWithCounts(rng, {0, 3, 0, 0, 128, 0, 1, 0}),
+                ScaleMode::kPerTensor);
+  RunAndCheck(empty);
+}
+
+// Per channel needs per-token activation scales of whole rows: not on a
+// device yet, refused before anything runs.
+TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
+  std::mt19937_64 rng(TestSeed());
+  const Fp8Layer layer =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
+                ScaleMode::kPerChannel);
+  DeviceLayer d = Upload(layer);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
+  const absl::Status status = Experts(runtime(), d.Args(), ws);
+  if (absl::IsUnimplemented(status) &&
+      status.message().find("needs sm_90a") != absl::string_view::npos) {
+    GTEST_SKIP() << status;
+  }
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "quant.mode: FP8 Experts on a device runs block and "
+                       "per-tensor mode; per-channel mode's per-token "
+                       "activation scales are not implemented there "
+                       "(moe::GroupedGemm runs per-channel mode)"));
+  EXPECT_FALSE(ws.routed());
+}
+
 // Every tile class: the swap-AB decode tiles (8, 16, 32), 64 and 128 rows,
 // with the tail policies that change the tail pieces.
 TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
@@ -210,8 +280,8 @@ TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
   };
   uint64_t after_pass[2] = {0, 0};
   for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t t : {kTokens, int64_t{1}, int64_t{2}, int64_t{17},
-                      int64_t{64}, int64_t{129}, int64_t{300}, kTokens - 1}) {
+    for (int64_t t : {kTokens, int64_t{1}, int64_t{2}, int64_t{17}, int64_t{64},
+                      int64_t{129}, int64_t{300}, kTokens - 1}) {
       SCOPED_TRACE(absl::StrCat("pass ", pass, ", T=", t));
       ExpertsArgs args = d.Args();
       for (TensorRef* view :
