@@ -331,6 +331,59 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   EXPECT_EQ(gemm->tile_rows, 64);
 }
 
+// An FP8 (block-scaled) layer on sm_90a lists what moe::Experts launches:
+// the route kernels, the quantizing Pack, per tile the gate|up GEMM writing
+// e4m3 (dtypes ...,f8e4m3; variant: epilogue | swap-AB | block << 11) and the
+// bf16 down GEMM, and Combine; an A100 gets one skipped line naming the arch.
+TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
+  ServingProfile profile;
+  profile.moe.push_back({.path = "moe",
+                         .experts = 128,
+                         .topk = 8,
+                         .hidden = 2048,
+                         .intermediate = 768,
+                         .dtypes = {DType::kF8E4M3},
+                         .routing = {moe::RoutingPolicy{}}});
+  absl::StatusOr<KernelList> hopper = KernelsForProfile(
+      {.backend = BackendKind::kCuda, .arch = "sm_90a"}, profile, {});
+  ASSERT_TRUE(hopper.ok()) << hopper.status();
+  if (!hopper->skipped.empty()) {
+    GTEST_SKIP() << "built without CUDA headers: " << hopper->skipped[0];
+  }
+  const std::string g = "moe.grouped_gemm/cuda/sm_90a/f8e4m3,f8e4m3,f32,";
+  EXPECT_THAT(
+      KeyStrings(*hopper),
+      ElementsAre("moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0/v1",
+                  "moe.route/cuda/sm_90a//warps=0/b0/t0/m0n0k0",
+                  "moe.route/cuda/sm_90a//warps=8/b0/t0/m0n0k0/v2",
+                  "moe.pack/cuda/sm_90a/bf16,f8e4m3/H=2048/b0/t0/m0n0k0/v3",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m64n2k0/v6145",
+                  g + "bf16/N=2048,K=768/b0/t0/m64n2k0/v6144",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m128n2k0/v6145",
+                  g + "bf16/N=2048,K=768/b0/t0/m128n2k0/v6144",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m8n2k0/v7169",
+                  g + "bf16/N=2048,K=768/b0/t0/m8n2k0/v7168",
+                  g + "f8e4m3/N=1536,K=2048/b0/t0/m32n2k0/v7169",
+                  g + "bf16/N=2048,K=768/b0/t0/m32n2k0/v7168",
+                  "moe.combine/cuda/sm_90a/bf16,f32,bf16/H=2048,topk=8/b0/t0/"
+                  "m0n0k0"));
+  for (const KernelJob& job : hopper->jobs) {
+    absl::StatusOr<KernelSource> source = job.generate(job.key);
+    ASSERT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+    if (job.key.op == OpKind::kMoePack ||
+        job.key.op == OpKind::kMoeGroupedGemm) {
+      EXPECT_NE(source->code.find("fp8_"), std::string::npos) << source->code;
+    }
+  }
+  absl::StatusOr<KernelList> ampere = KernelsForProfile(
+      {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile, {});
+  ASSERT_TRUE(ampere.ok()) << ampere.status();
+  EXPECT_TRUE(ampere->jobs.empty());
+  EXPECT_THAT(ampere->skipped,
+              ElementsAre("moe f8e4m3: FP8 (e4m3) MoE layers on cuda need "
+                          "sm_90a's FP8 kernels; target is sm_80"));
+}
+
 // The server's tuning keys reach warm-up's keys: forced clusters add the
 // 128-row launches' cluster variants, the portable GEMM replaces Hopper's,
 // decode.stages caps the decode depths.

@@ -40,6 +40,21 @@ MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
   return b;
 }
 
+MoeFp8DeviceRows Fp8DeviceRowsOf(const MoeDeviceBuffers& b, int64_t hidden,
+                                 int64_t intermediate) {
+  const int64_t rows = b.capacity.assignments;
+  // The scales follow the e4m3 rows: A * H and A * I are multiples of 128
+  // bytes, so they start 16-byte aligned as TMA wants.
+  char* h_base = static_cast<char*>(b.at(b.rows_h));
+  char* i_base = static_cast<char*>(b.at(b.rows_i));
+  return {.a = reinterpret_cast<uint8_t*>(h_base),
+          .a_scales = reinterpret_cast<float*>(h_base + rows * hidden),
+          .h = reinterpret_cast<uint8_t*>(i_base),
+          .h_scales = reinterpret_cast<float*>(i_base + rows * intermediate),
+          .rows = rows,
+          .scale_rows = (rows + 3) / 4 * 4};
+}
+
 absl::Status CheckFits(const MoeDeviceBuffers& buffers,
                        const MoeCapacity& need) {
   const MoeCapacity& have = buffers.capacity;

@@ -15,6 +15,10 @@
 //
 // A step fits when each of its buffers fits the reserved one; a step that
 // does not fit fails with FailedPrecondition instead of allocating.
+//
+// FP8 Experts (bf16 activations, block mode) keep their e4m3 rows and 1 x 128
+// scales in the same two buffers, which hold them with room to spare
+// (A * X + X / 128 * S * 4 <= 2 * A * X bytes): see MoeFp8DeviceRows.
 #ifndef TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
 #define TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
 
@@ -62,6 +66,27 @@ struct MoeDeviceBuffers {
   }
   void* at(int64_t offset) const { return base + offset; }
 };
+
+// The FP8 intermediates of a block-mode Experts step, cut from the bf16 row
+// buffers of a workspace reserved for H and I (`hidden`, `intermediate`, both
+// multiples of 128) at capacity A = capacity.assignments rows:
+//   rows_h  a         e4m3 [A, H]            the quantizing Pack's output
+//           a_scales  f32  [H / 128, S]      its 1 x 128 scales (K-block major)
+//           (then the down GEMM's bf16 [A, H] output over both: a is dead)
+//   rows_i  h         e4m3 [A, I]            gate|up's quantized silu_and_mul
+//           h_scales  f32  [I / 128, S]
+// S = A rounded up to 4 (16-byte TMA rows). Every step on the workspace gets
+// the same pointers and strides, so the GEMMs' tensor maps are encoded once.
+struct MoeFp8DeviceRows {
+  uint8_t* a = nullptr;
+  float* a_scales = nullptr;
+  uint8_t* h = nullptr;
+  float* h_scales = nullptr;
+  int64_t rows = 0;        // A: the rows the maps describe
+  int64_t scale_rows = 0;  // S
+};
+MoeFp8DeviceRows Fp8DeviceRowsOf(const MoeDeviceBuffers& buffers,
+                                 int64_t hidden, int64_t intermediate);
 
 // The layout of a block for `capacity` (base null, bytes = the total).
 MoeDeviceBuffers LayoutFor(const MoeCapacity& capacity);

@@ -1,5 +1,7 @@
 // moe::Experts with FP8 weights: Route -> quantizing Pack -> FP8 gate|up
-// GEMM -> (requantize) -> FP8 down GEMM -> Combine, on the host workspace.
+// GEMM -> (requantize) -> FP8 down GEMM -> Combine, on a host workspace
+// (buffers grown to fit) or a reserved device workspace (block mode: the
+// intermediates in its row buffers, no allocation, no sync).
 #include "ops/moe/experts_fp8.h"
 
 #include <cstddef>
@@ -126,15 +128,20 @@ absl::StatusOr<Fp8Dims> ValidateFp8Experts(const moe::ExpertsArgs& args,
   return d;
 }
 
-// The host intermediates of one step (grown to fit).
+// The intermediates of one step: host vectors (grown to fit) or views of
+// the device workspace's row buffers (ops/moe/device_workspace.h).
 struct Fp8Rows {
   uint8_t* a;               // [R, H] e4m3 packed input
-  float* a_scales;          // [H/128, R] | [R] | unused
+  float* a_scales;          // [H/128, S] | [R] | unused
   void* gate_up;            // [R, I] f32: gemm1's output, requantized
   uint8_t* h;               // [R, I] e4m3 down-projection input
-  float* h_scales;          // [I/128, R] | [R] | unused
+  float* h_scales;          // [I/128, S] | [R] | unused
   void* down;               // [R, H] dtype: gemm2's output
   const int32_t* identity;  // [R] (requantizing Pack)
+  int64_t scale_rows;       // S >= R: the block scales' row stride
+  // Rows the buffers hold when more than R (a device workspace's reserved
+  // T * k: the GEMMs describe them whole, the same every step); else 0.
+  int64_t row_capacity;
 };
 
 Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
@@ -164,7 +171,57 @@ Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
                  .h = w.fp8_rows_i.data(),
                  .h_scales = w.fp8_scales_i.data(),
                  .down = w.rows_h.data(),
-                 .identity = w.identity.data()};
+                 .identity = w.identity.data(),
+                 .scale_rows = w.num_rows,
+                 .row_capacity = 0};
+}
+
+// A device step's intermediates, in the reserved bf16 row buffers (block
+// and per-tensor mode; per tensor no scale buffer is used).
+absl::StatusOr<Fp8Rows> DeviceFp8Rows(const Fp8Dims& d, MoeWorkspace& w) {
+  const MoeDeviceBuffers& b = *w.device;
+  TAILOR_RETURN_IF_ERROR(CheckFits(b, {.assignments = w.num_rows,
+                                       .experts = w.num_experts,
+                                       .hidden = d.hidden,
+                                       .intermediate = d.intermediate,
+                                       .element_bytes = 2,
+                                       .tile_rows = w.tile_rows}));
+  const MoeFp8DeviceRows f = Fp8DeviceRowsOf(b, d.hidden, d.intermediate);
+  return Fp8Rows{.a = f.a,
+                 .a_scales = f.a_scales,
+                 .gate_up = nullptr,
+                 .h = f.h,
+                 .h_scales = f.h_scales,
+                 .down = b.at(b.rows_h),
+                 .identity = nullptr,
+                 .scale_rows = f.scale_rows,
+                 .row_capacity = f.rows};
+}
+
+// What a device step needs beyond the host's rules, checked before Route
+// writes anything.
+absl::Status ExpectDeviceFp8Step(const moe::ExpertsArgs& args,
+                                 const Fp8Dims& d) {
+  if (args.hidden.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden: FP8 Experts on a device takes bf16 activations (the "
+        "quantizing Pack reads bf16), got ",
+        DTypeName(args.hidden.dtype)));
+  }
+  if (args.quant.mode == ScaleMode::kPerChannel) {
+    return absl::UnimplementedError(
+        "quant.mode: FP8 Experts on a device runs block and per-tensor mode; "
+        "per-channel mode's per-token activation scales are not implemented "
+        "there (moe::GroupedGemm runs per-channel mode)");
+  }
+  // The kernels' K blocks and N tiles (block mode checked this already).
+  if (d.hidden % 128 != 0 || d.intermediate % 128 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        d.hidden % 128 != 0 ? "hidden: dims[1] (H)" : "w13: dims[1] / 2 (I)",
+        " must be a multiple of 128 for FP8 Experts on a device, got ",
+        d.hidden % 128 != 0 ? d.hidden : d.intermediate));
+  }
+  return absl::OkStatus();
 }
 
 // One FP8 step's launches over routed workspace `w`.
@@ -208,7 +265,8 @@ struct Fp8Step {
   absl::Status Gemm(int64_t n, int64_t k, moe::Epilogue epilogue,
                     const uint8_t* a, const float* a_scales,
                     const TensorRef& weights, const TensorRef& w_scales,
-                    DType c_dtype, void* c, float* c_scales) {
+                    DType c_dtype, void* c, float* c_scales,
+                    const float* c_static_scale = nullptr) {
     GemmConfig config;
     TAILOR_RETURN_IF_ERROR(kernels.GroupedGemm(
         engine, {.dtype = c_dtype,
@@ -221,20 +279,24 @@ struct Fp8Step {
                  .w = weights.data,
                  .c = c,
                  .rows = w.num_rows,
+                 .row_capacity = rows.row_capacity,
                  .experts = d.experts,
+                 .stream = args.stream,
                  .config = &config,
                  .scale_mode = mode(),
                  .a_scales = a_scales,
-                 .a_scale_rows = w.num_rows,
+                 .a_scale_rows = rows.scale_rows,
                  .w_scales = w_scales.as<float>(),
                  .c_scales = c_scales,
-                 .c_scale_rows = c_scales != nullptr ? w.num_rows : 0}));
+                 .c_scale_rows = c_scales != nullptr ? rows.scale_rows : 0,
+                 .c_static_scale = c_static_scale}));
     w.RecordGemm(config);
     return absl::OkStatus();
   }
 
-  // Pack -> gate|up (block: quantizing epilogue; else bf16 | f32 rows and
-  // a requantizing Pack in expert order) -> down.
+  // Pack -> gate|up (block, and per tensor on a device: the quantizing
+  // epilogue; else f32 rows and a requantizing Pack in expert order) ->
+  // down.
   absl::Status Run(const int32_t* permutation) {
     const moe::ExpertsQuantization& q = args.quant;
     // Per tensor, the GEMMs read the static scales the Pack divided by.
@@ -249,6 +311,10 @@ struct Fp8Step {
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
                                   rows.a, a_scales, args.w13, q.w13_scale,
                                   DType::kF8E4M3, rows.h, rows.h_scales));
+    } else if (rows.gate_up == nullptr) {  // a device: a2 is static
+      TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
+                                  rows.a, a_scales, args.w13, q.w13_scale,
+                                  DType::kF8E4M3, rows.h, nullptr, h_scales));
     } else {  // f32 rows: quantized from f32 as block mode's epilogue does
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
                                   rows.a, a_scales, args.w13, q.w13_scale,
@@ -271,11 +337,8 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
   const Device dev = runtime.device();
   TAILOR_ASSIGN_OR_RETURN(const Fp8Dims d,
                           ValidateFp8Experts(args, *kernels, dev));
-  if (dev.type != DeviceType::kCpu) {  // before Route writes anything
-    return absl::UnimplementedError(
-        "moe.experts: FP8 on a device workspace is not implemented yet "
-        "(moe::GroupedGemm runs FP8 block mode on cuda sm_90a)");
-  }
+  const bool on_device = dev.type != DeviceType::kCpu;
+  if (on_device) TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args, d));
   TAILOR_RETURN_IF_ERROR(moe::Route(runtime,
                                     {.topk_ids = args.topk_ids,
                                      .num_experts = d.experts,
@@ -285,7 +348,12 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
                                      .stream = args.stream},
                                     ws));
   MoeWorkspace& w = *WorkspaceImplOf(ws);
-  const Fp8Rows rows = GrowFp8Rows(d, args.quant.mode, args.hidden.dtype, w);
+  Fp8Rows rows = {};
+  if (on_device) {
+    TAILOR_ASSIGN_OR_RETURN(rows, DeviceFp8Rows(d, w));
+  } else {
+    rows = GrowFp8Rows(d, args.quant.mode, args.hidden.dtype, w);
+  }
   Engine& engine = EngineOf(runtime);
   Fp8Step step = {.kernels = *kernels,
                   .engine = engine,
@@ -303,7 +371,8 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
                                    .c = rows.down,
                                    .weights = args.topk_weights.as<float>(),
                                    .inverse = ws.inverse().as<int32_t>(),
-                                   .out = args.out.data});
+                                   .out = args.out.data,
+                                   .stream = args.stream});
 }
 
 }  // namespace tailor::internal

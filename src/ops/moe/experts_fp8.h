@@ -14,7 +14,10 @@ namespace tailor::internal {
 // (named InvalidArgument), then Route -> quantizing Pack -> gate|up GEMM
 // (block mode: its silu_and_mul output quantized in 1 x 128 groups; per
 // tensor / per channel: a requantizing Pack over its f32 output) ->
-// down GEMM -> Combine. Unimplemented on backends without FP8 kernels.
+// down GEMM -> Combine. On a device workspace: block and per-tensor mode
+// (per tensor, the gate|up epilogue quantizes by a2_scale), bf16 hidden,
+// the intermediates in its reserved row buffers (FailedPrecondition when
+// they do not fit). Unimplemented on backends without FP8 kernels.
 absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
                         moe::Workspace& ws);
 

@@ -120,6 +120,9 @@ struct GroupedGemmLaunch {
   const float* w_scales = nullptr;
   float* c_scales = nullptr;
   int64_t c_scale_rows = 0;  // quantized c: c_scales' row count (>= rows)
+  // kPerTensor with an e4m3 c (device Experts: the gate|up epilogue
+  // quantizing for the down GEMM): c = e4m3(out / c_static_scale[0]).
+  const float* c_static_scale = nullptr;
 };
 
 struct CombineLaunch {

@@ -217,12 +217,17 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
       .kernel = kernel,
       .scale_mode = scale_mode};
   if (hopper) TAILOR_RETURN_IF_ERROR(DecodeHopperFields(key, spec));
+  // A quantized C: block mode's epilogue; on cuda also per tensor's (a
+  // static output scale, moe::Experts on a device).
+  const bool static_quant = scale_mode == moe::ScaleMode::kPerTensor &&
+                            key.backend == BackendKind::kCuda;
   if (spec.dtype == DType::kF8E4M3 &&
-      (scale_mode != moe::ScaleMode::kBlock ||
+      ((scale_mode != moe::ScaleMode::kBlock && !static_quant) ||
        spec.epilogue != moe::Epilogue::kSiluAndMul)) {
-    return SpecFieldError("dtypes[3] (C)",
-                          "f8e4m3 only in block mode with silu_and_mul",
-                          static_cast<int>(spec.dtype));
+    return SpecFieldError(
+        "dtypes[3] (C)",
+        "f8e4m3 only with silu_and_mul, in block mode (cuda: or per tensor)",
+        static_cast<int>(spec.dtype));
   }
   return spec;
 }

@@ -88,7 +88,8 @@ enum class MoeGemmKernel : int32_t {
 
 struct MoeGemmSpec {
   // A, W and C (C accumulates in f32); with a scale mode, C only: bf16,
-  // f32, or f8e4m3 (block mode, kSiluAndMul: the quantizing epilogue).
+  // f32, or f8e4m3 (kSiluAndMul in block mode, and on cuda per tensor: the
+  // quantizing epilogue).
   DType dtype = DType::kF32;
   int64_t n = 0;  // W rows (gated: gate and up, 2 x I)
   int64_t k = 0;

@@ -7,7 +7,9 @@
 //   kMoeEpilogueSiluAndMulQuant   C e4m3 [R, N / 2] and its 1 x 128 scales
 //                                 [N / 256, c_scale_rows]: silu(gate) * up
 //                                 quantized by runtime/cuda/fp8.cuh's rule
-//                                 from the f32 values, the down GEMM's A
+//                                 from the f32 values, the down GEMM's A;
+//                                 per tensor: divided by the static
+//                                 c_scale[0], no scales written
 //
 // Quantizing needs each output row's largest magnitude over its 128-column
 // group, which is one N tile of gated outputs: in the 128-row tile one
@@ -38,12 +40,17 @@ struct MoeFp8EpilogueSm90 {
   using Params = MoeFp8GemmSm90Params;
   static constexpr bool kGated = kEpilogue != kMoeEpilogueNone;
   static constexpr bool kQuantized = kEpilogue == kMoeEpilogueSiluAndMulQuant;
+  // Per tensor the output's scale is static: no maxima, no scales written.
+  static constexpr bool kStaticScale =
+      kQuantized && Mainloop::kMode == kMoeFp8PerTensor;
+  static_assert(!kQuantized || Mainloop::kMode != kMoeFp8PerChannel,
+                "per-channel outputs need a whole row's maximum: not fused");
   static constexpr bool kSwap = Mainloop::kSwap;
   static constexpr bool kSplitRows = Mainloop::kSplitRows;
   static constexpr int kAccumulators = Mainloop::kAccumulators;
   static constexpr int kConsumerWRows = Mainloop::kConsumerWRows;
   // Whether both consumers hold parts of one output group (see above).
-  static constexpr bool kExchanges = kQuantized && !kSplitRows;
+  static constexpr bool kExchanges = kQuantized && !kStaticScale && !kSplitRows;
   static constexpr int kExchangeFloats = kSwap ? 2 * 4 * 32 : 2 * 64;
   static_assert(!kQuantized || kGated, "quantized outputs are gated");
 
@@ -114,7 +121,9 @@ struct MoeFp8EpilogueSm90 {
     const int row0 = (kSplitRows ? 64 * consumer : 0) + 16 * warp + g;
     const int col0 = FirstColumn(n_tile, consumer);
     float scale[2] = {1.0f, 1.0f};
-    if constexpr (kQuantized) {
+    if constexpr (kStaticScale) {
+      scale[0] = scale[1] = __ldg(p.c_scale);
+    } else if constexpr (kQuantized) {
       float amax[2] = {RowAbsMax(acc, 0), RowAbsMax(acc, 1)};
       if constexpr (kExchanges) ExchangeRowMax(amax, consumer, exchange);
       scale[0] = Fp8GroupScale(amax[0]);
@@ -125,7 +134,7 @@ struct MoeFp8EpilogueSm90 {
       const int row = row0 + 8 * h;
       if (row >= rows) continue;
       const long long c_row = item.row_begin + row;
-      if constexpr (kQuantized) {
+      if constexpr (kQuantized && !kStaticScale) {
         if (t == 0 && (kSplitRows || consumer == 0)) {
           p.c_scales[static_cast<long long>(n_tile) * p.c_scale_rows + c_row] =
               scale[h];
@@ -205,7 +214,12 @@ struct MoeFp8EpilogueSm90 {
     const int g = lane / 4, t = lane % 4;
     const int col0 = FirstColumn(n_tile, consumer) + 16 * warp + g;
     float scale[kTokens / 4];
-    if constexpr (kQuantized) TokenScales(acc, consumer, exchange, scale);
+    if constexpr (kStaticScale) {
+#pragma unroll
+      for (int s = 0; s < kTokens / 4; ++s) scale[s] = __ldg(p.c_scale);
+    } else if constexpr (kQuantized) {
+      TokenScales(acc, consumer, exchange, scale);
+    }
 #pragma unroll
     for (int i = 0; i < kHalf; ++i) {
       const int token = 8 * (i / 4) + 2 * t + i % 2;
@@ -214,7 +228,8 @@ struct MoeFp8EpilogueSm90 {
       const long long c_row = item.row_begin + token;
       if constexpr (kQuantized) {
         const float s = scale[2 * (i / 4) + i % 2];
-        if (consumer == 0 && warp == 0 && g == 0 && (i / 2) % 2 == 0) {
+        if (!kStaticScale && consumer == 0 && warp == 0 && g == 0 &&
+            (i / 2) % 2 == 0) {
           p.c_scales[static_cast<long long>(n_tile) * p.c_scale_rows + c_row] =
               s;
         }

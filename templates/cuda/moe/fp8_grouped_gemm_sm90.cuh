@@ -6,7 +6,8 @@
 // C[r, :] = epilogue(dequant(A)[r, :] · dequant(W[e])ᵀ) for the rows r of
 // each work item of expert e, with A, W and their scales in the layouts of
 // templates/cuda/moe/fp8_params.h (block mode: 1 x 128 activation scales,
-// 128 x 128 weight scales, K % 128 == 0, N % 128 == 0).
+// 128 x 128 weight scales; per tensor and per channel: scales applied to the
+// accumulators before the epilogue; K % 128 == 0, N % 128 == 0).
 //
 // The structure is the bf16 kernel's (moe/grouped_gemm_sm90.cuh), whose
 // comments say why each choice was made; this kernel keeps its CTA tiles,
@@ -47,7 +48,8 @@
 
 namespace tailor::cuda {
 
-template <int kN, int kK, int kTileRows, int kEpilogue, int kSwapAB = 0>
+template <int kN, int kK, int kTileRows, int kEpilogue, int kSwapAB = 0,
+          int kScaleMode = kMoeFp8BlockScaled>
 struct MoeFp8GroupedGemmSm90 {
   static_assert(kN >= 0 && kK >= 0,
                 "N and K are positive, or kMoeRuntimeDim (from the params)");
@@ -59,7 +61,8 @@ struct MoeFp8GroupedGemmSm90 {
 
   using Params = MoeFp8GemmSm90Params;
   using Mainloop =
-      MoeFp8MainloopSm90<kTileRows, kSwapAB, kEpilogue != kMoeEpilogueNone>;
+      MoeFp8MainloopSm90<kTileRows, kSwapAB, kEpilogue != kMoeEpilogueNone,
+                         kScaleMode>;
   using Epilogue = MoeFp8EpilogueSm90<Mainloop, kEpilogue>;
   static constexpr bool kGated = Epilogue::kGated;
   static constexpr bool kSwap = Mainloop::kSwap;
@@ -248,6 +251,10 @@ struct MoeFp8GroupedGemmSm90 {
       Mainloop::Run(p, stages, ring, c, tile, consumer, acc);
       if (u.split_tile >= 0 && !ReduceSplits(p, u, consumer, acc)) continue;
       const int rows = item.tail_class == 0 ? kTileRows : item.rows;
+      if constexpr (!Mainloop::kBlockScaled) {
+        Mainloop::ApplyScales(p, m.expert, m.n_tile, item.row_begin, rows,
+                              consumer, n, acc);
+      }
       Epilogue::Store(p, item, rows, m.n_tile, consumer, out_n, acc, exchange);
     }
   }
@@ -267,7 +274,7 @@ struct MoeFp8GroupedGemmSm90 {
       FenceMbarrierInit();
       PrefetchTensorMap(&p.a_map);
       PrefetchTensorMap(&p.w_map);
-      PrefetchTensorMap(&p.a_scale_map);
+      if constexpr (Mainloop::kBlockScaled) PrefetchTensorMap(&p.a_scale_map);
     }
     __syncthreads();
     // The prologue above read only params: the predecessor's writes (the

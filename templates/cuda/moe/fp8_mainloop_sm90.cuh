@@ -26,6 +26,10 @@
 // before the stage's wait. One partial (64 registers) serves both waves of
 // the 128-row tile: 128 + 64 accumulators, where two partials would not fit.
 //
+// Scales constant along K (per tensor, per channel; kScaleMode): the stage
+// carries no A scales, the partials are promoted unscaled, and ApplyScales
+// multiplies the finished accumulators by sa[row] x sw[W row] once.
+//
 // Stage release: the consumer computes every scale product of a K block
 // (reading the stage's A scales) before its first wgmma on the stage, so a
 // thread's shared-memory reads are complete when its wgmma issues; the
@@ -44,8 +48,13 @@
 
 namespace tailor::cuda {
 
-template <int kTileRows, int kSwapAB, bool kGated>
+template <int kTileRows, int kSwapAB, bool kGated,
+          int kScaleMode = kMoeFp8BlockScaled>
 struct MoeFp8MainloopSm90 {
+  static_assert(kScaleMode == kMoeFp8PerTensor ||
+                    kScaleMode == kMoeFp8PerChannel ||
+                    kScaleMode == kMoeFp8BlockScaled,
+                "a scale mode: per tensor (1), per channel (2) or block (3)");
   static_assert(kTileRows >= 1 && kTileRows <= kMoeSm90MaxRows,
                 "a plan tile must fit the CTA's 128 rows");
   static_assert(kSwapAB == 0 ||
@@ -62,7 +71,11 @@ struct MoeFp8MainloopSm90 {
   static constexpr unsigned kBoxBytes = kMoeFp8WBoxBytes;
   static constexpr unsigned kScaleOffset = kABytes + 4 * kBoxBytes;
   static constexpr int kScaleBoxRows = MoeFp8ScaleBoxRows(kARows);
-  static constexpr unsigned kTxBytes = MoeFp8StageTxBytes(kARows);
+  static constexpr int kMode = kScaleMode;
+  static constexpr bool kBlockScaled = kScaleMode == kMoeFp8BlockScaled;
+  // Without block scales the stage's A-scale box stays empty.
+  static constexpr unsigned kTxBytes =
+      kBlockScaled ? MoeFp8StageTxBytes(kARows) : kScaleOffset;
   static constexpr unsigned kStageBytes = MoeFp8StageBytes(kARows);
   static constexpr int kStages = MoeFp8Stages(kARows);
   static constexpr int kWaves = kSplitRows ? 2 : 1;
@@ -80,7 +93,7 @@ struct MoeFp8MainloopSm90 {
   static_assert(kScaleOffset % 128 == 0, "the A-scale box is 128-byte aligned");
   static_assert(kScaleBoxRows * 4 % 16 == 0 && kScaleBoxRows <= 256,
                 "TMA boxes are 16-byte multiples of at most 256 elements");
-  static_assert(kTxBytes == kScaleOffset + kScaleBoxRows * 4,
+  static_assert(!kBlockScaled || kTxBytes == kScaleOffset + kScaleBoxRows * 4,
                 "the stage's copies are the A tile, 4 W boxes, the scales");
 
   // The K blocks of one tile (or split unit) a consumer runs, and what the
@@ -122,8 +135,10 @@ struct MoeFp8MainloopSm90 {
       TmaLoad<2>(stage + kABytes + q * kBoxBytes, &p.w_map,
                  {kb * kBK, WBoxRow(expert, n_tile, q, n)}, full);
     }
-    TmaLoad<2>(stage + kScaleOffset, &p.a_scale_map,
-               {MoeFp8ScaleBoxStart(row_begin), kb}, full);
+    if constexpr (kBlockScaled) {
+      TmaLoad<2>(stage + kScaleOffset, &p.a_scale_map,
+                 {MoeFp8ScaleBoxStart(row_begin), kb}, full);
+    }
   }
 
   // ---- consumer: scales -----------------------------------------------------
@@ -233,14 +248,21 @@ struct MoeFp8MainloopSm90 {
       for (int v = 0; v < kWaves; ++v) {
 #pragma unroll
         for (int b = 0; b < kWaveScales; ++b) {
-          sw[v][b] = WScale(p, t.expert, t.n_tile, BoxOf(consumer, v, b), kb,
-                            t.n, t.k_blocks);
+          sw[v][b] = kBlockScaled
+                         ? WScale(p, t.expert, t.n_tile, BoxOf(consumer, v, b),
+                                  kb, t.n, t.k_blocks)
+                         : 1.0f;
         }
       }
       if (kb != t.k_begin) WaitFull(ring, c);
       const unsigned char* stage = stages + c.stage * kStageBytes;
       float sa[kRowScales];
-      AScales(stage, consumer, t.scale_shift, sa);
+      if constexpr (kBlockScaled) {
+        AScales(stage, consumer, t.scale_shift, sa);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kRowScales; ++i) sa[i] = 1.0f;
+      }
       float s[kWaves][kWaveScales][kRowScales];
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {
@@ -248,7 +270,7 @@ struct MoeFp8MainloopSm90 {
         for (int b = 0; b < kWaveScales; ++b) {
 #pragma unroll
           for (int i = 0; i < kRowScales; ++i) s[v][b][i] = sa[i] * sw[v][b];
-          FenceAccumulators(s[v][b]);
+          if constexpr (kBlockScaled) FenceAccumulators(s[v][b]);
         }
       }
 #pragma unroll
@@ -258,6 +280,83 @@ struct MoeFp8MainloopSm90 {
         Promote(part, v, s[v], acc);
       }
       c.Advance(kStages);
+    }
+  }
+
+  // ---- scales constant along K: applied once ----------------------------------
+  // A scale of tile row (or token) r of an item of `rows` rows starting at
+  // row_begin (0 past the item: those rows are never stored).
+  static float AScaleOf(const Params& p, int row_begin, int rows, int r) {
+    if constexpr (kScaleMode == kMoeFp8PerTensor) {
+      return __ldg(p.a_scales);
+    } else {
+      return r < rows ? __ldg(&p.a_scales[row_begin + r]) : 0.0f;
+    }
+  }
+  // W scale of row `within` of box q (0 past N: never stored).
+  static float WScaleOf(const Params& p, int expert, int n_tile, int q,
+                        int within, int n) {
+    if constexpr (kScaleMode == kMoeFp8PerTensor) {
+      return __ldg(&p.w_scales[expert]);
+    } else {
+      const int row = WBoxRow(expert, n_tile, q, n) + within;
+      return row - expert * n < n ? __ldg(&p.w_scales[row]) : 0.0f;
+    }
+  }
+
+  // acc x sa[row] x sw[W row] (the layouts of fp8_epilogue_sm90.cuh): per
+  // tensor one product for every accumulator.
+  static void ApplyScales(const Params& p, int expert, int n_tile,
+                          int row_begin, int rows, int consumer, int n,
+                          float (&acc)[kAccumulators]) {
+    static_assert(!kBlockScaled, "block scales are applied per K block");
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+    if constexpr (kScaleMode == kMoeFp8PerTensor) {
+      const float s = AScaleOf(p, row_begin, rows, 0) *
+                      WScaleOf(p, expert, n_tile, 0, 0, n);
+#pragma unroll
+      for (int i = 0; i < kAccumulators; ++i) acc[i] *= s;
+    } else if constexpr (kSwap) {
+      // Half b: W box 2 c + b, rows 16 warp + g + 8 h; tokens 8 j + 2 t + x.
+      constexpr int kHalf = kAccumulators / 2;
+      float sa[kHalf / 2];
+#pragma unroll
+      for (int i = 0; i < kHalf / 2; ++i) {
+        sa[i] = AScaleOf(p, row_begin, rows, 8 * (i / 2) + 2 * t + i % 2);
+      }
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float sw = WScaleOf(p, expert, n_tile, BoxOf(consumer, 0, b),
+                                    16 * warp + g + 8 * h, n);
+#pragma unroll
+          for (int i = 0; i < kHalf / 4; ++i) {
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+              acc[b * kHalf + 4 * i + 2 * h + x] *= sw * sa[2 * i + x];
+            }
+          }
+        }
+      }
+    } else {
+      // Accumulator 4 j + 2 h + x: row 16 warp + g + 8 h (+ 64 c), W row
+      // 8 (j % 8) + 2 t + x of the consumer's box j / 8.
+      const int row0 = (kSplitRows ? 64 * consumer : 0) + 16 * warp + g;
+      const float sa[2] = {AScaleOf(p, row_begin, rows, row0),
+                           AScaleOf(p, row_begin, rows, row0 + 8)};
+#pragma unroll
+      for (int j = 0; j < kAccumulators / 4; ++j) {
+        const int box = kSplitRows ? j / 8 : 2 * consumer + j / 8;
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const float sw =
+              WScaleOf(p, expert, n_tile, box, 8 * (j % 8) + 2 * t + x, n);
+          acc[4 * j + x] *= sa[0] * sw;
+          acc[4 * j + 2 + x] *= sa[1] * sw;
+        }
+      }
     }
   }
 };

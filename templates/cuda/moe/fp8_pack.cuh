@@ -8,7 +8,9 @@
 // entries) are left untouched. A group of 128 bf16 is 8 lanes x 16 elements
 // (two 16-byte loads, one 16-byte store per lane); the group's amax is three
 // shuffles among its 8 lanes. kH is the row length compiled in, or
-// kMoeRuntimeDim (0) to read params.hidden_dim; H % 128 == 0.
+// kMoeRuntimeDim (0) to read params.hidden_dim; H % 128 == 0. Per tensor
+// (kScaleMode kMoeFp8PerTensor) every group is divided by the static
+// params.static_scale[0] and no scale is written.
 //
 // Grid: x = rows, y = ceil(H / 128 / kMoeFp8PackGroupsPerBlock).
 // Params: MoeFp8PackParams (templates/cuda/moe/fp8_params.h).
@@ -23,10 +25,14 @@
 
 namespace tailor::cuda {
 
-template <int kH>
+template <int kH, int kScaleMode = kMoeFp8BlockScaled>
 struct MoeFp8Pack {
   static_assert(kH >= 0 && kH % kMoeFp8Block == 0,
                 "H is a multiple of 128, or kMoeRuntimeDim: params.hidden_dim");
+  static_assert(kScaleMode == kMoeFp8BlockScaled ||
+                    kScaleMode == kMoeFp8PerTensor,
+                "1 x 128 groups or a static per-tensor scale");
+  static constexpr bool kStatic = kScaleMode == kMoeFp8PerTensor;
   using Params = MoeFp8PackParams;
   static constexpr int kThreads = kMoeFp8PackThreads;
   static constexpr int kMinBlocksPerSm = 1;
@@ -50,7 +56,6 @@ struct MoeFp8Pack {
         static_cast<const unsigned short*>(p.hidden) + token * h + column);
     const uint4 chunks[2] = {src[0], src[1]};
     float x[kPerLane];
-    float amax = 0.0f;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const unsigned words[4] = {chunks[c].x, chunks[c].y, chunks[c].z,
@@ -61,10 +66,16 @@ struct MoeFp8Pack {
         x[8 * c + 2 * w + 1] = __uint_as_float(words[w] & 0xffff0000u);
       }
     }
+    float scale;
+    if constexpr (kStatic) {
+      scale = __ldg(p.static_scale);
+    } else {
+      float amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      amax = MaxPropagateNan(amax, fabsf(x[i]));
-    const float scale = Fp8GroupScale(GroupAbsMax<kLanes>(amax));
+      for (int i = 0; i < kPerLane; ++i)
+        amax = MaxPropagateNan(amax, fabsf(x[i]));
+      scale = Fp8GroupScale(GroupAbsMax<kLanes>(amax));
+    }
     unsigned q[4];
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
@@ -74,7 +85,7 @@ struct MoeFp8Pack {
     }
     *reinterpret_cast<uint4*>(static_cast<unsigned char*>(p.a) + row * h +
                               column) = make_uint4(q[0], q[1], q[2], q[3]);
-    if (lane % kLanes == 0) {
+    if (!kStatic && lane % kLanes == 0) {
       p.a_scales[static_cast<long long>(group) * p.scale_rows + row] = scale;
     }
   }

@@ -16,6 +16,12 @@
 // Dequantized: A[r, k] = a[r, k] * sa[k / 128, r], W[e, n, k] = w[e, n, k] *
 // sw[e, n / 128, k / 128]. Block mode needs K % 128 == 0 and N % 128 == 0
 // (gated: N / 2 % 128 == 0), the shapes those checkpoints have.
+//
+// The other scale modes (moe::ScaleMode), scales constant along K, so they
+// are applied once to the f32 accumulators before the epilogue:
+//   per tensor   sa [1] (static), sw [E]:      A W^T x sa[0] x sw[e]
+//   per channel  sa [R] (per row), sw [E, N]:  x sa[r] x sw[e, n]
+// The kernels take the same K and N multiples in every mode.
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_FP8_PARAMS_H_
 #define TAILOR_TEMPLATES_CUDA_MOE_FP8_PARAMS_H_
 
@@ -43,19 +49,27 @@ constexpr int MoeFp8ScaleBoxRows(int a_rows) {
   return a_rows + kMoeFp8ScaleRowAlign;
 }
 
+// Scale modes (moe::ScaleMode's values).
+inline constexpr int kMoeFp8PerTensor = 1;
+inline constexpr int kMoeFp8PerChannel = 2;
+inline constexpr int kMoeFp8BlockScaled = 3;
+
 // Epilogue of the gate/up GEMM that quantizes its silu_and_mul output for the
-// down projection: c is e4m3 [R, N / 2] and c_scales f32 [N / 256,
-// c_scale_rows] in the A-scale layout above (the down GEMM's input).
+// down projection: c is e4m3 [R, N / 2] and, in block mode, c_scales f32
+// [N / 256, c_scale_rows] in the A-scale layout above (the down GEMM's
+// input); per tensor, c = e4m3(out / c_scale[0]) (a static scale).
 inline constexpr int kMoeEpilogueSiluAndMulQuant = 2;
 
 // Quantizing Pack: a[r, :] = e4m3(hidden[permutation[r] / topk, :] / scale)
-// with one scale per 128 columns (runtime/cuda/fp8.cuh's rule), for entries
-// in [0, tokens * topk); other rows are left untouched.
+// with one scale per 128 columns (runtime/cuda/fp8.cuh's rule; per tensor:
+// the static static_scale[0]), for entries in [0, tokens * topk); other rows
+// are left untouched.
 struct MoeFp8PackParams {
-  const void* hidden;      // [tokens, H] bf16
-  const int* permutation;  // [rows]
-  void* a;                 // [rows, H] e4m3
-  float* a_scales;         // [H / 128, scale_rows]
+  const void* hidden;         // [tokens, H] bf16
+  const int* permutation;     // [rows]
+  void* a;                    // [rows, H] e4m3
+  float* a_scales;            // block: [H / 128, scale_rows]
+  const float* static_scale;  // per tensor: [1]
   int rows;
   int tokens;
   int topk;
@@ -75,17 +89,19 @@ inline constexpr int kMoeFp8PackGroupsPerBlock =
 //   a_map        2D {K, rows of A} e4m3, box {128, MoeSm90ARows(tile rows)},
 //                128-byte swizzle
 //   w_map        2D {K, E * N} e4m3, box {128, 64}, 128-byte swizzle
-//   a_scale_map  2D {scale_rows, K / 128} f32, box {MoeFp8ScaleBoxRows(
-//                MoeSm90ARows(tile rows)), 1}, no swizzle
+//   a_scale_map  block mode: 2D {scale_rows, K / 128} f32, box
+//                {MoeFp8ScaleBoxRows(MoeSm90ARows(tile rows)), 1}, no swizzle
 // The tiles, work list, schedule and split-K are the bf16 kernel's
 // (MoeGroupedGemmSm90Params): same CTA tiles, same W boxes, same units.
 struct MoeFp8GemmSm90Params {
   TensorMap a_map;
   TensorMap w_map;
   TensorMap a_scale_map;
-  const float* w_scales;  // [E, N / 128, K / 128]
+  const float* w_scales;  // [E, N / 128, K / 128] | [E] | [E, N]
+  const float* a_scales;  // per tensor [1] | per channel [R]; block: unused
   void* c;                // bf16 [R, N] or [R, N / 2]; e4m3 when quantized
-  float* c_scales;        // [N / 256, c_scale_rows] (quantized epilogue)
+  float* c_scales;        // block: [N / 256, c_scale_rows] (quantized)
+  const float* c_scale;   // per tensor, quantized: [1] static
   int c_scale_rows;
   const MoeWorkItem* work;  // [max_work]
   MoeRouteHeader* header;   // num_work; the dynamic scheduler's counters

@@ -87,40 +87,15 @@ double Dot(const double* p, const double* q, int64_t n) {
   return sum;
 }
 
-// f64 on the dequantized inputs: x quantized as the Pack does, gate|up in
-// f64, silu_and_mul rounded to f32 and quantized as the kernels do (the
-// down projection's input is e4m3), then the down GEMM and the combine.
 std::vector<double> Reference(const Fp8Layer& l) {
-  const ScaleMode mode = l.mode;
-  std::vector<float> x(static_cast<size_t>(l.tokens * kH));
-  for (size_t i = 0; i < x.size(); ++i)
-    x[i] = static_cast<float>(l.hidden.at(i));
-  std::vector<uint8_t> q(x.size() + kI);
-  std::vector<float> scales(Blocks128(kH) * std::max<int64_t>(l.tokens, 1));
-  const std::vector<double> xd = QuantizeRows(
-      x, l.tokens, kH, mode, kStaticA1, q.data(), scales.data(), l.tokens);
-  std::vector<double> out(x.size(), 0.0), gu(2 * kI), down(kH);
-  std::vector<float> act(kI);
-  for (int64_t t = 0; t < l.tokens; ++t) {
-    for (int64_t j = 0; j < l.topk; ++j) {
-      const int64_t e = l.ids.i32()[t * l.topk + j];
-      for (int64_t n = 0; n < 2 * kI; ++n) {
-        gu[n] = Dot(&l.w13.dequantized[(e * 2 * kI + n) * kH], &xd[t * kH], kH);
-      }
-      for (int64_t i = 0; i < kI; ++i) {
-        act[i] = static_cast<float>(Silu(gu[i]) * gu[kI + i]);
-      }
-      float act_scales[Blocks128(kI)];
-      const std::vector<double> hd =
-          QuantizeRows(act, 1, kI, mode, kStaticA2, q.data(), act_scales, 1);
-      const double weight = l.weights.at(t * l.topk + j);
-      for (int64_t n = 0; n < kH; ++n) {
-        out[t * kH + n] +=
-            weight * Dot(&l.w2.dequantized[(e * kH + n) * kI], hd.data(), kI);
-      }
-    }
-  }
-  return out;
+  return ReferenceFp8Experts({.mode = l.mode,
+                              .hidden = l.hidden,
+                              .ids = l.ids,
+                              .weights = l.weights,
+                              .w13 = l.w13,
+                              .w2 = l.w2,
+                              .a1_scale = kStaticA1,
+                              .a2_scale = kStaticA2});
 }
 
 double Tolerance(DType dtype) { return dtype == DType::kBF16 ? 1e-2 : 5e-3; }

@@ -94,6 +94,23 @@ TEST(MoeFp8SpecTest, GroupedGemmEncodingIsPinned) {
                kHopper,
                "moe.grouped_gemm/cuda/sm_90a" + fp8 +
                    "bf16/N=7168,K=2048/b0/t0/m128n2k0/v6656");
+  // Per tensor, gate|up quantized by a static scale: cuda only.
+  const MoeGemmSpec static_quant = {.dtype = DType::kF8E4M3,
+                                    .n = 28672,
+                                    .k = 4096,
+                                    .tile_rows = 128,
+                                    .epilogue = moe::Epilogue::kSiluAndMul,
+                                    .kernel = MoeGemmKernel::kHopper,
+                                    .scale_mode = moe::ScaleMode::kPerTensor};
+  ExpectGolden(static_quant, kHopper,
+               "moe.grouped_gemm/cuda/sm_90a" + fp8 +
+                   "f8e4m3/N=28672,K=4096/b0/t0/m128n2k0/v2049");
+  MoeGemmSpec on_cpu = static_quant;
+  on_cpu.kernel = MoeGemmKernel::kSimt;
+  EXPECT_THAT(MoeGemmSpec::FromKey(on_cpu.ToKey(kCpu)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "dtypes[3] (C): f8e4m3 only with silu_and_mul, in "
+                       "block mode (cuda: or per tensor), got 8"));
 }
 
 TEST(MoeFp8SpecTest, KeysTheFamilyCannotBuildNameTheirField) {
@@ -134,8 +151,8 @@ TEST(MoeFp8SpecTest, KeysTheFamilyCannotBuildNameTheirField) {
   EXPECT_THAT(
       Decode(fp8, kCpu, [](SpecKey& k) { k.dtypes[3] = DType::kF8E4M3; }),
       StatusIs(code,
-               "dtypes[3] (C): f8e4m3 only in block mode with silu_and_mul, "
-               "got 8"));
+               "dtypes[3] (C): f8e4m3 only with silu_and_mul, in block "
+               "mode (cuda: or per tensor), got 8"));
   EXPECT_THAT(
       Decode(gemm, kCpu, [](SpecKey& k) { k.dtypes[3] = DType::kBF16; }),
       StatusIs(code, "dtypes[3]: not used by this kernel, must be 0, got 2"));

@@ -5,6 +5,7 @@
 #ifndef TAILOR_TESTS_OPS_MOE_FP8_TEST_UTIL_H_
 #define TAILOR_TESTS_OPS_MOE_FP8_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -98,6 +99,65 @@ inline std::vector<double> QuantizeRows(const std::vector<float>& x,
     std::vector<double> d =
         internal::Fp8Dequantize(q_row, 1, cols, blocks, layout);
     std::copy(d.begin(), d.end(), out.begin() + r * cols);
+  }
+  return out;
+}
+
+// The inputs of one FP8 Experts layer, for ReferenceFp8Experts.
+struct Fp8ExpertsInputs {
+  ScaleMode mode;
+  const HostTensor& hidden;          // [T, H] bf16 | f32
+  const HostTensor& ids;             // [T, k] i32 (local expert ids)
+  const HostTensor& weights;         // [T, k] f32
+  const Fp8Weights& w13;             // [E, 2I, H]
+  const Fp8Weights& w2;              // [E, H, I]
+  float a1_scale = 0, a2_scale = 0;  // per-tensor mode's static scales
+};
+
+// f64 on the dequantized inputs: x quantized as the Pack does, gate|up in
+// f64, silu_and_mul rounded to f32 and quantized as the kernels do (the
+// down projection's input is e4m3), then the down GEMM and the combine.
+// Only the first `valid_tokens` tokens (-1: all) are routed; the others
+// stay zero.
+inline std::vector<double> ReferenceFp8Experts(const Fp8ExpertsInputs& in,
+                                               int64_t valid_tokens = -1) {
+  const int64_t tokens = in.hidden.ref().dims[0], h = in.hidden.ref().dims[1];
+  const int64_t topk = in.ids.ref().dims[1], i_dim = in.w2.q.ref().dims[2];
+  const int64_t routed = valid_tokens < 0 ? tokens : valid_tokens;
+  std::vector<float> x(static_cast<size_t>(tokens * h));
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(in.hidden.at(static_cast<int64_t>(i)));
+  }
+  std::vector<uint8_t> q(x.size() + i_dim);
+  std::vector<float> scales(Blocks128(h) * std::max<int64_t>(tokens, 1));
+  const std::vector<double> xd = QuantizeRows(
+      x, tokens, h, in.mode, in.a1_scale, q.data(), scales.data(), tokens);
+  std::vector<double> out(x.size(), 0.0), gu(2 * i_dim);
+  std::vector<float> act(i_dim), act_scales(Blocks128(i_dim));
+  auto dot = [](const double* p, const double* r, int64_t n) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += p[j] * r[j];
+    return sum;
+  };
+  for (int64_t t = 0; t < routed; ++t) {
+    for (int64_t j = 0; j < topk; ++j) {
+      const int64_t e = in.ids.i32()[t * topk + j];
+      if (e < 0) continue;
+      for (int64_t n = 0; n < 2 * i_dim; ++n) {
+        gu[n] =
+            dot(&in.w13.dequantized[(e * 2 * i_dim + n) * h], &xd[t * h], h);
+      }
+      for (int64_t i = 0; i < i_dim; ++i) {
+        act[i] = static_cast<float>(Silu(gu[i]) * gu[i_dim + i]);
+      }
+      const std::vector<double> hd = QuantizeRows(
+          act, 1, i_dim, in.mode, in.a2_scale, q.data(), act_scales.data(), 1);
+      const double weight = in.weights.at(t * topk + j);
+      for (int64_t n = 0; n < h; ++n) {
+        out[t * h + n] += weight * dot(&in.w2.dequantized[(e * h + n) * i_dim],
+                                       hd.data(), i_dim);
+      }
+    }
   }
   return out;
 }

@@ -9,9 +9,11 @@ namespace tailor::cuda {
 namespace {
 
 using tailor::internal::KernelSource;
+using tailor::internal::KeyTarget;
 using tailor::internal::MoeGemmKernel;
 using tailor::internal::MoeGemmSpec;
 using tailor::internal::MoePackSpec;
+using tailor::internal::SpecKey;
 
 // Values of templates/cuda/moe/fp8_params.h and params.h (that header is
 // device code; the generator only writes the numbers into the source).
@@ -33,10 +35,12 @@ absl::Status Invalid(absl::string_view field, absl::string_view rule,
       absl::StrCat(field, ": ", rule, ", got ", got));
 }
 
-absl::Status ExpectBlockMode(moe::ScaleMode mode) {
-  if (mode == moe::ScaleMode::kBlock) return absl::OkStatus();
-  return Invalid("scale_mode", "cuda's FP8 kernels are block mode only (3)",
-                 static_cast<int>(mode));
+// The template argument of a scale mode: none for block mode (the
+// templates' default, so block kernels keep their sources), else ", mode".
+std::string ModeArgument(moe::ScaleMode mode) {
+  return mode == moe::ScaleMode::kBlock
+             ? ""
+             : absl::StrCat(", ", static_cast<int>(mode));
 }
 
 // The flags and tile of the Hopper FP8 GEMM.
@@ -47,6 +51,8 @@ absl::Status ExpectFp8GemmShape(const MoeGemmSpec& spec) {
         "checks");
   }
   const bool gated = spec.epilogue == moe::Epilogue::kSiluAndMul;
+  // Block mode's scale blocks; in every mode the kernel's 128-K stages and
+  // 128-row W halves.
   if (spec.k % kBlock != 0) {
     return Invalid("k", "must be a multiple of 128 (block scales)", spec.k);
   }
@@ -72,7 +78,12 @@ absl::Status ExpectFp8GemmShape(const MoeGemmSpec& spec) {
 }  // namespace
 
 absl::StatusOr<KernelSource> GenerateFp8Pack(const MoePackSpec& spec) {
-  TAILOR_RETURN_IF_ERROR(ExpectBlockMode(spec.scale_mode));
+  if (spec.scale_mode != moe::ScaleMode::kBlock &&
+      spec.scale_mode != moe::ScaleMode::kPerTensor) {
+    return Invalid("scale_mode",
+                   "cuda's quantizing Pack is block (3) or per tensor (1)",
+                   static_cast<int>(spec.scale_mode));
+  }
   if (spec.dtype != DType::kBF16) {
     return Invalid("dtype", "cuda's quantizing Pack reads bf16 (2)",
                    static_cast<int>(spec.dtype));
@@ -81,11 +92,11 @@ absl::StatusOr<KernelSource> GenerateFp8Pack(const MoePackSpec& spec) {
     return Invalid("hidden", "must be a multiple of 128", spec.hidden);
   }
   return Entry("moe/fp8_pack.cuh",
-               absl::StrCat("MoeFp8Pack<", spec.hidden, ">"));
+               absl::StrCat("MoeFp8Pack<", spec.hidden,
+                            ModeArgument(spec.scale_mode), ">"));
 }
 
 absl::StatusOr<KernelSource> GenerateFp8GroupedGemm(const MoeGemmSpec& spec) {
-  TAILOR_RETURN_IF_ERROR(ExpectBlockMode(spec.scale_mode));
   if (spec.kernel != MoeGemmKernel::kHopper) {
     return Invalid("kernel", "cuda's FP8 GEMM is the Hopper kernel (2)",
                    static_cast<int>(spec.kernel));
@@ -94,10 +105,32 @@ absl::StatusOr<KernelSource> GenerateFp8GroupedGemm(const MoeGemmSpec& spec) {
   const int epilogue = spec.dtype == DType::kF8E4M3
                            ? kEpilogueSiluAndMulQuant
                            : static_cast<int>(spec.epilogue);
-  return Entry("moe/fp8_grouped_gemm_sm90.cuh",
-               absl::StrCat("MoeFp8GroupedGemmSm90<", spec.n, ", ", spec.k,
-                            ", ", spec.tile_rows, ", ", epilogue, ", ",
-                            spec.swap_ab ? 1 : 0, ">"));
+  return Entry(
+      "moe/fp8_grouped_gemm_sm90.cuh",
+      absl::StrCat("MoeFp8GroupedGemmSm90<", spec.n, ", ", spec.k, ", ",
+                   spec.tile_rows, ", ", epilogue, ", ", spec.swap_ab ? 1 : 0,
+                   ModeArgument(spec.scale_mode), ">"));
+}
+
+SpecKey Fp8PackKey(const KeyTarget& target, int64_t hidden,
+                   moe::ScaleMode mode) {
+  return MoePackSpec{
+      .dtype = DType::kBF16, .hidden = hidden, .scale_mode = mode}
+      .ToKey(target);
+}
+
+SpecKey Fp8GemmKey(const KeyTarget& target, DType c_dtype, int64_t n, int64_t k,
+                   int64_t tile_rows, moe::Epilogue epilogue, bool swap_ab,
+                   moe::ScaleMode mode) {
+  return MoeGemmSpec{.dtype = c_dtype,
+                     .n = n,
+                     .k = k,
+                     .tile_rows = static_cast<int32_t>(tile_rows),
+                     .epilogue = epilogue,
+                     .kernel = MoeGemmKernel::kHopper,
+                     .swap_ab = swap_ab,
+                     .scale_mode = mode}
+      .ToKey(target);
 }
 
 }  // namespace tailor::cuda

@@ -1,10 +1,9 @@
 // backends/cuda/moe/fp8_generator.h — the sources of the FP8 (e4m3) MoE
-// kernels on CUDA from their typed specs: block mode on sm_90a
+// kernels on CUDA from their typed specs on sm_90a
 // (templates/cuda/moe/fp8_{pack,grouped_gemm_sm90}.cuh).
 //
-// moe::GroupedGemm reaches the GEMM (moe/fp8_launch.cc); the quantizing
-// Pack has no launch yet (moe::Experts on a device workspace has no FP8
-// path), so it is compiled in CI and run only by the dev harness bench/fp8.
+// moe::GroupedGemm reaches the GEMM and moe::Experts both kernels
+// (moe/fp8_launch.cc).
 #ifndef TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
 #define TAILOR_BACKENDS_CUDA_MOE_FP8_GENERATOR_H_
 
@@ -14,18 +13,34 @@
 
 namespace tailor::cuda {
 
-// MoeFp8Pack<H>: bf16 hidden quantized in 1 x 128 groups. InvalidArgument
-// naming the field for another scale mode or dtype, or H % 128 != 0.
+// MoeFp8Pack<H[, mode]>: bf16 hidden quantized in 1 x 128 groups (block
+// mode) or by a static scale (per tensor). InvalidArgument naming the field
+// for another scale mode or dtype, or H % 128 != 0.
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8Pack(
     const tailor::internal::MoePackSpec& spec);
 
-// MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue, swap_ab>: block mode,
-// kernel kHopper, K % 128 == 0 and N % 128 == 0 (gated: N % 256 == 0), C
-// bf16 or (silu_and_mul) e4m3, tile_rows in [1, 128] (swap-AB: [1, 32]),
-// no TMA store, cluster or pipeline checks. InvalidArgument naming the
-// field otherwise.
+// MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue, swap_ab[, mode]>: every
+// scale mode (block mode is the template's default argument), kernel
+// kHopper, K % 128 == 0 and N % 128 == 0 (gated: N % 256 == 0), C bf16 or
+// (silu_and_mul, block or per tensor) e4m3, tile_rows in [1, 128] (swap-AB:
+// [1, 32]), no TMA store, cluster or pipeline checks. InvalidArgument naming
+// the field otherwise.
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8GroupedGemm(
     const tailor::internal::MoeGemmSpec& spec);
+
+// ---- keys: the launches (moe/fp8_launch.cc) and warm-up (MoeLayerKernels)
+// build them here ----------------------------------------------------------
+
+// The quantizing Pack of bf16 hidden rows of H elements in `mode`.
+tailor::internal::SpecKey Fp8PackKey(const tailor::internal::KeyTarget& target,
+                                     int64_t hidden, moe::ScaleMode mode);
+
+// The Hopper FP8 GEMM writing `c_dtype` (bf16; f8e4m3: the quantizing
+// silu_and_mul epilogue) for plan tiles of `tile_rows` rows.
+tailor::internal::SpecKey Fp8GemmKey(const tailor::internal::KeyTarget& target,
+                                     DType c_dtype, int64_t n, int64_t k,
+                                     int64_t tile_rows, moe::Epilogue epilogue,
+                                     bool swap_ab, moe::ScaleMode mode);
 
 }  // namespace tailor::cuda
 

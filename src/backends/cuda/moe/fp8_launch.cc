@@ -1,12 +1,17 @@
-// The FP8 (e4m3, block-scaled) grouped GEMM's launch on sm_90a: tensor maps
-// over e4m3 A and W and A's scales, the bf16 kernel's work list and tile
-// order, the kernel built from the typed spec (backends/cuda/moe/
-// fp8_generator.h). No split-K: a unit's partials would need the FP8
-// kernel's own scratch sizing.
+// The FP8 (e4m3) launches on sm_90a, kernels built from their typed specs
+// (backends/cuda/moe/fp8_generator.h):
+//   Pack         bf16 hidden -> e4m3 rows and 1 x 128 scales in the layout
+//                the GEMM's A-scale map loads (per tensor: a static scale)
+//   GroupedGemm  every scale mode: tensor maps over e4m3 A and W (and, in
+//                block mode, A's scales), the bf16 kernel's work list and
+//                tile order. No split-K: a unit's
+//                partials would need the FP8 kernel's own scratch sizing.
+// Both block on a cold key (no generic FP8 kernel for background JIT yet).
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/heuristics.h"
 #include "backends/cuda/moe/kernels.h"
 #include "ops/moe/spec.h"
@@ -18,8 +23,7 @@ namespace {
 
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::LaunchConfig;
-using tailor::internal::MoeGemmKernel;
-using tailor::internal::MoeGemmSpec;
+using tailor::internal::PackLaunch;
 using tailor::internal::SpecKey;
 
 // A 2D e4m3 map over [rows, k] (K contiguous), boxes of 128 K x box_rows,
@@ -53,17 +57,28 @@ TensorMapSpec ScaleRows(const float* data, int64_t scale_rows, int64_t k,
       .l2_promotion = TensorMapL2Promotion::kNone};
 }
 
+const char* ScaleModeName(moe::ScaleMode mode) {
+  return mode == moe::ScaleMode::kBlock        ? "block"
+         : mode == moe::ScaleMode::kPerChannel ? "per_channel"
+                                               : "per_tensor";
+}
+
 // What the FP8 kernel needs beyond the op front's rules.
 absl::Status ExpectFp8Launch(const GroupedGemmLaunch& l) {
-  if (l.scale_mode != moe::ScaleMode::kBlock) {
-    return absl::UnimplementedError(
-        "quant.mode: cuda's FP8 GEMM is block mode only");
-  }
   if (l.dtype != DType::kBF16 && l.dtype != DType::kF8E4M3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "c: cuda's FP8 GEMM writes bf16 or f8e4m3, got ", DTypeName(l.dtype)));
   }
   const bool quantized = l.dtype == DType::kF8E4M3;
+  if (l.scale_mode != moe::ScaleMode::kBlock) {
+    if (quantized && (l.scale_mode != moe::ScaleMode::kPerTensor ||
+                      l.c_static_scale == nullptr)) {
+      return absl::InvalidArgumentError(
+          "c: an f8e4m3 output takes block mode's scales or, per tensor, a "
+          "static output scale");
+    }
+    return absl::OkStatus();
+  }
   if (l.a_scale_rows % kMoeFp8ScaleRowAlign != 0 ||
       (quantized && l.c_scale_rows % kMoeFp8ScaleRowAlign != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -91,11 +106,12 @@ absl::Status EncodeFp8Maps(DescriptorPool& descriptors,
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes w,
                           descriptors.GetOrEncode(E4m3Rows(
                               l.w, l.experts * l.n, l.k, kMoeSm90BoxRows)));
+  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
+  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
+  if (l.scale_mode != moe::ScaleMode::kBlock) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(const TensorMapBytes scales,
                           descriptors.GetOrEncode(ScaleRows(
                               l.a_scales, l.a_scale_rows, l.k, a_rows)));
-  std::memcpy(&p.a_map, a.bytes, sizeof(p.a_map));
-  std::memcpy(&p.w_map, w.bytes, sizeof(p.w_map));
   std::memcpy(&p.a_scale_map, scales.bytes, sizeof(p.a_scale_map));
   return absl::OkStatus();
 }
@@ -112,10 +128,75 @@ tailor::internal::GemmConfig Fp8Config(const GroupedGemmLaunch& l, bool swap_ab,
           .k_tile = kMoeFp8Block,
           .stages = MoeFp8Stages(a_rows),
           .ctas = ctas,
-          .features = {{.key = "scale_mode", .value = 3, .name = "block"}}};
+          .features = {{.key = "scale_mode",
+                        .value = static_cast<int>(l.scale_mode),
+                        .name = ScaleModeName(l.scale_mode)}}};
+}
+
+// What the quantizing Pack needs beyond the op front's rules.
+absl::Status ExpectFp8Pack(const PackLaunch& l) {
+  const bool block = l.scale_mode == moe::ScaleMode::kBlock;
+  if (!block && l.scale_mode != moe::ScaleMode::kPerTensor) {
+    return absl::UnimplementedError(
+        "quant.mode: cuda's quantizing Pack runs block and per-tensor mode "
+        "(per-token scales are not implemented)");
+  }
+  if (!block && l.static_scale == nullptr) {
+    return absl::InvalidArgumentError(
+        "quant.a1_scale: required in per-tensor mode (the static activation "
+        "scale, [1] f32)");
+  }
+  if (l.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden: cuda's quantizing Pack reads bf16, got ", DTypeName(l.dtype)));
+  }
+  if (l.hidden_dim % kMoeFp8Block != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden: dims[1] (H) must be a multiple of 128 in block "
+                     "mode, got ",
+                     l.hidden_dim));
+  }
+  if (block &&
+      (l.scale_rows < l.rows || l.scale_rows % kMoeFp8ScaleRowAlign != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a_scale: dims[1] (scale rows) must be at least the ", l.rows,
+        " rows and a multiple of 4 on cuda (16-byte TMA rows), got ",
+        l.scale_rows));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
+                                     const PackLaunch& l) {
+  TAILOR_RETURN_IF_ERROR(ExpectFp8Pack(l));
+  if (l.rows == 0) return absl::OkStatus();
+  const SpecKey key = Fp8PackKey(engine.target(), l.hidden_dim, l.scale_mode);
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<tailor::internal::Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
+  const MoeFp8PackParams p = {.hidden = l.hidden,
+                              .permutation = l.permutation,
+                              .a = l.a,
+                              .a_scales = l.a_scales,
+                              .static_scale = l.static_scale,
+                              .rows = static_cast<int>(l.rows),
+                              .tokens = static_cast<int>(l.tokens),
+                              .topk = static_cast<int>(l.topk),
+                              .hidden_dim = static_cast<int>(l.hidden_dim),
+                              .scale_rows = static_cast<int>(l.scale_rows)};
+  const int64_t groups = l.hidden_dim / kMoeFp8Block;
+  LaunchConfig config;
+  config.grid = {
+      .x = static_cast<uint32_t>(l.rows),
+      .y = static_cast<uint32_t>((groups + kMoeFp8PackGroupsPerBlock - 1) /
+                                 kMoeFp8PackGroupsPerBlock)};
+  config.block = {.x = static_cast<uint32_t>(kMoeFp8PackThreads)};
+  config.stream = l.stream;
+  config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
+  return engine.Launch(key.op, *kernel, config, p);
+}
 
 absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
                                             const GroupedGemmLaunch& l) {
@@ -126,15 +207,8 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   const bool swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
   const int a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), swap_ab);
   const SpecKey key =
-      MoeGemmSpec{.dtype = l.dtype,
-                  .n = l.n,
-                  .k = l.k,
-                  .tile_rows = static_cast<int32_t>(l.tile_rows),
-                  .epilogue = l.epilogue,
-                  .kernel = MoeGemmKernel::kHopper,
-                  .swap_ab = swap_ab,
-                  .scale_mode = l.scale_mode}
-          .ToKey(engine.target());
+      Fp8GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
+                 swap_ab, l.scale_mode);
   // Blocking: the FP8 kernels have no generic kernel for background JIT.
   TAILOR_ASSIGN_OR_RETURN(
       std::shared_ptr<tailor::internal::Kernel> kernel,
@@ -142,6 +216,8 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   MoeFp8GemmSm90Params p = {};
   TAILOR_RETURN_IF_ERROR(EncodeFp8Maps(descriptors_, l, a_rows, p));
   p.w_scales = l.w_scales;
+  if (l.scale_mode != moe::ScaleMode::kBlock) p.a_scales = l.a_scales;
+  p.c_scale = l.c_static_scale;
   p.c = l.c;
   p.c_scales = l.c_scales;
   p.c_scale_rows = static_cast<int>(l.c_scale_rows);
@@ -167,6 +243,7 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   config.block = {.x = static_cast<uint32_t>(kMoeSm90Threads)};
   config.shared_bytes = static_cast<uint32_t>(MoeFp8SharedBytes(a_rows));
   config.stream = l.stream;
+  config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
   return engine.Launch(key.op, *kernel, config, p);
 }
 

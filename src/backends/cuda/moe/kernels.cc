@@ -314,14 +314,11 @@ absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(DescriptorPool& descriptors,
 absl::Status CudaMoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
   if (mode == moe::ScaleMode::kNone) return absl::OkStatus();
   if (!hopper_) {
-    return absl::UnimplementedError(
-        "FP8 (e4m3) MoE on cuda needs sm_90a; this device has no FP8 MoE "
-        "kernels (no dequantize-in-registers path)");
-  }
-  if (mode != moe::ScaleMode::kBlock) {
-    return absl::UnimplementedError(
-        "cuda's FP8 (e4m3) MoE kernels are block mode only (128 x 128 "
-        "weight blocks, 1 x 128 activation groups)");
+    const bool portable = backend_.arch() == "sm_90a";
+    return absl::UnimplementedError(absl::StrCat(
+        "FP8 (e4m3) MoE on cuda needs sm_90a's FP8 kernels (no "
+        "dequantize-in-registers path for other archs); device is ",
+        backend_.arch(), portable ? " with moe.gemm=portable" : ""));
   }
   return absl::OkStatus();
 }
@@ -329,12 +326,17 @@ absl::Status CudaMoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const KeyTarget& target, const tailor::internal::MoeLayerShape& layer,
     const MoeTuning& tuning) {
-  if (layer.scale_mode != moe::ScaleMode::kNone) {
-    return absl::UnimplementedError(
-        "FP8 (e4m3) MoE layers: moe::Experts on cuda has no FP8 path yet "
-        "(GroupedGemm only)");
-  }
   const bool hopper = HopperGemmEnabled(target.arch, tuning);
+  const bool fp8 = layer.scale_mode != moe::ScaleMode::kNone;
+  if (fp8 && !hopper) {
+    return absl::UnimplementedError(absl::StrCat(
+        "FP8 (e4m3) MoE layers on cuda need sm_90a's FP8 kernels; target is ",
+        target.arch, target.arch == "sm_90a" ? " with moe.gemm=portable" : ""));
+  }
+  if (fp8 && layer.scale_mode != moe::ScaleMode::kBlock) {
+    return absl::UnimplementedError(
+        "FP8 (e4m3) MoE layers on cuda: block mode only");
+  }
   // tile_rows 0: the cost model's choices (DefaultTileRows) on this arch.
   const bool swap_ab = tuning.swap_ab;
   std::vector<int64_t> tiles = {layer.policy.tile_rows};
@@ -366,12 +368,20 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
   }
   add(RouteKey(target, kMoeRouteCountPlan, warps));
   add(RouteKey(target, kMoeRouteScatter, warps));
-  add(PackKey(target, layer.dtype, layer.hidden));
+  add(fp8 ? Fp8PackKey(target, layer.hidden, layer.scale_mode)
+          : PackKey(target, layer.dtype, layer.hidden));
   for (int64_t tile_rows : tiles) {
     for (const auto& [n, k, epilogue] :
          {std::tuple{2 * layer.intermediate, layer.hidden,
                      moe::Epilogue::kSiluAndMul},
           std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
+      if (fp8) {  // Experts' FP8 GEMMs: gate|up quantizes its output
+        const bool gated = epilogue == moe::Epilogue::kSiluAndMul;
+        add(Fp8GemmKey(target, gated ? DType::kF8E4M3 : layer.dtype, n, k,
+                       tile_rows, epilogue, HopperSwapAB(swap_ab, tile_rows),
+                       layer.scale_mode));
+        continue;
+      }
       const MoeGemmSpec gemm =
           GemmSpec(layer.dtype, n, k, tile_rows, epilogue,
                    GemmKernelFor(hopper, layer.dtype, k, tile_rows));
@@ -479,10 +489,7 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
 // ---- executors --------------------------------------------------------------
 
 absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
-  if (l.scale_mode != moe::ScaleMode::kNone) {  // no launch glue yet
-    return absl::UnimplementedError(
-        "moe.pack: the quantizing Pack has no cuda launch yet");
-  }
+  if (l.scale_mode != moe::ScaleMode::kNone) return Fp8Pack(engine, l);
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
   const MoePackParams p = gpu::MoePackParamsOf(l);

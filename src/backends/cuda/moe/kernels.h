@@ -109,8 +109,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
-  // FP8: block mode's GroupedGemm on sm_90a; Unimplemented otherwise,
-  // saying what the device lacks.
+  // FP8: every scale mode on sm_90a (GroupedGemm; Experts runs block and
+  // per-tensor mode on a device); Unimplemented elsewhere, naming the arch.
   absl::Status SupportsScaleMode(moe::ScaleMode mode) const override;
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
@@ -137,8 +137,14 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   absl::Status HopperGroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
-  // The block-scaled FP8 GEMM (moe/fp8_launch.cc): sm_90a, launch.scale_mode
-  // kBlock, C bf16 or e4m3, scale rows multiples of 4.
+  // The quantizing Pack (moe/fp8_launch.cc): block or per-tensor mode, bf16
+  // hidden, H and (block) the scale rows as the GEMM's A-scale map wants
+  // (multiples of 128, 4).
+  absl::Status Fp8Pack(tailor::internal::Engine& engine,
+                       const tailor::internal::PackLaunch& launch);
+  // The FP8 GEMM (moe/fp8_launch.cc): sm_90a, every scale mode, C bf16 or
+  // e4m3 (block; per tensor with a static scale), block scale rows
+  // multiples of 4.
   absl::Status Fp8GroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);

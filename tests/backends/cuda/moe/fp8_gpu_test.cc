@@ -3,7 +3,8 @@
 // dequantized inputs (per-GEMM relative error < 5e-3), over the device
 // Route of awkward ragged steps (empty experts, decode-sized swap-AB
 // tiles), outputs poisoned first; the quantizing silu_and_mul epilogue
-// against the reference quantizer; a launch replayed on the same plan.
+// against the reference quantizer; a launch replayed on the same plan; the
+// per-tensor and per-channel modes (scales applied to the accumulators).
 // Skips without a device; on a device without sm_90a, FP8 is Unimplemented.
 #include <cmath>
 #include <cstring>
@@ -29,8 +30,24 @@ double Dot(const double* p, const double* q, int64_t n) {
 struct Fp8Case {
   int64_t tokens, n, k;
   int32_t tile_rows;
-  bool quantized;  // gate|up with the quantizing epilogue
+  bool quantized;  // gate|up with the quantizing epilogue (block mode)
+  ScaleMode mode = ScaleMode::kBlock;
+  bool gated = quantized;  // silu_and_mul (bf16 C unless quantized)
 };
+
+// Per tensor: A's static scale (|x| <= 2 stays inside e4m3's range).
+constexpr float kStaticA = 0.01f;
+
+// A's scales in `mode`'s layout: [K/128, S] (block), [R], [1].
+HostTensor AScales(ScaleMode mode, int64_t rows, int64_t k) {
+  if (mode == ScaleMode::kBlock) {
+    return HostTensor(DType::kF32, {k / 128, ScaleRows(rows)});
+  }
+  HostTensor scales(DType::kF32,
+                    {mode == ScaleMode::kPerChannel ? rows : int64_t{1}});
+  if (mode == ScaleMode::kPerTensor) scales.set(0, kStaticA);
+  return scales;
+}
 
 class MoeFp8CudaTest : public MoeCudaTest {
  protected:
@@ -59,14 +76,13 @@ class MoeFp8CudaTest : public MoeCudaTest {
     std::uniform_real_distribution<float> dist(-2, 2);
     for (float& v : x) v = dist(rng);
     HostTensor a(DType::kF8E4M3, {rows, g.k});
-    HostTensor a_scale(DType::kF32, {g.k / 128, srows});
+    HostTensor a_scale = AScales(g.mode, rows, g.k);
     const std::vector<double> ad = QuantizeRows(
-        x, rows, g.k, ScaleMode::kBlock, 0, static_cast<uint8_t*>(a.ref().data),
+        x, rows, g.k, g.mode, kStaticA, static_cast<uint8_t*>(a.ref().data),
         static_cast<float*>(a_scale.ref().data), srows);
-    const Fp8Weights w =
-        MakeFp8Weights(rng, ScaleMode::kBlock, kExperts, g.n, g.k);
+    const Fp8Weights w = MakeFp8Weights(rng, g.mode, kExperts, g.n, g.k);
     const std::vector<double> c_ref = Reference(ad, w, ref.offsets, g);
-    const int64_t out = g.quantized ? g.n / 2 : g.n;
+    const int64_t out = g.gated ? g.n / 2 : g.n;
     HostTensor c(g.quantized ? DType::kF8E4M3 : DType::kBF16, {rows, out});
     HostTensor c_scale(DType::kF32, {(out + 127) / 128, srows});
     if (g.quantized) {
@@ -82,10 +98,9 @@ class MoeFp8CudaTest : public MoeCudaTest {
         .a = d_a.ref(),
         .w = d_w.ref(),
         .c = d_c.ref(),
-        .epilogue = g.quantized ? Epilogue::kSiluAndMul : Epilogue::kNone,
-        .quant = {.mode = ScaleMode::kBlock,
-                  .a_scale = d_as.ref(),
-                  .w_scale = d_ws.ref()}};
+        .epilogue = g.gated ? Epilogue::kSiluAndMul : Epilogue::kNone,
+        .quant = {
+            .mode = g.mode, .a_scale = d_as.ref(), .w_scale = d_ws.ref()}};
     if (g.quantized) args.quant.c_scale = d_cs.ref();
     const int64_t useful = ref.offsets.back();
     for (int launch = 0; launch < 2; ++launch) {
@@ -103,6 +118,10 @@ class MoeFp8CudaTest : public MoeCudaTest {
     EXPECT_EQ(ws.plan().gemms.back().kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0),
               0u)
         << ws.plan().ToString();
+    EXPECT_EQ(ws.plan().gemms.back().Feature("scale_mode").value_or(""),
+              g.mode == ScaleMode::kBlock        ? "block"
+              : g.mode == ScaleMode::kPerChannel ? "per_channel"
+                                                 : "per_tensor");
   }
 
   // f64 C on the dequantized inputs; gated: silu_and_mul rounded to f32 and
@@ -112,7 +131,7 @@ class MoeFp8CudaTest : public MoeCudaTest {
                                        const Fp8Weights& w,
                                        const std::vector<int32_t>& offsets,
                                        const Fp8Case& g) {
-    const int64_t rows = offsets.back(), out = g.quantized ? g.n / 2 : g.n;
+    const int64_t rows = offsets.back(), out = g.gated ? g.n / 2 : g.n;
     std::vector<double> acc(g.n), c(static_cast<size_t>(rows * out));
     std::vector<float> act(out);
     std::vector<uint8_t> q(out);
@@ -123,12 +142,18 @@ class MoeFp8CudaTest : public MoeCudaTest {
           acc[col] =
               Dot(&w.dequantized[(e * g.n + col) * g.k], &ad[r * g.k], g.k);
         }
-        if (!g.quantized) {
+        if (!g.gated) {
           std::copy(acc.begin(), acc.end(), c.begin() + r * out);
           continue;
         }
         for (int64_t i = 0; i < out; ++i) {
           act[i] = static_cast<float>(Silu(acc[i]) * acc[out + i]);
+        }
+        if (!g.quantized) {
+          for (int64_t i = 0; i < out; ++i) {
+            c[r * out + i] = Silu(acc[i]) * acc[out + i];
+          }
+          continue;
         }
         const std::vector<double> d = QuantizeRows(
             act, 1, out, ScaleMode::kBlock, 0, q.data(), scales.data(), 1);
@@ -159,6 +184,30 @@ class MoeFp8CudaTest : public MoeCudaTest {
     return norm == 0 ? (diff == 0 ? 0 : INFINITY) : std::sqrt(diff / norm);
   }
 };
+
+// Per tensor and per channel: the scales multiply the finished
+// accumulators (bf16 C, with and without silu_and_mul), every tile kind.
+TEST_F(MoeFp8CudaTest, PerTensorAndPerChannelGemmsMatchTheReference) {
+  std::mt19937_64 rng(TestSeed());
+  for (ScaleMode mode : {ScaleMode::kPerTensor, ScaleMode::kPerChannel}) {
+    for (const Fp8Case& shape : std::vector<Fp8Case>{
+             {577, 256, 256, 128, false},  // core tiles and tails
+             {577, 512, 256, 128, false},  // gated
+             {129, 256, 384, 64, false},
+             {5, 256, 256, 16, false},  // decode: swap-AB tiles
+             {3, 512, 256, 8, false},
+         }) {
+      Fp8Case g = shape;
+      g.mode = mode;
+      g.gated = g.n == 512;
+      SCOPED_TRACE(absl::StrCat("mode=", static_cast<int>(mode),
+                                " T=", g.tokens, " N=", g.n, " K=", g.k,
+                                " tile=", g.tile_rows, " gated=", g.gated));
+      Run(g, rng);
+      if (HasFailure() || IsSkipped()) return;
+    }
+  }
+}
 
 TEST_F(MoeFp8CudaTest, BlockGemmMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());

@@ -3,8 +3,9 @@
 // needed, so this runs in CI): the anchor models' GEMM variants (DeepSeek-V3
 // whole and at tensor-parallel 8, Qwen3-30B-A3B; the quantizing gate|up
 // epilogue, the bf16 down projection, swap-AB decode tiles) with ptxas -v
-// (registers printed; no spills), the quantizing Pack; and the generator
-// names the field of a key it cannot build.
+// (registers printed; no spills), the per-tensor and per-channel variants
+// (scales applied to the accumulators), the quantizing Pack (block and per
+// tensor); and the generator names the field of a key it cannot build.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -39,21 +40,26 @@ constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
 using Fp8NvrtcTest = testing::NvrtcReportTest<&GenerateMoeKernel>;
 using testing::LogNumber;
 
-// A block-mode GEMM spec: gate|up (quantizing, e4m3 C) or down (bf16 C).
+// A GEMM spec: gate|up (quantizing, e4m3 C; per channel bf16 C) or down
+// (bf16 C).
 MoeGemmSpec Gemm(int64_t n, int64_t k, bool gate_up, int32_t tile_rows,
-                 bool swap_ab = false) {
+                 bool swap_ab = false,
+                 moe::ScaleMode mode = moe::ScaleMode::kBlock) {
+  const bool quantized = gate_up && mode != moe::ScaleMode::kPerChannel;
   return {
-      .dtype = gate_up ? DType::kF8E4M3 : DType::kBF16,
+      .dtype = quantized ? DType::kF8E4M3 : DType::kBF16,
       .n = n,
       .k = k,
       .tile_rows = tile_rows,
       .epilogue = gate_up ? moe::Epilogue::kSiluAndMul : moe::Epilogue::kNone,
       .kernel = MoeGemmKernel::kHopper,
       .swap_ab = swap_ab,
-      .scale_mode = moe::ScaleMode::kBlock};
+      .scale_mode = mode};
 }
 
 TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
+  constexpr moe::ScaleMode kTensor = moe::ScaleMode::kPerTensor;
+  constexpr moe::ScaleMode kChannel = moe::ScaleMode::kPerChannel;
   const MoeGemmSpec specs[] = {
       Gemm(4096, 7168, true, 128),        // DeepSeek-V3 gate|up
       Gemm(7168, 2048, false, 128),       // DeepSeek-V3 down
@@ -62,6 +68,15 @@ TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
       Gemm(1536, 2048, true, 128),        // Qwen3-30B-A3B gate|up
       Gemm(7168, 2048, false, 16, true),  // decode: swap-AB
       Gemm(4096, 7168, true, 32, true),
+      // Per tensor (Mixtral-8x7B FP8: static scales, the gate|up epilogue
+      // divides by the static output scale) and per channel (bf16 outputs).
+      Gemm(28672, 4096, true, 128, false, kTensor),
+      Gemm(4096, 14336, false, 64, false, kTensor),
+      Gemm(28672, 4096, true, 8, true, kTensor),
+      Gemm(1536, 2048, true, 128, false, kChannel),
+      Gemm(2048, 768, false, 64, false, kChannel),
+      Gemm(2048, 768, false, 32, true, kChannel),
+      Gemm(1536, 2048, true, 16, true, kChannel),
   };
   std::printf("%-72s %5s %8s %8s\n", "variant", "regs", "spill_st", "spill_ld");
   for (const MoeGemmSpec& spec : specs) {
@@ -86,11 +101,13 @@ TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
 }
 
 TEST_F(Fp8NvrtcTest, QuantizingPackCompiles) {
-  for (int64_t hidden : {7168, 2048}) {
-    const SpecKey key = MoePackSpec{.dtype = DType::kBF16,
-                                    .hidden = hidden,
-                                    .scale_mode = moe::ScaleMode::kBlock}
-                            .ToKey(kHopper);
+  for (const auto& [hidden, mode] :
+       {std::pair{int64_t{7168}, moe::ScaleMode::kBlock},
+        std::pair{int64_t{2048}, moe::ScaleMode::kBlock},
+        std::pair{int64_t{4096}, moe::ScaleMode::kPerTensor}}) {
+    const SpecKey key =
+        MoePackSpec{.dtype = DType::kBF16, .hidden = hidden, .scale_mode = mode}
+            .ToKey(kHopper);
     SCOPED_TRACE(key.ToString());
     absl::StatusOr<NvrtcCompiler::Output> out = Compile(key);
     TAILOR_ASSERT_OK(out.status());
@@ -102,12 +119,12 @@ TEST_F(Fp8NvrtcTest, QuantizingPackCompiles) {
 
 TEST(Fp8GeneratorTest, KeysTheTemplatesCannotBuildNameTheirField) {
   const auto code = absl::StatusCode::kInvalidArgument;
-  MoeGemmSpec per_tensor = Gemm(256, 256, false, 128);
-  per_tensor.scale_mode = moe::ScaleMode::kPerTensor;
-  EXPECT_THAT(GenerateMoeKernel(per_tensor.ToKey(kHopper)).status(),
+  MoeGemmSpec per_channel = Gemm(512, 256, true, 128);
+  per_channel.scale_mode = moe::ScaleMode::kPerChannel;
+  EXPECT_THAT(GenerateMoeKernel(per_channel.ToKey(kHopper)).status(),
               StatusIs(code,
-                       "scale_mode: cuda's FP8 kernels are block mode only "
-                       "(3), got 1"));
+                       "dtypes[3] (C): f8e4m3 only with silu_and_mul, in "
+                       "block mode (cuda: or per tensor), got 8"));
   EXPECT_THAT(
       GenerateMoeKernel(Gemm(256, 200, false, 128).ToKey(kHopper)).status(),
       StatusIs(code, "k: must be a multiple of 128 (block scales), got 200"));
@@ -140,6 +157,15 @@ TEST(Fp8GeneratorTest, KeysTheTemplatesCannotBuildNameTheirField) {
       StatusIs(code,
                "dtype: cuda's quantizing Pack reads bf16 (2), "
                "got 1"));
+  EXPECT_THAT(
+      GenerateMoeKernel(MoePackSpec{.dtype = DType::kBF16,
+                                    .hidden = 256,
+                                    .scale_mode = moe::ScaleMode::kPerChannel}
+                            .ToKey(kHopper))
+          .status(),
+      StatusIs(code,
+               "scale_mode: cuda's quantizing Pack is block (3) or per "
+               "tensor (1), got 2"));
 }
 
 }  // namespace

@@ -1,0 +1,417 @@
+// moe::Experts with FP8 (e4m3) weights on a CUDA sm_90a device, end to end
+// through the public entry: the device Route, the quantizing Pack, the
+// gate|up GEMM quantizing its silu_and_mul output, the down GEMM and
+// Combine, on a reserved device workspace; block mode, and per-tensor mode
+// (static activation scales; per channel is refused there). Against f64 on the
+// dequantized inputs (ReferenceFp8Experts) over awkward per-expert counts
+// (empty experts, 1, 127, 128, 129, 577, every token in one expert, T = 0),
+// top-k routing at T in {1, 127, 128, 129, 577}, every tile the cost model
+// picks, outputs NaN-poisoned first; steps of many T on one workspace
+// encode no new descriptors; a captured CUDA graph replays with new data and
+// token counts; the device's argument rules with their codes and messages.
+// Skips without a device; without sm_90a, FP8 is Unimplemented.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ops/moe/cuda_test_util.h"
+#include "ops/moe/fp8_test_util.h"
+
+namespace tailor::moe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The bound of every check here, as the quantized tests elsewhere: the down
+// projection reads e4m3 requantized from the f32 silu_and_mul; where the
+// kernel's f32 and the reference's f64 round to either side of an e4m3
+// boundary, that element moves a whole e4m3 step (1/16 to 1/8), and the bf16
+// output adds its own rounding: together up to about 1e-2.
+constexpr double kTolerance = 2e-2;
+
+struct LayerDims {
+  int64_t experts, hidden, intermediate;
+};
+constexpr LayerDims kSmall = {8, 256, 128};  // two K blocks, one
+constexpr LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
+
+// topk_ids [T, 1] giving expert e exactly counts[e] rows, tokens shuffled.
+HostTensor IdsWithCounts(std::mt19937_64& rng,
+                         const std::vector<int64_t>& counts) {
+  std::vector<int32_t> ids;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    ids.insert(ids.end(), counts[e], static_cast<int32_t>(e));
+  }
+  std::shuffle(ids.begin(), ids.end(), rng);
+  HostTensor t(DType::kI32, {static_cast<int64_t>(ids.size()), 1});
+  if (!ids.empty()) std::memcpy(t.i32(), ids.data(), ids.size() * 4);
+  return t;
+}
+
+// Per tensor: the static activation scales (the CPU test's).
+constexpr float kStaticA1 = 0.01f, kStaticA2 = 0.05f;
+
+// One layer's host inputs (bf16 activations).
+struct Fp8Layer {
+  LayerDims dims;
+  ScaleMode mode;
+  HostTensor hidden, weights, ids, out;
+  Fp8Weights w13, w2;
+  HostTensor a1 = HostTensor(DType::kF32, {1});
+  HostTensor a2 = HostTensor(DType::kF32, {1});
+
+  std::vector<double> Reference(int64_t valid_tokens = -1) const {
+    return ReferenceFp8Experts({.mode = mode,
+                                .hidden = hidden,
+                                .ids = ids,
+                                .weights = weights,
+                                .w13 = w13,
+                                .w2 = w2,
+                                .a1_scale = kStaticA1,
+                                .a2_scale = kStaticA2},
+                               valid_tokens);
+  }
+};
+
+Fp8Layer MakeLayer(std::mt19937_64& rng, const LayerDims& dims, HostTensor ids,
+                   ScaleMode mode = ScaleMode::kBlock) {
+  const int64_t tokens = ids.ref().dims[0], topk = ids.ref().dims[1];
+  const int64_t h = dims.hidden, i = dims.intermediate;
+  Fp8Layer layer = {.dims = dims,
+                    .mode = mode,
+                    .hidden = HostTensor(DType::kBF16, {tokens, h}),
+                    .weights = HostTensor(DType::kF32, {tokens, topk}),
+                    .ids = std::move(ids),
+                    .out = HostTensor(DType::kBF16, {tokens, h}),
+                    .w13 = MakeFp8Weights(rng, mode, dims.experts, 2 * i, h),
+                    .w2 = MakeFp8Weights(rng, mode, dims.experts, h, i)};
+  layer.hidden.FillRandom(rng, 2.0);
+  layer.weights.FillRandom(rng, 1.0);
+  layer.out.Poison();
+  layer.a1.set(0, kStaticA1);
+  layer.a2.set(0, kStaticA2);
+  return layer;
+}
+
+// A layer's device copies and the ExpertsArgs over them.
+struct DeviceLayer {
+  ScaleMode mode;
+  DeviceTensor hidden, weights, ids, out, w13, w13_scale, w2, w2_scale, a1, a2;
+
+  ExpertsArgs Args(RoutingPolicy policy = {}) const {
+    ExpertsArgs args = {.hidden = hidden.ref(),
+                        .w13 = w13.ref(),
+                        .w2 = w2.ref(),
+                        .quant = {.mode = mode,
+                                  .w13_scale = w13_scale.ref(),
+                                  .w2_scale = w2_scale.ref()},
+                        .topk_weights = weights.ref(),
+                        .topk_ids = ids.ref(),
+                        .policy = policy,
+                        .out = out.ref()};
+    if (mode == ScaleMode::kPerTensor) {
+      args.quant.a1_scale = a1.ref();
+      args.quant.a2_scale = a2.ref();
+    }
+    return args;
+  }
+};
+
+class MoeFp8ExpertsCudaTest : public MoeCudaTest {
+ protected:
+  DeviceLayer Upload(const Fp8Layer& l) {
+    return {l.mode,
+            ToDevice(l.hidden),
+            ToDevice(l.weights),
+            ToDevice(l.ids),
+            ToDevice(l.out),
+            ToDevice(l.w13.q),
+            ToDevice(l.w13.scales),
+            ToDevice(l.w2.q),
+            ToDevice(l.w2.scales),
+            ToDevice(l.a1),
+            ToDevice(l.a2)};
+  }
+
+  WorkspaceLimits Limits(const Fp8Layer& l, RoutingPolicy policy = {}) {
+    return {.max_tokens = l.hidden.ref().dims[0],
+            .topk = l.ids.ref().dims[1],
+            .num_experts = l.dims.experts,
+            .hidden = l.dims.hidden,
+            .intermediate = l.dims.intermediate,
+            .dtype = DType::kBF16,
+            .policy = policy};
+  }
+
+  // Runs the layer once on a fresh workspace and checks out against the
+  // reference; false (and a skip) when the device has no FP8 kernels.
+  bool RunAndCheck(const Fp8Layer& layer, RoutingPolicy policy = {}) {
+    DeviceLayer d = Upload(layer);
+    Workspace ws;
+    TAILOR_EXPECT_OK(ReserveWorkspace(runtime(), Limits(layer, policy), ws));
+    const absl::Status status = Experts(runtime(), d.Args(policy), ws);
+    if (absl::IsUnimplemented(status)) {
+      EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented,
+                                   HasSubstr("needs sm_90a")));
+      return false;
+    }
+    TAILOR_EXPECT_OK(status);
+    EXPECT_LT(RelativeError(d.out.Download(), layer.Reference()), kTolerance);
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
+    if (layer.hidden.ref().dims[0] > 0) {
+      const std::vector<GemmChoice> gemms = ws.plan().gemms;
+      EXPECT_EQ(gemms.size(), 2u) << ws.plan().ToString();
+      for (const GemmChoice& g : gemms) {
+        EXPECT_EQ(g.kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0), 0u)
+            << ws.plan().ToString();
+        EXPECT_EQ(g.Feature("scale_mode").value_or(""),
+                  layer.mode == ScaleMode::kBlock ? "block" : "per_tensor");
+      }
+    }
+    return true;
+  }
+};
+
+TEST_F(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
+  std::mt19937_64 rng(TestSeed());
+  const std::vector<std::vector<int64_t>> grids = {
+      {0, 1, 127, 128, 129, 0, 577, 17},  // empty experts, T-1, T, T+1
+      {0, 0, 0, 200, 0, 0, 0, 0},         // every token in one expert
+      {0, 0, 0, 0, 0, 0, 0, 0},           // T = 0
+  };
+  for (const std::vector<int64_t>& counts : grids) {
+    const Fp8Layer layer = MakeLayer(rng, kSmall, IdsWithCounts(rng, counts));
+    SCOPED_TRACE(absl::StrCat("counts ", counts[1], ",", counts[2], ",",
+                              counts[3], " T=", layer.hidden.ref().dims[0]));
+    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+  }
+}
+
+TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
+  std::mt19937_64 rng(TestSeed());
+  for (int64_t tokens : {1, 127, 128, 129, 577}) {
+    for (const LayerDims& dims : {kSmall, kWide}) {
+      SCOPED_TRACE(absl::StrCat("T=", tokens, " E=", dims.experts,
+                                " H=", dims.hidden, " I=", dims.intermediate));
+      const Fp8Layer layer = MakeLayer(
+          rng, dims,
+          RandomTopkIds(rng, tokens, 4, dims.experts, Spread::kUniform));
+      if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+    }
+  }
+}
+
+// Per tensor (vLLM's default FP8 checkpoints): Pack divides by a1, the
+// gate|up epilogue by a2 (static scales), the scales multiply the
+// accumulators; every tile kind the cost model picks, awkward counts.
+TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
+  std::mt19937_64 rng(TestSeed());
+  for (int64_t tokens : {1, 17, 129, 577}) {
+    SCOPED_TRACE(absl::StrCat("T=", tokens));
+    const Fp8Layer layer = MakeLayer(
+        rng, kWide,
+        RandomTopkIds(rng, tokens, 4, kWide.experts,
+                      tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
+        ScaleMode::kPerTensor);
+    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+  }
+  const Fp8Layer empty =
+      MakeLayer(rng, kSmall, IdsWithCounts(rng, {0, 3, 0, 0, 128, 0, 1, 0}),
+                ScaleMode::kPerTensor);
+  RunAndCheck(empty);
+}
+
+// Per channel needs per-token activation scales of whole rows: not on a
+// device yet, refused before anything runs.
+TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
+  std::mt19937_64 rng(TestSeed());
+  const Fp8Layer layer =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
+                ScaleMode::kPerChannel);
+  DeviceLayer d = Upload(layer);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
+  const absl::Status status = Experts(runtime(), d.Args(), ws);
+  if (absl::IsUnimplemented(status) &&
+      status.message().find("needs sm_90a") != absl::string_view::npos) {
+    GTEST_SKIP() << status;
+  }
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "quant.mode: FP8 Experts on a device runs block and "
+                       "per-tensor mode; per-channel mode's per-token "
+                       "activation scales are not implemented there "
+                       "(moe::GroupedGemm runs per-channel mode)"));
+  EXPECT_FALSE(ws.routed());
+}
+
+// Every tile class: the swap-AB decode tiles (8, 16, 32), 64 and 128 rows,
+// with the tail policies that change the tail pieces.
+TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
+  std::mt19937_64 rng(TestSeed());
+  for (int32_t tile_rows : {8, 16, 32, 64, 128}) {
+    for (TailPolicy tail : {TailPolicy::kNextPowerOfTwo, TailPolicy::kExact}) {
+      SCOPED_TRACE(absl::StrCat("tile_rows=", tile_rows,
+                                " tail=", static_cast<int>(tail)));
+      const Fp8Layer layer = MakeLayer(
+          rng, kSmall, RandomTopkIds(rng, 129, 2, 8, Spread::kOneExpert));
+      if (!RunAndCheck(layer, {.tile_rows = tile_rows, .tail = tail})) {
+        GTEST_SKIP() << "no FP8 kernels on this device";
+      }
+    }
+  }
+}
+
+// A server's steps on one workspace: the FP8 GEMMs' maps (A, W, A's
+// scales) span the reserved rows, so only a tile class's first step
+// encodes, and a second pass over the same steps encodes nothing.
+TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
+  std::mt19937_64 rng(TestSeed());
+  constexpr int64_t kTokens = 577, kTopk = 4;
+  const Fp8Layer layer = MakeLayer(
+      rng, kSmall, RandomTopkIds(rng, kTokens, kTopk, 8, Spread::kUniform));
+  DeviceLayer d = Upload(layer);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
+  auto encodes = [&] {
+    return runtime().stats().backend_counters.at("cuda.descriptor_encodes");
+  };
+  uint64_t after_pass[2] = {0, 0};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t t : {kTokens, int64_t{1}, int64_t{2}, int64_t{17}, int64_t{64},
+                      int64_t{129}, int64_t{300}, kTokens - 1}) {
+      SCOPED_TRACE(absl::StrCat("pass ", pass, ", T=", t));
+      ExpertsArgs args = d.Args();
+      for (TensorRef* view :
+           {&args.hidden, &args.topk_weights, &args.topk_ids, &args.out}) {
+        view->dims[0] = t;
+      }
+      const absl::Status status = Experts(runtime(), args, ws);
+      if (absl::IsUnimplemented(status)) GTEST_SKIP() << status;
+      TAILOR_ASSERT_OK(status);
+      std::vector<double> ref = layer.Reference(t);
+      ref.resize(static_cast<size_t>(t * kSmall.hidden));
+      HostTensor out = d.out.Download();
+      double diff = 0, norm = 0;
+      for (int64_t i = 0; i < t * kSmall.hidden; ++i) {
+        ASSERT_FALSE(std::isnan(out.at(i))) << i;
+        diff += (out.at(i) - ref[i]) * (out.at(i) - ref[i]);
+        norm += ref[i] * ref[i];
+      }
+      EXPECT_LT(std::sqrt(diff / norm), kTolerance);
+    }
+    after_pass[pass] = encodes();
+  }
+  EXPECT_EQ(after_pass[1], after_pass[0]);
+  TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
+}
+
+// One step captured in a CUDA graph replays with new data, routing and
+// token counts (valid_tokens) in the captured buffers, compiling nothing.
+TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
+  std::mt19937_64 rng(TestSeed());
+  constexpr int64_t kBucket = 64, kTopk = 2;
+  cuda::testing::TestStream stream(api());
+  ASSERT_TRUE(stream.ok());
+  const Fp8Layer first = MakeLayer(
+      rng, kSmall, RandomTopkIds(rng, kBucket, kTopk, 8, Spread::kUniform));
+  DeviceLayer d = Upload(first);
+  HostTensor count(DType::kI32, {1});
+  count.i32()[0] = kBucket;
+  DeviceTensor d_count = ToDevice(count);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(first), ws));
+  ExpertsArgs args = d.Args();
+  args.valid_tokens = d_count.ref();
+  args.stream = stream.get();
+  // Once outside the capture: every kernel compiled, loaded, maps encoded.
+  const absl::Status warm = Experts(runtime(), args, ws);
+  if (absl::IsUnimplemented(warm)) GTEST_SKIP() << warm;
+  TAILOR_ASSERT_OK(warm);
+  TAILOR_ASSERT_OK(stream.Synchronize());
+
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(api().cuStreamBeginCapture(stream.get(),
+                                       CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_SUCCESS);
+  const absl::Status captured = Experts(runtime(), args, ws);
+  ASSERT_EQ(api().cuStreamEndCapture(stream.get(), &graph), CUDA_SUCCESS);
+  TAILOR_ASSERT_OK(captured);
+  ASSERT_EQ(api().cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  const StatsSnapshot before = runtime().stats();
+  for (int replay = 0; replay < 12; ++replay) {
+    const int64_t tokens =
+        std::uniform_int_distribution<int64_t>(0, kBucket)(rng);
+    SCOPED_TRACE(absl::StrCat("replay ", replay, " T=", tokens));
+    const Fp8Layer step = MakeLayer(
+        rng, kSmall,
+        RandomTopkIds(rng, kBucket, kTopk, 8,
+                      replay % 2 ? Spread::kUniform : Spread::kOneExpert));
+    d.hidden.Upload(step.hidden);
+    d.ids.Upload(step.ids);
+    d.weights.Upload(step.weights);
+    d.w13.Upload(step.w13.q);
+    d.w13_scale.Upload(step.w13.scales);
+    d.w2.Upload(step.w2.q);
+    d.w2_scale.Upload(step.w2.scales);
+    d.out.Upload(step.out);  // NaN again
+    count.i32()[0] = static_cast<int32_t>(tokens);
+    d_count.Upload(count);
+    ASSERT_EQ(api().cuGraphLaunch(exec, stream.get()), CUDA_SUCCESS);
+    TAILOR_ASSERT_OK(stream.Synchronize());
+    EXPECT_LT(RelativeError(d.out.Download(), step.Reference(tokens)),
+              kTolerance);
+    if (HasFailure()) break;
+  }
+  EXPECT_EQ(runtime().stats().compiles, before.compiles);
+  api().cuGraphExecDestroy(exec);
+  api().cuGraphDestroy(graph);
+}
+
+// ---- argument rules of a device step ----------------------------------------
+
+TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
+  std::mt19937_64 rng(TestSeed());
+  const Fp8Layer layer =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform));
+  DeviceLayer d = Upload(layer);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
+  const absl::Status probe = Experts(runtime(), d.Args(), ws);
+  if (absl::IsUnimplemented(probe)) GTEST_SKIP() << probe;
+  TAILOR_ASSERT_OK(probe);
+
+  // f32 activations: the quantizing Pack reads bf16.
+  HostTensor hidden_f32(DType::kF32, {17, kSmall.hidden});
+  DeviceTensor d_f32 = ToDevice(hidden_f32);
+  HostTensor out_f32(DType::kF32, {17, kSmall.hidden});
+  DeviceTensor d_out_f32 = ToDevice(out_f32);
+  ExpertsArgs args = d.Args();
+  args.hidden = d_f32.ref();
+  args.out = d_out_f32.ref();
+  EXPECT_THAT(Experts(runtime(), args, ws),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "hidden: FP8 Experts on a device takes bf16 "
+                       "activations (the quantizing Pack reads bf16), got "
+                       "f32"));
+
+  // A workspace reserved for a smaller intermediate size.
+  Workspace small;
+  WorkspaceLimits limits = Limits(layer);
+  limits.intermediate = kSmall.intermediate / 2;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), limits, small));
+  EXPECT_THAT(Experts(runtime(), d.Args(), small),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("ws: reserved for intermediate row bytes")));
+
+  // A workspace never reserved.
+  Workspace none;
+  EXPECT_EQ(Experts(runtime(), d.Args(), none).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace tailor::moe::testing
