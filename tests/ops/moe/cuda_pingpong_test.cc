@@ -112,7 +112,7 @@ class MoeCudaConsumersTest : public MoeCudaTest {
     // which must never reach C).
     const HostTensor tails = IdsWithCounts({129, 64, 65, 127, 0, 319, 32, 96});
     for (const GemmCase& g : std::vector<GemmCase>{
-             {520, 136, Epilogue::kNone},  // ragged N, K ends mid-block
+             {520, 136, Epilogue::kNone},          // ragged N, K ends mid-block
              {1280, 1000, Epilogue::kSiluAndMul},  // 16 K blocks, 4 stages
              {4096, 256, Epilogue::kNone},
              {1280, 40, Epilogue::kSiluAndMul},  // K of less than a block
