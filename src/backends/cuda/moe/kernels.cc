@@ -588,10 +588,9 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   p.work = reinterpret_cast<const MoeWorkItem*>(l.plan.device_work);
   p.header = static_cast<MoeRouteHeader*>(l.plan.route_scratch);
   // The schedule: the cost model's rules, unless a knob overrides them.
-  // The ping-pong kernel's order is static and never splits K.
-  p.dynamic_schedule = dynamic_schedule_ && !v.pingpong ? 1 : 0;
+  p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
   p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(v.cta_rows, v.swap_ab, l.k));
-  p.split_k = split_k_ && !v.pingpong ? 1 : 0;
+  p.split_k = split_k_ && !v.pingpong ? 1 : 0;  // ping-pong never splits K
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
   p.split_arrivals = reinterpret_cast<int*>(split_area);

@@ -13,22 +13,25 @@
 // once per half; the two halves run back to back, so the second read hits
 // the L2.
 //
-// Schedule (static, persistent): CTA b takes plan tiles b, b + gridDim.x,
-// ... in tile_raster.cuh's order; the producer fills the ring with half 0
-// of a tile (its K blocks), then half 1, then the next tile. The consumers
-// derive the same sequence, so the ring carries no messages: consumer h
-// reads the stages of its halves and steps its cursor over the other's.
-// Each stage is read by one warpgroup (the ring counts one group).
-// With p.wave_sync the producer waits for each wave as kernel.cuh does;
-// p.dynamic_schedule and p.split_k are not read (the host clears them).
+// Schedule: the tile scheduler's (scheduler.cuh: dynamic or static order,
+// wave sync; p.split_k is not read, the host clears it). The producer fills
+// the ring with half 0 of a plan tile (its K blocks), then half 1, then the
+// next tile, each fill carrying the tile's MoeSm90TileMessage; Close ends
+// the stream where a half 0 would start. Each stage is read by one
+// warpgroup (the ring counts one group): consumer h reads the first stage's
+// message and the stages of its halves, and steps its cursor over the
+// other's.
 //
 // Turns (runtime/cuda/warpgroup_turns.cuh, named barriers kTurnBarrier,
-// +1): a consumer issues a tile's MMAs in its turn, passes the turn once
-// they are issued, then waits for them, releases its last stage and stores.
-// Waiting for the turn before the first WaitFull of a half also keeps the
-// ring's parities sound: the other consumer has then waited for every
-// stage of the half before, so a stage this consumer waits for is at most
-// one round ahead of its last completed fill.
+// +1), strictly alternating, consumer 0 first: in its turn a consumer waits
+// for its half's first stage and issues the half's MMAs, then passes the
+// turn, waits for them, releases its last stage and stores. Taking the turn
+// before the first WaitFull keeps the ring's parities sound: the other
+// consumer has then waited for every stage before this half, so a stage
+// this consumer waits for is at most one round ahead of its last completed
+// fill. The consumer that reads Close sets the CTA's `closed` flag and
+// passes the turn; the other, woken, finds the flag and stops too, so every
+// pass meets a wait.
 //
 // Named barriers: 1 + h, consumer h's own (epilogue.cuh); kTurnBarrier and
 // kTurnBarrier + 1, the turns.
@@ -76,7 +79,8 @@ struct MoeGroupedGemmSm90PingPong {
   using Scheduler = MoeSm90TileScheduler<Shape>;
   using Mainloop = MoeSm90MainloopBf16<Shape>;
   using Epilogue = MoeSm90Epilogue<Shape>;
-  using Ring = PipelineRing<Shape::kStages>;
+  using TileMessage = MoeSm90TileMessage;
+  using Ring = PipelineRing<Shape::kStages, TileMessage>;
   static constexpr int kTurnBarrier = 3;  // after the consumers' 1 and 2
   using Turns = WarpgroupTurns<kTurnBarrier>;
 
@@ -98,11 +102,11 @@ struct MoeGroupedGemmSm90PingPong {
   static_assert(Shape::kSplitRows && kAccumulators == 128,
                 "a warpgroup tile is 64 rows x 256 W rows (m64n256k16)");
   static_assert(kStages * kStageBytes + Epilogue::kSharedBytes + sizeof(Ring) +
-                        1024 <=
+                        sizeof(int) + 1024 <=
                     MoeSm90SharedBytes(kARows, kTmaStore),
                 "shared memory layout");
 
-  // ---- schedule ---------------------------------------------------------------
+  // ---- schedule -------------------------------------------------------------
   static int PlanTiles(int num_work) { return num_work * kNTiles; }
   static TileCoord CoordOf(const Params& p, int num_work, int t) {
     return TileOf(t, p.work, num_work, kNTiles, p.expert_groups);
@@ -115,7 +119,7 @@ struct MoeGroupedGemmSm90PingPong {
   static void PrefetchFirstW(const Params& p) {
     const int num_work =
         Min(Max(LoadRelaxed(&p.header->num_work), 0), p.max_work);
-    const int t = blockIdx.x;
+    const int t = Scheduler::FirstTile();
     if (t >= PlanTiles(num_work)) return;
     const TileCoord coord = CoordOf(p, num_work, t);
     const int expert = p.work[coord.item].group;
@@ -123,28 +127,36 @@ struct MoeGroupedGemmSm90PingPong {
                         Min(kKBlocks, p.prefetch_w_kblocks));
   }
 
-  // Fills the ring tile by tile, half 0's K blocks then half 1's.
+  // Fills the ring tile by tile, half 0's K blocks then half 1's, each fill
+  // naming the tile; Close ends the stream.
   static void Produce(const Params& p, unsigned char* stages, Ring& ring,
                       int num_work) {
     PipelineCursor c;
     const unsigned long long w_policy = Mainloop::WPolicy();
-    for (int t = blockIdx.x; t < PlanTiles(num_work); t += gridDim.x) {
+    int t = Scheduler::FirstTile();
+    while (t < PlanTiles(num_work)) {
       Scheduler::WaitForWave(p, t);
       const TileCoord coord = CoordOf(p, num_work, t);
+      const TileMessage message = {t, coord.item, coord.n_tile};
       MoeWorkItem half = p.work[coord.item];
+      int next = 0;
 #pragma unroll 1
       for (int h = 0; h < 2; ++h, half.row_begin += kARows) {
 #pragma unroll 1
         for (int kb = 0; kb < kKBlocks; ++kb) {
+          // Asked one fill early: the counter's latency hides behind the wait.
+          if (h == 1 && kb == kKBlocks - 1) next = Scheduler::NextTile(p, t);
           WaitEmpty(ring, c);
-          ArmFull(ring, c, kStageBytes);
+          ArmFull(ring, c, kStageBytes, message);
           Mainloop::Load(p, stages + c.stage * kStageBytes, &ring.full[c.stage],
                          kb, half, coord.n_tile, w_policy);
           c.Advance(kStages);
         }
       }
       Scheduler::CountIssued(p);
+      t = next;
     }
+    Close(ring, c);
     Scheduler::ResetSchedule(p);
   }
 
@@ -155,16 +167,16 @@ struct MoeGroupedGemmSm90PingPong {
     for (int kb = 0; kb < kKBlocks; ++kb) c.Advance(kStages);
   }
 
-  // Consumer h's MMAs of one half, in its turn; the turn passes on once they
-  // are issued (`pass`), and the stages go back as their MMAs complete.
+  // In consumer h's turn, its half's first stage full: the half's MMAs;
+  // the turn passes on once they are issued, and the stages go back as
+  // their MMAs complete.
   static void MmaHalf(unsigned char* stages, Ring& ring, PipelineCursor& c,
-                      int h, bool pass, float (&acc)[kAccumulators]) {
+                      int h, float (&acc)[kAccumulators]) {
     const bool leader = threadIdx.x % 128 == 0;
     PipelineCursor previous;
-    Turns::Wait(h);
 #pragma unroll 1
     for (int kb = 0; kb < kKBlocks; ++kb) {
-      WaitFull(ring, c);
+      if (kb > 0) WaitFull(ring, c);
       // The stage holds this half's 64 A rows: consumer 0's offset.
       Mainloop::Mma(stages + c.stage * kStageBytes, /*consumer=*/0, kb > 0,
                     acc);
@@ -173,15 +185,15 @@ struct MoeGroupedGemmSm90PingPong {
       previous = c;
       c.Advance(kStages);
     }
-    if (pass) Turns::Pass(1 - h);
+    Turns::Pass(1 - h);
     WgmmaWait<0>();
     if (leader) Release(ring, previous);
   }
 
   static void Consume(const Params& p, unsigned char* stages,
-                      unsigned char* store_boxes, Ring& ring, int num_work,
-                      int h) {
-    const int tiles = PlanTiles(num_work);
+                      unsigned char* store_boxes, Ring& ring,
+                      volatile int* closed, int h) {
+    const bool leader = threadIdx.x % 128 == 0;
     unsigned char* boxes = Epilogue::Boxes(store_boxes, h);
     unsigned boxes_done = 0;
     PipelineCursor c;
@@ -191,36 +203,45 @@ struct MoeGroupedGemmSm90PingPong {
     // Consumer 0 takes the first turn; consumer 1's cursor starts past
     // half 0 of the first tile.
     if (h == 1) {
-      if (static_cast<int>(blockIdx.x) < tiles) Turns::Pass(0);
+      Turns::Pass(0);
       SkipHalf(c);
     }
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      // Looked up before the turn: its latency hides behind the wait.
-      const TileCoord coord = CoordOf(p, num_work, t);
-      const MoeWorkItem item = p.work[coord.item];
-      // Consumer 0 always has half 1 to pass to; consumer 1 passes to the
-      // next tile's half 0 when there is one.
-      const bool pass = h == 0 || t + static_cast<int>(gridDim.x) < tiles;
-      MmaHalf(stages, ring, c, h, pass, acc);
+    for (;;) {
+      Turns::Wait(h);
+      if (*closed) break;  // the other consumer read Close
+      WaitFull(ring, c);   // the half's first fill names the tile
+      const TileMessage m = Message(ring, c);
+      // Every thread has read the message before the leader can release the
+      // stage to the producer, who writes the next one there.
+      NamedBarrierSync<128>(1 + h);
+      if (m.unit == kPipelineClosed) {
+        if (leader) *closed = 1;
+        Turns::Pass(1 - h);  // the other wakes to the flag
+        break;
+      }
+      // Read now, needed after the K loop: its latency hides behind the MMAs.
+      const MoeWorkItem item = p.work[m.item];
+      MmaHalf(stages, ring, c, h, acc);
       SkipHalf(c);
       const int rows = item.tail_class == 0 ? kTileRows : item.rows;
-      Epilogue::StoreTile(p, item, rows, coord.n_tile, h, acc, boxes,
-                          boxes_done);
+      Epilogue::StoreTile(p, item, rows, m.n_tile, h, acc, boxes, boxes_done);
     }
-    Epilogue::Drain(threadIdx.x % 128 == 0);
+    Epilogue::Drain(leader);
   }
 
   // ---- the CTA --------------------------------------------------------------
   static void Run(const Params& p) {
     extern __shared__ __align__(1024) unsigned char sm90_smem[];
     // Stages 1024-byte aligned (128-byte swizzle atoms), then the store
-    // boxes (whole KiBs, so aligned too), then the ring.
+    // boxes (whole KiBs, so aligned too), then the ring and the flag.
     unsigned char* stages = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<unsigned long long>(sm90_smem) + 1023) & ~1023ull);
     unsigned char* store_boxes = stages + kStages * kStageBytes;
     auto* ring = reinterpret_cast<Ring*>(store_boxes + Epilogue::kSharedBytes);
+    auto* closed = reinterpret_cast<volatile int*>(ring + 1);
     if (threadIdx.x == 0) {
       ring->Init(/*groups=*/1, kStageBytes);  // one reader per stage
+      *closed = 0;
       FenceMbarrierInit();
       // The producer's maps, under the predecessor.
       PrefetchTensorMap(&p.a_map);
@@ -239,7 +260,7 @@ struct MoeGroupedGemmSm90PingPong {
       if (threadIdx.x == 0) Produce(p, stages, *ring, num_work);
     } else {
       SetMaxRegistersIncrease<kConsumerRegisters>();
-      Consume(p, stages, store_boxes, *ring, num_work, warpgroup - 1);
+      Consume(p, stages, store_boxes, *ring, closed, warpgroup - 1);
     }
   }
 };

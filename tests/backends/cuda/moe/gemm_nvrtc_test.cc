@@ -52,7 +52,7 @@ MoeGemmSpec Gemm(int64_t n, int64_t k, bool gate_up, MoeGemmConsumers consumers,
 }
 
 struct Report {
-  int registers, spill_stores, spill_loads;
+  int registers, spill_stores, spill_loads, stack;
   double seconds;
 };
 
@@ -74,8 +74,8 @@ TEST_F(HopperGemmNvrtcTest, PingPongVariantsCompileWithoutSpills) {
   MoeGemmSpec checked = Gemm(1280, 4160, true, kPingPong);
   checked.pipeline_checks = true;
   specs.push_back(checked);
-  std::printf("%-72s %5s %8s %8s %8s\n", "variant", "regs", "spill_st",
-              "spill_ld", "compile");
+  std::printf("%-72s %5s %8s %8s %5s %8s\n", "variant", "regs", "spill_st",
+              "spill_ld", "stack", "compile");
   for (const MoeGemmSpec& spec : specs) {
     const SpecKey key = spec.ToKey(kHopper);
     SCOPED_TRACE(key.ToString());
@@ -87,9 +87,11 @@ TEST_F(HopperGemmNvrtcTest, PingPongVariantsCompileWithoutSpills) {
     const Report r = {LogNumber(out->log, R"(Used (\d+) registers)"),
                       LogNumber(out->log, R"((\d+) bytes spill stores)"),
                       LogNumber(out->log, R"((\d+) bytes spill loads)"),
+                      LogNumber(out->log, R"((\d+) bytes stack frame)"),
                       took.count()};
-    std::printf("%-72s %5d %8d %8d %7.1fs\n", key.ToString().c_str(),
-                r.registers, r.spill_stores, r.spill_loads, r.seconds);
+    std::printf("%-72s %5d %8d %8d %5d %7.1fs\n", key.ToString().c_str(),
+                r.registers, r.spill_stores, r.spill_loads, r.stack,
+                r.seconds);
     EXPECT_GT(r.registers, 0) << out->log;
     // ptxas serializes every wgmma of a kernel it cannot prove safe to
     // pipeline ("Potential Performance Loss"); the checks' printf is a call,
