@@ -7,7 +7,10 @@ Part 1, grouped GEMM: Mixtral-8x7B (E8 k2 H4096 I14336), DeepSeek-V3 (E256
 k8 H7168 I2048), Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64, 256,
 1024, 4096, 16384}, Zipf(1.0) routing with k distinct experts per token (the
 anchors' generator and seed), bf16, both projections:
-  tailor        tailor.moe.grouped_gemm (epilogue none: the anchors' work)
+  tailor        tailor.moe.grouped_gemm (epilogue none: the anchors' work);
+                with --consumers both, tailor_coop and tailor_pp instead:
+                the Hopper GEMM's cooperative and ping-pong consumer
+                schedules forced (moe.consumers), and a table of the two
   tailor+silu   the gate/up projection with silu_and_mul fused (tailor only)
   grouped_mm    torch._grouped_mm (CUTLASS)
   triton        the pad-to-block Triton kernel (vLLM's algorithm), best of
@@ -45,6 +48,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 import torch
 
@@ -353,8 +357,12 @@ def main():
     props = torch.cuda.get_device_properties(0)
     rts = {"tailor": runtime_with("")}
     if args.consumers == "both":
-        rts = {"tailor_coop": runtime_with("moe.consumers=cooperative"),
-               "tailor_pp": runtime_with("moe.consumers=pingpong")}
+        # One fresh disk cache: the kernels both schedules share (every
+        # launch but the 128-row ones) compile once.
+        cache = tempfile.mkdtemp(prefix="tailor-bench-cache-")
+        os.chmod(cache, 0o700)
+        rts = {"tailor_coop": runtime_with("moe.consumers=cooperative", cache),
+               "tailor_pp": runtime_with("moe.consumers=pingpong", cache)}
     rt = next(iter(rts.values()))
     copy, gemm = ceilings()
     print(f"device {props.name} | tailor {rt.arch} | copy {copy:.2f} TB/s "
@@ -379,13 +387,16 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def runtime_with(tuning):
-    """A CUDA runtime created under TAILOR_TUNING=`tuning` ("": as set)."""
+def runtime_with(tuning, cache_dir=None):
+    """A CUDA runtime created under TAILOR_TUNING=`tuning` ("": as set);
+    with `cache_dir`, on that disk cache (runtimes that share one compile a
+    key once), else without one."""
     saved = os.environ.get("TAILOR_TUNING")
     if tuning:
         os.environ["TAILOR_TUNING"] = tuning
     try:
-        return tailor.Runtime(backend="cuda", disable_disk_cache=True,
+        return tailor.Runtime(backend="cuda", cache_dir=cache_dir,
+                              disable_disk_cache=cache_dir is None,
                               log_level="warn")
     finally:
         if saved is None:
