@@ -59,9 +59,10 @@
 namespace tailor::cuda {
 
 // The cooperative 128-row shape with a stage of one warpgroup tile:
-// kMoeSm90PingPongARows (64) A rows + 256 W rows x 64 K (40 KiB). The mainloop and the epilogue read
-// these names; consumer h's accumulators are the cooperative consumer h's
-// (rows [64 h, +64) of the plan tile x all 256 W rows).
+// kMoeSm90PingPongARows (64) A rows + 256 W rows x 64 K (40 KiB). The
+// mainloop and the epilogue read these names; consumer h's accumulators are
+// the cooperative consumer h's (rows [64 h, +64) of the plan tile x all 256
+// W rows).
 template <int kN, int kK, int kTileRows, int kEpilogue, int kTmaStore>
 struct MoeSm90PingPongShape
     : MoeSm90Shape<kN, kK, kTileRows, kEpilogue, kTmaStore> {
