@@ -51,16 +51,22 @@ class MoeCudaConsumersTest : public MoeCudaTest {
   // Routes `ids` [T, kTopk] over kExperts, launches `g` twice on that plan
   // against fp64 (poisoned C each time) and returns the plan's summary.
   PlanSummary CheckTwoLaunches(const GemmCase& g, const HostTensor& ids,
-                               std::mt19937_64& rng) {
+                               std::mt19937_64& rng,
+                               RoutingPolicy policy = {}) {
     const int64_t tokens = ids.numel() / kTopk;
     const bool gated = g.epilogue == Epilogue::kSiluAndMul;
     DeviceTensor d_ids = ToDevice(ids);
     Workspace ws;
-    TAILOR_EXPECT_OK(ReserveWorkspace(
-        runtime(),
-        {.max_tokens = tokens, .topk = kTopk, .num_experts = kExperts}, ws));
+    TAILOR_EXPECT_OK(ReserveWorkspace(runtime(),
+                                      {.max_tokens = tokens,
+                                       .topk = kTopk,
+                                       .num_experts = kExperts,
+                                       .policy = policy},
+                                      ws));
     TAILOR_EXPECT_OK(Route(
-        runtime(), {.topk_ids = d_ids.ref(), .num_experts = kExperts}, ws));
+        runtime(),
+        {.topk_ids = d_ids.ref(), .num_experts = kExperts, .policy = policy},
+        ws));
     const int64_t rows = ws.num_rows();
     HostTensor a(DType::kBF16, {rows, g.k});
     HostTensor w(DType::kBF16, {kExperts, g.n, g.k});
@@ -149,6 +155,30 @@ class MoeCudaPingPongTest : public MoeCudaConsumersTest {
 };
 TEST_F(MoeCudaPingPongTest, GroupedGemmMatchesFp64) {
   CheckSweep("cuda.sm90_tma_wgmma_pingpong", true);
+}
+
+// Plan tiles of 65 to 127 rows (a routing policy's) run on the 128-row CTA
+// tile: consumer 1's half of a core tile is part full, and every tile
+// leaves by register stores (TMA stores need the plan tile to be the CTA's).
+TEST_F(MoeCudaPingPongTest, GroupedGemmOfPolicyTileRows) {
+  std::mt19937_64 rng(TestSeed());
+  const HostTensor tails = IdsWithCounts({129, 64, 65, 127, 0, 319, 32, 96});
+  for (const int32_t tile_rows : {65, 100, 127}) {
+    for (const GemmCase& g : std::vector<GemmCase>{
+             {520, 136, Epilogue::kNone}, {1280, 200, Epilogue::kSiluAndMul}}) {
+      SCOPED_TRACE(absl::StrCat("tile_rows=", tile_rows, " ", Describe(g)));
+      const PlanSummary plan =
+          CheckTwoLaunches(g, tails, rng, {.tile_rows = tile_rows});
+      if (hopper()) {
+        EXPECT_EQ(plan.tile_rows, tile_rows) << plan.ToString();
+        ASSERT_FALSE(plan.gemms.empty()) << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().kernel, "cuda.sm90_tma_wgmma_pingpong")
+            << plan.ToString();
+        EXPECT_EQ(plan.gemms.back().Feature("tma_store"), "0")
+            << plan.ToString();
+      }
+    }
+  }
 }
 
 // moe::Experts end to end (route, pack, gate|up with silu_and_mul, down,
