@@ -7,7 +7,10 @@ Part 1, grouped GEMM: Mixtral-8x7B (E8 k2 H4096 I14336), DeepSeek-V3 (E256
 k8 H7168 I2048), Qwen3-30B-A3B (E128 k8 H2048 I768) x T in {1, 16, 64, 256,
 1024, 4096, 16384}, Zipf(1.0) routing with k distinct experts per token (the
 anchors' generator and seed), bf16, both projections:
-  tailor        tailor.moe.grouped_gemm (epilogue none: the anchors' work)
+  tailor        tailor.moe.grouped_gemm (epilogue none: the anchors' work);
+                with --consumers both, tailor_coop and tailor_pp instead:
+                the Hopper GEMM's cooperative and ping-pong consumer
+                schedules forced (moe.consumers), and a table of the two
   tailor+silu   the gate/up projection with silu_and_mul fused (tailor only)
   grouped_mm    torch._grouped_mm (CUTLASS)
   triton        the pad-to-block Triton kernel (vLLM's algorithm), best of
@@ -45,6 +48,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 import torch
 
@@ -116,14 +120,18 @@ def routing(gen, tokens, experts, k):
                              generator=gen)
 
 
-def gemm_methods(rt, ws, a, w, counts, tpb):
-    """name -> (callable, output) for one projection c = a · w[e]ᵀ."""
+def gemm_methods(tailors, a, w, counts):
+    """name -> callable for one projection c = a · w[e]ᵀ, and name -> c of
+    each tailor method (`tailors`: name -> (runtime, routed workspace))."""
     rows, n = a.shape[0], w.shape[1]
-    c = torch.empty(rows, n, device=dev, dtype=torch.bfloat16)
     offs = torch.cumsum(counts, 0).to(torch.int32).to(dev)
     wt = w.transpose(1, 2)
     cl = counts.tolist()
-    out = {"tailor": lambda: tailor.moe.grouped_gemm(rt, a, w, c, ws)}
+    out, cs = {}, {}
+    for name, (rt, ws) in tailors.items():
+        cs[name] = torch.empty(rows, n, device=dev, dtype=torch.bfloat16)
+        out[name] = (lambda rt=rt, ws=ws, c=cs[name]:
+                     tailor.moe.grouped_gemm(rt, a, w, c, ws))
     if hasattr(torch, "_grouped_mm"):
         out["grouped_mm"] = lambda: torch._grouped_mm(a, wt, offs=offs)
 
@@ -134,7 +142,7 @@ def gemm_methods(rt, ws, a, w, counts, tpb):
                 torch.mm(a[s:s + n_e], w[e].t())
                 s += n_e
     out["loop"] = loop
-    return out, c
+    return out, cs
 
 
 def reference(a, w, counts):
@@ -151,8 +159,8 @@ def rel_err(x, ref):
     return float((x.float() - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
-def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
-    methods, c = gemm_methods(rt, ws, a, w, counts, tpb)
+def run_projection(tailors, row, name, a, w, counts, floor_ms, tpb):
+    methods, cs = gemm_methods(tailors, a, w, counts)
     samples = {m: [] for m in methods}
     order = list(methods)
     # One untimed round first: tailor compiles its kernels in its first
@@ -165,9 +173,12 @@ def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
             samples[m].append(bench(methods[m], 3, 20))
     times = {m: min(v) for m, v in samples.items()}
     ref = reference(a, w, counts)
-    methods["tailor"]()
-    torch.cuda.synchronize()
-    row[f"{name}_tailor_err"] = rel_err(c, ref)
+    for m, (rt, ws) in tailors.items():
+        methods[m]()
+        torch.cuda.synchronize()
+        row[f"{name}_{m}_err"] = rel_err(cs[m], ref)
+        gemms = ws.gemms()
+        row[f"{name}_{m}_kernel"] = gemms[-1]["kernel"] if gemms else ""
     if tpb is not None and w.shape[1] % 128 == 0 and a.shape[1] % 64 == 0:
         best, ct = tpb.best_time(a, w, counts.tolist(), lambda f, *x: bench(f, 2, 10))
         if best:
@@ -178,7 +189,9 @@ def run_projection(rt, ws, row, name, a, w, counts, floor_ms, tpb):
     return times
 
 
-def moe_grid(rt, copy_tbps, gemm_tflops, models, tokens, tpb):
+def moe_grid(rts, copy_tbps, gemm_tflops, models, tokens, tpb):
+    """The grouped-GEMM grid; `rts`: tailor method name -> runtime (one
+    "tailor", or one per forced consumer schedule)."""
     gen = torch.Generator(device="cpu").manual_seed(1234)
     rows_out = []
     for model in models:
@@ -190,13 +203,17 @@ def moe_grid(rt, copy_tbps, gemm_tflops, models, tokens, tpb):
             counts = torch.bincount(ids.flatten(), minlength=E)
             R = int(counts.sum())
             active = int((counts > 0).sum())
-            ws = tailor.moe.Workspace()
-            tailor.moe.reserve_workspace(rt, ws, max_tokens=T, topk=k,
-                                         num_experts=E, dtype="bf16",
-                                         tile_rows=_tile_rows)
-            tailor.moe.route(rt, ids.to(dev, torch.int32), E, ws,
-                             tile_rows=_tile_rows)
-            row = {"model": model, "T": T, "rows": R, "active": active}
+            tailors = {}
+            for m, rt in rts.items():
+                ws = tailor.moe.Workspace()
+                tailor.moe.reserve_workspace(rt, ws, max_tokens=T, topk=k,
+                                             num_experts=E, dtype="bf16",
+                                             tile_rows=_tile_rows)
+                tailor.moe.route(rt, ids.to(dev, torch.int32), E, ws,
+                                 tile_rows=_tile_rows)
+                tailors[m] = (rt, ws)
+            row = {"model": model, "T": T, "rows": R, "active": active,
+                   "experts": E}
             a1 = torch.randn(R, H, device=dev, dtype=torch.bfloat16)
             a2 = torch.randn(R, I, device=dev, dtype=torch.bfloat16)
             for name, a, w in (("gate_up", a1, w13), ("down", a2, w2)):
@@ -206,31 +223,34 @@ def moe_grid(rt, copy_tbps, gemm_tflops, models, tokens, tpb):
                 floor = max(flops / (gemm_tflops * 1e9),
                             bytes_ / (copy_tbps * 1e9))  # ms
                 row[f"{name}_floor_ms"] = floor
-                run_projection(rt, ws, row, name, a, w, counts, floor, tpb)
+                run_projection(tailors, row, name, a, w, counts, floor, tpb)
             act = torch.empty(R, I, device=dev, dtype=torch.bfloat16)
-            ms = bench(lambda: tailor.moe.grouped_gemm(
-                rt, a1, w13, act, ws, epilogue="silu_and_mul"), 3, 20)
-            row["gate_up_tailor_silu_ms"] = ms
+            for m, (rt, ws) in tailors.items():
+                row[f"gate_up_{m}_silu_ms"] = bench(
+                    lambda rt=rt, ws=ws: tailor.moe.grouped_gemm(
+                        rt, a1, w13, act, ws, epilogue="silu_and_mul"), 3, 20)
             rows_out.append(row)
-            print_gemm_row(row)
-            del a1, a2, act, ws
+            print_gemm_row(row, list(rts))
+            del a1, a2, act, tailors
         del w13, w2
         torch.cuda.empty_cache()
     return rows_out
 
 
-def print_gemm_row(r):
+def print_gemm_row(r, tailor_methods):
     cells = []
     for proj in ("gate_up", "down"):
         parts = [f"{proj} floor {r[f'{proj}_floor_ms']:.3f}ms"]
-        for m in ("tailor", "grouped_mm", "triton", "loop"):
+        for m in tailor_methods + ["grouped_mm", "triton", "loop"]:
             key = f"{proj}_{m}_of_floor"
             if key in r:
                 parts.append(f"{m} {r[f'{proj}_{m}_ms']:.3f}ms {r[key]:.0%}")
         cells.append(" ".join(parts))
     print(f"{r['model']:14s} T={r['T']:5d} rows={r['rows']:6d} "
           f"act={r['active']:3d} | " + " | ".join(cells) +
-          f" | err {r['gate_up_tailor_err']:.1e}/{r['down_tailor_err']:.1e}",
+          " | err " + " ".join(f"{r[f'gate_up_{m}_err']:.1e}/"
+                               f"{r[f'down_{m}_err']:.1e}"
+                               for m in tailor_methods),
           flush=True)
 
 
@@ -308,6 +328,12 @@ def main():
                     help="time each GEMM method this many times, in turn "
                          "(reversed every other round), and keep its best "
                          "median (see the docstring)")
+    ap.add_argument("--consumers", choices=["auto", "both"], default="auto",
+                    help="auto: one tailor method, the cost model's "
+                         "consumer schedule; both: tailor_coop and tailor_pp, "
+                         "runtimes with moe.consumers forced to each (the "
+                         "Hopper GEMM's cooperative and ping-pong kernels), "
+                         "and a table comparing them last")
     ap.add_argument("--tile-rows", type=int, default=0,
                     help="tailor's routing tile rows (0: the cost model's "
                          "choice; 64 or 128 on Hopper compare the kernels)")
@@ -329,17 +355,26 @@ def main():
         print("triton pad-to-block anchor unavailable:", e)
         tpb = None
     props = torch.cuda.get_device_properties(0)
-    rt = tailor.Runtime(backend="cuda", disable_disk_cache=True,
-                        log_level="warn")
+    rts = {"tailor": runtime_with("")}
+    if args.consumers == "both":
+        # One fresh disk cache: the kernels both schedules share (every
+        # launch but the 128-row ones) compile once.
+        cache = tempfile.mkdtemp(prefix="tailor-bench-cache-")
+        os.chmod(cache, 0o700)
+        rts = {"tailor_coop": runtime_with("moe.consumers=cooperative", cache),
+               "tailor_pp": runtime_with("moe.consumers=pingpong", cache)}
+    rt = next(iter(rts.values()))
     copy, gemm = ceilings()
     print(f"device {props.name} | tailor {rt.arch} | copy {copy:.2f} TB/s "
           f"(read+write) | dense bf16 GEMM {gemm:.0f} TFLOP/s | torch "
           f"{torch.__version__}", flush=True)
     res = {"device": props.name, "copy_TBps": copy, "gemm_TFLOPs": gemm}
-    res["moe"] = moe_grid(rt, copy, gemm, args.models, args.tokens, tpb)
+    res["moe"] = moe_grid(rts, copy, gemm, args.models, args.tokens, tpb)
     if not args.skip_memory_ops:
         res["memory_ops"] = memory_ops(rt, args.tokens)
-    summarize(res["moe"])
+    summarize(res["moe"], list(rts))
+    if args.consumers == "both":
+        consumers_table(res["moe"])
     res["l2"] = args.l2
     json.dump(res, open(os.path.join(os.environ.get("OUT", "."),
                                      "moe_gpu_bench.json" if args.l2 == "dirty"
@@ -352,18 +387,92 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def summarize(rows):
-    for m in ("tailor", "grouped_mm", "triton", "loop"):
+def runtime_with(tuning, cache_dir=None):
+    """A CUDA runtime created under TAILOR_TUNING=`tuning` ("": as set);
+    with `cache_dir`, on that disk cache (runtimes that share one compile a
+    key once), else without one."""
+    saved = os.environ.get("TAILOR_TUNING")
+    if tuning:
+        os.environ["TAILOR_TUNING"] = tuning
+    try:
+        return tailor.Runtime(backend="cuda", cache_dir=cache_dir,
+                              disable_disk_cache=cache_dir is None,
+                              log_level="warn")
+    finally:
+        if saved is None:
+            os.environ.pop("TAILOR_TUNING", None)
+        else:
+            os.environ["TAILOR_TUNING"] = saved
+
+
+def summarize(rows, tailor_methods):
+    for m in tailor_methods + ["grouped_mm", "triton", "loop"]:
         fr = [r[f"{p}_{m}_of_floor"] for r in rows for p in ("gate_up", "down")
               if f"{p}_{m}_of_floor" in r]
         if fr:
             print(f"summary {m:10s} geomean {geomean(fr):.2f} of floor, min "
                   f"{min(fr):.2f} ({len(fr)} shapes)")
-    ratios = [r[f"{p}_grouped_mm_ms"] / r[f"{p}_tailor_ms"] for r in rows
-              for p in ("gate_up", "down") if f"{p}_grouped_mm_ms" in r]
-    if ratios:
-        print(f"summary tailor vs grouped_mm: geomean speedup "
-              f"{geomean(ratios):.2f}x, worst {min(ratios):.2f}x")
+    for m in tailor_methods:
+        ratios = [r[f"{p}_grouped_mm_ms"] / r[f"{p}_{m}_ms"] for r in rows
+                  for p in ("gate_up", "down") if f"{p}_grouped_mm_ms" in r]
+        if ratios:
+            print(f"summary {m} vs grouped_mm: geomean speedup "
+                  f"{geomean(ratios):.2f}x, worst {min(ratios):.2f}x")
+
+
+# The cost model's consumer schedule (src/backends/cuda/moe/heuristics.h,
+# MoeSm90PingPong): ping-pong from this many rows an expert on average.
+ROWS_FOR_PINGPONG = 256
+
+
+def ran(kernel):
+    """What the ping-pong runtime ran: pp, or coop (its 64-row and swap-AB
+    tiles have no ping-pong kernel), from the plan's kernel name."""
+    return "pp" if kernel.endswith("_pingpong") else "coop"
+
+
+def consumers_table(rows):
+    """The two forced schedules side by side, then what the cost model's
+    pick (auto) and the better of the two (best) read against the anchors
+    and the floor, and the issue's targets: no shape slower than the cuBLAS
+    loop or grouped_mm, launches of T >= 4096 at >= 0.88 of the floor, grid
+    geomean >= 0.90."""
+    print("\nconsumer schedules: ms, pp/coop = cooperative ms / ping-pong ms;"
+          " auto = the cost model's pick; x loop, x gmm = anchor ms / auto "
+          "ms; ran = the kernel of the ping-pong runtime")
+    print(f"{'model':14s} {'T':>5s} {'proj':7s} {'floor':>7s} {'coop':>7s} "
+          f"{'pp':>7s} {'pp/coop':>7s} {'auto':>4s} {'of_fl':>5s} "
+          f"{'x loop':>6s} {'x gmm':>6s} ran")
+    picks = {"auto": [], "best": [], "tailor_coop": [], "tailor_pp": []}
+    misses = []
+    for r in rows:
+        pp_rule = r["rows"] >= ROWS_FOR_PINGPONG * r["experts"]
+        for p in ("gate_up", "down"):
+            coop, pp = r[f"{p}_tailor_coop_ms"], r[f"{p}_tailor_pp_ms"]
+            auto = pp if pp_rule else coop
+            floor = r[f"{p}_floor_ms"]
+            loop = r.get(f"{p}_loop_ms", float("nan"))
+            gmm = r.get(f"{p}_grouped_mm_ms", float("nan"))
+            print(f"{r['model']:14s} {r['T']:5d} {p:7s} {floor:7.3f} "
+                  f"{coop:7.3f} {pp:7.3f} {coop / pp:7.3f} "
+                  f"{'pp' if pp_rule else 'coop':>4s} {floor / auto:5.2f} "
+                  f"{loop / auto:6.2f} {gmm / auto:6.2f} "
+                  f"{ran(r[f'{p}_tailor_pp_kernel'])}")
+            for name, ms in (("auto", auto), ("best", min(coop, pp)),
+                             ("tailor_coop", coop), ("tailor_pp", pp)):
+                picks[name].append(floor / ms)
+            if auto > min(loop, gmm):
+                misses.append(f"{r['model']} T={r['T']} {p}: auto "
+                              f"{auto:.3f}ms, loop {loop:.3f}, gmm {gmm:.3f}")
+            if r["T"] >= 4096 and floor / auto < 0.88:
+                misses.append(f"{r['model']} T={r['T']} {p}: "
+                              f"{floor / auto:.2f} of the floor (< 0.88)")
+    for name, fr in picks.items():
+        print(f"consumers {name:11s} geomean {geomean(fr):.3f} of floor, "
+              f"min {min(fr):.2f} ({len(fr)} launches)")
+    print(f"targets missed by auto ({len(misses)}):")
+    for line in misses:
+        print("  " + line)
 
 
 if __name__ == "__main__":

@@ -85,12 +85,13 @@ TEST(TuningTest, EveryKeyIsDeclaredOnce) {
     EXPECT_FALSE(knob.help.empty()) << knob.key;
   }
   EXPECT_THAT(
-      keys, ElementsAre("decode.cluster", "decode.head_group", "decode.stages",
-                        "decode.workers_per_sm", "moe.cluster",
-                        "moe.expert_groups", "moe.gemm", "moe.pdl",
-                        "moe.prefetch_w", "moe.schedule", "moe.split_k",
-                        "moe.store", "moe.swap_ab", "moe.w_evict_first",
-                        "moe.wave_sync", "ragged.cuda", "ragged.decode_rows"));
+      keys,
+      ElementsAre("decode.cluster", "decode.head_group", "decode.stages",
+                  "decode.workers_per_sm", "moe.cluster", "moe.consumers",
+                  "moe.expert_groups", "moe.gemm", "moe.pdl", "moe.prefetch_w",
+                  "moe.schedule", "moe.split_k", "moe.store", "moe.swap_ab",
+                  "moe.w_evict_first", "moe.wave_sync", "ragged.cuda",
+                  "ragged.decode_rows"));
 }
 
 TEST(TuningTest, MoeKeysFillTheCudaStruct) {
@@ -99,15 +100,21 @@ TEST(TuningTest, MoeKeysFillTheCudaStruct) {
   EXPECT_EQ(defaults.cluster, 1);
   EXPECT_EQ(defaults.expert_groups, cuda::MoeExpertGroups::kAuto);
   EXPECT_EQ(defaults.wave_sync, Switch::kAuto);
+  EXPECT_EQ(defaults.pingpong, Switch::kAuto);
   EXPECT_TRUE(defaults.swap_ab && defaults.tma_store && defaults.split_k &&
               defaults.dynamic_schedule && defaults.pdl);
   absl::StatusOr<Tuning> t = ParseTuningText(
       "moe.gemm=portable,moe.cluster=4,moe.expert_groups=back,"
       "moe.wave_sync=on,moe.w_evict_first=off,moe.prefetch_w=on,"
       "moe.swap_ab=off,moe.store=registers,moe.split_k=off,"
-      "moe.schedule=static,moe.pdl=off");
+      "moe.schedule=static,moe.pdl=off,moe.consumers=pingpong");
   ASSERT_TRUE(t.ok()) << t.status();
   const cuda::MoeTuning m = cuda::MoeTuningFrom(*t);
+  EXPECT_EQ(m.pingpong, Switch::kOn);
+  absl::StatusOr<Tuning> cooperative =
+      ParseTuningText("moe.consumers=cooperative");
+  ASSERT_TRUE(cooperative.ok()) << cooperative.status();
+  EXPECT_EQ(cuda::MoeTuningFrom(*cooperative).pingpong, Switch::kOff);
   EXPECT_TRUE(m.portable_gemm);
   EXPECT_EQ(m.cluster, 4);
   EXPECT_EQ(m.expert_groups, cuda::MoeExpertGroups::kBack);

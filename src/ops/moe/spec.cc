@@ -13,8 +13,9 @@ constexpr uint32_t kEpilogueMask = 0xffu;
 constexpr uint32_t kGemmPipelineChecks = 1u << 8;
 constexpr uint32_t kGemmTmaStore = 1u << 9;
 constexpr uint32_t kGemmSwapAB = 1u << 10;
+constexpr uint32_t kGemmPingPong = 1u << 13;
 constexpr uint32_t kGemmFlags =
-    kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB;
+    kGemmPipelineChecks | kGemmTmaStore | kGemmSwapAB | kGemmPingPong;
 // FP8 GEMMs: the scale mode in bits 11-12 (0 for every bf16 / f32 key).
 constexpr int kGemmScaleShift = 11;
 constexpr uint32_t kGemmScaleMask = 3u << kGemmScaleShift;
@@ -82,6 +83,16 @@ absl::Status DecodeHopperFields(const SpecKey& key, MoeGemmSpec& spec) {
                           cluster);
   }
   spec.cluster = cluster == 0 ? 1 : cluster;
+  if ((key.variant & kGemmPingPong) == 0) return absl::OkStatus();
+  // The ping-pong kernel splits 128-row CTA tiles between its consumers.
+  if (spec.quantized() || spec.swap_ab || spec.cluster != 1 ||
+      spec.tile_rows <= 64) {
+    return SpecFieldError("variant",
+                          "ping-pong consumers (bit 13) need tile_rows > 64, "
+                          "no swap-AB, no cluster and no scale mode",
+                          key.variant);
+  }
+  spec.consumers = MoeGemmConsumers::kPingPong;
   return absl::OkStatus();
 }
 
@@ -161,7 +172,8 @@ SpecKey MoeGemmSpec::ToKey(const KeyTarget& target) const {
                 (pipeline_checks ? kGemmPipelineChecks : 0u) |
                 (tma_store ? kGemmTmaStore : 0u) |
                 (swap_ab ? kGemmSwapAB : 0u) |
-                static_cast<uint32_t>(scale_mode) << kGemmScaleShift;
+                static_cast<uint32_t>(scale_mode) << kGemmScaleShift |
+                (consumers == MoeGemmConsumers::kPingPong ? kGemmPingPong : 0u);
   if (cluster > 1) key.tile.cluster = cluster;
   return key;
 }
@@ -201,9 +213,9 @@ absl::StatusOr<MoeGemmSpec> MoeGemmSpec::FromKey(const SpecKey& key) {
       ExpectSpecRange("tail_class", key.tail_class, 0, moe::kMaxTileRows));
   const uint32_t flags = key.variant & ~kEpilogueMask & ~kGemmScaleMask;
   if ((flags & ~kGemmFlags) != 0 || (!hopper && flags != 0)) {
-    return SpecFieldError("variant",
-                          "flags (bits 8-10) belong to the Hopper kernel only",
-                          key.variant);
+    return SpecFieldError(
+        "variant", "flags (bits 8-10, 13) belong to the Hopper kernel only",
+        key.variant);
   }
   TAILOR_RETURN_IF_ERROR(ExpectSpecRange("epilogue (variant & 0xff)",
                                          key.variant & kEpilogueMask, 0, 1));

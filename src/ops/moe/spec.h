@@ -17,7 +17,8 @@
 //                     tile.m = tile_rows, tile.n = kernel, tail_class,
 //                     variant = epilogue | pipeline checks (bit 8) |
 //                     TMA store (bit 9) | swap-AB (bit 10) |
-//                     scale mode << 11 (FP8 only: bits 11-12),
+//                     scale mode << 11 (FP8 only: bits 11-12) |
+//                     ping-pong consumers (bit 13),
 //                     tile.cluster = cluster (when > 1)
 //   moe.combine       dtypes {x, f32, x}    dims {H, topk}
 //
@@ -79,6 +80,12 @@ struct MoePackSpec {
   friend bool operator==(const MoePackSpec&, const MoePackSpec&) = default;
 };
 
+// The Hopper kernel's consumer schedules (kHopper only).
+enum class MoeGemmConsumers : int32_t {
+  kCooperative = 0,  // both consumer warpgroups on one tile's two halves
+  kPingPong = 1,     // each warpgroup owns a tile; mainloops take turns
+};
+
 // The grouped-GEMM kernels (values are part of the key).
 enum class MoeGemmKernel : int32_t {
   kSimt = 0,        // CUDA and HIP SIMT; the CPU's one kernel
@@ -102,6 +109,9 @@ struct MoeGemmSpec {
   bool tma_store = false;        // full tiles leave by TMA stores
   bool swap_ab = false;          // W rows as wgmma's M, tokens as its N
   int32_t cluster = 1;           // CTAs per cluster: 1, 2 or 4
+  // kPingPong: bf16, plan tiles of more than 64 rows, no swap-AB, no
+  // clusters.
+  MoeGemmConsumers consumers = MoeGemmConsumers::kCooperative;
   // Set: FP8, A and W are f8e4m3 with scales of this mode.
   moe::ScaleMode scale_mode = moe::ScaleMode::kNone;
 

@@ -164,6 +164,9 @@ constexpr int MoeSm90SwapTokens(int tile_rows) {
 constexpr int MoeSm90ARows(int tile_rows, bool swap_ab) {
   return swap_ab ? MoeSm90SwapTokens(tile_rows) : MoeSm90CtaRows(tile_rows);
 }
+// Ping-pong consumers (moe/sm90/kernel_pingpong.cuh) each own one half of
+// a 128-row plan tile: the A box and a stage's A tile are that half.
+inline constexpr int kMoeSm90PingPongARows = 64;
 constexpr int MoeSm90StageBytes(int a_rows) {
   return (a_rows + kMoeSm90WRows) * kMoeSm90KTile * 2;
 }

@@ -80,19 +80,24 @@ SpecKey RouteKey(tailor::internal::MoeRouteKernel kernel, int warps = 0) {
 struct HopperFlags {
   bool tma_store = false;
   bool pipeline_checks = false;
+  bool pingpong = false;  // ping-pong consumers
 };
 SpecKey GemmKey(DType dtype, int64_t n, int64_t k, moe::Epilogue epilogue,
                 int32_t tile_rows, tailor::internal::MoeGemmKernel kernel,
                 HopperFlags flags = {}) {
-  return tailor::internal::MoeGemmSpec{.dtype = dtype,
-                                       .n = n,
-                                       .k = k,
-                                       .tile_rows = tile_rows,
-                                       .epilogue = epilogue,
-                                       .kernel = kernel,
-                                       .pipeline_checks = flags.pipeline_checks,
-                                       .tma_store = flags.tma_store}
-      .ToKey(kSm90a);
+  tailor::internal::MoeGemmSpec spec = {
+      .dtype = dtype,
+      .n = n,
+      .k = k,
+      .tile_rows = tile_rows,
+      .epilogue = epilogue,
+      .kernel = kernel,
+      .pipeline_checks = flags.pipeline_checks,
+      .tma_store = flags.tma_store};
+  if (flags.pingpong) {
+    spec.consumers = tailor::internal::MoeGemmConsumers::kPingPong;
+  }
+  return spec.ToKey(kSm90a);
 }
 
 // The source of a test key or of a library kernel key.
@@ -327,6 +332,14 @@ std::vector<TemplateCase> AllTemplateCases() {
                {.pipeline_checks = true}),
        "templates/cuda/moe/sm90/kernel.cuh",
        {"wgmma.mma_async", "trap;"}},
+      {"moe_gemm_sm90_pingpong_tma_store_silu",
+       GemmKey(DType::kBF16, 4096, 7168, moe::Epilogue::kSiluAndMul, 128,
+               tailor::internal::MoeGemmKernel::kHopper,
+               {.tma_store = true, .pingpong = true}),
+       "templates/cuda/moe/sm90/kernel_pingpong.cuh",
+       {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "bar.arrive",
+        "setmaxnreg.inc.sync.aligned.u32 232",
+        "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"}},
       {"moe_gemm_simt_f32",
        GemmKey(DType::kF32, 64, 32, moe::Epilogue::kSiluAndMul, 16,
                tailor::internal::MoeGemmKernel::kSimt),

@@ -589,7 +589,8 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSplitsThePartialLastWave) {
           gemm.features,
           ::testing::MatchesRegex("tma_store=[01],split_k=[01],cluster=[124],"
                                   "w_evict_first=[01],wave_sync=[01],"
-                                  "expert_groups=(fixed|forward|back)"));
+                                  "expert_groups=(fixed|forward|back),"
+                                  "pingpong=0"));
     } else {
       EXPECT_EQ(gemm.kernel, "cuda.sm80_mma") << plan.ToString();
     }
@@ -635,23 +636,6 @@ TEST_F(MoeCudaSplitTest, GroupedGemmSwapsABOnDecodeSteps) {
       }
     }
   }
-}
-
-// Routing ids [T, 2] that give expert e exactly counts[e] rows (each at most
-// T = sum / 2): the sorted assignment list L pairs token t with L[t] and
-// L[t + T], two different experts since none fills T + 1 slots.
-HostTensor IdsWithCounts(const std::vector<int32_t>& counts) {
-  std::vector<int32_t> list;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    list.insert(list.end(), counts[e], static_cast<int32_t>(e));
-  }
-  const int64_t tokens = static_cast<int64_t>(list.size()) / 2;
-  HostTensor ids(DType::kI32, {tokens, 2});
-  for (int64_t t = 0; t < tokens; ++t) {
-    ids.set(2 * t, list[t]);
-    ids.set(2 * t + 1, list[t + tokens]);
-  }
-  return ids;
 }
 
 // 128-row tiles with tails of every kind of size: 1, 32, 63, 64, 65, 96 and

@@ -111,6 +111,23 @@ inline std::vector<plan::WorkItem> ReferenceWork(
   return {plan.work().begin(), plan.work().end()};
 }
 
+// Routing ids [T, 2] that give expert e exactly counts[e] rows (each at most
+// T = sum / 2): the sorted assignment list L pairs token t with L[t] and
+// L[t + T], two different experts since none fills T + 1 slots.
+inline HostTensor IdsWithCounts(const std::vector<int32_t>& counts) {
+  std::vector<int32_t> list;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    list.insert(list.end(), counts[e], static_cast<int32_t>(e));
+  }
+  const int64_t tokens = static_cast<int64_t>(list.size()) / 2;
+  HostTensor ids(DType::kI32, {tokens, 2});
+  for (int64_t t = 0; t < tokens; ++t) {
+    ids.set(2 * t, list[t]);
+    ids.set(2 * t + 1, list[t + tokens]);
+  }
+  return ids;
+}
+
 // One CUDA runtime per test binary (its memory cache serves every test:
 // NVRTC compiles each variant once), or the reason there is none.
 inline absl::StatusOr<CudaTestRuntime*> SharedCudaRuntime() {

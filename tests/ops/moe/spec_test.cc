@@ -82,6 +82,11 @@ TEST(MoeSpecTest, GroupedGemmEncodingIsPinned) {
   swap.tma_store = false;
   swap.swap_ab = true;
   ExpectGolden(swap, kHopper, hopper + "m8n2k0/v1024");
+  // Ping-pong consumers add bit 13; the cooperative keys above are unchanged.
+  MoeGemmSpec pingpong = gate;
+  pingpong.tile_rows = 128;
+  pingpong.consumers = MoeGemmConsumers::kPingPong;
+  ExpectGolden(pingpong, kHopper, hopper + "m128n2k0/v8705");
   MoeGemmSpec mma = {.dtype = DType::kBF16,
                      .n = 1536,
                      .k = 2048,
@@ -158,8 +163,12 @@ TEST(MoeSpecTest, GemmKeysTheBackendCannotBuildNameTheirField) {
                        "got 2"));
   EXPECT_THAT(Decode(gemm, kHip, [](SpecKey& k) { k.variant = 1u << 9; }),
               StatusIs(code,
-                       "variant: flags (bits 8-10) belong to the Hopper "
-                       "kernel only, got 512"));
+                       "variant: flags (bits 8-10, 13) belong to the "
+                       "Hopper kernel only, got 512"));
+  EXPECT_THAT(Decode(gemm, kAmpere, [](SpecKey& k) { k.variant = 1u << 13; }),
+              StatusIs(code,
+                       "variant: flags (bits 8-10, 13) belong to the "
+                       "Hopper kernel only, got 8192"));
   EXPECT_THAT(Decode(gemm, kHopper, [](SpecKey& k) { k.tail_class = 3; }),
               StatusIs(code,
                        "tail_class: not used by this kernel, must be 0, "
@@ -176,6 +185,23 @@ TEST(MoeSpecTest, GemmKeysTheBackendCannotBuildNameTheirField) {
               StatusIs(code,
                        "cluster (tile.cluster): must be 0 (none), 2 or "
                        "4, got 3"));
+  // Ping-pong consumers: 128-row CTA tiles, without swap-AB or clusters.
+  const std::string pingpong_rule =
+      "variant: ping-pong consumers (bit 13) need tile_rows > 64, no "
+      "swap-AB, no cluster and no scale mode, got ";
+  const MoeGemmSpec hopper = {.dtype = DType::kBF16,
+                              .n = 256,
+                              .k = 64,
+                              .tile_rows = 128,
+                              .kernel = MoeGemmKernel::kHopper,
+                              .consumers = MoeGemmConsumers::kPingPong};
+  EXPECT_THAT(Decode(hopper, kHopper, [](SpecKey& k) { k.tile.m = 64; }),
+              StatusIs(code, pingpong_rule + "8192"));
+  EXPECT_THAT(Decode(hopper, kHopper, [](SpecKey& k) { k.tile.cluster = 2; }),
+              StatusIs(code, pingpong_rule + "8192"));
+  EXPECT_THAT(
+      Decode(hopper, kHopper, [](SpecKey& k) { k.variant |= 1u << 10; }),
+      StatusIs(code, pingpong_rule + "9216"));
   EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.tile.m = 0; }),
               StatusIs(code, "tile_rows (tile.m): must be in [1, 128], got 0"));
   EXPECT_THAT(Decode(gemm, kCpu, [](SpecKey& k) { k.variant = 2; }),

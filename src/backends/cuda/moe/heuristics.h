@@ -46,6 +46,20 @@ bool HopperSwapAB(bool enabled, int64_t tile_rows);
 // kernel, else 1. The cost model takes no clusters. Heading: "Clusters".
 int HopperClusterFor(int forced, int cta_rows);
 
+// Whether the ping-pong kernel (templates/cuda/moe/sm90/kernel_pingpong.cuh)
+// can run a Hopper launch: 128-row CTA tiles, no swap-AB, no clusters.
+bool MoeSm90PingPongFits(int cta_rows, bool swap_ab, int cluster);
+
+// Whether the cost model runs a launch that fits (MoeSm90PingPongFits) with
+// ping-pong consumers: the average expert has kMoeRowsForPingPong rows (T *
+// k / E) or more, so most tiles are full and the step is compute-bound;
+// there the cooperative kernel's tensor cores idle through each tile's
+// epilogue, which ping-pong hides behind the other consumer's mainloop.
+// Below it the step streams W, which ping-pong reads twice per plan tile.
+// Heading: "Ping-pong consumers".
+inline constexpr int64_t kMoeRowsForPingPong = 256;
+bool MoeSm90PingPong(int64_t assignments, int64_t experts);
+
 // ---- raster order and schedule ----------------------------------------------
 
 // The raster group bounds of a step (params expert_groups, kMoeGroups*):

@@ -134,11 +134,17 @@ absl::StatusOr<KernelSource> GenerateGroupedGemm(const SpecKey& key) {
                    static_cast<int>(spec.epilogue));
   switch (spec.kernel) {
     case MoeGemmKernel::kHopper: {
+      const bool pingpong =
+          spec.consumers == tailor::internal::MoeGemmConsumers::kPingPong;
       KernelSource source =
-          Entry("moe/sm90/kernel.cuh",
-                absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
-                             spec.tma_store ? 1 : 0, ", ", spec.cluster, ", ",
-                             spec.swap_ab ? 1 : 0, ">"));
+          pingpong
+              ? Entry("moe/sm90/kernel_pingpong.cuh",
+                      absl::StrCat("MoeGroupedGemmSm90PingPong<", shape, ", ",
+                                   spec.tma_store ? 1 : 0, ">"))
+              : Entry("moe/sm90/kernel.cuh",
+                      absl::StrCat("MoeGroupedGemmSm90<", shape, ", ",
+                                   spec.tma_store ? 1 : 0, ", ", spec.cluster,
+                                   ", ", spec.swap_ab ? 1 : 0, ">"));
       if (spec.pipeline_checks) {
         source.code = "#define TAILOR_PIPELINE_CHECKS 1\n" + source.code;
       }
@@ -259,12 +265,14 @@ MoeGemmSpec GemmSpec(DType dtype, int64_t n, int64_t k, int64_t tile_rows,
 }
 
 MoeGemmSpec HopperGemmSpec(MoeGemmSpec spec, bool pipeline_checks,
-                           bool tma_store, int cluster, bool swap_ab) {
+                           bool tma_store, int cluster, bool swap_ab,
+                           bool pingpong = false) {
   if (spec.kernel != MoeGemmKernel::kHopper) return spec;
   spec.pipeline_checks = pipeline_checks;
   spec.tma_store = tma_store;
   spec.swap_ab = swap_ab;
   spec.cluster = cluster;
+  if (pingpong) spec.consumers = tailor::internal::MoeGemmConsumers::kPingPong;
   return spec;
 }
 
@@ -391,6 +399,17 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
           HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
       add(HopperGemmSpec(gemm, checks, tma_store, /*cluster=*/1, swap)
               .ToKey(target));
+      // Ping-pong consumers: the cost model picks them per step (by rows an
+      // expert, which warm-up cannot know), so 128-row tiles list both.
+      const int cta_rows = MoeSm90CtaRows(static_cast<int>(tile_rows));
+      if (gemm.kernel == MoeGemmKernel::kHopper &&
+          tuning.pingpong != tailor::internal::Switch::kOff &&
+          MoeSm90PingPongFits(cta_rows, swap,
+                              HopperClusterFor(cluster, cta_rows))) {
+        add(HopperGemmSpec(gemm, checks, tma_store, /*cluster=*/1, swap,
+                           /*pingpong=*/true)
+                .ToKey(target));
+      }
       // Forced clusters: the 128-row launches run them.
       if (gemm.kernel == MoeGemmKernel::kHopper &&
           HopperClusterFor(cluster,
@@ -521,6 +540,7 @@ CudaMoeKernels::CudaMoeKernels(CudaBackend& backend, int multiprocessors,
       w_evict_first_(tuning.w_evict_first),
       prefetch_w_(tuning.prefetch_w),
       wave_sync_(tuning.wave_sync),
+      pingpong_(tuning.pingpong),
       descriptors_(descriptors),
       generics_(generics) {}
 
@@ -557,7 +577,13 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   HopperVariant v;
   v.cta_rows = MoeSm90CtaRows(static_cast<int>(l.tile_rows));
   v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
-  v.a_rows = MoeSm90ARows(static_cast<int>(l.tile_rows), v.swap_ab);
+  v.cluster = HopperClusterFor(cluster_, v.cta_rows);
+  v.pingpong = MoeSm90PingPongFits(v.cta_rows, v.swap_ab, v.cluster) &&
+               Decide(pingpong_, MoeSm90PingPong(l.rows, l.experts));
+  // Ping-pong: a stage holds one consumer's half of the plan tile.
+  v.a_rows = v.pingpong
+                 ? kMoeSm90PingPongARows
+                 : MoeSm90ARows(static_cast<int>(l.tile_rows), v.swap_ab);
   TAILOR_ASSIGN_OR_RETURN(const HopperGemmMaps maps,
                           EncodeHopperGemmMaps(descriptors_, l, v.a_rows,
                                                tma_store_ && !v.swap_ab));
@@ -571,13 +597,12 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   // The schedule: the cost model's rules, unless a knob overrides them.
   p.dynamic_schedule = dynamic_schedule_ ? 1 : 0;
   p.wave_sync = Decide(wave_sync_, MoeSm90WaveSync(v.cta_rows, v.swap_ab, l.k));
-  p.split_k = split_k_ ? 1 : 0;
+  p.split_k = split_k_ && !v.pingpong ? 1 : 0;  // ping-pong never splits K
   char* split_area =
       static_cast<char*>(l.plan.route_scratch) + kMoeRouteHeaderBytes;
   p.split_arrivals = reinterpret_cast<int*>(split_area);
   p.partials = reinterpret_cast<float*>(
       split_area + MoeSm90SplitArrivalBytes(multiprocessors_));
-  v.cluster = HopperClusterFor(cluster_, v.cta_rows);
   const int64_t expert_w_bytes =
       l.n * l.k * static_cast<int64_t>(DTypeSize(l.dtype));
   p.expert_groups = expert_groups_ >= 0
@@ -599,8 +624,8 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
     v.ctas = static_cast<uint32_t>(MoeSm90ClusterCtas(
         l.plan.max_work, MoeSm90NTiles(gated, l.n), v.cluster, max_clusters));
   } else {
-    v.ctas = static_cast<uint32_t>(
-        MoeSm90Ctas(max_tiles, l.k, multiprocessors_, split_k_, v.swap_ab));
+    v.ctas = static_cast<uint32_t>(MoeSm90Ctas(max_tiles, l.k, multiprocessors_,
+                                               p.split_k != 0, v.swap_ab));
   }
   return v;
 }
@@ -642,8 +667,9 @@ const char* ExpertGroupsName(int expert_groups) {
 tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
     const GroupedGemmLaunch& l, const HopperVariant& v,
     const MoeGroupedGemmSm90Params& p) const {
-  return {.kernel =
-              v.swap_ab ? "cuda.sm90_tma_wgmma_swap_ab" : "cuda.sm90_tma_wgmma",
+  return {.kernel = v.swap_ab    ? "cuda.sm90_tma_wgmma_swap_ab"
+                    : v.pingpong ? "cuda.sm90_tma_wgmma_pingpong"
+                                 : "cuda.sm90_tma_wgmma",
           .n = l.n,
           .k = l.k,
           .cta_rows = v.a_rows,
@@ -651,14 +677,16 @@ tailor::internal::GemmConfig CudaMoeKernels::HopperConfig(
           .k_tile = kMoeSm90KTile,
           .stages = MoeSm90Stages(v.a_rows, v.tma_store),
           .ctas = static_cast<int32_t>(v.ctas),
-          .features = {{.key = "tma_store", .value = v.tma_store},
-                       {.key = "split_k", .value = split_k_ && v.cluster == 1},
-                       {.key = "cluster", .value = v.cluster},
-                       {.key = "w_evict_first", .value = p.w_evict_first != 0},
-                       {.key = "wave_sync", .value = p.wave_sync != 0},
-                       {.key = "expert_groups",
-                        .value = p.expert_groups,
-                        .name = ExpertGroupsName(p.expert_groups)}}};
+          .features = {
+              {.key = "tma_store", .value = v.tma_store},
+              {.key = "split_k", .value = p.split_k != 0 && v.cluster == 1},
+              {.key = "cluster", .value = v.cluster},
+              {.key = "w_evict_first", .value = p.w_evict_first != 0},
+              {.key = "wave_sync", .value = p.wave_sync != 0},
+              {.key = "expert_groups",
+               .value = p.expert_groups,
+               .name = ExpertGroupsName(p.expert_groups)},
+              {.key = "pingpong", .value = v.pingpong}}};
 }
 
 absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
@@ -671,7 +699,8 @@ absl::Status CudaMoeKernels::HopperGroupedGemm(Engine& engine,
   const SpecKey key =
       HopperGemmSpec(GemmSpec(l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
                               MoeGemmKernel::kHopper),
-                     pipeline_checks_, v.tma_store, v.cluster, v.swap_ab)
+                     pipeline_checks_, v.tma_store, v.cluster, v.swap_ab,
+                     v.pingpong)
           .ToKey(engine.target());
   TAILOR_ASSIGN_OR_RETURN(SelectedKernel selected,
                           Select(engine, key, GenerateGroupedGemm,

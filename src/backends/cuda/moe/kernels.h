@@ -16,7 +16,9 @@
 // The Hopper kernel stores full tiles by TMA when the plan tile is its CTA
 // tile (64 or 128 rows), N % 8 == 0 and C is 16-byte aligned; it runs
 // swap-AB (W rows as wgmma's M, the tile's tokens as its N) for plan tiles
-// of at most 32 rows.
+// of at most 32 rows. Its 128-row launches run the cooperative kernel (both
+// consumer warpgroups on one tile) or the ping-pong kernel (each owns a
+// tile, moe/sm90/kernel_pingpong.cuh) by MoeSm90PingPong or moe.consumers.
 // The tuning keys (moe/tuning.h) moe.gemm=portable pick the mma.sync kernel
 // on Hopper too, moe.store=registers the Hopper kernel's register stores for
 // every tile, moe.swap_ab=off the 64-row kernel for small tiles (all for
@@ -153,6 +155,7 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
     int cta_rows = 0;  // the CTA tile's rows (64 or 128)
     int a_rows = 0;    // the A box's rows (swap-AB: the tokens, 8 to 32)
     bool swap_ab = false;
+    bool pingpong = false;  // a tile per consumer (a_rows 64 of 128)
     bool tma_store = false;
     int cluster = 1;
     uint32_t ctas = 0;
@@ -215,6 +218,9 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   tailor::internal::Switch prefetch_w_;
   // moe.wave_sync: auto (MoeSm90WaveSync), off or on (every Hopper launch).
   tailor::internal::Switch wave_sync_;
+  // moe.consumers: auto (MoeSm90PingPong), cooperative (off) or ping-pong
+  // (on) for every launch the ping-pong kernel fits.
+  tailor::internal::Switch pingpong_;
   DescriptorPool& descriptors_;
   CudaGenericKernels& generics_;
 };

@@ -17,6 +17,7 @@ constexpr V kAutoOffOn[] = {"auto", "off", "on"};
 constexpr V kOnOff[] = {"on", "off"};
 constexpr V kStore[] = {"tma", "registers"};
 constexpr V kSchedule[] = {"dynamic", "static"};
+constexpr V kConsumers[] = {"auto", "cooperative", "pingpong"};
 
 constexpr TuningKnob kKnobs[] = {
     {"moe.gemm", kGemm,
@@ -40,6 +41,9 @@ constexpr TuningKnob kKnobs[] = {
     {"moe.split_k", kOnOff, "off: the Hopper GEMM never splits K"},
     {"moe.schedule", kSchedule,
      "static: Hopper CTAs walk tiles by fixed strides"},
+    {"moe.consumers", kConsumers,
+     "Hopper consumer warpgroups of 128-row launches: both on one tile "
+     "(cooperative) or a tile each, taking turns (pingpong)"},
     {"moe.pdl", kOnOff,
      "off: no MoE launch overlaps its predecessor (programmatic dependent "
      "launch)"},
@@ -67,6 +71,10 @@ MoeTuning MoeTuningFrom(const Tuning& tuning) {
   t.tma_store = tuning.Get("moe.store") != "registers";
   t.split_k = tuning.Get("moe.split_k") != "off";
   t.dynamic_schedule = tuning.Get("moe.schedule") != "static";
+  const auto consumers = tuning.Get("moe.consumers");
+  t.pingpong = consumers == "pingpong"      ? tailor::internal::Switch::kOn
+               : consumers == "cooperative" ? tailor::internal::Switch::kOff
+                                            : tailor::internal::Switch::kAuto;
   t.pdl = tuning.Get("moe.pdl") != "off";
   t.pipeline_checks =
       tailor::internal::EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");

@@ -76,6 +76,35 @@ TEST(MoeHeuristics, ClustersOnlyWhereForcedOnTheLargeTile) {
   EXPECT_EQ(HopperClusterFor(4, 64), 1);
 }
 
+// Ping-pong consumers: the kernel exists for 128-row CTA tiles without
+// swap-AB or clusters, and the cost model takes it from 256 rows an expert
+// on average (T * k / E): the anchor grid's compute-bound steps.
+TEST(MoeHeuristics, PingPongOnComputeBoundLargeTiles) {
+  EXPECT_TRUE(MoeSm90PingPongFits(128, false, 1));
+  EXPECT_FALSE(MoeSm90PingPongFits(64, false, 1));
+  EXPECT_FALSE(MoeSm90PingPongFits(128, true, 1));
+  EXPECT_FALSE(MoeSm90PingPongFits(128, false, 2));
+  EXPECT_FALSE(MoeSm90PingPongFits(128, false, 4));
+  struct Step {
+    const char* what;
+    int64_t assignments, experts;
+    bool pingpong;
+  };
+  for (const Step& s : std::vector<Step>{
+           {"Mixtral T=4096", 4096 * 2, 8, true},
+           {"Mixtral T=1024", 1024 * 2, 8, true},  // exactly 256 an expert
+           {"Mixtral T=1023", 1023 * 2, 8, false},
+           {"Mixtral T=256", 256 * 2, 8, false},
+           {"Qwen3-30B-A3B T=4096", 4096 * 8, 128, true},
+           {"Qwen3-30B-A3B T=4095", 4095 * 8, 128, false},
+           {"DeepSeek-V3 T=4096", 4096 * 8, 256, false},
+           {"DeepSeek-V3 T=8192", 8192 * 8, 256, true},
+           {"DeepSeek-V3 T=16384", 16384 * 8, 256, true},
+           {"no experts", 4096, 0, false}}) {
+    EXPECT_EQ(MoeSm90PingPong(s.assignments, s.experts), s.pingpong) << s.what;
+  }
+}
+
 // W evict-first: only steps whose experts are one plan tile each and whose
 // active experts' W fits in the L2 (an H100's 50 MiB); the early W prefetch:
 // those of them that overlap their predecessors.
