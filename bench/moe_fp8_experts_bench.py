@@ -26,8 +26,12 @@ after a 256 MiB write (L2 holds no weights of the previous replay), median
 of --iters. Floor = max(FLOPs / dense FP8 GEMM rate, bytes / copy rate),
 both measured in this run (torch._scaled_mm 8192^3 tensorwise; a 1 GiB
 copy, read + write counted); bytes = the e4m3 weights and scales of the
-experts that received tokens + hidden + out. err columns: ||a - b|| / ||b||
-of tailor_fp8's out against torch_fp8's and tailor_bf16's.
+experts that received tokens + hidden + out. err columns: ||out - ref|| /
+||ref|| of each method's out (its last replay) against an f32 reference on
+the dequantized weights and the unquantized activations (TF32 off), over the
+finite elements; column nonfin counts the non-finite elements of the three
+outs (they start NaN-poisoned), so a broken output shows as a count, never
+as an error of inf.
 
 Usage, on the GPU machine from the repository root (scripts/gpu-moe-fp8
 does this over the bundle of scripts/gpu-bundle):
@@ -206,11 +210,42 @@ def make_layer(gen, experts, k, h, i):
             "w2_q": w2_q, "w2_s": w2_s, "w2_d": w2_d}
 
 
-def rel_err(a, b):
-    a, b = a.double(), b.double()
-    if not torch.isfinite(a).all():
-        return math.inf
-    return float((a - b).norm() / b.norm().clamp(min=1e-30))
+def reference(layer, hidden, ids, weights):
+    """out [T, H] f32: sum over k of weight * down(silu(gate) * up) on the
+    dequantized weights and the unquantized hidden, one expert at a time."""
+    tokens, k = ids.shape
+    i = layer["intermediate"]
+    flat = ids.flatten().long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=layer["experts"]).tolist()
+    w_flat = weights.flatten().float()
+    x = hidden.float()
+    out = torch.zeros(tokens, layer["hidden"], device=dev)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    pos = 0
+    for e, m in enumerate(counts):
+        if m == 0:
+            continue
+        sel = order[pos:pos + m]
+        pos += m
+        tok = sel // k
+        gu = x.index_select(0, tok) @ layer["w13_d"][e].float().t()
+        act = torch.nn.functional.silu(gu[:, :i]) * gu[:, i:]
+        y = act @ layer["w2_d"][e].float().t()
+        out.index_add_(0, tok, y * w_flat[sel].unsqueeze(1))
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    return out
+
+
+def rel_err(out, ref):
+    """(||out - ref|| / ||ref|| over out's finite elements, the count of
+    its non-finite ones)."""
+    out, ref = out.double(), ref.double()
+    finite = torch.isfinite(out)
+    bad = int(finite.numel() - finite.sum())
+    diff = torch.where(finite, out - ref, torch.zeros_like(ref))
+    return float(diff.norm() / ref.norm().clamp(min=1e-30)), bad
 
 
 def tailor_step(rt, layer, hidden, ids, weights, out, fp8):
@@ -270,9 +305,14 @@ def one_step(rt, layer, tokens, gens, args, floor_rates):
             torch.cuda.synchronize()
     row["kernels"] = [g["kernel"] + "/" + str(g["cta_rows"])
                       for g in fp8_ws.gemms()]
-    ref = outs["tailor_fp8"][:tokens]
-    row["err_vs_torch_fp8"] = rel_err(ref, outs["torch_fp8"][:tokens])
-    row["err_vs_bf16"] = rel_err(ref, outs["tailor_bf16"][:tokens])
+    ref = reference(layer, hidden, ids_d, weights)
+    row["nonfinite"] = 0
+    for name in outs:
+        err, bad = rel_err(outs[name][:tokens], ref)
+        row["err_" + name] = err
+        row["nonfinite_" + name] = bad
+        row["nonfinite"] += bad
+    del ref
     copy, fp8 = floor_rates
     flops = 6.0 * tokens * k * h * i
     weight_bytes = row["active"] * 3 * h * i * (1 + 4 / (BLOCK * BLOCK))
@@ -292,7 +332,8 @@ def print_table(rows, copy, fp8):
           f"| copy {copy:.2f} TB/s | dense FP8 {fp8:.0f} TFLOP/s ==")
     print(f"{'model':<14} {'T':>5} {'rows':>6} {'act':>4} {'floor':>7} "
           f"{'tailor_fp8':>17} {'tailor_bf16':>17} {'torch_fp8':>17} "
-          f"{'x bf16':>6} {'x torch':>7} {'err_t':>8} {'err_bf':>8}")
+          f"{'x bf16':>6} {'x torch':>7} {'err_fp8':>8} {'err_bf16':>8} "
+          f"{'err_tch':>8} {'nonfin':>6}")
     ratios = {"floor": [], "bf16": [], "torch": []}
     for r in rows:
         f8, bf, tf = r["tailor_fp8"], r["tailor_bf16"], r["torch_fp8"]
@@ -308,7 +349,8 @@ def print_table(rows, copy, fp8):
               f"{r['active']:>4} {r['floor']:7.3f} {fmt(f8, r['floor'])} "
               f"{fmt(bf, r['floor'])} {fmt(tf, r['floor'])} "
               f"{x_bf or 0:6.2f} {x_tf or 0:7.2f} "
-              f"{r['err_vs_torch_fp8']:8.1e} {r['err_vs_bf16']:8.1e}")
+              f"{r['err_tailor_fp8']:8.1e} {r['err_tailor_bf16']:8.1e} "
+              f"{r['err_torch_fp8']:8.1e} {r['nonfinite']:6d}")
     for name, values in ratios.items():
         if values:
             geo = math.exp(sum(math.log(v) for v in values) / len(values))

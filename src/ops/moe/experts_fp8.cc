@@ -242,7 +242,10 @@ struct Fp8Step {
   }
 
   // The quantizing Pack of `rows` rows of `x` [., dim] through
-  // `permutation` into e4m3 `q` and its scales.
+  // `permutation` into e4m3 `q` and its scales, on the step's stream (a
+  // launch on the legacy stream escapes a caller's graph capture) with the
+  // scale row stride the GEMMs read (a device workspace pads it to its
+  // reserved rows, rounded up to 4).
   absl::Status Quantize(const void* x, DType x_dtype, int64_t dim,
                         int64_t tokens, int64_t topk,
                         const int32_t* permutation, uint8_t* q, float* scales,
@@ -255,10 +258,11 @@ struct Fp8Step {
                                  .hidden = x,
                                  .permutation = permutation,
                                  .a = q,
+                                 .stream = args.stream,
                                  .scale_mode = mode(),
                                  .a_scales = scales,
                                  .static_scale = static_scale,
-                                 .scale_rows = w.num_rows});
+                                 .scale_rows = rows.scale_rows});
   }
 
   // e4m3 a [R, K] x w -> c (`c_dtype`; e4m3 with 1 x 128 scales when so).
