@@ -2,12 +2,11 @@
 // work list, copied to the device workspace on device backends) and
 // RunDecode (validates every argument, then hands pointers and strides to
 // ops/attention/kernels.h).
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "api/internals.h"
 #include "core/tensor_checks.h"
 #include "ops/attention/checks.h"
+#include "ops/attention/decode_launch.h"
 #include "ops/attention/kernels.h"
 #include "ops/attention/workspace.h"
 #include "plan/decode_plan.h"
@@ -66,31 +65,6 @@ absl::StatusOr<DecodeDeviceBuffers*> DeviceBuffersFor(
   return &*w.device;
 }
 
-// Copies the plan's work list, worker ranges and the launch flags after them
-// into `d` on `stream`.
-absl::Status Upload(Runtime& runtime, DecodeKernels& kernels,
-                    const plan::DecodePlan& plan, const int32_t& launch_flags,
-                    DecodeDeviceBuffers& d, void* stream) {
-  const auto items = plan.items();
-  if (!items.empty()) {
-    TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
-        internal::EngineOf(runtime), items.data(), d.at(d.items),
-        items.size() * sizeof(plan::DecodeWorkItem), stream));
-  }
-  const auto first_items = plan.first_items();
-  TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
-      internal::EngineOf(runtime), first_items.data(), d.at(d.first_items),
-      first_items.size() * sizeof(plan::DecodeWorkItem), stream));
-  const auto begin = plan.worker_begin();
-  TAILOR_RETURN_IF_ERROR(kernels.UploadPlan(
-      internal::EngineOf(runtime), begin.data(), d.at(d.worker_begin),
-      begin.size() * sizeof(int32_t), stream));
-  return kernels.UploadPlan(
-      internal::EngineOf(runtime), &launch_flags,
-      static_cast<char*>(d.at(d.worker_begin)) + begin.size() * sizeof(int32_t),
-      sizeof(int32_t), stream);
-}
-
 }  // namespace
 
 absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
@@ -131,12 +105,14 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
       absl::MakeConstSpan(args.seq_lens.as<int32_t>(), batch), params,
       &w->plan));
   if (buffers != nullptr) {
-    w->launch_flags =
-        config.launch_flags |
-        (w->plan.params().head_group > 1 ? config.head_group_flags : 0) |
-        (w->plan.cluster_merges() ? config.cluster_flags : 0);
-    TAILOR_RETURN_IF_ERROR(Upload(runtime, *kernels, w->plan, w->launch_flags,
-                                  *buffers, args.stream));
+    w->launch_flags = internal::DecodeLaunchFlagsOf(config, w->plan);
+    TAILOR_RETURN_IF_ERROR(
+        internal::UploadDecodeWork(*kernels, internal::EngineOf(runtime),
+                                   {.items = w->plan.items(),
+                                    .first_items = w->plan.first_items(),
+                                    .worker_begin = w->plan.worker_begin(),
+                                    .launch_flags = &w->launch_flags},
+                                   *buffers, args.stream));
   } else {
     const size_t partials = w->plan.num_partials();
     const size_t row = shape.group * shape.head_dim;
@@ -155,58 +131,22 @@ absl::Status PlanDecode(Runtime& runtime, const PlanDecodeArgs& args,
 
 namespace {
 
-internal::DecodeWorkRef WorkOf(DecodeWorkspaceImpl& w) {
-  internal::DecodeWorkRef work;
-  work.num_workers = w.plan.params().num_workers;
-  work.cluster_workers = w.plan.params().cluster_workers;
-  if (!w.device) {
-    work.host_plan = &w.plan;
-    work.partial_out = w.partial_out.data();
-    work.partial_lse = w.partial_lse.data();
-    return work;
-  }
-  DecodeDeviceBuffers& d = *w.device;
-  work.items = static_cast<const plan::DecodeWorkItem*>(d.at(d.items));
-  work.worker_begin = static_cast<const int32_t*>(d.at(d.worker_begin));
-  work.first_items =
-      static_cast<const plan::DecodeWorkItem*>(d.at(d.first_items));
-  work.partial_out = static_cast<float*>(d.at(d.partial_out));
-  work.partial_lse = static_cast<float*>(d.at(d.partial_lse));
-  work.scratch = d.at(d.scratch);
-  work.max_partials = d.capacity.partials;
-  return work;
-}
-
+// The launch of `args` over the plan of `w`: on the host its vectors, on
+// a device its uploaded block.
 internal::DecodeLaunch LaunchOf(const RunDecodeArgs& args,
                                 DecodeWorkspaceImpl& w) {
-  internal::DecodeLaunch launch;
-  launch.shape = w.shape;
-  launch.q = args.q.data;
-  launch.q_stride_b = args.q.strides[0];
-  launch.q_stride_h = args.q.strides[1];
-  launch.k_cache = args.k_cache.data;
-  launch.v_cache = args.v_cache.data;
-  for (int i = 0; i < 3; ++i) {
-    launch.k_strides[i] = args.k_cache.strides[i];
-    launch.v_strides[i] = args.v_cache.strides[i];
-  }
-  launch.num_pages = args.k_cache.dims[0];
-  launch.block_table = args.block_table.as<int32_t>();
-  launch.block_table_stride = args.block_table.strides[0];
-  launch.max_pages = args.block_table.dims[1];
+  internal::DecodeLaunch launch = internal::DecodeLaunchOf(args, w.shape);
   launch.seq_lens = args.seq_lens.as<int32_t>();
-  launch.out = args.out.data;
-  launch.out_stride_b = args.out.strides[0];
-  launch.out_stride_h = args.out.strides[1];
-  if (args.lse.has_value()) {
-    launch.lse = args.lse->as<float>();
-    launch.lse_stride_b = args.lse->strides[0];
+  if (w.device) {
+    launch.work = internal::DeviceDecodeWork(*w.device, w.plan.params());
+    return launch;
   }
-  launch.sm_scale = args.sm_scale.value_or(
-      1.0f / std::sqrt(static_cast<float>(w.shape.head_dim)));
-  launch.soft_cap = args.logits_soft_cap;
-  launch.work = WorkOf(w);
-  launch.stream = args.stream;
+  internal::DecodeWorkRef& work = launch.work;
+  work.num_workers = w.plan.params().num_workers;
+  work.cluster_workers = w.plan.params().cluster_workers;
+  work.host_plan = &w.plan;
+  work.partial_out = w.partial_out.data();
+  work.partial_lse = w.partial_lse.data();
   return launch;
 }
 

@@ -2,10 +2,9 @@
 // the decode plan and its upload, the launch and its errors.
 #include "ops/attention/ragged_decode.h"
 
-#include <cmath>
-
 #include "api/internals.h"
 #include "ops/attention/checks.h"
+#include "ops/attention/decode_launch.h"
 #include "plan/decode_plan.h"
 #include "plan/ragged_partition.h"
 #include "tailor/status.h"
@@ -25,33 +24,27 @@ absl::Status UploadArray(DecodeKernels& kernels, Engine& engine, const T* host,
   return kernels.UploadPlan(engine, host, device, count * sizeof(T), stream);
 }
 
+// The decode plan (items renumbered to the step's b), then row b of q / out /
+// lse and the KV length of b: what item.seq = b reads.
 absl::Status UploadDecodeRows(Runtime& runtime, DecodeKernels& kernels,
                               const RaggedWorkspaceImpl& w, void* stream) {
   Engine& engine = EngineOf(runtime);
   const RaggedDeviceBuffers& b = *w.device;
-  const DecodeDeviceBuffers d = b.DecodeBuffers();
   const RaggedDecodeRows& rows = w.decode;
-  char* base = b.base;
   TAILOR_RETURN_IF_ERROR(
-      UploadArray(kernels, engine, rows.items.data(), rows.items.size(),
-                  static_cast<char*>(d.at(d.items)), stream));
-  TAILOR_RETURN_IF_ERROR(UploadArray(
-      kernels, engine, rows.first_items.data(), rows.first_items.size(),
-      static_cast<char*>(d.at(d.first_items)), stream));
-  const auto begin = rows.plan.worker_begin();
-  char* begin_at = static_cast<char*>(d.at(d.worker_begin));
-  TAILOR_RETURN_IF_ERROR(UploadArray(kernels, engine, begin.data(),
-                                     begin.size(), begin_at, stream));
-  TAILOR_RETURN_IF_ERROR(UploadArray(kernels, engine, &rows.launch_flags, 1,
-                                     begin_at + begin.size() * sizeof(int32_t),
-                                     stream));
-  // Row b of q / out / lse and the KV length of b: what item.seq = b reads.
+      UploadDecodeWork(kernels, engine,
+                       {.items = rows.items,
+                        .first_items = rows.first_items,
+                        .worker_begin = rows.plan.worker_begin(),
+                        .launch_flags = &rows.launch_flags},
+                       b.DecodeBuffers(), stream));
   const auto q_begin = w.plan.q_begin();
   TAILOR_RETURN_IF_ERROR(UploadArray(kernels, engine, q_begin.data(),
-                                     q_begin.size(), base + b.q_rows, stream));
+                                     q_begin.size(), b.base + b.q_rows,
+                                     stream));
   const auto kv_lens = w.plan.kv_lens();
   return UploadArray(kernels, engine, kv_lens.data(), kv_lens.size(),
-                     base + b.seq_lens, stream);
+                     b.base + b.seq_lens, stream);
 }
 
 }  // namespace
@@ -139,10 +132,7 @@ absl::Status PlanRaggedDecodeRows(Runtime& runtime, const RaggedShape& shape,
                         kernels->ScratchBytes(DecodePartialsOf(config)))));
   TAILOR_RETURN_IF_ERROR(plan::BuildDecodePlan(
       rows.kv_lens, DecodePlanParamsFor(*decode, config), &rows.plan));
-  rows.launch_flags =
-      config.launch_flags |
-      (rows.plan.params().head_group > 1 ? config.head_group_flags : 0) |
-      (rows.plan.cluster_merges() ? config.cluster_flags : 0);
+  rows.launch_flags = DecodeLaunchFlagsOf(config, rows.plan);
   plan::RenumberDecodeItems(rows.plan, rows.seqs, &rows.items,
                             &rows.first_items);
   return UploadDecodeRows(runtime, *kernels, w, stream);
@@ -154,46 +144,10 @@ absl::Status RunRaggedDecodeRows(Runtime& runtime,
   TAILOR_ASSIGN_OR_RETURN(DecodeKernels * kernels,
                           DecodeKernelsOf(runtime, "attention.run_ragged"));
   const RaggedDeviceBuffers& b = *w.device;
-  const DecodeDeviceBuffers d = b.DecodeBuffers();
-  DecodeLaunch l;
-  l.shape = w.decode.shape;
-  l.q = args.q.data;
-  l.q_stride_b = args.q.strides[0];
-  l.q_stride_h = args.q.strides[1];
+  DecodeLaunch l = DecodeLaunchOf(args, w.decode.shape);
   l.q_rows = static_cast<const int32_t*>(b.at(b.q_rows));
-  l.k_cache = args.k_cache.data;
-  l.v_cache = args.v_cache.data;
-  for (int i = 0; i < 3; ++i) {
-    l.k_strides[i] = args.k_cache.strides[i];
-    l.v_strides[i] = args.v_cache.strides[i];
-  }
-  l.num_pages = args.k_cache.dims[0];
-  l.block_table = args.block_table.as<int32_t>();
-  l.block_table_stride = args.block_table.strides[0];
-  l.max_pages = args.block_table.dims[args.block_table.rank - 1];
   l.seq_lens = static_cast<const int32_t*>(b.at(b.seq_lens));
-  l.out = args.out.data;
-  l.out_stride_b = args.out.strides[0];
-  l.out_stride_h = args.out.strides[1];
-  if (args.lse.has_value()) {
-    l.lse = args.lse->as<float>();
-    l.lse_stride_b = args.lse->strides[0];
-  }
-  l.sm_scale = args.sm_scale.value_or(
-      1.0f / std::sqrt(static_cast<float>(w.shape.head_dim)));
-  l.soft_cap = args.logits_soft_cap;
-  DecodeWorkRef& work = l.work;
-  work.items = static_cast<const plan::DecodeWorkItem*>(d.at(d.items));
-  work.worker_begin = static_cast<const int32_t*>(d.at(d.worker_begin));
-  work.first_items =
-      static_cast<const plan::DecodeWorkItem*>(d.at(d.first_items));
-  work.partial_out = static_cast<float*>(d.at(d.partial_out));
-  work.partial_lse = static_cast<float*>(d.at(d.partial_lse));
-  work.scratch = d.at(d.scratch);
-  work.max_partials = d.capacity.partials;
-  work.num_workers = w.decode.plan.params().num_workers;
-  work.cluster_workers = w.decode.plan.params().cluster_workers;
-  l.stream = args.stream;
+  l.work = DeviceDecodeWork(b.DecodeBuffers(), w.decode.plan.params());
   return kernels->Decode(EngineOf(runtime), l);
 }
 
