@@ -5,7 +5,7 @@ side (scripts/gpu-moe-pingpong with TAILOR_NCU=1 runs it under ncu).
 
 Shapes as bench/moe_gpu_bench.py (the anchors' Zipf routing and seed);
 default: the compute-bound launches Mixtral-8x7B T=16384 and Qwen3-30B-A3B
-T=16384, both projections. Each runtime's kernel is compiled and run once
+T=16384, both projections (--proj picks). Each runtime's kernel is compiled and run once
 before its range, so the range holds exactly one launch of it. Usage:
   ncu --nvtx --nvtx-include "coop/" --nvtx-include "pp/" ... \\
     python3 bench/moe_consumers_ncu.py [--shapes mixtral:16384 ...]
@@ -23,11 +23,13 @@ SCHEDULES = {"coop": "moe.consumers=cooperative",
              "pp": "moe.consumers=pingpong"}
 
 
-def profile_shape(rts, model, tokens, gen):
+def profile_shape(rts, model, tokens, gen, projections):
     E, k, H, I = MODELS[model]
     ids = routing(gen, tokens, E, k).to(dev, torch.int32)
     R = tokens * k
     for proj, (n, kk) in (("gate_up", (2 * I, H)), ("down", (H, I))):
+        if proj not in projections:
+            continue
         a = torch.randn(R, kk, device=dev, dtype=torch.bfloat16)
         w = torch.randn(E, n, kk, device=dev, dtype=torch.bfloat16) * 0.02
         c = torch.empty(R, n, device=dev, dtype=torch.bfloat16)
@@ -51,12 +53,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="*",
                     default=["mixtral:16384", "qwen3_30b_a3b:16384"])
+    ap.add_argument("--proj", nargs="*", choices=["gate_up", "down"],
+                    default=["gate_up", "down"])
     args = ap.parse_args()
     rts = {name: runtime_with(tuning) for name, tuning in SCHEDULES.items()}
     gen = torch.Generator(device="cpu").manual_seed(1234)
     for shape in args.shapes:
         model, tokens = shape.split(":")
-        profile_shape(rts, model, int(tokens), gen)
+        profile_shape(rts, model, int(tokens), gen, args.proj)
 
 
 if __name__ == "__main__":

@@ -420,9 +420,12 @@ def summarize(rows, tailor_methods):
                   f"{geomean(ratios):.2f}x, worst {min(ratios):.2f}x")
 
 
-# The cost model's consumer schedule (src/backends/cuda/moe/heuristics.h,
-# MoeSm90PingPong): ping-pong from this many rows an expert on average.
-ROWS_FOR_PINGPONG = 256
+def auto_pingpong(row):
+    """The cost model's consumer schedule for `row`: cooperative at every
+    step (src/backends/cuda/moe/heuristics.h, MoeSm90PingPongFits; the H200
+    table in bench/results/moe_hopper_design.txt "Ping-pong consumers")."""
+    del row
+    return False
 
 
 def ran(kernel):
@@ -446,7 +449,7 @@ def consumers_table(rows):
     picks = {"auto": [], "best": [], "tailor_coop": [], "tailor_pp": []}
     misses = []
     for r in rows:
-        pp_rule = r["rows"] >= ROWS_FOR_PINGPONG * r["experts"]
+        pp_rule = auto_pingpong(r)
         for p in ("gate_up", "down"):
             coop, pp = r[f"{p}_tailor_coop_ms"], r[f"{p}_tailor_pp_ms"]
             auto = pp if pp_rule else coop

@@ -284,8 +284,7 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   const std::string g = "moe.grouped_gemm/cuda/sm_90a/bf16,bf16,f32/";
   // Route (fused for steps of one segment, else count+plan then scatter),
   // pack, the Hopper GEMMs (tile.n = 2; variant: epilogue | 512, full tiles
-  // leave by TMA stores) at the cost model's 64 and 128 rows (the 128-row
-  // ones also with ping-pong consumers, variant | 8192), its swap-AB tiles
+  // leave by TMA stores) at the cost model's 64 and 128 rows, its swap-AB tiles
   // of 8 and 32 rows (variant: epilogue | 1024), combine, and
   // the decode variants (cp.async, TMA) for one CTA an SM (4 stages) and
   // two (2 stages).
@@ -299,9 +298,7 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
           g + "N=1536,K=2048/b0/t0/m64n2k0/v513",
           g + "N=2048,K=768/b0/t0/m64n2k0/v512",
           g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
-          g + "N=1536,K=2048/b0/t0/m128n2k0/v8705",
           g + "N=2048,K=768/b0/t0/m128n2k0/v512",
-          g + "N=2048,K=768/b0/t0/m128n2k0/v8704",
           g + "N=1536,K=2048/b0/t0/m8n2k0/v1025",
           g + "N=2048,K=768/b0/t0/m8n2k0/v1024",
           g + "N=1536,K=2048/b0/t0/m32n2k0/v1025",
@@ -388,9 +385,9 @@ TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
 }
 
 // The server's tuning keys reach warm-up's keys: forced clusters add the
-// 128-row launches' cluster variants (and drop the ping-pong ones, which
-// have none), moe.consumers=cooperative drops the ping-pong variants, the
-// portable GEMM replaces Hopper's,
+// 128-row launches' cluster variants, moe.consumers=pingpong adds the
+// ping-pong variants (the cost model never picks them), the portable GEMM
+// replaces Hopper's,
 // decode.stages caps the decode depths.
 TEST(KernelCatalogTest, TuningShapesTheCudaKeys) {
   ServingProfile profile;
@@ -429,17 +426,20 @@ TEST(KernelCatalogTest, TuningShapesTheCudaKeys) {
                           g + "N=1536,K=2048/b0/t0/m128n2k0c2/v513",
                           g + "N=2048,K=768/b0/t0/m128n2k0/v512",
                           g + "N=2048,K=768/b0/t0/m128n2k0c2/v512"));
-  // Ping-pong consumers beside the cooperative kernel, unless forced off.
-  keys = KeyStrings(list(""));
+  // Ping-pong consumers beside the cooperative kernel only when forced.
+  keys = KeyStrings(list("moe.consumers=pingpong"));
   EXPECT_THAT(std::vector<std::string>(keys.begin() + 4, keys.begin() + 8),
               ElementsAre(g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
                           g + "N=1536,K=2048/b0/t0/m128n2k0/v8705",
                           g + "N=2048,K=768/b0/t0/m128n2k0/v512",
                           g + "N=2048,K=768/b0/t0/m128n2k0/v8704"));
-  keys = KeyStrings(list("moe.consumers=cooperative"));
-  EXPECT_THAT(std::vector<std::string>(keys.begin() + 4, keys.begin() + 6),
-              ElementsAre(g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
-                          g + "N=2048,K=768/b0/t0/m128n2k0/v512"));
+  for (const char* tuning : {"", "moe.consumers=cooperative"}) {
+    keys = KeyStrings(list(tuning));
+    EXPECT_THAT(std::vector<std::string>(keys.begin() + 4, keys.begin() + 6),
+                ElementsAre(g + "N=1536,K=2048/b0/t0/m128n2k0/v513",
+                            g + "N=2048,K=768/b0/t0/m128n2k0/v512"))
+        << tuning;
+  }
   keys = KeyStrings(list("moe.gemm=portable,decode.stages=3"));
   EXPECT_THAT(
       std::vector<std::string>(keys.begin() + 4, keys.end()),

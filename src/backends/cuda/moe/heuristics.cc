@@ -34,10 +34,6 @@ bool MoeSm90PingPongFits(int cta_rows, bool swap_ab, int cluster) {
   return cta_rows == kMoeSm90MaxRows && !swap_ab && cluster == 1;
 }
 
-bool MoeSm90PingPong(int64_t assignments, int64_t experts) {
-  return experts > 0 && assignments >= kMoeRowsForPingPong * experts;
-}
-
 int MoeSm90ExpertGroups(int64_t assignments, int64_t experts, int cta_rows,
                         int64_t expert_w_bytes, int64_t l2_bytes) {
   if (experts <= 0 || 2 * assignments < cta_rows * experts) {

@@ -47,18 +47,11 @@ bool HopperSwapAB(bool enabled, int64_t tile_rows);
 int HopperClusterFor(int forced, int cta_rows);
 
 // Whether the ping-pong kernel (templates/cuda/moe/sm90/kernel_pingpong.cuh)
-// can run a Hopper launch: 128-row CTA tiles, no swap-AB, no clusters.
+// can run a Hopper launch: 128-row CTA tiles, no swap-AB, no clusters. The
+// cost model never picks it (the H200 table has it slower than the
+// cooperative kernel at every compute-bound step); moe.consumers=pingpong
+// forces it. Heading: "Ping-pong consumers".
 bool MoeSm90PingPongFits(int cta_rows, bool swap_ab, int cluster);
-
-// Whether the cost model runs a launch that fits (MoeSm90PingPongFits) with
-// ping-pong consumers: the average expert has kMoeRowsForPingPong rows (T *
-// k / E) or more, so most tiles are full and the step is compute-bound;
-// there the cooperative kernel's tensor cores idle through each tile's
-// epilogue, which ping-pong hides behind the other consumer's mainloop.
-// Below it the step streams W, which ping-pong reads twice per plan tile.
-// Heading: "Ping-pong consumers".
-inline constexpr int64_t kMoeRowsForPingPong = 256;
-bool MoeSm90PingPong(int64_t assignments, int64_t experts);
 
 // ---- raster order and schedule ----------------------------------------------
 

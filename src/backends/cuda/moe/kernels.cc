@@ -399,11 +399,11 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
           HopperTmaStoreShape(tma_store_enabled, tile_rows, epilogue, n);
       add(HopperGemmSpec(gemm, checks, tma_store, /*cluster=*/1, swap)
               .ToKey(target));
-      // Ping-pong consumers: the cost model picks them per step (by rows an
-      // expert, which warm-up cannot know), so 128-row tiles list both.
+      // Ping-pong consumers: only forced (moe.consumers=pingpong); the cost
+      // model never picks them, so warm-up lists them only then.
       const int cta_rows = MoeSm90CtaRows(static_cast<int>(tile_rows));
       if (gemm.kernel == MoeGemmKernel::kHopper &&
-          tuning.pingpong != tailor::internal::Switch::kOff &&
+          tuning.pingpong == tailor::internal::Switch::kOn &&
           MoeSm90PingPongFits(cta_rows, swap,
                               HopperClusterFor(cluster, cta_rows))) {
         add(HopperGemmSpec(gemm, checks, tma_store, /*cluster=*/1, swap,
@@ -579,7 +579,7 @@ absl::StatusOr<CudaMoeKernels::HopperVariant> CudaMoeKernels::HopperParams(
   v.swap_ab = HopperSwapAB(swap_ab_, l.tile_rows);
   v.cluster = HopperClusterFor(cluster_, v.cta_rows);
   v.pingpong = MoeSm90PingPongFits(v.cta_rows, v.swap_ab, v.cluster) &&
-               Decide(pingpong_, MoeSm90PingPong(l.rows, l.experts));
+               pingpong_ == tailor::internal::Switch::kOn;
   // Ping-pong: a stage holds one consumer's half of the plan tile.
   v.a_rows = v.pingpong
                  ? kMoeSm90PingPongARows

@@ -18,7 +18,8 @@
 // swap-AB (W rows as wgmma's M, the tile's tokens as its N) for plan tiles
 // of at most 32 rows. Its 128-row launches run the cooperative kernel (both
 // consumer warpgroups on one tile) or the ping-pong kernel (each owns a
-// tile, moe/sm90/kernel_pingpong.cuh) by MoeSm90PingPong or moe.consumers.
+// tile, moe/sm90/kernel_pingpong.cuh): cooperative unless moe.consumers=
+// pingpong forces ping-pong.
 // The tuning keys (moe/tuning.h) moe.gemm=portable pick the mma.sync kernel
 // on Hopper too, moe.store=registers the Hopper kernel's register stores for
 // every tile, moe.swap_ab=off the 64-row kernel for small tiles (all for
@@ -218,8 +219,8 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   tailor::internal::Switch prefetch_w_;
   // moe.wave_sync: auto (MoeSm90WaveSync), off or on (every Hopper launch).
   tailor::internal::Switch wave_sync_;
-  // moe.consumers: auto (MoeSm90PingPong), cooperative (off) or ping-pong
-  // (on) for every launch the ping-pong kernel fits.
+  // moe.consumers: auto and cooperative run the cooperative kernel; on
+  // (pingpong) the ping-pong kernel for every launch it fits.
   tailor::internal::Switch pingpong_;
   DescriptorPool& descriptors_;
   CudaGenericKernels& generics_;

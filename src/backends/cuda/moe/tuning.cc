@@ -43,7 +43,8 @@ constexpr TuningKnob kKnobs[] = {
      "static: Hopper CTAs walk tiles by fixed strides"},
     {"moe.consumers", kConsumers,
      "Hopper consumer warpgroups of 128-row launches: both on one tile "
-     "(cooperative) or a tile each, taking turns (pingpong)"},
+     "(cooperative, also what auto runs) or a tile each, taking turns "
+     "(pingpong)"},
     {"moe.pdl", kOnOff,
      "off: no MoE launch overlaps its predecessor (programmatic dependent "
      "launch)"},

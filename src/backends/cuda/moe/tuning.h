@@ -29,8 +29,9 @@ struct MoeTuning {
   tailor::internal::Switch wave_sync = tailor::internal::Switch::kAuto;
   tailor::internal::Switch w_evict_first = tailor::internal::Switch::kAuto;
   tailor::internal::Switch prefetch_w = tailor::internal::Switch::kAuto;
-  // moe.consumers: kOff cooperative, kOn ping-pong wherever the kernel
-  // exists (128-row tiles without clusters or swap-AB).
+  // moe.consumers: kAuto (the cost model: cooperative) or kOff cooperative,
+  // kOn ping-pong wherever the kernel exists (128-row tiles without clusters
+  // or swap-AB).
   tailor::internal::Switch pingpong = tailor::internal::Switch::kAuto;
   bool swap_ab = true;           // moe.swap_ab
   bool tma_store = true;         // moe.store=tma

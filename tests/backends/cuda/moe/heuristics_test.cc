@@ -77,32 +77,16 @@ TEST(MoeHeuristics, ClustersOnlyWhereForcedOnTheLargeTile) {
 }
 
 // Ping-pong consumers: the kernel exists for 128-row CTA tiles without
-// swap-AB or clusters, and the cost model takes it from 256 rows an expert
-// on average (T * k / E): the anchor grid's compute-bound steps.
-TEST(MoeHeuristics, PingPongOnComputeBoundLargeTiles) {
+// swap-AB or clusters. There is no cost-model rule to test: the H200 table
+// (moe_hopper_design.txt "Ping-pong consumers") has them slower than the
+// cooperative kernel at every compute-bound step, so only moe.consumers=
+// pingpong runs them (the golden warm-up rows pin both lists).
+TEST(MoeHeuristics, PingPongFitsLargeTilesOnly) {
   EXPECT_TRUE(MoeSm90PingPongFits(128, false, 1));
   EXPECT_FALSE(MoeSm90PingPongFits(64, false, 1));
   EXPECT_FALSE(MoeSm90PingPongFits(128, true, 1));
   EXPECT_FALSE(MoeSm90PingPongFits(128, false, 2));
   EXPECT_FALSE(MoeSm90PingPongFits(128, false, 4));
-  struct Step {
-    const char* what;
-    int64_t assignments, experts;
-    bool pingpong;
-  };
-  for (const Step& s : std::vector<Step>{
-           {"Mixtral T=4096", 4096 * 2, 8, true},
-           {"Mixtral T=1024", 1024 * 2, 8, true},  // exactly 256 an expert
-           {"Mixtral T=1023", 1023 * 2, 8, false},
-           {"Mixtral T=256", 256 * 2, 8, false},
-           {"Qwen3-30B-A3B T=4096", 4096 * 8, 128, true},
-           {"Qwen3-30B-A3B T=4095", 4095 * 8, 128, false},
-           {"DeepSeek-V3 T=4096", 4096 * 8, 256, false},
-           {"DeepSeek-V3 T=8192", 8192 * 8, 256, true},
-           {"DeepSeek-V3 T=16384", 16384 * 8, 256, true},
-           {"no experts", 4096, 0, false}}) {
-    EXPECT_EQ(MoeSm90PingPong(s.assignments, s.experts), s.pingpong) << s.what;
-  }
 }
 
 // W evict-first: only steps whose experts are one plan tile each and whose
