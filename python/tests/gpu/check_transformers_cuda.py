@@ -12,19 +12,35 @@ nonzero on any failure; prints a short table last.
      agreement with eager and the tokens routed differently from eager
      (reported), the MoE layers' time (one experts module timed alone,
      per call) and decode tokens/s
+  4. per implementation, decode under CUDA graphs: the same ragged prefill
+     into a transformers StaticCache, then one decode forward at that batch
+     captured in a torch.cuda.CUDAGraph (input ids, the cache's device-side
+     length and the next token live in static buffers the graph updates)
+     and replayed: the first 3 replays against the same steps run eagerly
+     (rel err < 2e-2), then --steps replays timed: "graph decode tok/s"
+     beside the eager column. tailor's step must capture (a failure fails
+     the check and prints its traceback); a stock one that cannot is
+     "n/a (reason)" (eager experts: host syncs in the expert loop, found
+     with torch.cuda.set_sync_debug_mode before any capture is tried).
+     Written against transformers 5.24's StaticCache (`cache=` argument,
+     device-side cumulative_length); on CPU the path runs with eager calls
+     in place of replays and the column reads "n/a (cpu)".
 
 Needs torch with CUDA and transformers 5.x importable (e.g. PYTHONPATH to a
 `pip install --target DIR "transformers>=5,<6"` folder). Run from the
 repository root after scripts/gpu-bundle:
   LD_LIBRARY_PATH=$PWD/build-gpu/lib TAILOR_LIBRARY=$PWD/build-gpu/lib/libtailor_c.so.3 \\
     PYTHONPATH=$PWD/python:$TRANSFORMERS_DIR python3 python/tests/gpu/check_transformers_cuda.py
-Options: --device cpu --small (a CPU smoke run of the script itself).
+Options: --device cpu --small (a CPU smoke run of the script itself; no
+CUDA graphs).
 """
 
 import argparse
+import inspect
 import os
 import sys
 import time
+import traceback
 
 import torch
 import transformers
@@ -112,6 +128,169 @@ def run(model, ids, mask, steps):
     return prefill, routing, time.perf_counter() - start
 
 
+GRAPH_CHECK_STEPS = 3  # graph replays compared with the same eager steps
+
+
+class CaptureFailed(RuntimeError):
+    """torch.cuda.graph() raised while capturing the decode step."""
+
+
+def graph_decode(model, ids, mask, steps, capture, label=""):
+    """Prefill of the ragged batch into a transformers StaticCache, then
+    decode steps of one CUDA graph: one decode forward at this batch
+    (input ids, the cache's device-side length, the next token written back
+    into the static input), captured once and replayed. The first
+    GRAPH_CHECK_STEPS replays are compared with the same steps run eagerly
+    (host syncs in them are caught first with torch's sync debug mode), the
+    next `steps` are timed. capture=False (CPU) runs the same path with
+    eager calls in place of replays and times nothing. Returns (tokens/s,
+    detail), or (None, why not) for a step that cannot be captured; raises
+    CaptureFailed when the capture itself fails."""
+    if "cache" not in inspect.signature(model.forward).parameters:
+        return None, (f"transformers {transformers.__version__}: forward "
+                      f"has no `cache` argument (5.24 API)")
+    device = ids.device
+    batch, width = ids.shape
+    length = width + GRAPH_CHECK_STEPS + steps + 1
+    cache = transformers.StaticCache(config=model.config,
+                                     max_cache_len=length)
+    # positions past the prompt are unmasked here; the causal mask (from
+    # the cache's length) hides those not written yet
+    static_mask = torch.ones(batch, length, dtype=mask.dtype, device=device)
+    static_mask[:, :width] = mask
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=static_mask, cache=cache,
+                    use_cache=True, logits_to_keep=1)
+        first = out.logits[:, -1].argmax(-1, keepdim=True)
+        static_ids = first.clone()
+        del out
+
+        def step():
+            logits = model(input_ids=static_ids, attention_mask=static_mask,
+                           cache=cache, use_cache=True,
+                           logits_to_keep=1).logits[:, -1]
+            static_ids.copy_(logits.argmax(-1, keepdim=True))
+            return logits
+
+        def rewind():
+            for layer in cache.layers:
+                layer.cumulative_length.fill_(width)
+            static_ids.copy_(first)
+
+        def rel(a, b):
+            return ((a.float() - b).norm() / b.norm()).item()
+
+        if not capture:
+            reference = [step().float() for _ in range(GRAPH_CHECK_STEPS)]
+            rewind()
+            err = max(rel(step(), r) for r in reference)
+            check(f"{label} graph decode path on cpu (eager steps after "
+                  f"the rewind repeat)", err == 0.0, f"rel err {err:.1e}")
+            return None, "cpu"
+
+        # eager reference steps on a side stream (warm-up before capture);
+        # all but the first under sync debug mode: a host sync cannot be
+        # captured, and a failed capture can leave the stream unusable
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        reference, synced = [], None
+        with torch.cuda.stream(side):
+            reference.append(step().float())
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                for _ in range(GRAPH_CHECK_STEPS - 1):
+                    reference.append(step().float())
+            except RuntimeError as error:
+                if "synchroniz" not in str(error):
+                    raise
+                synced = error
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        torch.cuda.current_stream(device).wait_stream(side)
+        sync(device)
+        if synced is not None:
+            return None, f"host sync at {_where(synced)}"
+        rewind()
+        sync(device)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                static_logits = step()
+        except Exception as error:  # noqa: BLE001  reported by the caller
+            try:
+                sync(device)
+            except Exception:  # noqa: BLE001
+                pass
+            root = error  # capture_end's error hides the first one
+            while root.__context__ is not None:
+                root = root.__context__
+            raise CaptureFailed(
+                f"{type(root).__name__}: {root}"[:300]) from error
+        errs = []
+        for r in reference:
+            graph.replay()
+            errs.append(rel(static_logits, r))
+        sync(device)
+        err = max(errs)
+        if not err < 2e-2:
+            return None, f"replay != eager steps (rel err {err:.1e})"
+        start = time.perf_counter()
+        for _ in range(steps):
+            graph.replay()
+        sync(device)
+        seconds = time.perf_counter() - start
+    del graph, static_logits, cache
+    torch.cuda.empty_cache()
+    return batch * steps / seconds, f"replays vs eager steps rel err {err:.1e}"
+
+
+def _where(error):
+    """file:line of the innermost frame outside torch's own files."""
+    frames = traceback.extract_tb(error.__traceback__)
+    outside = [f for f in frames if f"{os.sep}torch{os.sep}" not in f.filename]
+    frame = (outside or frames)[-1]
+    return f"{os.path.basename(frame.filename)}:{frame.lineno} ({frame.name})"
+
+
+def graph_decode_cells(name, model, ids, mask, steps, impls):
+    """The "graph decode tok/s" cell of each implementation: tailor's first
+    (it must capture: a failure there fails the check, with its traceback),
+    then the stock ones ("n/a (reason)" when they cannot be captured; eager
+    last, the one expected not to)."""
+    cells = {}
+    order = ("tailor", "grouped_mm", "eager")
+    for impl in sorted(impls, key=lambda i: order.index(i) if i in order
+                       else len(order)):
+        model.set_experts_implementation(impl)
+        if ids.device.type != "cuda":
+            graph_decode(model, ids, mask, 2, capture=False,
+                         label=f"{name} {impl}")
+            cells[impl] = "n/a (cpu)"
+            continue
+        try:
+            tps, reason = graph_decode(model, ids, mask, steps, capture=True)
+            short = ("host sync" if reason.startswith("host sync") else
+                     "replay != eager" if reason.startswith("replay !=")
+                     else "transformers API")
+        except Exception as error:  # noqa: BLE001  reported here
+            if impl == "tailor" or not isinstance(error, CaptureFailed):
+                print(f"{name} {impl}: the CUDA graph decode step failed:",
+                      flush=True)
+                traceback.print_exception(error)
+            tps, reason = None, f"{type(error).__name__}: {error}"[:300]
+            short = ("capture failed" if isinstance(error, CaptureFailed)
+                     else "error")
+        if impl == "tailor":
+            check(f"{name} tailor graph decode (capture; replays = eager "
+                  f"steps)", tps is not None, reason)
+        else:
+            print(f"     {name} {impl} graph decode: "
+                  f"{'ok' if tps is not None else 'n/a'}, {reason}",
+                  flush=True)
+        cells[impl] = f"{tps:.1f}" if tps is not None else f"n/a ({short})"
+    return cells
+
+
 def experts_call_seconds(model, device, tokens, reps):
     """One experts module alone on `tokens` routed tokens."""
     experts = next(m for m in model.modules()
@@ -149,7 +328,9 @@ def check_model(name, config, device, steps, reps):
                     for t in (len(lengths), int(sum(lengths)))}
         runs[impl] = (logits.cpu(), routing, len(lengths) * steps / decode_s,
                       per_call[len(lengths)], per_call[int(sum(lengths))])
-    return table_rows(name, model, ids, mask, runs, rel)
+    rows = table_rows(name, model, ids, mask, runs, rel)
+    cells = graph_decode_cells(name, model, ids, mask, steps, list(runs))
+    return [row + (cells[row[1]],) for row in rows]
 
 
 def table_rows(name, model, ids, mask, runs, rel):
@@ -189,13 +370,17 @@ def main():
     print("\nvs eager: prefill logits rel err against transformers' eager "
           "experts; flips: router calls x tokens whose experts differ from "
           "eager's; vs fp32: against the float32 model taking the run's "
-          "own experts (the check)")
+          "own experts (the check); decode tok/s: eager calls on a "
+          "DynamicCache; graph decode tok/s: one CUDA graph of the decode "
+          "step on a StaticCache, replayed (n/a: not capturable, why above)")
     print(f"{'model':16} {'experts':11} {'vs eager':>8} {'flips':>5} "
-          f"{'vs fp32':>8} {'decode tok/s':>13} "
+          f"{'vs fp32':>8} {'decode tok/s':>13} {'graph decode tok/s':>22} "
           f"{'MoE us (decode T)':>18} {'MoE us (prefill T)':>19}")
-    for name, impl, err, flipped, pinned, tps, small_s, large_s in rows:
+    for (name, impl, err, flipped, pinned, tps, small_s, large_s,
+         graph) in rows:
         print(f"{name:16} {impl:11} {err:8.1e} {flipped:5d} {pinned:8.1e} "
-              f"{tps:13.1f} {small_s * 1e6:18.1f} {large_s * 1e6:19.1f}")
+              f"{tps:13.1f} {graph:>22} "
+              f"{small_s * 1e6:18.1f} {large_s * 1e6:19.1f}")
     print(f"\n{len(failures)} failed" if failures else "\nall passed")
     return 1 if failures else 0
 
