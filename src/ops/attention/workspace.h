@@ -1,8 +1,8 @@
 // ops/attention/workspace.h — what a tailor::attention::DecodeWorkspace
 // holds.
 //
-// The op fronts (attention_decode.cc) fill and read this struct; the public
-// DecodeWorkspace only exposes a summary. Two storages:
+// The decode front (decode.cc, decode_launch.cc) fills and reads this
+// struct; the public DecodeWorkspace only exposes a summary. Two storages:
 //   - host (host-memory backends): the plan's own vectors plus the partial
 //     buffers below, which only grow.
 //   - device (device-memory backends): one block of device memory reserved
