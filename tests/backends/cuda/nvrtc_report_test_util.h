@@ -18,8 +18,9 @@
 
 namespace tailor::cuda::testing {
 
-// Skips without NVRTC; Compile(key) builds `key`'s source from kGenerate
-// for sm_90a with a nonce (defeating NVRTC's cache, so ptxas reports).
+// Skips without NVRTC; Compile(key[, arch]) builds `key`'s source from
+// kGenerate for `arch` (sm_90a by default) with a nonce (defeating NVRTC's
+// cache, so ptxas reports).
 template <tailor::internal::KernelGeneratorFn kGenerate>
 class NvrtcReportTest : public ::testing::Test {
  protected:
@@ -35,13 +36,14 @@ class NvrtcReportTest : public ::testing::Test {
   }
 
   absl::StatusOr<NvrtcCompiler::Output> Compile(
-      const tailor::internal::SpecKey& key) {
+      const tailor::internal::SpecKey& key,
+      const std::string& arch = "sm_90a") {
     absl::StatusOr<tailor::internal::KernelSource> source = kGenerate(key);
     if (!source.ok()) return source.status();
     source->code += absl::StrCat(
         "constexpr long long tailor_test_nonce = ",
         std::chrono::system_clock::now().time_since_epoch().count(), ";\n");
-    return compiler_->Compile(*source, "sm_90a", /*want_ptx=*/true);
+    return compiler_->Compile(*source, arch, /*want_ptx=*/true);
   }
 
   std::optional<NvrtcCompiler> compiler_;

@@ -6,16 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
-#include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/attention/decode_kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/nvrtc_report_test_util.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "core/spec_key.h"
 #include "templates/cuda/attention/decode_params.h"
@@ -80,27 +78,8 @@ std::string Describe(const Variant& v) {
                       " group=", v.group, " page=", v.page);
 }
 
-class DecodeNvrtcTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<NvrtcCompiler> compiler =
-        NvrtcCompiler::Create({.extra_flags = {"--ptxas-options=-v"}});
-    if (!compiler.ok()) {
-      ASSERT_EQ(compiler.status().code(), absl::StatusCode::kUnavailable)
-          << compiler.status();
-      GTEST_SKIP() << "NVRTC not installed: " << compiler.status();
-    }
-    compiler_.emplace(*std::move(compiler));
-  }
-  std::optional<NvrtcCompiler> compiler_;
-};
-
-// "Used 140 registers" and "0 bytes spill stores" from ptxas -v's log.
-int LogNumber(const std::string& log, const std::string& pattern) {
-  std::smatch match;
-  if (!std::regex_search(log, match, std::regex(pattern))) return -1;
-  return std::stoi(match[1].str());
-}
+using DecodeNvrtcTest = testing::NvrtcReportTest<&GenerateCudaDecode>;
+using testing::LogNumber;
 
 TEST_F(DecodeNvrtcTest, EveryVariantCompilesWithoutSpills) {
   std::printf("%-50s %6s %5s %7s %7s\n", "variant", "stages", "regs",
@@ -109,16 +88,7 @@ TEST_F(DecodeNvrtcTest, EveryVariantCompilesWithoutSpills) {
     SCOPED_TRACE(Describe(v));
     const SpecKey key = KeyOf(v);
     ASSERT_GE(key.tile.stages, 2);
-    absl::StatusOr<KernelSource> source = GenerateCudaDecode(key);
-    TAILOR_ASSERT_OK(source.status());
-    // NVRTC may serve a source it compiled before (another run on this
-    // machine) from its cache, without the ptxas -v report: a unique
-    // trailing declaration makes every compile a real one.
-    source->code += absl::StrCat(
-        "constexpr long long tailor_test_nonce = ",
-        std::chrono::system_clock::now().time_since_epoch().count(), ";\n");
-    absl::StatusOr<NvrtcCompiler::Output> out =
-        compiler_->Compile(*source, v.arch, /*want_ptx=*/true);
+    absl::StatusOr<NvrtcCompiler::Output> out = Compile(key, v.arch);
     TAILOR_ASSERT_OK(out.status());
     const int regs = LogNumber(out->log, R"(Used (\d+) registers)");
     const int spill_stores = LogNumber(out->log, R"((\d+) bytes spill stores)");
