@@ -320,6 +320,104 @@ absl::StatusOr<KernelSource> GenerateCudaDecode(const SpecKey& key) {
       .entry = entry};
 }
 
+absl::StatusOr<int> CudaDecodeStagesFor(const DecodeShape& shape,
+                                        int64_t workers,
+                                        const CudaDecodeDevice& device,
+                                        const DecodeTuning& tuning) {
+  const int stages = DecodeLaunchStages(shape.head_dim, shape.group, workers,
+                                        device.multiprocessors,
+                                        device.shared_limit, tuning.stages);
+  if (stages == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("attention.decode: head_dim ", shape.head_dim,
+                     " with group ", shape.group, " needs ",
+                     DecodeSharedBytes(static_cast<int>(shape.head_dim),
+                                       static_cast<int>(shape.group), 2),
+                     " bytes of shared memory per CTA; ", device.arch,
+                     " allows ", device.shared_limit));
+  }
+  return stages;
+}
+
+namespace {
+
+// Whether heads group in a plan of `seq_lens` on `config`'s workers, and
+// whether those groups may split (DecodePlanConfig's head_group fields).
+void SetHeadGroup(const DecodeShape& shape, absl::Span<const int32_t> seq_lens,
+                  int stages, const CudaDecodeDevice& device, int forced,
+                  DecodePlanConfig& config) {
+  config.head_group = DecodeHeadGroupFor(
+      shape, seq_lens, config.num_workers,
+      DecodeHeadGroupsFit(shape, stages, device.arch), forced);
+  // Forced (tests, decode.head_group=4): grouped whatever it costs;
+  // long enough streams: grouped, split or not.
+  config.head_group_always =
+      config.head_group > 1 &&
+      (forced != 0 ||
+       DecodeHeadGroupsSplit(shape, seq_lens, config.num_workers));
+}
+
+}  // namespace
+
+absl::StatusOr<DecodePlanConfig> CudaDecodePlanConfig(
+    const DecodeShape& shape, int64_t bucket,
+    absl::Span<const int32_t> seq_lens, const CudaDecodeDevice& device,
+    const DecodeTuning& tuning,
+    absl::FunctionRef<DecodeClusterCapacity()> cluster_capacity) {
+  TAILOR_RETURN_IF_ERROR(
+      CudaDecodeStagesFor(shape, 0, device, tuning).status());
+  const int sms = device.multiprocessors;
+  const int64_t shared = device.shared_limit;
+  // At most kDecodeMaxPieces workers (the bound on the pieces of a pair; 2
+  // per SM reach it at 144 SMs).
+  auto workers = [sms](int per_sm) {
+    return std::min(sms * per_sm, kDecodeMaxPieces);
+  };
+  DecodePlanConfig config{.tile_tokens = kDecodeTileTokens,
+                          .item_cost_tokens = kDecodeItemCostTokens};
+  if (tuning.workers_per_sm != 0) {
+    config.num_workers = workers(tuning.workers_per_sm);
+  } else {
+    config.num_workers = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
+    config.cut_workers =
+        DecodeCutWorkers(shape, seq_lens, config.num_workers, sms);
+  }
+  TAILOR_ASSIGN_OR_RETURN(
+      const int stages,
+      CudaDecodeStagesFor(shape, config.num_workers, device, tuning));
+  config.launch_flags =
+      DecodeKvTokens(shape, seq_lens) <=
+              DecodeEvictFirstMaxTokens(shape, device.l2_bytes)
+          ? kDecodeLaunchEvictFirst
+          : 0;
+  config.head_group_flags = kDecodeLaunchHeadGroups;
+  const int forced = tuning.head_group;
+  // Small buckets: one CTA an SM in clusters, no head groups (those pay
+  // over long streams a worker, never at these batches), unless head groups
+  // are forced. Only a bucket whose pairs could fit the clusters (at most
+  // one of 8 CTAs an 8 SMs) asks for the capacity, which compiles a kernel
+  // the first time.
+  const bool tma =
+      device.arch == "sm_90a" && DecodeTmaPageSize(shape.page_size);
+  const bool may_cluster = tuning.workers_per_sm == 0 && tuning.cluster != 1 &&
+                           forced != kDecodeHeadGroup && tma &&
+                           bucket * shape.num_kv_heads * 8 <= sms;
+  const DecodeClusterCapacity capacity =
+      may_cluster ? cluster_capacity() : DecodeClusterCapacity{};
+  const int cluster = DecodeClusterWorkersFor(shape, bucket, tma, stages,
+                                              shared, capacity, tuning.cluster);
+  if (cluster > 0) {
+    const int count = cluster == 16 ? capacity.of16 : capacity.of8;
+    config.num_workers = cluster * count;
+    config.cut_workers = 0;
+    config.cluster_workers = cluster;
+    config.cluster_flags = kDecodeLaunchClusterMerges;
+    return config;
+  }
+  SetHeadGroup(shape, seq_lens, stages, device, forced, config);
+  return config;
+}
+
 // ---- CudaDecodeKernels ------------------------------------------------------
 
 absl::Status CudaDecodeKernels::QueryDevice() {
@@ -370,91 +468,29 @@ DecodeClusterCapacity CudaDecodeKernels::QueryClusterCapacity(
   return capacity;
 }
 
+CudaDecodeDevice CudaDecodeKernels::Device() const {
+  return {.arch = backend_.arch(),
+          .multiprocessors = multiprocessors_.load(),
+          .shared_limit = shared_limit_.load(),
+          .l2_bytes = l2_bytes_.load()};
+}
+
 absl::StatusOr<int> CudaDecodeKernels::StagesFor(const DecodeShape& shape,
                                                  int64_t workers) {
   TAILOR_RETURN_IF_ERROR(QueryDevice());
-  const int64_t shared = shared_limit_.load();
-  int stages = DecodeStagesFor(shape.head_dim, shape.group, shared);
-  if (workers > multiprocessors_.load()) {
-    const int two = DecodeStagesFor(shape.head_dim, shape.group, shared, 2);
-    if (two >= 2) stages = two;
-  }
-  if (tuning_.stages != 0) stages = std::min(stages, tuning_.stages);
-  if (stages == 0) {
-    return absl::UnimplementedError(
-        absl::StrCat("attention.decode: head_dim ", shape.head_dim,
-                     " with group ", shape.group, " needs ",
-                     DecodeSharedBytes(static_cast<int>(shape.head_dim),
-                                       static_cast<int>(shape.group), 2),
-                     " bytes of shared memory per CTA; ", backend_.arch(),
-                     " allows ", shared_limit_.load()));
-  }
-  return stages;
+  return CudaDecodeStagesFor(shape, workers, Device(), tuning_);
 }
 
 absl::StatusOr<DecodePlanConfig> CudaDecodeKernels::PlanConfig(
     const DecodeShape& shape, int64_t bucket,
     absl::Span<const int32_t> seq_lens) {
-  TAILOR_RETURN_IF_ERROR(StagesFor(shape, 0).status());
-  const int sms = multiprocessors_.load();
-  const int64_t shared = shared_limit_.load();
-  // At most kDecodeMaxPieces workers (the bound on the pieces of a pair; 2
-  // per SM reach it at 144 SMs).
-  auto workers = [sms](int per_sm) {
-    return std::min(sms * per_sm, kDecodeMaxPieces);
-  };
-  const int32_t flags =
-      DecodeKvTokens(shape, seq_lens) <=
-              DecodeEvictFirstMaxTokens(shape, l2_bytes_.load())
-          ? kDecodeLaunchEvictFirst
-          : 0;
-  DecodePlanConfig config{.tile_tokens = kDecodeTileTokens,
-                          .item_cost_tokens = kDecodeItemCostTokens};
-  if (tuning_.workers_per_sm != 0) {
-    config.num_workers = workers(tuning_.workers_per_sm);
-  } else {
-    config.num_workers = workers(DecodeCtasPerSm(shape, bucket, sms, shared));
-    config.cut_workers =
-        DecodeCutWorkers(shape, seq_lens, config.num_workers, sms);
+  TAILOR_RETURN_IF_ERROR(QueryDevice());
+  DecodeTuning tuning = tuning_;
+  if (forced_head_group_.load() != 0) {
+    tuning.head_group = forced_head_group_.load();
   }
-  TAILOR_ASSIGN_OR_RETURN(const int stages,
-                          StagesFor(shape, config.num_workers));
-  config.launch_flags = flags;
-  config.head_group_flags = kDecodeLaunchHeadGroups;
-  const int forced = forced_head_group_.load() != 0 ? forced_head_group_.load()
-                                                    : tuning_.head_group;
-  // Small buckets: one CTA an SM in clusters, no head groups (those pay
-  // over long streams a worker, never at these batches), unless head groups
-  // are forced. Only a bucket whose pairs could fit the clusters (at most
-  // one of 8 CTAs an 8 SMs) asks for the capacity, which compiles a kernel
-  // the first time.
-  const bool tma =
-      backend_.arch() == "sm_90a" && DecodeTmaPageSize(shape.page_size);
-  const bool may_cluster = tuning_.workers_per_sm == 0 &&
-                           tuning_.cluster != 1 && forced != kDecodeHeadGroup &&
-                           tma && bucket * shape.num_kv_heads * 8 <= sms;
-  const DecodeClusterCapacity capacity =
-      may_cluster ? ClusterCapacity() : DecodeClusterCapacity{};
-  const int cluster = DecodeClusterWorkersFor(
-      shape, bucket, tma, stages, shared, capacity, tuning_.cluster);
-  if (cluster > 0) {
-    const int count = cluster == 16 ? capacity.of16 : capacity.of8;
-    config.num_workers = cluster * count;
-    config.cut_workers = 0;
-    config.cluster_workers = cluster;
-    config.cluster_flags = kDecodeLaunchClusterMerges;
-    return config;
-  }
-  config.head_group = DecodeHeadGroupFor(
-      shape, seq_lens, config.num_workers,
-      DecodeHeadGroupsFit(shape, stages, backend_.arch()), forced);
-  // Forced (tests, decode.head_group=4): grouped whatever it costs;
-  // long enough streams: grouped, split or not.
-  config.head_group_always =
-      config.head_group > 1 &&
-      (forced != 0 ||
-       DecodeHeadGroupsSplit(shape, seq_lens, config.num_workers));
-  return config;
+  return CudaDecodePlanConfig(shape, bucket, seq_lens, Device(), tuning,
+                              [this] { return ClusterCapacity(); });
 }
 
 int64_t CudaDecodeKernels::ScratchBytes(int64_t max_partials) const {

@@ -37,12 +37,14 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "backends/cuda/attention/tuning.h"
 #include "backends/cuda/attention/heuristics.h"
+#include "backends/cuda/attention/tuning.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -52,6 +54,33 @@
 namespace tailor::cuda {
 
 class CudaBackend;
+
+// What the decode launch rules read of a device: queried once by
+// CudaDecodeKernels, or described for a device that is not here (tests, the
+// variant count of tests/backends/cuda/attention/variant_count_test.cc).
+struct CudaDecodeDevice {
+  std::string arch;  // "sm_90a"
+  int multiprocessors = 0;
+  int64_t shared_limit = 0;  // opt-in shared memory per block, bytes
+  int64_t l2_bytes = 0;
+};
+
+// The pipeline depth of a launch of `workers` CTAs on `device`
+// (DecodeLaunchStages, capped by tuning.stages): a field of the kernel's
+// key. Unimplemented when two stages of `shape` do not fit.
+absl::StatusOr<int> CudaDecodeStagesFor(
+    const tailor::internal::DecodeShape& shape, int64_t workers,
+    const CudaDecodeDevice& device, const DecodeTuning& tuning);
+
+// CudaDecodeKernels::PlanConfig's rules on `device` with `tuning` (whose
+// head_group is the forced one, if any). `cluster_capacity` is called only
+// for a bucket that could launch in clusters: on a device it compiles a
+// probe kernel the first time.
+absl::StatusOr<tailor::internal::DecodePlanConfig> CudaDecodePlanConfig(
+    const tailor::internal::DecodeShape& shape, int64_t bucket,
+    absl::Span<const int32_t> seq_lens, const CudaDecodeDevice& device,
+    const DecodeTuning& tuning,
+    absl::FunctionRef<DecodeClusterCapacity()> cluster_capacity);
 
 class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  public:
@@ -93,6 +122,8 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
  private:
   // SM count, opt-in shared memory per block and L2 size, queried once.
   absl::Status QueryDevice();
+  // The device QueryDevice read.
+  CudaDecodeDevice Device() const;
   // The device's DecodeClusterCapacity, queried at the first call (after
   // QueryDevice), so that only servers whose buckets could launch in
   // clusters pay for its compile.
@@ -101,8 +132,7 @@ class CudaDecodeKernels final : public tailor::internal::DecodeKernels {
   // of a kernel that does nothing, compiled for the purpose, with all of an
   // SM's shared memory. A failure is logged and leaves zeros.
   DecodeClusterCapacity QueryClusterCapacity(int shared_limit);
-  // The depth of a launch of `workers` CTAs: what two co-resident CTAs fit
-  // when there are more workers than SMs (and two fit), else what one fits.
+  // CudaDecodeStagesFor on this device.
   absl::StatusOr<int> StagesFor(const tailor::internal::DecodeShape& shape,
                                 int64_t workers);
 

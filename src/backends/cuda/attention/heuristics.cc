@@ -25,6 +25,18 @@ int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
   return 0;
 }
 
+int DecodeLaunchStages(int64_t head_dim, int64_t group, int64_t workers,
+                       int multiprocessors, int64_t shared_limit,
+                       int max_stages) {
+  int stages = DecodeStagesFor(head_dim, group, shared_limit);
+  if (workers > multiprocessors) {
+    const int two = DecodeStagesFor(head_dim, group, shared_limit, 2);
+    if (two >= 2) stages = two;
+  }
+  if (max_stages != 0) stages = std::min(stages, max_stages);
+  return stages;
+}
+
 int DecodeCtasPerSm(const DecodeShape& shape, int64_t batch,
                     int multiprocessors, int64_t shared_limit) {
   const bool pairs_fill_the_sms = batch * shape.num_kv_heads >= multiprocessors;

@@ -32,6 +32,15 @@ inline constexpr int32_t kDecodeItemCostTokens = 128;
 int DecodeStagesFor(int64_t head_dim, int64_t group, int64_t shared_limit,
                     int ctas_per_sm = 1);
 
+// The depth of a launch of `workers` CTAs on `multiprocessors` SMs: what two
+// co-resident CTAs fit when there are more workers than SMs (and two fit),
+// else what one fits; `max_stages` (decode.stages, 0: none) caps it; 0 when
+// not even two stages fit. The depth is in the kernel's key: it follows the
+// workspace's workers (its bucket), never a step's lengths.
+int DecodeLaunchStages(int64_t head_dim, int64_t group, int64_t workers,
+                       int multiprocessors, int64_t shared_limit,
+                       int max_stages);
+
 // CTAs of decode work per SM for plans on a workspace of `batch` sequences:
 // two co-resident CTAs (each at the depth two fit) when the batch has at
 // least an SM's worth of (sequence, KV head) pairs and two fit, else one.

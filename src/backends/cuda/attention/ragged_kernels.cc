@@ -217,6 +217,15 @@ CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled,
       decode_rows_(decode_rows),
       pipeline_checks_(PipelineChecksAsked()) {}
 
+RaggedPlanConfig CudaRaggedPlanConfig(const RaggedShape& shape,
+                                      int multiprocessors, bool decode_rows) {
+  RaggedPlanConfig config = KeyConfigOf(shape);
+  config.num_workers = multiprocessors;
+  // The decode kernel attends a sequence's whole KV: no window.
+  config.decode_rows = decode_rows && shape.window_left < 0;
+  return config;
+}
+
 absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(
     const KeyTarget& target, const RaggedShape& shape) {
   if (target.arch != "sm_90a") {
@@ -250,11 +259,7 @@ absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
   }
   TAILOR_RETURN_IF_ERROR(CheckPageSize(shape));
   TAILOR_ASSIGN_OR_RETURN(int sms, Multiprocessors());
-  RaggedPlanConfig config = KeyConfigOf(shape);
-  config.num_workers = sms;
-  // The decode kernel attends a sequence's whole KV: no window.
-  config.decode_rows = decode_rows_ && shape.window_left < 0;
-  return config;
+  return CudaRaggedPlanConfig(shape, sms, decode_rows_);
 }
 
 int64_t CudaRaggedKernels::ScratchBytes() const {

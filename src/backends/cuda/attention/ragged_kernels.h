@@ -75,6 +75,13 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
 absl::StatusOr<tailor::internal::KernelSource> GenerateCudaRagged(
     const tailor::internal::SpecKey& key);
 
+// CudaRaggedKernels::PlanConfig of a shape it serves, on a device of
+// `multiprocessors` SMs; `decode_rows`: the ragged.decode_rows key. For
+// plans and keys of a device that is not here (tests, the variant count).
+tailor::internal::RaggedPlanConfig CudaRaggedPlanConfig(
+    const tailor::internal::RaggedShape& shape, int multiprocessors,
+    bool decode_rows);
+
 // Whether the sm_90a kernel serves `page_size` for `head_dim`.
 bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim);
 
