@@ -49,49 +49,18 @@ class MoeCudaConsumersTest : public MoeCudaTest {
   bool hopper() { return env_->backend().arch() == "sm_90a"; }
 
   // Routes `ids` [T, kTopk] over kExperts, launches `g` twice on that plan
-  // against fp64 (poisoned C each time) and returns the plan's summary.
+  // against fp64 (CheckGroupedGemmTwice) and returns the plan's summary.
   PlanSummary CheckTwoLaunches(const GemmCase& g, const HostTensor& ids,
                                std::mt19937_64& rng,
                                RoutingPolicy policy = {}) {
-    const int64_t tokens = ids.numel() / kTopk;
-    const bool gated = g.epilogue == Epilogue::kSiluAndMul;
-    DeviceTensor d_ids = ToDevice(ids);
     Workspace ws;
-    TAILOR_EXPECT_OK(ReserveWorkspace(runtime(),
-                                      {.max_tokens = tokens,
-                                       .topk = kTopk,
-                                       .num_experts = kExperts,
-                                       .policy = policy},
-                                      ws));
-    TAILOR_EXPECT_OK(Route(
-        runtime(),
-        {.topk_ids = d_ids.ref(), .num_experts = kExperts, .policy = policy},
-        ws));
-    const int64_t rows = ws.num_rows();
-    HostTensor a(DType::kBF16, {rows, g.k});
-    HostTensor w(DType::kBF16, {kExperts, g.n, g.k});
-    a.FillRandom(rng);
-    w.FillRandom(rng, 0.5);
-    DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
-    const ReferenceRouting ref =
-        ReferenceRoute(ids, nullptr, kExperts, tokens, kTopk);
-    const std::vector<double> expected =
-        ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
-    for (int launch = 0; launch < 2; ++launch) {
-      HostTensor c(DType::kBF16, {rows, gated ? g.n / 2 : g.n});
-      c.Poison();
-      DeviceTensor d_c = ToDevice(c);
-      TAILOR_EXPECT_OK(GroupedGemm(runtime(),
-                                   {.a = d_a.ref(),
-                                    .w = d_w.ref(),
-                                    .c = d_c.ref(),
-                                    .epilogue = g.epilogue},
-                                   ws));
-      EXPECT_LT(RelativeError(d_c.Download(), expected),
-                Tolerance(DType::kBF16))
-          << "launch " << launch;
-    }
-    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
+    CheckGroupedGemmTwice({.n = g.n,
+                           .k = g.k,
+                           .epilogue = g.epilogue,
+                           .experts = kExperts,
+                           .topk = kTopk,
+                           .policy = policy},
+                          ids, rng, ws);
     return ws.plan();
   }
 

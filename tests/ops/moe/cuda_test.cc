@@ -502,37 +502,12 @@ class MoeCudaSplitTest : public MoeCudaTest {
   void CheckTwoLaunches(const Case& g, const HostTensor& ids,
                         std::mt19937_64& rng, Workspace& ws) {
     ASSERT_EQ(ids.numel(), g.tokens * kTopk) << "ids must be [tokens, k]";
-    const bool gated = g.epilogue == Epilogue::kSiluAndMul;
-    DeviceTensor d_ids = ToDevice(ids);
-    TAILOR_ASSERT_OK(ReserveWorkspace(
-        runtime(),
-        {.max_tokens = g.tokens, .topk = kTopk, .num_experts = kExperts}, ws));
-    TAILOR_ASSERT_OK(Route(
-        runtime(), {.topk_ids = d_ids.ref(), .num_experts = kExperts}, ws));
-    const int64_t rows = ws.num_rows();
-    HostTensor a(DType::kBF16, {rows, g.k});
-    HostTensor w(DType::kBF16, {kExperts, g.n, g.k});
-    a.FillRandom(rng);
-    w.FillRandom(rng, 0.5);
-    DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
-    ReferenceRouting ref =
-        ReferenceRoute(ids, nullptr, kExperts, g.tokens, kTopk);
-    const std::vector<double> expected =
-        ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
-    for (int launch = 0; launch < 2; ++launch) {
-      HostTensor c(DType::kBF16, {rows, gated ? g.n / 2 : g.n});
-      c.Poison();
-      DeviceTensor d_c = ToDevice(c);
-      TAILOR_ASSERT_OK(GroupedGemm(runtime(),
-                                   {.a = d_a.ref(),
-                                    .w = d_w.ref(),
-                                    .c = d_c.ref(),
-                                    .epilogue = g.epilogue},
-                                   ws));
-      EXPECT_LT(RelativeError(d_c.Download(), expected),
-                Tolerance(DType::kBF16))
-          << "launch " << launch;
-    }
+    CheckGroupedGemmTwice({.n = g.n,
+                           .k = g.k,
+                           .epilogue = g.epilogue,
+                           .experts = kExperts,
+                           .topk = kTopk},
+                          ids, rng, ws);
   }
 };
 

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "backends/cuda/cuda_test_util.h"
@@ -154,6 +155,61 @@ class MoeCudaTest : public ::testing::Test {
   const cuda::DriverApi& api() { return env_->api(); }
   DeviceTensor ToDevice(const HostTensor& host) {
     return DeviceTensor(api(), host);
+  }
+
+  // A bf16 grouped GEMM over one routing.
+  struct GemmTwice {
+    int64_t n = 0, k = 0;
+    Epilogue epilogue = Epilogue::kNone;
+    int64_t experts = 8, topk = 2;
+    RoutingPolicy policy = {};
+  };
+  // Reserves `ws` for the tokens of `ids` [T, g.topk], routes them over
+  // g.experts, then launches the GEMM of random A [rows, K] and W [E, N, K]
+  // twice on that plan, C NaN-poisoned before each, both against fp64, and
+  // takes the device errors: the second launch must find the counters the
+  // first one reset (split-K arrivals, the consumers' turns).
+  void CheckGroupedGemmTwice(const GemmTwice& g, const HostTensor& ids,
+                             std::mt19937_64& rng, Workspace& ws) {
+    const int64_t tokens = ids.numel() / g.topk;
+    ASSERT_EQ(ids.numel(), tokens * g.topk) << "ids must be [tokens, k]";
+    const bool gated = g.epilogue == Epilogue::kSiluAndMul;
+    DeviceTensor d_ids = ToDevice(ids);
+    TAILOR_ASSERT_OK(ReserveWorkspace(runtime(),
+                                      {.max_tokens = tokens,
+                                       .topk = g.topk,
+                                       .num_experts = g.experts,
+                                       .policy = g.policy},
+                                      ws));
+    TAILOR_ASSERT_OK(Route(
+        runtime(),
+        {.topk_ids = d_ids.ref(), .num_experts = g.experts, .policy = g.policy},
+        ws));
+    const int64_t rows = ws.num_rows();
+    HostTensor a(DType::kBF16, {rows, g.k});
+    HostTensor w(DType::kBF16, {g.experts, g.n, g.k});
+    a.FillRandom(rng);
+    w.FillRandom(rng, 0.5);
+    DeviceTensor d_a = ToDevice(a), d_w = ToDevice(w);
+    const ReferenceRouting ref =
+        ReferenceRoute(ids, nullptr, g.experts, tokens, g.topk);
+    const std::vector<double> expected =
+        ReferenceGroupedGemm(a, w, ref.offsets, g.n, g.k, gated);
+    for (int launch = 0; launch < 2; ++launch) {
+      HostTensor c(DType::kBF16, {rows, gated ? g.n / 2 : g.n});
+      c.Poison();
+      DeviceTensor d_c = ToDevice(c);
+      TAILOR_ASSERT_OK(GroupedGemm(runtime(),
+                                   {.a = d_a.ref(),
+                                    .w = d_w.ref(),
+                                    .c = d_c.ref(),
+                                    .epilogue = g.epilogue},
+                                   ws));
+      EXPECT_LT(RelativeError(d_c.Download(), expected),
+                Tolerance(DType::kBF16))
+          << "launch " << launch;
+    }
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
   }
 
   CudaTestRuntime* env_ = nullptr;
