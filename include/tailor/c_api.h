@@ -713,6 +713,21 @@ TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_get_info(
     const tailor_attention_ragged_workspace* ws,
     tailor_attention_ragged_workspace_info* out);
 
+/* The decode rows of the last plan (RaggedPlanSummary's decode_seqs and
+ * decode_items): sequences of q_len 1 that run on the paged-decode kernel
+ * (CUDA; 0 on backends that keep them in query tiles), and that kernel's
+ * work items. All zeros for a workspace that was not planned. A struct and
+ * entry of their own rather than fields of the info above, whose size
+ * callers built against this ABI already allocate. */
+typedef struct tailor_attention_ragged_decode_info {
+  int32_t seqs;
+  int32_t items;
+} tailor_attention_ragged_decode_info;
+
+TAILOR_C_EXPORT tailor_status tailor_attention_ragged_workspace_get_decode_info(
+    const tailor_attention_ragged_workspace* ws,
+    tailor_attention_ragged_decode_info* out);
+
 typedef struct tailor_attention_ragged_plan_args {
   tailor_tensor q_indptr; /* [B + 1] i32 HOST (vLLM: query_start_loc) */
   tailor_tensor kv_lens;  /* [B] i32 HOST (vLLM: seq_lens) */

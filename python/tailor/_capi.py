@@ -188,6 +188,10 @@ class RaggedWorkspaceInfo(ctypes.Structure):
                 ("mean_worker_cost", ctypes.c_double)]
 
 
+class RaggedDecodeInfo(ctypes.Structure):
+    _fields_ = [("seqs", _i32), ("items", _i32)]
+
+
 _RAGGED_LAYER = [("page_size", _i64), ("num_qo_heads", _i64),
                  ("num_kv_heads", _i64), ("head_dim", _i64), ("dtype", _i32),
                  ("mask", _i32), ("window_left", _i64)]
@@ -274,6 +278,8 @@ _SIGNATURES = {
         ctypes.c_int, [_vp, _vp, _vp]),
     "tailor_attention_ragged_workspace_get_info": (
         ctypes.c_int, [_vp, _P(RaggedWorkspaceInfo)]),
+    "tailor_attention_ragged_workspace_get_decode_info": (
+        ctypes.c_int, [_vp, _P(RaggedDecodeInfo)]),
     "tailor_attention_ragged_plan": (ctypes.c_int,
                                      [_vp, _P(PlanRaggedArgs), _vp]),
     "tailor_attention_ragged_plan_flashinfer": (

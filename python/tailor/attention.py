@@ -201,13 +201,19 @@ class RaggedWorkspace:
 
     def info(self):
         """planned, batch, total_q, capacity_bytes and the plan summary
-        (tiles, items, splits, workers, ...), as a dict."""
+        (tiles, items, splits, workers, ..., decode_seqs and decode_items:
+        the q_len 1 rows run on the decode kernel, CUDA only), as a dict."""
         info = _capi.RaggedWorkspaceInfo()
         check(lib.tailor_attention_ragged_workspace_get_info(
             self._handle, ctypes.byref(info)))
         out = {name: getattr(info, name) for name, _ in info._fields_
                if name != "reserved"}
         out["planned"] = bool(out["planned"])
+        decode = _capi.RaggedDecodeInfo()
+        check(lib.tailor_attention_ragged_workspace_get_decode_info(
+            self._handle, ctypes.byref(decode)))
+        out["decode_seqs"] = decode.seqs
+        out["decode_items"] = decode.items
         return out
 
     def take_errors(self, runtime, stream=None):

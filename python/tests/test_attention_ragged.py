@@ -110,6 +110,9 @@ def test_vllm_metadata_matches_reference(runtime, step):
     info = ws.info()
     assert info["planned"] and info["batch"] == 7
     assert info["total_q"] == sum(Q_LENS) and info["head_pack"] == 4
+    # The CPU runs q_len 1 rows as query tiles, none on a decode kernel.
+    assert 1 in Q_LENS
+    assert info["decode_seqs"] == 0 and info["decode_items"] == 0
     out, lse = step.outputs()
     tailor.attention.run_ragged(runtime, step.q, step.k, step.v,
                                 step.block_table, out, ws,

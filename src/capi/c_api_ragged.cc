@@ -274,6 +274,20 @@ tailor_status tailor_attention_ragged_workspace_get_info(
   });
 }
 
+tailor_status tailor_attention_ragged_workspace_get_decode_info(
+    const tailor_attention_ragged_workspace* ws,
+    tailor_attention_ragged_decode_info* out) {
+  return Guard([&]() -> absl::Status {
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("ws", ws));
+    TAILOR_RETURN_IF_ERROR(ExpectNonNull("out", out));
+    const attention::RaggedPlanSummary plan = ws->workspace.plan();
+    *out = {};
+    out->seqs = plan.decode_seqs;
+    out->items = plan.decode_items;
+    return absl::OkStatus();
+  });
+}
+
 tailor_status tailor_attention_ragged_plan(
     tailor_runtime* runtime, const tailor_attention_ragged_plan_args* args,
     tailor_attention_ragged_workspace* ws) {

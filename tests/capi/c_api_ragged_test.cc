@@ -207,6 +207,13 @@ TEST_F(CApiRaggedTest, VllmMetadataMatchesTheReference) {
   EXPECT_EQ(info.head_pack, 4);  // the CPU backend packs the group of 4
   EXPECT_GT(info.tiles, 0);
   EXPECT_GT(info.capacity_bytes, 0);
+  // The CPU backend runs the step's three q_len = 1 rows as query tiles:
+  // none on a decode kernel (CUDA: python/tests/gpu/check_ragged_torch_cuda).
+  tailor_attention_ragged_decode_info decode = {-1, -1};
+  ASSERT_EQ(tailor_attention_ragged_workspace_get_decode_info(ws_, &decode),
+            TAILOR_STATUS_OK);
+  EXPECT_EQ(decode.seqs, 0);
+  EXPECT_EQ(decode.items, 0);
   const tailor_attention_ragged_run_args run = RunArgs();
   ASSERT_EQ(tailor_attention_ragged_run(runtime_, &run, ws_), TAILOR_STATUS_OK)
       << tailor_last_error();
@@ -410,6 +417,7 @@ TEST_F(CApiRaggedTest, NullArgumentsAreNamed) {
   limits.page_size = 16;
   int64_t bytes = 0;
   tailor_attention_ragged_workspace_info info = {};
+  tailor_attention_ragged_decode_info decode = {};
   const tailor_attention_ragged_plan_args plan = PlanArgs();
   const tailor_attention_ragged_plan_flashinfer_args fi = FlashInferPlanArgs();
   const tailor_attention_ragged_run_args run = RunArgs();
@@ -457,6 +465,15 @@ TEST_F(CApiRaggedTest, NullArgumentsAreNamed) {
        }},
       {"out: must not be null",
        [&] { return tailor_attention_ragged_workspace_get_info(ws, nullptr); }},
+      {"ws: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_get_decode_info(nullptr,
+                                                                  &decode);
+       }},
+      {"out: must not be null",
+       [&] {
+         return tailor_attention_ragged_workspace_get_decode_info(ws, nullptr);
+       }},
       {"runtime: must not be null",
        [&] { return tailor_attention_ragged_plan(nullptr, &plan, ws); }},
       {"ws: must not be null",

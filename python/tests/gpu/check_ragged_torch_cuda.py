@@ -89,6 +89,12 @@ def run_bind(torch, tailor, ops):
                  head_dim=D)
     tailor.attention.plan_ragged(rt, cu_q.cpu().numpy(), lens.cpu().numpy(),
                                  ws, **shape)
+    info = ws.info()
+    decode_rows = Q_LENS.count(1)
+    expect("q_len 1 rows on the decode kernel",
+           info["decode_seqs"] == decode_rows
+           and info["decode_items"] >= decode_rows,
+           f"{info['decode_seqs']} seqs, {info['decode_items']} items")
     out = torch.full_like(q, float("nan"))
     tailor.attention.run_ragged(rt, q, k, v, table, out, ws, kv_lens=lens)
     torch.cuda.synchronize()
