@@ -4,7 +4,8 @@ its own process under a timeout, so a hang costs only its own line; a table
 of step results is printed last and the exit code is nonzero on any failure.
 
   bind         ragged_workspace_bytes / bind_ragged_workspace into a torch
-               tensor, plan_ragged + run_ragged (tailor.attention), a short
+               tensor, plan_ragged (its q_len 1 rows counted on the decode
+               kernel by info()) + run_ragged (tailor.attention), a short
                binding refused with its message
   op           plan_ragged_attention + torch.ops.tailor.ragged_attention
                (Llama-3-8B heads, page 16, a mixed step) with lse, and the
