@@ -43,6 +43,19 @@ TEST(DecodeHeuristics, StagesFollowSharedMemory) {
   EXPECT_EQ(DecodeStagesFor(256, 16, kSharedSm90, 2), 0);
 }
 
+// A launch's depth (a key field) follows its workers: one CTA an SM's up to
+// the SM count, two CTAs' past it where two fit; decode.stages caps both.
+TEST(DecodeHeuristics, LaunchStagesFollowTheWorkers) {
+  EXPECT_EQ(DecodeLaunchStages(128, 8, 132, 132, kSharedSm90, 0), 4);
+  EXPECT_EQ(DecodeLaunchStages(128, 8, 133, 132, kSharedSm90, 0), 2);
+  EXPECT_EQ(DecodeLaunchStages(128, 8, 264, 132, kSharedSm90, 0), 2);
+  EXPECT_EQ(DecodeLaunchStages(128, 8, 132, 132, kSharedSm90, 3), 3);
+  EXPECT_EQ(DecodeLaunchStages(128, 8, 264, 132, kSharedSm90, 3), 2);
+  // Two do not fit: more workers than SMs run as extra waves, one deep.
+  EXPECT_EQ(DecodeLaunchStages(256, 16, 264, 132, kSharedSm90, 0), 2);
+  EXPECT_EQ(DecodeLaunchStages(256, 16, 1, 132, kSharedSm80, 0), 0);
+}
+
 // Two CTAs an SM from an SM's worth of (sequence, KV head) pairs, where two
 // fit.
 TEST(DecodeHeuristics, TwoCtasAnSmFromAnSmsWorthOfPairs) {
