@@ -25,12 +25,6 @@
 // scale per K block, read from global memory (L2-resident, 4 bytes per box)
 // before the stage's wait. One partial (64 registers) serves both waves of
 // the 128-row tile: 128 + 64 accumulators, where two partials would not fit.
-// The 128-row tile's other mainloop (kMainloop, fp8_params.h) splits each
-// wave in two m64n64 quarters and alternates two 32-register partials, so
-// each promotion overlaps the next quarter's wgmma (RunOverlapped): the same
-// stages, W boxes and accumulator layout, so epilogues and split-K are
-// shared; its smem operand reads per K block are 64 KB a consumer where the
-// waves' are 48 KB (each quarter reads the 64-row A tile again).
 //
 // Scales constant along K (per tensor, per channel; kScaleMode): the stage
 // carries no A scales, the partials are promoted unscaled, and ApplyScales
