@@ -175,21 +175,15 @@ class CaseRunner:
                 tail.append(line.strip()[:300])
 
 
-def list_check_cases(small, tiles=None):
-    """The checks' cases; with `tiles`, the GEMM cases of those tiles only
-    (Pack and NaN cases stay)."""
+def list_check_cases(small):
     out = subprocess.run([sys.executable, os.path.join(HERE, "fp8_checks.py"),
                           "--list"] + (["--small"] if small else []),
                          capture_output=True, text=True, check=True)
-    cases = out.stdout.split()
-    if tiles:
-        cases = [c for c in cases
-                 if not c.startswith("gemm:") or c.split(":")[1] in tiles]
-    return cases
+    return out.stdout.split()
 
 
 def phase_checks(args, budget, out):
-    cases = list_check_cases(args.small, args.check_tiles)
+    cases = list_check_cases(args.small)
     share = min(args.check_budget, budget.left() - args.reserve())
     end = time.time() + share
     with open(os.path.join(out, "checks.log"), "w") as log:
@@ -249,7 +243,7 @@ def phase_protocol(args, budget, out):
     """The small suite on the cubin built with the pipeline protocol checks
     (TAILOR_PIPELINE_CHECKS: a broken handoff or a bad work item traps with
     a message naming it)."""
-    cases = list_check_cases(True, args.check_tiles)
+    cases = list_check_cases(small=True)
     end = time.time() + min(args.protocol_budget, budget.left() - 5)
     with open(os.path.join(out, "protocol.log"), "w") as log:
         runner = CaseRunner(None, log, 20, 45, lambda: end - time.time())
@@ -271,7 +265,7 @@ def phase_memcheck(args, budget, out):
             tool = os.path.join(path, "compute-sanitizer")
     if not os.path.exists(tool):
         return {}, "not run: no compute-sanitizer on PATH or in /usr/local/cuda"
-    cases = list_check_cases(True, args.check_tiles)
+    cases = list_check_cases(small=True)
     end = time.time() + min(args.sanitize_budget, budget.left() - 5)
     with open(os.path.join(out, "memcheck.log"), "w") as log:
         runner = CaseRunner(None, log, 60, 90, lambda: end - time.time())
@@ -307,12 +301,8 @@ def main():
     ap.add_argument("--tokens", nargs="*", type=int, default=fp8_table.TOKENS)
     ap.add_argument("--tiles", nargs="*", default=None,
                     help="tile shapes the bench times (default: all)")
-    ap.add_argument("--check-tiles", nargs="*", default=None,
-                    help="tile shapes the checks cover (default: all)")
-    ap.add_argument("--bench-reserve", type=float, default=200,
-                    help="seconds the checks leave for the bench")
     args = ap.parse_args()
-    args.reserve = lambda: (0 if args.no_bench else args.bench_reserve) + (
+    args.reserve = lambda: (0 if args.no_bench else 200) + (
         args.sanitize_budget if args.sanitize else 0) + args.protocol_budget
     budget = Budget(args.budget)
     os.makedirs(args.out, exist_ok=True)

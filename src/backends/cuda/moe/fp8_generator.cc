@@ -20,8 +20,6 @@ using tailor::internal::SpecKey;
 constexpr int kBlock = 128;
 constexpr int kSwapMaxRows = 32;
 constexpr int kEpilogueSiluAndMulQuant = 2;
-constexpr int kSm90MaxRows = 128;       // kMoeSm90MaxRows
-constexpr int kOverlappedQuarters = 1;  // kMoeFp8OverlappedQuarters
 
 KernelSource Entry(absl::string_view header, const std::string& kernel) {
   return KernelSource{
@@ -43,19 +41,6 @@ std::string ModeArgument(moe::ScaleMode mode) {
   return mode == moe::ScaleMode::kBlock
              ? ""
              : absl::StrCat(", ", static_cast<int>(mode));
-}
-
-// The template arguments past the tile: ", mode" unless block mode; block
-// mode's 128-row CTA tiles (plan tiles of more than 64 rows, not swap-AB:
-// the large-T buckets) take the overlapped-quarters mainloop, whose
-// promotion of one K block's partials overlaps the next wgmma.
-std::string ModeAndMainloop(const MoeGemmSpec& spec) {
-  const bool cta_128 = !spec.swap_ab && spec.tile_rows > kSm90MaxRows / 2;
-  if (spec.scale_mode != moe::ScaleMode::kBlock || !cta_128) {
-    return ModeArgument(spec.scale_mode);
-  }
-  return absl::StrCat(", ", static_cast<int>(moe::ScaleMode::kBlock), ", ",
-                      kOverlappedQuarters);
 }
 
 // The flags and tile of the Hopper FP8 GEMM.
@@ -120,10 +105,11 @@ absl::StatusOr<KernelSource> GenerateFp8GroupedGemm(const MoeGemmSpec& spec) {
   const int epilogue = spec.dtype == DType::kF8E4M3
                            ? kEpilogueSiluAndMulQuant
                            : static_cast<int>(spec.epilogue);
-  return Entry("moe/fp8_grouped_gemm_sm90.cuh",
-               absl::StrCat("MoeFp8GroupedGemmSm90<", spec.n, ", ", spec.k,
-                            ", ", spec.tile_rows, ", ", epilogue, ", ",
-                            spec.swap_ab ? 1 : 0, ModeAndMainloop(spec), ">"));
+  return Entry(
+      "moe/fp8_grouped_gemm_sm90.cuh",
+      absl::StrCat("MoeFp8GroupedGemmSm90<", spec.n, ", ", spec.k, ", ",
+                   spec.tile_rows, ", ", epilogue, ", ", spec.swap_ab ? 1 : 0,
+                   ModeArgument(spec.scale_mode), ">"));
 }
 
 SpecKey Fp8PackKey(const KeyTarget& target, int64_t hidden,

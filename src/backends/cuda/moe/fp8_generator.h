@@ -19,10 +19,8 @@ namespace tailor::cuda {
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8Pack(
     const tailor::internal::MoePackSpec& spec);
 
-// MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue, swap_ab[, mode[,
-// mainloop]]>: every scale mode (block mode is the template's default
-// argument; block mode's 128-row CTA tiles name it and the overlapped-quarters
-// mainloop, fp8_params.h), kernel
+// MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue, swap_ab[, mode]>: every
+// scale mode (block mode is the template's default argument), kernel
 // kHopper, K % 128 == 0 and N % 128 == 0 (gated: N % 256 == 0), C bf16 or
 // (silu_and_mul, block or per tensor) e4m3, tile_rows in [1, 128] (swap-AB:
 // [1, 32]), no TMA store, cluster or pipeline checks. InvalidArgument naming

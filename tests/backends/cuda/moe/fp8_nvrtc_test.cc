@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
-#include "backends/cuda/nvrtc_report_test_util.h"
 #include "core/spec_key.h"
 #include "ops/moe/spec.h"
+#include "backends/cuda/nvrtc_report_test_util.h"
 #include "test_util.h"
 
 namespace tailor::cuda {
@@ -34,7 +34,6 @@ using tailor::internal::MoePackSpec;
 using tailor::internal::SpecKey;
 using tailor::testing::StatusIs;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 constexpr KeyTarget kHopper = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
 
@@ -58,23 +57,15 @@ MoeGemmSpec Gemm(int64_t n, int64_t k, bool gate_up, int32_t tile_rows,
       .scale_mode = mode};
 }
 
-// `spec` with bf16 C (the gate|up's silu_and_mul unquantized).
-MoeGemmSpec Bf16Out(MoeGemmSpec spec) {
-  spec.dtype = DType::kBF16;
-  return spec;
-}
-
 TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
   constexpr moe::ScaleMode kTensor = moe::ScaleMode::kPerTensor;
   constexpr moe::ScaleMode kChannel = moe::ScaleMode::kPerChannel;
   const MoeGemmSpec specs[] = {
-      Gemm(4096, 7168, true, 128),           // DeepSeek-V3 gate|up
-      Gemm(7168, 2048, false, 128),          // DeepSeek-V3 down
-      Gemm(512, 7168, true, 64),             // DeepSeek-V3 TP8 gate|up
-      Gemm(7168, 256, false, 64),            // DeepSeek-V3 TP8 down
-      Gemm(1536, 2048, true, 128),           // Qwen3-30B-A3B gate|up
-      Bf16Out(Gemm(1536, 2048, true, 128)),  // silu_and_mul, bf16 C
-      Gemm(2048, 768, false, 96),         // a 128-row CTA of 96-row plan tiles
+      Gemm(4096, 7168, true, 128),        // DeepSeek-V3 gate|up
+      Gemm(7168, 2048, false, 128),       // DeepSeek-V3 down
+      Gemm(512, 7168, true, 64),          // DeepSeek-V3 TP8 gate|up
+      Gemm(7168, 256, false, 64),         // DeepSeek-V3 TP8 down
+      Gemm(1536, 2048, true, 128),        // Qwen3-30B-A3B gate|up
       Gemm(7168, 2048, false, 16, true),  // decode: swap-AB
       Gemm(4096, 7168, true, 32, true),
       // Per tensor (Mixtral-8x7B FP8: static scales, the gate|up epilogue
@@ -105,16 +96,6 @@ TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
     EXPECT_THAT(out->ptx, HasSubstr("setmaxnreg"));
     if (spec.dtype == DType::kF8E4M3) {
       EXPECT_THAT(out->ptx, HasSubstr("cvt.rn.satfinite.e4m3x2.f32"));
-    }
-    // Block mode's 128-row tiles: the overlapped-quarters mainloop (m64n64
-    // quarters), whose wgmma ptxas must not serialize (it says so in the log
-    // when a non-wgmma instruction touches an accumulator in flight).
-    EXPECT_THAT(out->log, Not(HasSubstr("wgmma.mma_async instructions are "
-                                        "serialized")));
-    if (spec.scale_mode == moe::ScaleMode::kBlock && !spec.swap_ab &&
-        spec.tile_rows > 64) {
-      EXPECT_THAT(out->ptx, HasSubstr("m64n64k32.f32.e4m3.e4m3"));
-      EXPECT_THAT(out->ptx, HasSubstr("wgmma.wait_group.sync.aligned 1;"));
     }
   }
 }
