@@ -29,10 +29,9 @@ def sync():
         torch.cuda.synchronize()
 
 # Tile shapes of the kernels in moe_fp8_kernels.cu: name -> (plan tile rows,
-# A box rows, swap-AB). 128o: the 128-row tile with the overlapped-quarters
-# mainloop (same plan tile, stages and grid as 128).
-TILES = {"128": (128, 128, 0), "128o": (128, 128, 0), "64": (64, 64, 0),
-         "s32": (32, 32, 1), "s16": (16, 16, 1), "s8": (8, 8, 1)}
+# A box rows, swap-AB).
+TILES = {"128": (128, 128, 0), "64": (64, 64, 0), "s32": (32, 32, 1),
+         "s16": (16, 16, 1), "s8": (8, 8, 1)}
 EPILOGUES = ("plain", "silu", "quant")
 
 

@@ -216,9 +216,7 @@ def phase_bench(args, budget, out, check_results):
         runner.cmd = lambda: [sys.executable,
                               os.path.join(HERE, "moe_fp8_bench.py"), "--lib",
                               args.lib, "--out", out, "--exclude",
-                              ",".join(sorted(runner.bad)) or "-"] + (
-                                  ["--tiles"] + args.tiles if args.tiles
-                                  else [])
+                              ",".join(sorted(runner.bad)) or "-"]
         results = runner.run(cases)
     rows, ceil = [], None
     for case in cases:
@@ -299,8 +297,6 @@ def main():
     ap.add_argument("--no-checks", action="store_true")
     ap.add_argument("--models", nargs="*", default=fp8_table.MODELS)
     ap.add_argument("--tokens", nargs="*", type=int, default=fp8_table.TOKENS)
-    ap.add_argument("--tiles", nargs="*", default=None,
-                    help="tile shapes the bench times (default: all)")
     args = ap.parse_args()
     args.reserve = lambda: (0 if args.no_bench else 200) + (
         args.sanitize_budget if args.sanitize else 0) + args.protocol_budget

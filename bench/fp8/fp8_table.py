@@ -94,35 +94,6 @@ def summarize(results):
     return lines
 
 
-def tile_ab_lines(rows, old="128", new="128o"):
-    """Per shape and projection: the serial 128-row tile beside the
-    overlapped one (ms, % of floor), their ratio, and the best anchor."""
-    lines, ratios = [], []
-    for r in rows:
-        for p in ("gate_up", "down"):
-            times = r.get(f"{p}_tailor_tiles_ms", {})
-            errs = r.get(f"{p}_tailor_tiles_err", {})
-            fl = r.get(f"{p}_floor_ms")
-            if old not in times or new not in times or not fl:
-                continue
-            anchors = [(r[f"{p}_{m}_ms"], m) for m in METHODS[1:]
-                       if f"{p}_{m}_ms" in r]
-            best = min(anchors) if anchors else (float("nan"), "-")
-            ratios.append(times[old] / times[new])
-            lines.append(
-                f"  {r['model']:16s} T={r['T']:5d} {p:7s} floor {fl:.3f} | "
-                f"{old} {times[old]:.3f} {100 * fl / times[old]:3.0f}% | "
-                f"{new} {times[new]:.3f} {100 * fl / times[new]:3.0f}% "
-                f"err {errs.get(new, float('nan')):.1e} | {old}/{new} "
-                f"{times[old] / times[new]:.2f}x | best anchor {best[1]} "
-                f"{best[0]:.3f}")
-    if not lines:
-        return []
-    return ([f"tile A/B ({old}: serial waves, {new}: overlapped quarters):"]
-            + lines + [f"  {old}/{new} geomean {geomean(ratios):.2f}x over "
-                       f"{len(ratios)} launches"])
-
-
 def bench_table(ceil, rows):
     if ceil is None:
         return ["bench: no ceilings measured (see bench.log)"]
@@ -136,4 +107,4 @@ def bench_table(ceil, rows):
             f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
             for k, v in dg.items()))
     lines += [summary_line(r) for r in rows]
-    return lines + summarize(rows) + tile_ab_lines(rows)
+    return lines + summarize(rows)

@@ -16,7 +16,6 @@
 #include <sstream>
 #include <string>
 
-#include "backends/cuda/moe/heuristics.h"  // MoeSm90Ctas
 #include "templates/cuda/moe/fp8_params.h"
 
 namespace {
@@ -165,7 +164,6 @@ int fp8dev_pack(const void* hidden, const int* permutation, void* a,
                         .permutation = permutation,
                         .a = a,
                         .a_scales = a_scales,
-                        .static_scale = nullptr,
                         .rows = rows,
                         .tokens = tokens,
                         .topk = topk,

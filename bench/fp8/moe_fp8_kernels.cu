@@ -5,20 +5,12 @@
 #include "templates/cuda/moe/fp8_grouped_gemm_sm90.cuh"
 #include "templates/cuda/moe/fp8_pack.cuh"
 
-#define FP8_GEMM(NAME, ROWS, EPILOGUE, SWAP)                    \
-  TAILOR_CUDA_ENTRY(NAME, (tailor::cuda::MoeFp8GroupedGemmSm90< \
+#define FP8_GEMM(NAME, ROWS, EPILOGUE, SWAP)                              \
+  TAILOR_CUDA_ENTRY(NAME, (tailor::cuda::MoeFp8GroupedGemmSm90<           \
                               0, 0, ROWS, tailor::cuda::EPILOGUE, SWAP>))
 
-// 128o: the 128-row tile with the overlapped-quarters mainloop.
-#define FP8_GEMM_128O(NAME, EPILOGUE)                               \
-  TAILOR_CUDA_ENTRY(NAME, (tailor::cuda::MoeFp8GroupedGemmSm90<     \
-                              0, 0, 128, tailor::cuda::EPILOGUE, 0, \
-                              tailor::cuda::kMoeFp8BlockScaled,     \
-                              tailor::cuda::kMoeFp8OverlappedQuarters>))
-
-#define FP8_GEMMS(SUFFIX, EPILOGUE)                        \
+#define FP8_GEMMS(SUFFIX, EPILOGUE)                          \
   FP8_GEMM(tailor_fp8_gemm_128_##SUFFIX, 128, EPILOGUE, 0) \
-  FP8_GEMM_128O(tailor_fp8_gemm_128o_##SUFFIX, EPILOGUE)   \
   FP8_GEMM(tailor_fp8_gemm_64_##SUFFIX, 64, EPILOGUE, 0)   \
   FP8_GEMM(tailor_fp8_gemm_s32_##SUFFIX, 32, EPILOGUE, 1)  \
   FP8_GEMM(tailor_fp8_gemm_s16_##SUFFIX, 16, EPILOGUE, 1)  \

@@ -27,7 +27,7 @@
 // them again before the next wgmma that writes them.
 //
 // PTX used (PTX ISA 8.0+, sm_90a): wgmma.mma_async (m64nNk32, N in {8, 16,
-// 32, 64, 128}, .f32.e4m3.e4m3).
+// 32, 128}, .f32.e4m3.e4m3).
 #ifndef TAILOR_RUNTIME_CUDA_WGMMA_FP8_CUH_
 #define TAILOR_RUNTIME_CUDA_WGMMA_FP8_CUH_
 
@@ -78,27 +78,6 @@ TAILOR_DEVICE void WgmmaM64N32K32E4m3(float (&d)[16], unsigned long long a,
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
         "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
         "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-}
-
-// The overlapped 128-row mainloop's quarter waves (one 64-row W box).
-TAILOR_DEVICE void WgmmaM64N64K32E4m3(float (&d)[32], unsigned long long a,
-                                      unsigned long long b, bool accumulate) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t"
-      "setp.ne.b32 p, %34, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
-      "%30, %31}, "
-      "%32, %33, p, 1, 1;\n\t}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
-        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-        "+f"(d[31])
       : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 

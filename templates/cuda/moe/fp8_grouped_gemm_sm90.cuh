@@ -29,9 +29,7 @@
 // the same CTA's two consumers finish a split tile.
 //
 // kN, kK: the model's N and K, or kMoeRuntimeDim (0) to read params n and k
-// (one kernel for every shape). kMainloop: the 128-row tile's serial waves
-// or overlapped quarters (fp8_params.h); the same stages, accumulator
-// layout, epilogues and split-K either way.
+// (one kernel for every shape).
 //
 // Params: MoeFp8GemmSm90Params (templates/cuda/moe/fp8_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_FP8_GROUPED_GEMM_SM90_CUH_
@@ -51,8 +49,7 @@
 namespace tailor::cuda {
 
 template <int kN, int kK, int kTileRows, int kEpilogue, int kSwapAB = 0,
-          int kScaleMode = kMoeFp8BlockScaled,
-          int kMainloop = kMoeFp8SerialWaves>
+          int kScaleMode = kMoeFp8BlockScaled>
 struct MoeFp8GroupedGemmSm90 {
   static_assert(kN >= 0 && kK >= 0,
                 "N and K are positive, or kMoeRuntimeDim (from the params)");
@@ -65,7 +62,7 @@ struct MoeFp8GroupedGemmSm90 {
   using Params = MoeFp8GemmSm90Params;
   using Mainloop =
       MoeFp8MainloopSm90<kTileRows, kSwapAB, kEpilogue != kMoeEpilogueNone,
-                         kScaleMode, kMainloop>;
+                         kScaleMode>;
   using Epilogue = MoeFp8EpilogueSm90<Mainloop, kEpilogue>;
   static constexpr bool kGated = Epilogue::kGated;
   static constexpr bool kSwap = Mainloop::kSwap;
@@ -115,22 +112,13 @@ struct MoeFp8GroupedGemmSm90 {
             split * k_blocks / s.splits,
             (split + 1) * k_blocks / s.splits};
   }
-  // gridDim.x; for the overlapped mainloop read where it is used (asm
-  // volatile: not kept in a register across the consumer's loop, where
-  // ptxas would spill it).
-  static int Ctas() {
-    if constexpr (!Mainloop::kOverlapped) return gridDim.x;
-    unsigned ctas;
-    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(ctas));
-    return static_cast<int>(ctas);
-  }
   static MoeSm90Schedule ScheduleOf(const Params& p, int num_work) {
-    return MoeSm90ScheduleOf(num_work * NTiles(p), Ctas(), KBlocks(p),
+    return MoeSm90ScheduleOf(num_work * NTiles(p), gridDim.x, KBlocks(p),
                              p.split_k != 0, kSwap);
   }
   static int NextTile(const Params& p, int t) {
-    if (!p.dynamic_schedule) return t + Ctas();
-    return Ctas() + atomicAdd(&p.header->gemm_next_tile, 1);
+    if (!p.dynamic_schedule) return t + gridDim.x;
+    return gridDim.x + atomicAdd(&p.header->gemm_next_tile, 1);
   }
   // The last CTA out resets the counters for the next launch.
   static void ResetSchedule(const Params& p) {
@@ -255,19 +243,12 @@ struct MoeFp8GroupedGemmSm90 {
       // stage to the producer, who writes the next one there.
       NamedBarrierSync<128>(1 + consumer);
       if (m.unit == kPipelineClosed) break;
-      // The overlapped mainloop leaves no registers to keep the schedule
-      // in: recomputed per tile (num_work is an L1 hit after the first).
-      const Unit u = UnitOf(
-          Mainloop::kOverlapped ? ScheduleOf(p, p.header->num_work) : schedule,
-          m.unit, k_blocks);
-      // Read now, needed after the K loop: its latency hides behind the MMAs
-      // (the overlapped mainloop has no registers to spare: after it).
-      MoeWorkItem item;
-      if constexpr (!Mainloop::kOverlapped) item = p.work[m.item];
+      const Unit u = UnitOf(schedule, m.unit, k_blocks);
+      // Read now, needed after the K loop: its latency hides behind the MMAs.
+      const MoeWorkItem item = p.work[m.item];
       const typename Mainloop::Tile tile = {
           u.k_begin, u.k_end, m.expert, m.n_tile, m.scale_shift, n, k_blocks};
       Mainloop::Run(p, stages, ring, c, tile, consumer, acc);
-      if constexpr (Mainloop::kOverlapped) item = p.work[m.item];
       if (u.split_tile >= 0 && !ReduceSplits(p, u, consumer, acc)) continue;
       const int rows = item.tail_class == 0 ? kTileRows : item.rows;
       if constexpr (!Mainloop::kBlockScaled) {

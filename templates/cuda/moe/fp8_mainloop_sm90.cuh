@@ -49,8 +49,7 @@
 namespace tailor::cuda {
 
 template <int kTileRows, int kSwapAB, bool kGated,
-          int kScaleMode = kMoeFp8BlockScaled,
-          int kMainloop = kMoeFp8SerialWaves>
+          int kScaleMode = kMoeFp8BlockScaled>
 struct MoeFp8MainloopSm90 {
   static_assert(kScaleMode == kMoeFp8PerTensor ||
                     kScaleMode == kMoeFp8PerChannel ||
@@ -91,15 +90,6 @@ struct MoeFp8MainloopSm90 {
   // block (N and N / 2 are multiples of 128); the other tiles' two boxes
   // may be gate and up rows of different blocks.
   static constexpr int kWaveScales = kSplitRows ? 1 : 2;
-  // The 128-row tile's overlapped quarters (fp8_params.h): two partials of
-  // one W box each, 128 + 2 x 32 registers like the serial waves' 128 + 64.
-  static constexpr bool kOverlapped = kMainloop == kMoeFp8OverlappedQuarters;
-  static constexpr int kQuarterPartials = 32;
-  static_assert(kMainloop == kMoeFp8SerialWaves ||
-                    (kOverlapped && kSplitRows && kBlockScaled),
-                "a mainloop: serial waves (0), or overlapped quarters (1) for "
-                "the block-scaled 128-row tile (scales constant along K need "
-                "no promotion per K block)");
   static_assert(kScaleOffset % 128 == 0, "the A-scale box is 128-byte aligned");
   static_assert(kScaleBoxRows * 4 % 16 == 0 && kScaleBoxRows <= 256,
                 "TMA boxes are 16-byte multiples of at most 256 elements");
@@ -250,10 +240,6 @@ struct MoeFp8MainloopSm90 {
                   float (&acc)[kAccumulators]) {
 #pragma unroll
     for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.0f;
-    if constexpr (kOverlapped) {
-      RunOverlapped(p, stages, ring, c, t, consumer, acc);
-      return;
-    }
     float part[kPartials];
     const bool leader = threadIdx.x % 128 == 0;
     for (int kb = t.k_begin; kb < t.k_end; ++kb) {
@@ -294,147 +280,6 @@ struct MoeFp8MainloopSm90 {
         Promote(part, v, s[v], acc);
       }
       c.Advance(kStages);
-    }
-  }
-
-  // ---- overlapped quarters (the 128-row tile) --------------------------------
-  // Quarter q is W box q x the consumer's 64 rows: accumulators [32 q, +32)
-  // in the m64n256 layout (m64n64's d[4 j + 2 h + x] is m64n256's column
-  // 64 q + 8 j + 2 t + x). Boxes {0, 1} and {2, 3} are 128 W rows of one
-  // scale block each.
-
-  // The two W scales (boxes 0 and 2) of K block kb: one block ahead, so
-  // their L2 latency hides behind the current block's MMAs.
-  static void QuarterWScales(const Params& p, const Tile& t, int consumer,
-                             int kb, float (&sw)[2]) {
-#pragma unroll
-    for (int pair = 0; pair < 2; ++pair) {
-      sw[pair] = kBlockScaled
-                     ? WScale(p, t.expert, t.n_tile, BoxOf(consumer, pair, 0),
-                              kb, t.n, t.k_blocks)
-                     : 1.0f;
-    }
-  }
-
-  // s[pair][h]: row half h's A scale x box pair's W scale, read from the
-  // stage while its quarters run (its release waits for the last of them).
-  static void QuarterScales(const unsigned char* stage, int consumer,
-                            int scale_shift, const float (&sw)[2],
-                            float (&s)[2][2]) {
-    float sa[kRowScales] = {1.0f, 1.0f};
-    if constexpr (kBlockScaled) AScales(stage, consumer, scale_shift, sa);
-#pragma unroll
-    for (int pair = 0; pair < 2; ++pair) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) s[pair][h] = sa[h] * sw[pair];
-      if constexpr (kBlockScaled) FenceAccumulators(s[pair]);
-    }
-  }
-
-  // Issues quarter kQ of the stage into `part` and commits it; not waited.
-  template <int kQ>
-  static void IssueQuarter(const unsigned char* stage, int consumer,
-                           float (&part)[kQuarterPartials]) {
-    const unsigned long long a =
-        SwizzledKMajorDescriptor(stage + consumer * 64 * kBK);
-    const unsigned long long b =
-        SwizzledKMajorDescriptor(stage + kABytes + kQ * kBoxBytes);
-    FenceAccumulators(part);
-    WgmmaFence();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 32; ++ks) {
-      WgmmaM64N64K32E4m3(part, a + 2 * ks, b + 2 * ks, ks > 0);
-    }
-    WgmmaCommit();
-  }
-
-  // acc[quarter kQ] += part x s[row half]; the caller waited for `part`.
-  template <int kQ>
-  static void PromoteQuarter(float (&part)[kQuarterPartials],
-                             const float (&s)[2], float (&acc)[kAccumulators]) {
-    FenceAccumulators(part);
-#pragma unroll
-    for (int i = 0; i < kQuarterPartials; ++i) {
-      acc[kQ * kQuarterPartials + i] += part[i] * s[(i / 2) % 2];
-    }
-  }
-
-  // One K block of the overlapped quarters: quarters 0-3 alternate between
-  // two partials; after issuing one, the wait for all but the newest group
-  // completes the one before, which is promoted while the newest runs. With
-  // kPending, quarter 3 of the previous block (in part1, scales s[1]) is
-  // still in flight: it is promoted, and its stage released, once quarter 0
-  // of this block issued. Leaves this block's quarter 3 in flight and `s`
-  // holding this block's scales.
-  template <bool kPending, typename Ring>
-  static void OverlappedBlock(const Params& p, const unsigned char* stages,
-                              Ring& ring, PipelineCursor& c, const Tile& t,
-                              int consumer, int kb, float (&part0)[32],
-                              float (&part1)[32], float (&sw)[2],
-                              float (&s)[2][2], float (&acc)[kAccumulators]) {
-    const bool leader = threadIdx.x % 128 == 0;
-    const unsigned char* stage = stages + c.stage * kStageBytes;
-    IssueQuarter<0>(stage, consumer, part0);
-    if constexpr (kPending) {
-      WgmmaWait<1>();
-      PromoteQuarter<3>(part1, s[1], acc);
-      if (leader)
-        Release(ring, PipelineCursor{(c.stage + kStages - 1) % kStages});
-    }
-    QuarterScales(stage, consumer, t.scale_shift, sw, s);
-    if (kb + 1 < t.k_end) QuarterWScales(p, t, consumer, kb + 1, sw);
-    IssueQuarter<1>(stage, consumer, part1);
-    WgmmaWait<1>();
-    PromoteQuarter<0>(part0, s[0], acc);
-    IssueQuarter<2>(stage, consumer, part0);
-    WgmmaWait<1>();
-    PromoteQuarter<1>(part1, s[0], acc);
-    IssueQuarter<3>(stage, consumer, part1);
-    WgmmaWait<1>();
-    PromoteQuarter<2>(part0, s[1], acc);
-  }
-
-  // Ends a turn: waits for its last quarter 3, promotes it, releases its
-  // stage and steps past it.
-  template <typename Ring>
-  static void FinishTurn(Ring& ring, PipelineCursor& c, float (&part1)[32],
-                         const float (&s)[2][2], float (&acc)[kAccumulators]) {
-    WgmmaWait<0>();
-    PromoteQuarter<3>(part1, s[1], acc);
-    if (threadIdx.x % 128 == 0) Release(ring, c);
-    c.Advance(kStages);
-  }
-
-  // Run's K loop for the overlapped quarters: an odd block alone, then two
-  // K blocks per turn, the first block's quarter 3 overlapping the second's
-  // quarter 0. No branch or wait loop lies inside the wgmma pipeline: ptxas
-  // serializes every wgmma of a function where one does, so a turn waits
-  // for both its stages first and leaves nothing in flight.
-  template <typename Ring>
-  static void RunOverlapped(const Params& p, const unsigned char* stages,
-                            Ring& ring, PipelineCursor& c, const Tile& t,
-                            int consumer, float (&acc)[kAccumulators]) {
-    float part0[kQuarterPartials], part1[kQuarterPartials];
-    float sw[2], s[2][2];
-    QuarterWScales(p, t, consumer, t.k_begin, sw);
-    int kb = t.k_begin;
-    if ((t.k_end - t.k_begin) % 2 != 0) {
-      OverlappedBlock<false>(p, stages, ring, c, t, consumer, kb, part0, part1,
-                             sw, s, acc);
-      FinishTurn(ring, c, part1, s, acc);
-      ++kb;
-    }
-    for (; kb < t.k_end; kb += 2) {
-      if (kb != t.k_begin) WaitFull(ring, c);
-      PipelineCursor second = c;
-      second.Advance(kStages);
-      WaitFull(ring, second);
-      OverlappedBlock<false>(p, stages, ring, c, t, consumer, kb, part0, part1,
-                             sw, s, acc);
-      c.Advance(kStages);
-      OverlappedBlock<true>(p, stages, ring, c, t, consumer, kb + 1, part0,
-                            part1, sw, s, acc);
-      FinishTurn(ring, c, part1, s, acc);
     }
   }
 

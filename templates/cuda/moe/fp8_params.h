@@ -54,17 +54,6 @@ inline constexpr int kMoeFp8PerTensor = 1;
 inline constexpr int kMoeFp8PerChannel = 2;
 inline constexpr int kMoeFp8BlockScaled = 3;
 
-// Mainloops of the 128-row tile (the GEMM's kMainloop; the other tiles have
-// the serial one):
-//   serial      per K block two m64n128 waves into one 64-register partial,
-//               each waited for and promoted before the next issues
-//   overlapped  per K block four m64n64 quarters (one W box each) into two
-//               alternating 32-register partials: a quarter's promotion runs
-//               while the next quarter, or the next K block's first, is in
-//               the tensor cores
-inline constexpr int kMoeFp8SerialWaves = 0;
-inline constexpr int kMoeFp8OverlappedQuarters = 1;
-
 // Epilogue of the gate/up GEMM that quantizes its silu_and_mul output for the
 // down projection: c is e4m3 [R, N / 2] and, in block mode, c_scales f32
 // [N / 256, c_scale_rows] in the A-scale layout above (the down GEMM's
