@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "backends/cuda/moe/heuristics.h"  // MoeSm90Ctas
 #include "templates/cuda/moe/fp8_params.h"
 
 namespace {
@@ -164,6 +165,7 @@ int fp8dev_pack(const void* hidden, const int* permutation, void* a,
                         .permutation = permutation,
                         .a = a,
                         .a_scales = a_scales,
+                        .static_scale = nullptr,
                         .rows = rows,
                         .tokens = tokens,
                         .topk = topk,
