@@ -86,14 +86,18 @@ def perf_cases(quick=False):
         ("mixed 2048/30k + 127 decode", mq, mkv),
     ]
     if quick:
-        shapes = [shapes[1], shapes[4], shapes[6]]
+        shapes = [shapes[1], shapes[2], shapes[4], shapes[6]]
     out = []
     for model, (hq, hkv) in MODELS.items():
         for name, q, kv in shapes:
             out.append(_case(f"{model} {name}", q, kv, hq=hq, hkv=hkv, poison=False,
                              check="sample", kind="mixed" if "mixed" in name else "prefill",
                              model=model, shape=name))
-    for d in (64, 256):
+    for page in (128,):  # one box per chunk of D: the producer's TMA count
+        out.append(_case(f"llama3-8b page{page} B=1 q=kv=16384", [16384], [16384],
+                         page=page, poison=False, check="sample", kind="prefill",
+                         model="llama3-8b", shape=f"page{page} B=1 q=kv=16384"))
+    for d in () if quick else (64, 256):
         out.append(_case(f"llama3-8b d{d} B=8 q=kv=1024", [1024] * 8, [1024] * 8, d=d,
                          poison=False, check="sample", kind="prefill", model="llama3-8b",
                          shape=f"d{d} B=8 q=kv=1024"))

@@ -454,8 +454,6 @@ const char* DesignSuffix(int design) {
   switch (design) {
     case tailor::attention_dev::kDesignLegacy:
       return " legacy";
-    case tailor::attention_dev::kDesignNoSoftmaxOverlap:
-      return " no_overlap";
     default:
       return "";
   }

@@ -8,12 +8,10 @@
 namespace tailor::attention_dev {
 
 // Designs of the prefill kernel one library holds, for A/B runs on the same
-// data: the templates of this tree; those of the commit that
-// scripts/build-attention-dev names as the previous design; this tree's
-// without the softmax overlap fence (PrefillSm90Mainloop's kSoftmaxOverlap).
+// data: the templates of this tree, and those of the commit that
+// scripts/build-attention-dev names as the previous design.
 inline constexpr int kDesignCurrent = 0;
 inline constexpr int kDesignLegacy = 1;
-inline constexpr int kDesignNoSoftmaxOverlap = 2;
 
 struct KernelRow {
   const char* name;

@@ -14,10 +14,6 @@ namespace tc = ::tailor::cuda;
 
 #define TAD_PREFILL(NAME, TYPE, D, PACK, PAGE) \
   TAILOR_CUDA_ENTRY(NAME, (tc::PrefillSm90Kernel<tc::Half16::TYPE, D, PACK, PAGE>))
-// kDesignNoSoftmaxOverlap: the wait for P V where ptxas puts it.
-#define TAD_PREFILL_NO_OVERLAP(NAME, TYPE, D, PACK, PAGE) \
-  TAILOR_CUDA_ENTRY(                                      \
-      NAME, (tc::PrefillSm90Kernel<tc::Half16::TYPE, D, PACK, PAGE, false>))
 #define TAD_MERGE(NAME, TYPE, D) \
   TAILOR_CUDA_ENTRY(NAME, (tc::PrefillMergeKernel<tc::Half16::TYPE, D>))
 
@@ -53,15 +49,8 @@ namespace tc = ::tailor::cuda;
 #define TAD_MERGES(X) X(tad_merge_bf16_d128, kBf16, 0, 128)
 #endif
 
-#define TAD_NO_OVERLAP_VARIANTS(X)                                   \
-  X(tad_prefill_no_overlap_bf16_d128_p4_pg16, kBf16, 0, 128, 4, 16) \
-  X(tad_prefill_no_overlap_bf16_d128_p8_pg16, kBf16, 0, 128, 8, 16)
-
 #define TAD_DEFINE_PREFILL(NAME, TYPE, CODE, D, PACK, PAGE) \
   TAD_PREFILL(NAME, TYPE, D, PACK, PAGE)
-#define TAD_DEFINE_NO_OVERLAP(NAME, TYPE, CODE, D, PACK, PAGE) \
-  TAD_PREFILL_NO_OVERLAP(NAME, TYPE, D, PACK, PAGE)
-TAD_NO_OVERLAP_VARIANTS(TAD_DEFINE_NO_OVERLAP)
 #define TAD_DEFINE_MERGE(NAME, TYPE, CODE, D) TAD_MERGE(NAME, TYPE, D)
 TAD_VARIANTS(TAD_DEFINE_PREFILL)
 TAD_MERGES(TAD_DEFINE_MERGE)
@@ -69,10 +58,6 @@ TAD_MERGES(TAD_DEFINE_MERGE)
 #define TAD_PREFILL_ROW(NAME, TYPE, CODE, D, PACK, PAGE)                  \
   {#NAME, reinterpret_cast<const void*>(&NAME), CODE, D, PACK, PAGE,     \
    tc::PrefillSm90SharedBytes(D), NAME##_kernel::kThreads, kDesignCurrent},
-#define TAD_NO_OVERLAP_ROW(NAME, TYPE, CODE, D, PACK, PAGE)              \
-  {#NAME, reinterpret_cast<const void*>(&NAME), CODE, D, PACK, PAGE,     \
-   tc::PrefillSm90SharedBytes(D), NAME##_kernel::kThreads,               \
-   kDesignNoSoftmaxOverlap},
 #define TAD_MERGE_ROW(NAME, TYPE, CODE, D) \
   {#NAME, reinterpret_cast<const void*>(&NAME), CODE, D, 0, 0, 0, 128, 0},
 
@@ -80,7 +65,7 @@ namespace tailor::attention_dev {
 
 const KernelRow* PrefillKernels(int* count) {
   static const KernelRow rows[] = {
-      TAD_VARIANTS(TAD_PREFILL_ROW) TAD_NO_OVERLAP_VARIANTS(TAD_NO_OVERLAP_ROW)};
+      TAD_VARIANTS(TAD_PREFILL_ROW)};
   *count = static_cast<int>(sizeof(rows) / sizeof(rows[0]));
   return rows;
 }

@@ -75,7 +75,9 @@ def run_tailor(case, step, with_lse=True, design=0):
     return t, out, lse
 
 
-DESIGNS = {"legacy": 1, "no_overlap": 2}  # kernel_table.h's kDesign*
+# kernel_table.h's kDesign*: the previous design on the same data
+DESIGNS = {"legacy": 1}
+AB_DESIGNS = [n for n in DESIGNS if n != "legacy"]
 
 
 def has_design(case, name):
@@ -341,6 +343,13 @@ def worker(args):
                 for name, design in DESIGNS.items():
                     if has_design(case, name):
                         run_tailor(case, step, with_lse=False, design=design)
+                fi = import_flashinfer()  # then FlashInfer's fa3, same data
+                if fi is not None:
+                    from common import flashinfer_indices
+                    ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
+                    _, out, run = fi_prefill(fi, ws, case, step,
+                                             flashinfer_indices(step, case), "fa3")
+                    run()
                 res = {"ok": True}
             else:
                 res = do_timing(case, fi, timer, ctx)
@@ -465,7 +474,8 @@ def tables(args):
                      f"{bw / 1e12:.2f} TB/s (same run); times in us, median, L2 flushed")
         if phase == "perf":
             lines.append("case | tailor | TF/s | xGEMM | legacy | legacy/tailor | "
-                         "no-overlap/tailor | fa3 | fa2 | FI best/tailor | sdpa | err | plan")
+                         + " | ".join(f"{n}/tailor" for n in AB_DESIGNS)
+                         + " | fa3 | fa2 | FI best/tailor | sdpa | err | plan")
         else:
             lines.append("case | prefill kernel | decode kernel | x floor (dk) | FI tc | "
                          "FI cc | FI best/dk | err pk / dk | dk plan")
@@ -488,7 +498,8 @@ def perf_line(r, phase, gemm, bw):
         fis = [v for v in (g("fi_fa3_us"), g("fi_fa2_us"), g("fi_split_us")) if v]
         best = min(fis) / t if fis else None
         legacy = g("tailor_legacy_us")
-        no_overlap = g("tailor_no_overlap_us")
+        ab = " | ".join("-" if not g(f"tailor_{n}_us") else f"{g(f'tailor_{n}_us') / t:.2f}"
+                        for n in AB_DESIGNS)
         extra = ""
         if g("tailor_prefill_part_us"):
             split = g("tailor_split_us")
@@ -500,8 +511,7 @@ def perf_line(r, phase, gemm, bw):
                      f" FI best/split {min(fis) / split if fis and split else float('nan'):.2f}"
                      f" {g('split_plan') or g('split_error') or ''}")
         return (f"{r['id']} | {t:.1f} | {tf:.0f} | {tf * 1e12 / gemm:.2f} | {f(legacy)} | "
-                f"{'-' if not legacy else f'{legacy / t:.2f}'} | "
-                f"{'-' if not no_overlap else f'{no_overlap / t:.2f}'} | "
+                f"{'-' if not legacy else f'{legacy / t:.2f}'} | {ab} | "
                 f"{f(g('fi_fa3_us'))} | {f(g('fi_fa2_us'))} | "
                 f"{'-' if best is None else f'{best:.2f}'} | {f(g('sdpa_us'))} | "
                 f"{r['rel_err']:.1e}{'' if r.get('ok') else ' BAD'} | {r['plan']}{extra}")

@@ -9,7 +9,6 @@
 //   kPack      query heads packed into a tile's rows: 1, 2, 4, 8 or 16
 //   kPageSize  tokens per page: a multiple of 8 that divides the KV block
 //              or is a multiple of it
-//   kSoftmaxOverlap  see PrefillSm90Mainloop (false: A/B runs only)
 // The KV block, K and V stages and query buffers follow from D
 // (PrefillSm90ShapeFor).
 // Launch: grid {workers of the plan}, block {kThreads = 384}, dynamic shared
@@ -17,15 +16,18 @@
 //
 // Per CTA (items [worker_begin[c], worker_begin[c + 1]), each one query tile
 // of 128 packed rows over KV blocks [kv_begin, kv_end)):
-//   warpgroup 0, warp 0 (producer; registers lowered, setmaxnreg):
-//     per item: K of its first block, then (once a query buffer is free)
-//     the tile's rows by TMA (one box per 64 elements of D: 128 packed
-//     rows, token-major), then K of block j + 1 and V of block j for each
-//     block j: V trails K by a block, as the consumers read it.
-//     Per KV block: looks up the block's pages once (lane i: box i; V
-//     reuses K's), waits for a free stage of the K (V) ring, and loads
-//     each box by TMA with the page id as a coordinate of the one map over
-//     the cache. A page id outside [0, num_pages) is recorded in the error
+//   warpgroup 0, warps 0 and 1 (producers; registers lowered, setmaxnreg):
+//     warp 0 fills the K ring and the query buffers, warp 1 the V ring.
+//     Small pages make many small boxes (a 16-token page: 16 a tile), and
+//     one warp issuing both rings' boxes left V late; a warp a ring issues
+//     them side by side.
+//     Warp 0, per item: K of its first block, then (once a query buffer is
+//     free) the tile's rows by TMA (one box per 64 elements of D: 128
+//     packed rows, token-major), then K of each further block. Warp 1: V
+//     of each block.
+//     Per KV block: looks up the block's pages (lane i: box i), waits for
+//     a free stage of its ring, and loads each box by TMA with the page id
+//     as a coordinate of the one map over the cache. A page id outside [0, num_pages) is recorded in the error
 //     word and its box dropped: read as zeros (an out-of-bounds coordinate)
 //     and named in the K stage's message, whose bits the consumers mask.
 //     The last box of a sequence whose end falls inside it is copied by the
@@ -56,8 +58,7 @@
 
 namespace tailor::cuda {
 
-template <Half16 kType, int kHeadDim, int kPack, int kPageSize,
-          bool kSoftmaxOverlap = true>
+template <Half16 kType, int kHeadDim, int kPack, int kPageSize>
 struct PrefillSm90Kernel {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head_dim must be 64, 128 or 256");
@@ -83,13 +84,18 @@ struct PrefillSm90Kernel {
   using Params = PrefillParams;
   using KRing = PipelineRing<kKStages, int>;  // message: dropped boxes
   using VRing = PipelineRing<kVStages, int>;
-  using Mainloop = PrefillSm90Mainloop<kType, kHeadDim, kBlockN, kBoxTokens,
-                                       kSoftmaxOverlap>;
+  using Mainloop = PrefillSm90Mainloop<kType, kHeadDim, kBlockN, kBoxTokens>;
   using Epilogue = PrefillSm90Epilogue<kType, kHeadDim, kPack>;
   static constexpr int kThreads = 384;
   static constexpr int kMinBlocksPerSm = 1;  // a register cap for setmaxnreg
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = 232;
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kConsumerRegisters = 224;
+  // setmaxnreg moves registers within what the launch allocated (the count
+  // ptxas picks for kThreads at one CTA an SM, rounded down to 8): an
+  // increase beyond what the producers gave back never returns.
+  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 256 <=
+                    (65536 / kThreads) / 8 * 8 * kThreads,
+                "setmaxnreg: the warpgroups' registers exceed the launch's");
   static constexpr unsigned kKRingBytes = PrefillAlignUp(sizeof(KRing), 8);
   static constexpr unsigned kVRingBytes = PrefillAlignUp(sizeof(VRing), 8);
   static constexpr PrefillSm90Layout kLayout =
@@ -301,37 +307,43 @@ struct PrefillSm90Kernel {
     }
   }
 
-  // Per item: K of block 0 (it needs only a free stage), then its query
-  // (which may wait for the previous tile to leave its buffer), then K of
-  // block j + 1 and V of block j: the order the consumers free them in.
-  static TAILOR_DEVICE void Produce(const Params& p, const Shared& sh) {
+  // Warp 0, per item: K of block 0 (it needs only a free stage), then its
+  // query (which may wait for the previous tile to leave its buffer), then
+  // K of the further blocks, in the order the consumers free the stages.
+  static TAILOR_DEVICE void ProduceK(const Params& p, const Shared& sh) {
     const int lane = threadIdx.x % 32;
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
-    PipelineCursor kc, vc;
+    PipelineCursor kc;
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
       const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
       PrefillMark(0, i - first, 0, 1);
-      BlockPages next = {};
-      if (blocks > 0) {
-        next = PagesOf(p, item, 0, lane);
-        LoadK(p, sh, item, next, kc, lane, 0);
-      }
+      if (blocks > 0) LoadK(p, sh, item, PagesOf(p, item, 0, lane), kc, lane, 0);
       PrefillMark(0, -1, 0, 2);
       LoadQuery(p, sh, item, i - first, lane);
       __syncwarp();
-      for (int j = 0; j < blocks; ++j) {
+      for (int j = 1; j < blocks; ++j) {
         PrefillMark(0, -1, j, 3);
-        const BlockPages current = next;
-        if (j + 1 < blocks) {
-          next = PagesOf(p, item, j + 1, lane);
-          LoadK(p, sh, item, next, kc, lane, j + 1);
-        }
-        LoadV(p, sh, item, current, vc, lane, j);
+        LoadK(p, sh, item, PagesOf(p, item, j, lane), kc, lane, j);
       }
     }
     PrefillMark(0, last - first, -1, 4);
+  }
+
+  // Warp 1: V of every block of every item.
+  static TAILOR_DEVICE void ProduceV(const Params& p, const Shared& sh) {
+    const int lane = threadIdx.x % 32;
+    const int first = p.worker_begin[blockIdx.x];
+    const int last = p.worker_begin[blockIdx.x + 1];
+    PipelineCursor vc;
+    for (int i = first; i < last; ++i) {
+      const PrefillWorkItem item = p.items[i];
+      const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+      for (int j = 0; j < blocks; ++j) {
+        LoadV(p, sh, item, PagesOf(p, item, j, lane), vc, lane, j);
+      }
+    }
   }
 
   // ---- consumers ------------------------------------------------------------
@@ -407,7 +419,8 @@ struct PrefillSm90Kernel {
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
       SetMaxRegistersDecrease<kProducerRegisters>();
-      if (threadIdx.x < 32) Produce(p, sh);
+      if (threadIdx.x / 32 == 0) ProduceK(p, sh);
+      if (threadIdx.x / 32 == 1) ProduceV(p, sh);
     } else {
       SetMaxRegistersIncrease<kConsumerRegisters>();
       Consume(p, sh, warpgroup - 1);

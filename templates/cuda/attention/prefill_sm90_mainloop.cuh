@@ -11,11 +11,12 @@
 //   m' = max(m, rowmax S);  P = 2^(S s - m' s);  l = l 2^(m s - m' s) + sum P
 //   O  = O 2^(m s - m' s) + P V_j   wgmma, P from registers, V MN-major
 // (s: the folded score scale, sm_scale log2 e; with a soft cap S is capped
-// first and s = 1.) The softmax of block j overlaps two MMAs: this
-// warpgroup's own P V_{j-1} (issued with Q K_j^T, waited after the
-// softmax), and the other warpgroup's (ping-pong: the two warpgroups take
+// first and s = 1.) P V_{j-1} is issued with Q K_j^T; the softmax of block
+// j overlaps the other warpgroup's MMAs (ping-pong: the two warpgroups take
 // turns issuing their MMAs, ScheduleSync / ScheduleArrive, so that one's
-// softmax runs while the other's MMAs use the tensor cores).
+// softmax runs while the other's MMAs use the tensor cores). Holding the
+// wait for this warpgroup's own P V_{j-1} until after the softmax (to
+// overlap that too) measured no faster and frees V stages later.
 //
 // Registers per thread (D = 128, kBlockN = 128): O 64 and S 64 floats, P
 // 32 words. P is packed from S only once the P V reading it is done (ptxas
@@ -59,23 +60,6 @@ TAILOR_DEVICE void ScheduleSync(int wg) {
 TAILOR_DEVICE void ScheduleArrive(int wg) {
   asm volatile("bar.arrive %0, 256;" ::"r"(kPrefillScheduleBarrier + 1 - wg)
                : "memory");
-}
-
-// Waits for all of this warpgroup's MMAs once `after` is computed. ptxas
-// schedules a wgmma wait as early as its basic block allows, which puts
-// the wait for P V before the softmax meant to overlap it; a branch on a
-// value the softmax produced opens a block the wait cannot leave. Both
-// sides wait: the second (taken only for a NaN row sum) differs only so
-// that the compiler keeps the branch. The branch is voted warp-uniform:
-// wgmma.wait_group is .aligned, so a warp split over its two copies (one
-// lane's row NaN, another's not) would be undefined.
-TAILOR_DEVICE void WgmmaWaitAllAfter(float after) {
-  if (__all_sync(0xffffffffu, after >= 0.0f)) {
-    WgmmaWait<0>();
-  } else {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n\tmembar.cta;" ::
-                     : "memory");
-  }
 }
 
 // The kernel's waits, named for the checked build's report.
@@ -181,10 +165,7 @@ TAILOR_DEVICE PrefillRowLimits RowLimitsOf(const PrefillParams& p,
   return lim;
 }
 
-// kSoftmaxOverlap: the wait for P V stays after the softmax
-// (WgmmaWaitAllAfter); false leaves it where ptxas puts it (A/B runs).
-template <Half16 kType, int kHeadDim, int kBlockN, int kBoxTokens,
-          bool kSoftmaxOverlap = true>
+template <Half16 kType, int kHeadDim, int kBlockN, int kBoxTokens>
 struct PrefillSm90Mainloop {
   static_assert(kHeadDim % kPrefillChunk == 0, "D is whole 64-element chunks");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "N is whole k16 steps");
@@ -395,11 +376,7 @@ struct PrefillSm90Mainloop {
       Softmax(s, st, alpha, MaskOf(item, j, dropped), lim, p);
       PrefillMark(1 + wg, -1, j, 5);
       // P V of block j - 1: P and O are free again.
-      if constexpr (kSoftmaxOverlap) {
-        WgmmaWaitAllAfter(st.l[0] + st.l[1]);
-      } else {
-        WgmmaWait<0>();
-      }
+      WgmmaWait<0>();
       FenceRegisters(st.o);
       if (leader) Release(v_ring, vc);
       vc.Advance(kVStages);
