@@ -474,8 +474,8 @@ def tables(args):
                      f"{bw / 1e12:.2f} TB/s (same run); times in us, median, L2 flushed")
         if phase == "perf":
             lines.append("case | tailor | TF/s | xGEMM | legacy | legacy/tailor | "
-                         + " | ".join(f"{n}/tailor" for n in AB_DESIGNS)
-                         + " | fa3 | fa2 | FI best/tailor | sdpa | err | plan")
+                         + "".join(f"{n}/tailor | " for n in AB_DESIGNS)
+                         + "fa3 | fa2 | FI best/tailor | sdpa | err | plan")
         else:
             lines.append("case | prefill kernel | decode kernel | x floor (dk) | FI tc | "
                          "FI cc | FI best/dk | err pk / dk | dk plan")
@@ -498,8 +498,8 @@ def perf_line(r, phase, gemm, bw):
         fis = [v for v in (g("fi_fa3_us"), g("fi_fa2_us"), g("fi_split_us")) if v]
         best = min(fis) / t if fis else None
         legacy = g("tailor_legacy_us")
-        ab = " | ".join("-" if not g(f"tailor_{n}_us") else f"{g(f'tailor_{n}_us') / t:.2f}"
-                        for n in AB_DESIGNS)
+        ab = "".join(("-" if not g(f"tailor_{n}_us") else f"{g(f'tailor_{n}_us') / t:.2f}")
+                     + " | " for n in AB_DESIGNS)
         extra = ""
         if g("tailor_prefill_part_us"):
             split = g("tailor_split_us")
@@ -511,7 +511,7 @@ def perf_line(r, phase, gemm, bw):
                      f" FI best/split {min(fis) / split if fis and split else float('nan'):.2f}"
                      f" {g('split_plan') or g('split_error') or ''}")
         return (f"{r['id']} | {t:.1f} | {tf:.0f} | {tf * 1e12 / gemm:.2f} | {f(legacy)} | "
-                f"{'-' if not legacy else f'{legacy / t:.2f}'} | {ab} | "
+                f"{'-' if not legacy else f'{legacy / t:.2f}'} | {ab}"
                 f"{f(g('fi_fa3_us'))} | {f(g('fi_fa2_us'))} | "
                 f"{'-' if best is None else f'{best:.2f}'} | {f(g('sdpa_us'))} | "
                 f"{r['rel_err']:.1e}{'' if r.get('ok') else ' BAD'} | {r['plan']}{extra}")
