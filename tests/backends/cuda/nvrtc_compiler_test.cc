@@ -144,7 +144,7 @@ std::vector<TemplateCase> RaggedAttentionCases() {
         "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::"
         "complete_tx::bytes",
         "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group",
-        "setmaxnreg.inc.sync.aligned.u32 232", "bar.arrive"},
+        "setmaxnreg.inc.sync.aligned.u32 224", "bar.arrive"},
        "#include \"templates/cuda/attention/prefill_sm90.cuh\"\n"
        "TAILOR_CUDA_ENTRY(tailor_template_probe, "
        "(tailor::cuda::PrefillSm90Kernel<tailor::cuda::Half16::kBf16, 128, 4, "
