@@ -88,8 +88,10 @@ struct PrefillSm90Kernel {
   using Epilogue = PrefillSm90Epilogue<kType, kHeadDim, kPack>;
   static constexpr int kThreads = 384;
   static constexpr int kMinBlocksPerSm = 1;  // a register cap for setmaxnreg
-  static constexpr int kProducerRegisters = 56;
-  static constexpr int kConsumerRegisters = 224;
+  // D = 256 holds 128 O registers a consumer thread; below, the consumers
+  // fit in 224 and the producers get the rest.
+  static constexpr int kProducerRegisters = kHeadDim > 128 ? 40 : 56;
+  static constexpr int kConsumerRegisters = kHeadDim > 128 ? 232 : 224;
   // setmaxnreg moves registers within what the launch allocated (the count
   // ptxas picks for kThreads at one CTA an SM, rounded down to 8): an
   // increase beyond what the producers gave back never returns.
@@ -348,26 +350,40 @@ struct PrefillSm90Kernel {
 
   // ---- consumers ------------------------------------------------------------
 
-  static TAILOR_DEVICE void ConsumeItem(const Params& p, const Shared& sh,
-                                        const PrefillWorkItem& item, int k,
-                                        PipelineCursor& kc, PipelineCursor& vc,
-                                        int wg, bool leader) {
+  using Pipes = typename Mainloop::template Pipes<kKStages, kVStages>;
+  using State = typename Mainloop::State;
+  using Scores = typename Mainloop::Scores;
+
+  static TAILOR_DEVICE int BlocksOf(const PrefillWorkItem& item) {
+    return (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+  }
+
+  static TAILOR_DEVICE unsigned char* QTile(const Shared& sh, int k) {
+    return sh.q + QBuffer(k) * kLayout.q_bytes;
+  }
+
+  // Waits for the query rows of the CTA's k-th item.
+  static TAILOR_DEVICE void WaitQuery(const Shared& sh,
+                                      const PrefillWorkItem& item, int k) {
     const int qb = QBuffer(k);
-    unsigned char* q_tile = sh.q + qb * kLayout.q_bytes;
-    PrefillMark(1 + wg, k, -1, 0);
     PrefillWatch(sh.q_full[qb], QParity(k), kPrefillWaitQFull, item, -1, qb, k);
     sh.q_full[qb].Wait(QParity(k));
-    typename Mainloop::State st;
-    Mainloop::Init(st);
-    const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+  }
+
+  static TAILOR_DEVICE PrefillRowLimits LimitsOf(const Params& p,
+                                                 const PrefillWorkItem& item,
+                                                 int wg) {
     const int row0 = wg * kPrefillConsumerRows + 16 * ((threadIdx.x / 32) % 4) +
                      (threadIdx.x % 32) / 4;
-    if (blocks > 0) {
-      const PrefillRowLimits lim = RowLimitsOf(p, item, kPack, row0);
-      Mainloop::Run(p, item, blocks, q_tile, sh.k, sh.v, *sh.k_ring, *sh.v_ring,
-                    kc, vc, wg, leader, lim, st);
-    }
-    PrefillMark(1 + wg, -1, blocks, 6);
+    return RowLimitsOf(p, item, kPack, row0);
+  }
+
+  // Normalizes and stores the warpgroup's rows of the CTA's k-th item, then
+  // frees its query buffer (the full tile's output is staged there).
+  static TAILOR_DEVICE void Store(const Params& p, const Shared& sh,
+                                  const PrefillWorkItem& item, int k,
+                                  State& st, int wg, bool leader) {
+    PrefillMark(1 + wg, -1, -1, 6);
     const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
     const typename Epilogue::Rows rows = Epilogue::Normalize(st, scale, wg);
     if (item.partial >= 0) {
@@ -375,25 +391,58 @@ struct PrefillSm90Kernel {
     } else {
       Epilogue::StoreLse(p, item, rows);
       if (item.rows == kPrefillTileRows) {
-        Epilogue::StoreByTma(p, item, st.o, rows, q_tile, wg, leader);
+        Epilogue::StoreByTma(p, item, st.o, rows, QTile(sh, k), wg, leader);
       } else {
         Epilogue::StoreRows(p, item, st.o, rows);
       }
     }
-    if (leader) sh.q_empty[qb].Arrive();
-    PrefillMark(1 + wg, -1, blocks, 7);
+    if (leader) sh.q_empty[QBuffer(k)].Arrive();
+    PrefillMark(1 + wg, -1, -1, 7);
   }
 
+  // The warpgroup's rows of every item of the CTA. When an item and the
+  // next both have KV blocks, the item's last P V and the next's first
+  // Q K^T share one turn, and the item's rows are stored while that Q K^T
+  // runs: otherwise the tensor pipe idles through each tile's store and
+  // first softmax. Not at D = 256, whose 128 O registers leave no room for
+  // the next tile's S during the store (it spills).
+  static constexpr bool kOverlapStores = kHeadDim <= 128;
   static TAILOR_DEVICE void Consume(const Params& p, const Shared& sh, int wg) {
     const bool leader = threadIdx.x % 128 == 0;
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
     // Warpgroup 0 issues first.
     if (wg == 1) ScheduleArrive(wg);
-    PipelineCursor kc, vc;
+    Pipes x = {sh.k, sh.v, sh.k_ring, sh.v_ring, {}, {}, wg, leader};
+    State st;
+    Scores sc;
+    bool started = false;  // block 0 of item i ran with item i - 1's last P V
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
-      ConsumeItem(p, sh, item, i - first, kc, vc, wg, leader);
+      const int k = i - first;
+      const int blocks = BlocksOf(item);
+      const PrefillRowLimits lim = LimitsOf(p, item, wg);
+      PrefillMark(1 + wg, k, -1, 0);
+      if (!started) {
+        WaitQuery(sh, item, k);
+        Mainloop::Init(st);
+        if (blocks > 0) Mainloop::First(p, item, QTile(sh, k), x, lim, st, sc);
+      }
+      Mainloop::Middle(p, item, blocks, QTile(sh, k), x, lim, st, sc);
+      const PrefillWorkItem next = i + 1 < last ? p.items[i + 1] : item;
+      started = kOverlapStores && blocks > 0 && i + 1 < last &&
+                BlocksOf(next) > 0;
+      if (started) {
+        WaitQuery(sh, next, k + 1);
+        const unsigned dropped = Mainloop::LastPvWithNextS(
+            item, blocks, next, QTile(sh, k + 1), x, st, sc);
+        Store(p, sh, item, k, st, wg, leader);
+        Mainloop::FinishFirst(p, next, x, LimitsOf(p, next, wg), st, sc,
+                              dropped);
+      } else {
+        if (blocks > 0) Mainloop::LastPv(item, blocks, x, st, sc);
+        Store(p, sh, item, k, st, wg, leader);
+      }
     }
     // Warpgroup 1's last turn handed to 0: take it, so no arrival is left.
     PrefillMark(1 + wg, last - first, -1, 8);

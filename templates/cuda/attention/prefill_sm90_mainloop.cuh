@@ -326,75 +326,142 @@ struct PrefillSm90Mainloop {
             item.kv_begin + j * kBlockN, dropped};
   }
 
-  // Runs the warpgroup's rows of `item` over its `blocks` KV blocks (>= 1),
-  // leaving the unnormalized O, m and l in `st`. `kc` / `vc` walk the K
-  // and V rings (K tiles from `k_tiles`, V tiles from `v_tiles`); `leader`
-  // (one thread of the warpgroup) releases a K stage once Q K^T has read
-  // it and a V stage once P V has.
+  // The rings one consumer warpgroup walks: K tiles from `k_tiles` (ring
+  // `k_ring`, cursor `kc`), V tiles likewise; `leader` (one thread of the
+  // warpgroup) releases a K stage once Q K^T has read it and a V stage once
+  // P V has.
   template <int kKStages, int kVStages>
-  static TAILOR_DEVICE void Run(
-      const PrefillParams& p, const PrefillWorkItem& item, int blocks,
-      const unsigned char* q_tile, const unsigned char* k_tiles,
-      const unsigned char* v_tiles, PipelineRing<kKStages, int>& k_ring,
-      PipelineRing<kVStages, int>& v_ring, PipelineCursor& kc,
-      PipelineCursor& vc, int wg, bool leader, const PrefillRowLimits& lim,
-      State& st) {
+  struct Pipes {
+    static constexpr int kK = kKStages;
+    static constexpr int kV = kVStages;
+    const unsigned char* k_tiles;
+    const unsigned char* v_tiles;
+    PipelineRing<kKStages, int>* k_ring;
+    PipelineRing<kVStages, int>* v_ring;
+    PipelineCursor kc;
+    PipelineCursor vc;
+    int wg;
+    bool leader;
+  };
+
+  // S of the block in flight and P of the last one (A of its P V).
+  struct Scores {
     float s[kSRegs];
     unsigned pa[kPSteps][4];
+  };
+
+  // Block 0's S, issued in its own turn; then FinishFirst.
+  template <typename P>
+  static TAILOR_DEVICE void First(const PrefillParams& p,
+                                  const PrefillWorkItem& item,
+                                  const unsigned char* q_tile, P& x,
+                                  const PrefillRowLimits& lim, State& st,
+                                  Scores& sc) {
+    PrefillMark(1 + x.wg, -1, 0, 1);
+    PrefillWaitFull(*x.k_ring, x.kc, kPrefillWaitKFull, item, 0);
+    const unsigned dropped = static_cast<unsigned>(Message(*x.k_ring, x.kc));
+    PrefillMark(1 + x.wg, -1, 0, 3);
+    ScheduleSync(x.wg);
+    IssueQK(sc.s, q_tile, x.k_tiles + x.kc.stage * kTileBytes, x.wg);
+    ScheduleArrive(x.wg);
+    FinishFirst(p, item, x, lim, st, sc, dropped);
+  }
+
+  // Waits for block 0's S (stage message `dropped`), starts `st` afresh and
+  // turns S into P.
+  template <typename P>
+  static TAILOR_DEVICE void FinishFirst(const PrefillParams& p,
+                                        const PrefillWorkItem& item, P& x,
+                                        const PrefillRowLimits& lim, State& st,
+                                        Scores& sc, unsigned dropped) {
     float alpha[2];
-    // Block 0: S only.
-    PrefillMark(1 + wg, -1, 0, 1);
-    PrefillWaitFull(k_ring, kc, kPrefillWaitKFull, item, 0);
-    unsigned dropped = static_cast<unsigned>(Message(k_ring, kc));
-    PrefillMark(1 + wg, -1, 0, 3);
-    ScheduleSync(wg);
-    IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
-    ScheduleArrive(wg);
-    PrefillMark(1 + wg, -1, 0, 4);
+    PrefillMark(1 + x.wg, -1, 0, 4);
     WgmmaWait<0>();
-    FenceRegisters(s);
-    if (leader) Release(k_ring, kc);
-    kc.Advance(kKStages);
-    Softmax(s, st, alpha, MaskOf(item, 0, dropped), lim, p);
-    PackP(s, pa);
+    FenceRegisters(sc.s);
+    if (x.leader) Release(*x.k_ring, x.kc);
+    x.kc.Advance(P::kK);
+    Init(st);
+    Softmax(sc.s, st, alpha, MaskOf(item, 0, dropped), lim, p);
+    PackP(sc.s, sc.pa);
+  }
+
+  // Blocks [1, blocks) of `item`: S of block j with P V of block j - 1 in
+  // one turn, the softmax of j while the other warpgroup's MMAs run.
+  template <typename P>
+  static TAILOR_DEVICE void Middle(const PrefillParams& p,
+                                   const PrefillWorkItem& item, int blocks,
+                                   const unsigned char* q_tile, P& x,
+                                   const PrefillRowLimits& lim, State& st,
+                                   Scores& sc) {
+    float alpha[2];
     for (int j = 1; j < blocks; ++j) {
-      PrefillMark(1 + wg, -1, j, 1);
-      PrefillWaitFull(k_ring, kc, kPrefillWaitKFull, item, j);
-      dropped = static_cast<unsigned>(Message(k_ring, kc));
-      PrefillMark(1 + wg, -1, j, 2);
-      PrefillWaitFull(v_ring, vc, kPrefillWaitVFull, item, j - 1);
-      PrefillMark(1 + wg, -1, j, 3);
-      ScheduleSync(wg);
-      IssueQK(s, q_tile, k_tiles + kc.stage * kTileBytes, wg);
-      IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
-      ScheduleArrive(wg);
-      PrefillMark(1 + wg, -1, j, 4);
-      WgmmaWait<1>();  // S of block j; P V of block j - 1 still runs
-      FenceRegisters(s);
-      if (leader) Release(k_ring, kc);
-      kc.Advance(kKStages);
-      Softmax(s, st, alpha, MaskOf(item, j, dropped), lim, p);
-      PrefillMark(1 + wg, -1, j, 5);
-      // P V of block j - 1: P and O are free again.
-      WgmmaWait<0>();
+      PrefillMark(1 + x.wg, -1, j, 1);
+      PrefillWaitFull(*x.k_ring, x.kc, kPrefillWaitKFull, item, j);
+      const unsigned dropped = static_cast<unsigned>(Message(*x.k_ring, x.kc));
+      PrefillMark(1 + x.wg, -1, j, 2);
+      PrefillWaitFull(*x.v_ring, x.vc, kPrefillWaitVFull, item, j - 1);
+      PrefillMark(1 + x.wg, -1, j, 3);
+      ScheduleSync(x.wg);
+      IssueQK(sc.s, q_tile, x.k_tiles + x.kc.stage * kTileBytes, x.wg);
+      IssuePV(st.o, sc.pa, x.v_tiles + x.vc.stage * kTileBytes);
+      ScheduleArrive(x.wg);
+      PrefillMark(1 + x.wg, -1, j, 4);
+      WgmmaWait<1>();  // S of block j
+      FenceRegisters(sc.s);
+      if (x.leader) Release(*x.k_ring, x.kc);
+      x.kc.Advance(P::kK);
+      Softmax(sc.s, st, alpha, MaskOf(item, j, dropped), lim, p);
+      PrefillMark(1 + x.wg, -1, j, 5);
+      WgmmaWait<0>();  // P V of block j - 1: P and O are free again
       FenceRegisters(st.o);
-      if (leader) Release(v_ring, vc);
-      vc.Advance(kVStages);
+      if (x.leader) Release(*x.v_ring, x.vc);
+      x.vc.Advance(P::kV);
       Rescale(st, alpha);
-      PackP(s, pa);
+      PackP(sc.s, sc.pa);
     }
-    // The last block's P V.
-    PrefillMark(1 + wg, -1, blocks, 2);
-    PrefillWaitFull(v_ring, vc, kPrefillWaitVFull, item, blocks - 1);
-    PrefillMark(1 + wg, -1, blocks, 3);
-    ScheduleSync(wg);
-    IssuePV(st.o, pa, v_tiles + vc.stage * kTileBytes);
-    ScheduleArrive(wg);
-    PrefillMark(1 + wg, -1, blocks, 4);
+  }
+
+  // The last block's P V of `item` in its own turn.
+  template <typename P>
+  static TAILOR_DEVICE void LastPv(const PrefillWorkItem& item, int blocks,
+                                   P& x, State& st, Scores& sc) {
+    PrefillMark(1 + x.wg, -1, blocks, 2);
+    PrefillWaitFull(*x.v_ring, x.vc, kPrefillWaitVFull, item, blocks - 1);
+    PrefillMark(1 + x.wg, -1, blocks, 3);
+    ScheduleSync(x.wg);
+    IssuePV(st.o, sc.pa, x.v_tiles + x.vc.stage * kTileBytes);
+    ScheduleArrive(x.wg);
     WgmmaWait<0>();
     FenceRegisters(st.o);
-    if (leader) Release(v_ring, vc);
-    vc.Advance(kVStages);
+    if (x.leader) Release(*x.v_ring, x.vc);
+    x.vc.Advance(P::kV);
+  }
+
+  // The last block's P V of `item` and block 0's S of `next` (its query in
+  // `next_q`) in one turn, so that the tensor pipe has the next tile's
+  // Q K^T while this warpgroup stores `item`. Returns once the P V is done
+  // (O final); the caller stores O, then calls FinishFirst for `next` with
+  // the returned stage message.
+  template <typename P>
+  static TAILOR_DEVICE unsigned LastPvWithNextS(const PrefillWorkItem& item,
+                                                int blocks,
+                                                const PrefillWorkItem& next,
+                                                const unsigned char* next_q,
+                                                P& x, State& st, Scores& sc) {
+    PrefillMark(1 + x.wg, -1, blocks, 2);
+    PrefillWaitFull(*x.v_ring, x.vc, kPrefillWaitVFull, item, blocks - 1);
+    PrefillWaitFull(*x.k_ring, x.kc, kPrefillWaitKFull, next, 0);
+    const unsigned dropped = static_cast<unsigned>(Message(*x.k_ring, x.kc));
+    PrefillMark(1 + x.wg, -1, blocks, 3);
+    ScheduleSync(x.wg);
+    IssuePV(st.o, sc.pa, x.v_tiles + x.vc.stage * kTileBytes);
+    IssueQK(sc.s, next_q, x.k_tiles + x.kc.stage * kTileBytes, x.wg);
+    ScheduleArrive(x.wg);
+    WgmmaWait<1>();  // the P V
+    FenceRegisters(st.o);
+    if (x.leader) Release(*x.v_ring, x.vc);
+    x.vc.Advance(P::kV);
+    return dropped;
   }
 };
 
