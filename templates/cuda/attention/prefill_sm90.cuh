@@ -27,15 +27,17 @@
 //     of each block.
 //     Per KV block: looks up the block's pages (lane i: box i), waits for
 //     a free stage of its ring, and loads each box by TMA with the page id
-//     as a coordinate of the one map over the cache. A page id outside [0, num_pages) is recorded in the error
-//     word and its box dropped: read as zeros (an out-of-bounds coordinate)
-//     and named in the K stage's message, whose bits the consumers mask.
+//     as a coordinate of the one map over the cache. A page id outside
+//     [0, num_pages) is recorded in the error word and its box dropped:
+//     read as zeros (an out-of-bounds coordinate) and named in the K
+//     stage's message, whose bits the consumers mask.
 //     The last box of a sequence whose end falls inside it is copied by the
 //     warp itself for V, with the rows past the end zeroed: TMA would bring
 //     whatever the cache holds there.
 //   warpgroups 1 and 2 (consumers, registers raised): rows [0, 64) and
 //     [64, 128) of every tile, prefill_sm90_mainloop.cuh, then
-//     prefill_sm90_epilogue.cuh. Each releases a K stage once its Q K^T on
+//     prefill_sm90_epilogue.cuh; a tile's store runs while the next tile's
+//     first Q K^T does (Consume). Each releases a K stage once its Q K^T on
 //     it is done, a V stage once its P V is, and a query buffer once its
 //     rows have left.
 // Protocol: runtime/cuda/pipeline.cuh for the K and the V rings (compile
