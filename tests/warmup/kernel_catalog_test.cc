@@ -18,6 +18,19 @@ using ::testing::ElementsAre;
 constexpr KeyTarget kTarget = {.backend = BackendKind::kCpu,
                                .arch = "x86_64-test"};
 
+// A Qwen3-30B-A3B MoE layer (128 experts, top 8, hidden 2048, 768 a
+// projection) in `dtype` under `routing`.
+MoeLayerProfile Qwen3MoeLayer(
+    DType dtype, moe::RoutingPolicy routing = moe::RoutingPolicy{}) {
+  return {.path = "moe",
+          .experts = 128,
+          .topk = 8,
+          .hidden = 2048,
+          .intermediate = 768,
+          .dtypes = {dtype},
+          .routing = {routing}};
+}
+
 std::vector<std::string> KeyStrings(const KernelList& list) {
   std::vector<std::string> keys;
   for (const KernelJob& job : list.jobs) keys.push_back(job.key.ToString());
@@ -262,13 +275,7 @@ TEST(KernelCatalogTest, CudaRaggedKernelsFollowTheTuning) {
 // CUDA keys need no device: a profile for an H100 lists them here.
 TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
   ServingProfile profile;
-  profile.moe.push_back({.path = "moe",
-                         .experts = 128,
-                         .topk = 8,
-                         .hidden = 2048,
-                         .intermediate = 768,
-                         .dtypes = {DType::kBF16},
-                         .routing = {moe::RoutingPolicy{}}});
+  profile.moe.push_back(Qwen3MoeLayer(DType::kBF16));
   profile.paged_decode.push_back({.path = "paged_decode",
                                   .heads_q = 32,
                                   .heads_kv = 4,
@@ -337,13 +344,7 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
 // bf16 down GEMM, and Combine; an A100 gets one skipped line naming the arch.
 TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
   ServingProfile profile;
-  profile.moe.push_back({.path = "moe",
-                         .experts = 128,
-                         .topk = 8,
-                         .hidden = 2048,
-                         .intermediate = 768,
-                         .dtypes = {DType::kF8E4M3},
-                         .routing = {moe::RoutingPolicy{}}});
+  profile.moe.push_back(Qwen3MoeLayer(DType::kF8E4M3));
   absl::StatusOr<KernelList> hopper = KernelsForProfile(
       {.backend = BackendKind::kCuda, .arch = "sm_90a"}, profile, {});
   ASSERT_TRUE(hopper.ok()) << hopper.status();
@@ -391,13 +392,7 @@ TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
 // decode.stages caps the decode depths.
 TEST(KernelCatalogTest, TuningShapesTheCudaKeys) {
   ServingProfile profile;
-  profile.moe.push_back({.path = "moe",
-                         .experts = 128,
-                         .topk = 8,
-                         .hidden = 2048,
-                         .intermediate = 768,
-                         .dtypes = {DType::kBF16},
-                         .routing = {{.tile_rows = 128}}});
+  profile.moe.push_back(Qwen3MoeLayer(DType::kBF16, {.tile_rows = 128}));
   profile.paged_decode.push_back({.path = "paged_decode",
                                   .heads_q = 32,
                                   .heads_kv = 4,
