@@ -143,6 +143,11 @@ struct PrefillSm90Kernel {
   static TAILOR_DEVICE int QBuffer(int k) { return k % kQBuffers; }
   static TAILOR_DEVICE unsigned QParity(int k) { return (k / kQBuffers) & 1; }
 
+  // KV blocks of an item.
+  static TAILOR_DEVICE int BlocksOf(const PrefillWorkItem& item) {
+    return (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+  }
+
   static TAILOR_DEVICE void RecordError(unsigned long long* errors, int word,
                                         long long position, int value) {
     const unsigned long long clamped =
@@ -321,7 +326,7 @@ struct PrefillSm90Kernel {
     PipelineCursor kc;
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
-      const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+      const int blocks = BlocksOf(item);
       PrefillMark(0, i - first, 0, 1);
       if (blocks > 0) LoadK(p, sh, item, PagesOf(p, item, 0, lane), kc, lane, 0);
       PrefillMark(0, -1, 0, 2);
@@ -343,7 +348,7 @@ struct PrefillSm90Kernel {
     PipelineCursor vc;
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
-      const int blocks = (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
+      const int blocks = BlocksOf(item);
       for (int j = 0; j < blocks; ++j) {
         LoadV(p, sh, item, PagesOf(p, item, j, lane), vc, lane, j);
       }
@@ -355,10 +360,6 @@ struct PrefillSm90Kernel {
   using Pipes = typename Mainloop::template Pipes<kKStages, kVStages>;
   using State = typename Mainloop::State;
   using Scores = typename Mainloop::Scores;
-
-  static TAILOR_DEVICE int BlocksOf(const PrefillWorkItem& item) {
-    return (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
-  }
 
   static TAILOR_DEVICE unsigned char* QTile(const Shared& sh, int k) {
     return sh.q + QBuffer(k) * kLayout.q_bytes;
@@ -427,8 +428,11 @@ struct PrefillSm90Kernel {
       PrefillMark(1 + wg, k, -1, 0);
       if (!started) {
         WaitQuery(sh, item, k);
-        Mainloop::Init(st);
-        if (blocks > 0) Mainloop::First(p, item, QTile(sh, k), x, lim, st, sc);
+        if (blocks > 0) {
+          Mainloop::First(p, item, QTile(sh, k), x, lim, st, sc);
+        } else {
+          Mainloop::Init(st);
+        }
       }
       Mainloop::Middle(p, item, blocks, QTile(sh, k), x, lim, st, sc);
       const PrefillWorkItem next = i + 1 < last ? p.items[i + 1] : item;
