@@ -328,7 +328,8 @@ struct PrefillSm90Kernel {
       const PrefillWorkItem item = p.items[i];
       const int blocks = BlocksOf(item);
       PrefillMark(0, i - first, 0, 1);
-      if (blocks > 0) LoadK(p, sh, item, PagesOf(p, item, 0, lane), kc, lane, 0);
+      if (blocks > 0)
+        LoadK(p, sh, item, PagesOf(p, item, 0, lane), kc, lane, 0);
       PrefillMark(0, -1, 0, 2);
       LoadQuery(p, sh, item, i - first, lane);
       __syncwarp();
@@ -384,8 +385,8 @@ struct PrefillSm90Kernel {
   // Normalizes and stores the warpgroup's rows of the CTA's k-th item, then
   // frees its query buffer (the full tile's output is staged there).
   static TAILOR_DEVICE void Store(const Params& p, const Shared& sh,
-                                  const PrefillWorkItem& item, int k,
-                                  State& st, int wg, bool leader) {
+                                  const PrefillWorkItem& item, int k, State& st,
+                                  int wg, bool leader) {
     PrefillMark(1 + wg, -1, -1, 6);
     const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
     const typename Epilogue::Rows rows = Epilogue::Normalize(st, scale, wg);
@@ -436,8 +437,8 @@ struct PrefillSm90Kernel {
       }
       Mainloop::Middle(p, item, blocks, QTile(sh, k), x, lim, st, sc);
       const PrefillWorkItem next = i + 1 < last ? p.items[i + 1] : item;
-      started = kOverlapStores && blocks > 0 && i + 1 < last &&
-                BlocksOf(next) > 0;
+      started =
+          kOverlapStores && blocks > 0 && i + 1 < last && BlocksOf(next) > 0;
       if (started) {
         WaitQuery(sh, next, k + 1);
         const unsigned dropped = Mainloop::LastPvWithNextS(
