@@ -134,6 +134,9 @@ def sanitize_cases():
             _case("sanitize-split", [40, 1, 1, 1], [300, 5000, 17, 64], route="split")]
 
 
-def ncu_case():
+def ncu_case(shape=None):
+    """Llama B=1 q=kv=4096, or the Llama perf case named `shape` (its shape column)."""
+    if shape:
+        return next(c for c in perf_cases() if c["model"] == "llama3-8b" and c["shape"] == shape)
     return _case("ncu llama3-8b B=1 q=kv=4096", [4096], [4096], poison=False, check="sample",
                  kind="prefill", model="llama3-8b", shape="B=1 q=kv=4096")

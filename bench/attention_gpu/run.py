@@ -316,7 +316,7 @@ def worker(args):
     phase = args.worker
     lists = {"correctness": C.correctness_cases, "perf": lambda: C.perf_cases(args.quick),
              "decode": lambda: C.decode_cases(args.quick), "sanitize": C.sanitize_cases,
-             "ncu": lambda: [C.ncu_case()]}
+             "ncu": lambda: [C.ncu_case(os.environ.get("TAILOR_NCU_SHAPE"))]}
     todo = [c for c in lists[phase]() if c["id"] not in set(args.skip or [])]
     if args.checks:
         have = set(tailor_dev.variants())
