@@ -463,8 +463,8 @@ struct RunRaggedArgs {
   //   [B', max_pages] i32 (vLLM's block_table), B' >= B, or
   //   [nnz] i32 (FlashInfer's kv_indices) with page_indptr set: sequence
   //   b's pages are block_table[page_indptr[b] .. page_indptr[b + 1]).
-  //   The CUDA backend takes the first form only (Unimplemented naming
-  //   page_indptr otherwise).
+  //   Device backends read it unchecked: a range outside [0, nnz) or
+  //   reversed holds no pages (its tokens count as bad page ids).
   TensorRef block_table;
   std::optional<TensorRef> page_indptr;  // [B' + 1] i32 (kv_indptr)
   // [B'] i32, the plan's kv_lens (vLLM's seq_lens on the device). Host

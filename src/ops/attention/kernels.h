@@ -115,6 +115,10 @@ struct DecodeLaunch {
   const int32_t* block_table = nullptr;  // [B', max_pages]
   int64_t block_table_stride = 0;
   int64_t max_pages = 0;
+  // [B' + 1] device, or null: FlashInfer's kv_indptr, with block_table its
+  // kv_indices [nnz] (max_pages = nnz). Set by RunRagged for its decode
+  // rows on CUDA; others refuse it with Internal.
+  const int32_t* page_indptr = nullptr;
   const int32_t* seq_lens = nullptr;  // [B'] (device memory on GPUs)
   void* out = nullptr;                // [B', Hq, D]
   int64_t out_stride_b = 0, out_stride_h = 0;

@@ -257,17 +257,15 @@ absl::Status RunRagged(Runtime& runtime, const RunRaggedArgs& args,
         internal::CheckRunRaggedContents(args, w->plan, w->shape.page_size));
   }
   w->last_num_pages = args.k_cache.dims[0];
-  w->last_max_pages = args.block_table.rank == 2 ? args.block_table.dims[1] : 0;
+  w->last_max_pages = args.block_table.dims[args.block_table.rank - 1];
+  w->last_page_indptr = args.page_indptr.has_value();
   internal::Engine& engine = internal::EngineOf(runtime);
   if (!w->config.decode_rows) return kernels->Run(engine, LaunchOf(args, *w));
   // Tiles and decode rows: a part with no work is launched only where a
   // graph may replay this run with a plan that has some, or the first time
-  // (which loads its kernels before any capture). Tiles first: their
-  // backend refuses what neither kernel reads (CUDA: page_indptr) before
-  // anything is launched.
+  // (which loads its kernels before any capture).
   const bool may_replay = kernels->MayReplay(engine, args.stream);
-  if (may_replay || !w->tiles_launched || !w->plan.items().empty() ||
-      args.page_indptr) {
+  if (may_replay || !w->tiles_launched || !w->plan.items().empty()) {
     TAILOR_RETURN_IF_ERROR(kernels->Run(engine, LaunchOf(args, *w)));
     w->tiles_launched = true;
   }

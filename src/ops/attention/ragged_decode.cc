@@ -146,6 +146,9 @@ absl::Status RunRaggedDecodeRows(Runtime& runtime,
   const RaggedDeviceBuffers& b = *w.device;
   DecodeLaunch l = DecodeLaunchOf(args, w.decode.shape);
   l.q_rows = static_cast<const int32_t*>(b.at(b.q_rows));
+  if (args.page_indptr.has_value()) {
+    l.page_indptr = args.page_indptr->as<int32_t>();
+  }
   l.seq_lens = static_cast<const int32_t*>(b.at(b.seq_lens));
   l.work = DeviceDecodeWork(b.DecodeBuffers(), w.decode.plan.params());
   return kernels->Decode(EngineOf(runtime), l);

@@ -202,6 +202,13 @@ absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
     errors.bad_page = internal::RaggedErrors::Bad{
         .position = decode.bad_page->position, .value = decode.bad_page->value};
   }
+  if (!errors.bad_page && decode.too_many_pages && impl_->last_page_indptr) {
+    // The device's page_indptr gave a decode row fewer pages than it needs.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_indptr: sequence ", decode.too_many_pages->position,
+        " needs ", decode.too_many_pages->value,
+        " pages; page_indptr gives it fewer (or a range outside kv_indices)"));
+  }
   if (!errors.bad_page && (decode.bad_seq_len || decode.too_many_pages)) {
     // Uploaded with the plan and checked on the host before every run.
     return absl::InternalError(
@@ -211,9 +218,15 @@ absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
   if (errors.bad_page) {
     const int64_t max_pages = std::max<int64_t>(impl_->last_max_pages, 1);
     const int64_t position = errors.bad_page->position;
+    const int64_t seq = position / max_pages, slot = position % max_pages;
+    const int32_t page = errors.bad_page->value;
     return absl::InvalidArgumentError(
-        internal::BadPageText(position / max_pages, position % max_pages,
-                              errors.bad_page->value, impl_->last_num_pages));
+        impl_->last_page_indptr
+            ? absl::StrCat("kv_indices: page ", slot, " of sequence ", seq,
+                           " is ", page, ", outside [0, ",
+                           impl_->last_num_pages,
+                           ") (or page_indptr gives it no such page)")
+            : internal::BadPageText(seq, slot, page, impl_->last_num_pages));
   }
   return absl::OkStatus();
 }

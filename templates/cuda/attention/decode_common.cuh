@@ -34,6 +34,7 @@
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "templates/cuda/attention/decode_params.h"
+#include "templates/cuda/attention/page_table.cuh"
 #include "templates/cuda/attention/decode_trace.cuh"
 
 namespace tailor::cuda {
@@ -77,6 +78,11 @@ TAILOR_DEVICE DecodeWorkItem DecodeItemAt(const DecodeKernelParams& p, int i,
   return i == first ? head : p.items[i];
 }
 
+TAILOR_DEVICE PageRow DecodePageRow(const DecodeKernelParams& p,
+                                    const DecodeWorkItem& item) {
+  return PageRowOf(p.page_indptr, p.block_table_stride, p.max_pages, item.seq);
+}
+
 // Checks of one item that do not depend on a tile: the device length
 // (loaded by the caller, so that the load overlaps the block-table loads)
 // against the plan, and the planned pages against the block table. Returns
@@ -90,23 +96,23 @@ TAILOR_DEVICE int DecodeAttendedEnd(const DecodeKernelParams& p,
   }
   const int page_size = DecodePageSizeOf<kPageSize>(p);
   const int pages = (item.seq_len + page_size - 1) / page_size;
-  if (report && pages > p.max_pages) {
+  if (report && pages > DecodePageRow(p, item).count) {
     DecodeRecordError(p.errors, kDecodeErrorTooManyPages, item.seq, pages);
   }
   return min(item.kv_end, max(device_len, 0));
 }
 
-// block_table[b, token / page], or kDecodeNoPage for a slot past max_pages
-// (reported by DecodeAttendedEnd). Depends on the item only, so it can be
-// issued before the device length arrives.
+// Page token / page of the item's sequence (page_table.cuh), or
+// kDecodeNoPage for a slot past its pages (reported by DecodeAttendedEnd).
+// Depends on the item only, so it can be issued before the device length
+// arrives.
 inline constexpr int kDecodeNoPage = -2147483647 - 1;
 
 template <int kPageSize>
 TAILOR_DEVICE int DecodeLoadPage(const DecodeKernelParams& p,
                                  const DecodeWorkItem& item, int token) {
   const int slot = token / DecodePageSizeOf<kPageSize>(p);
-  if (slot >= p.max_pages) return kDecodeNoPage;
-  return __ldg(p.block_table + item.seq * p.block_table_stride + slot);
+  return PageAt(p.block_table, DecodePageRow(p, item), slot, kDecodeNoPage);
 }
 
 TAILOR_DEVICE bool DecodePageValid(const DecodeKernelParams& p, int page) {

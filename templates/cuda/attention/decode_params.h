@@ -104,9 +104,10 @@ struct DecodeKernelParams {
   const void* v_cache;
   long long k_stride_page, k_stride_token, k_stride_head;
   long long v_stride_page, v_stride_token, v_stride_head;
-  const int* block_table;  // [B, max_pages]
+  const int* block_table;  // [B, max_pages], or [nnz] with page_indptr
   long long block_table_stride;
-  int max_pages;
+  int max_pages;           // block_table's last dim
+  const int* page_indptr;  // [B + 1] or null (page_table.cuh)
   int num_pages;
   const int* seq_lens;  // [B] device lengths (checked against the plan)
   void* out;            // [B, Hq, D] (rows as q)

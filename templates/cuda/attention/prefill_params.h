@@ -151,9 +151,10 @@ struct PrefillParams {
   long long out_stride_token, out_stride_head;
   float* lse;  // [tokens, Hq] natural log, or null
   long long lse_stride_token;
-  const int* block_table;  // [B, max_pages]
+  const int* block_table;  // [B, max_pages], or [nnz] with page_indptr
   long long block_table_stride;
-  int max_pages;
+  int max_pages;           // block_table's last dim
+  const int* page_indptr;  // [B + 1] or null (page_table.cuh)
   int num_pages;
   const PrefillWorkItem* items;  // [num_items]
   const int* worker_begin;       // [gridDim.x + 1]

@@ -54,6 +54,7 @@
 #include "runtime/cuda/tma.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "runtime/cuda/wgmma.cuh"
+#include "templates/cuda/attention/page_table.cuh"
 #include "templates/cuda/attention/prefill_params.h"
 #include "templates/cuda/attention/prefill_sm90_epilogue.cuh"
 #include "templates/cuda/attention/prefill_sm90_mainloop.cuh"
@@ -178,10 +179,9 @@ struct PrefillSm90Kernel {
     const int token = start + box * kBoxTokens;
     if (box >= kBoxes || token >= item.kv_len) return p.num_pages;
     const int index = token / kPageSize;
-    int page = -1;
-    if (index < p.max_pages) {
-      page = __ldg(p.block_table + item.seq * p.block_table_stride + index);
-    }
+    const PageRow row = PageRowOf(p.page_indptr, p.block_table_stride,
+                                  p.max_pages, item.seq);
+    const int page = PageAt(p.block_table, row, index, -1);
     if (page < 0 || page >= p.num_pages) {
       RecordError(p.errors, kPrefillErrorBadPage,
                   static_cast<long long>(item.seq) * p.max_pages + index, page);

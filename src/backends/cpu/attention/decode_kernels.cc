@@ -181,6 +181,11 @@ absl::Status CpuDecodeKernels::Decode(Engine& engine,
     return absl::InternalError(
         "attention.decode: the cpu backend needs a host plan");
   }
+  if (launch.page_indptr != nullptr) {
+    return absl::InternalError(
+        "attention.decode: the cpu kernel has no page_indptr (ragged decode "
+        "rows)");
+  }
   if (launch.q_rows != nullptr) {
     return absl::InternalError(
         "attention.decode: the cpu kernel has no q_rows (ragged decode rows)");

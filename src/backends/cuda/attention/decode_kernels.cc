@@ -155,6 +155,7 @@ DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
   p.v_stride_head = l.v_strides[2];
   p.block_table = l.block_table;
   p.block_table_stride = l.block_table_stride;
+  p.page_indptr = l.page_indptr;
   p.max_pages = static_cast<int>(l.max_pages);
   p.num_pages = static_cast<int>(l.num_pages);
   p.seq_lens = l.seq_lens;

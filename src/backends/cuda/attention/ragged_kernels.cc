@@ -374,6 +374,7 @@ void FillParams(const RaggedLaunch& l, PrefillParams& p) {
   p.lse_stride_token = l.lse_stride_token;
   p.block_table = l.block_table;
   p.block_table_stride = l.block_table_stride;
+  p.page_indptr = l.page_indptr;
   p.max_pages = static_cast<int>(l.max_pages);
   p.num_pages = static_cast<int>(l.num_pages);
   p.items = reinterpret_cast<const PrefillWorkItem*>(l.work.items);
@@ -396,11 +397,6 @@ void FillParams(const RaggedLaunch& l, PrefillParams& p) {
 }  // namespace
 
 absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
-  if (l.page_indptr != nullptr) {
-    return absl::UnimplementedError(
-        "page_indptr: the CUDA ragged kernel reads [B, max_pages] block "
-        "tables only (vLLM's form); scatter FlashInfer's kv_indices into one");
-  }
   if (l.q_rows == 0) return absl::OkStatus();  // no plan has rows here
   PrefillParams params = {};
   TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));

@@ -185,6 +185,11 @@ absl::StatusOr<DecodeErrors> HipDecodeKernels::TakeErrors(Engine&,
 
 absl::Status HipDecodeKernels::Decode(Engine& engine,
                                       const DecodeLaunch& launch) {
+  if (launch.page_indptr != nullptr) {
+    return absl::InternalError(
+        "attention.decode: the hip kernel has no page_indptr (ragged decode "
+        "rows)");
+  }
   if (launch.q_rows != nullptr) {
     return absl::InternalError(
         "attention.decode: the hip kernel has no q_rows (ragged decode rows)");

@@ -36,11 +36,14 @@ using ::tailor::testing::TestSeed;
 // Device copies of a step in buffers sized for `cap` (the largest step of
 // a test), so that a captured graph keeps its pointers and shapes:
 //   q / out [cap.rows, Hq, D], caches [cap_pages, ...], block table
-//   [cap.batch, cap_max_pages].
+//   [cap.batch, cap_max_pages], or with `flashinfer` the step's kv_indices
+//   [nnz] and page_indptr [B + 1] (FlashInfer's form).
 struct DeviceStep {
   DeviceStep(const cuda::DriverApi& api, const RaggedCase& c, int64_t rows,
-             int64_t batch, int64_t pages, int64_t max_pages)
-      : rows(rows),
+             int64_t batch, int64_t pages, int64_t max_pages,
+             bool flashinfer = false)
+      : flashinfer(flashinfer),
+        rows(rows),
         batch(batch),
         pages(pages),
         max_pages(max_pages),
@@ -49,7 +52,8 @@ struct DeviceStep {
         lse(api, rows * c.num_qo_heads * 4),
         k(api, pages * c.page_size * c.num_kv_heads * c.head_dim * 2),
         v(api, pages * c.page_size * c.num_kv_heads * c.head_dim * 2),
-        table(api, batch * max_pages * 4) {}
+        table(api, batch * max_pages * 4),
+        indptr(api, (batch + 1) * 4) {}
 
   // Uploads `p` (which must fit) and poisons the outputs.
   absl::Status Upload(const RaggedBatch& p) {
@@ -64,6 +68,10 @@ struct DeviceStep {
                   &padded[b * max_pages]);
     }
     TAILOR_RETURN_IF_ERROR(table.Upload(padded));
+    if (flashinfer) {
+      TAILOR_RETURN_IF_ERROR(table.Upload(p.kv_indices));
+      TAILOR_RETURN_IF_ERROR(indptr.Upload(p.page_indptr));
+    }
     TAILOR_RETURN_IF_ERROR(out.Fill(0x7f));
     return lse.Fill(0x7f);
   }
@@ -83,6 +91,13 @@ struct DeviceStep {
     args.v_cache = shape.CacheRef(v.data(), device);
     args.block_table = TensorRef::Contiguous(table.data(), DType::kI32,
                                              {batch, max_pages}, device);
+    if (flashinfer) {
+      const int64_t nnz = static_cast<int64_t>(p.kv_indices.size());
+      args.block_table = TensorRef::Contiguous(
+          table.data(), DType::kI32, {std::max<int64_t>(nnz, 1)}, device);
+      args.page_indptr = TensorRef::Contiguous(indptr.data(), DType::kI32,
+                                               {c.batch() + 1}, device);
+    }
     args.logits_soft_cap = c.soft_cap;
     args.stream = stream;
     return args;
@@ -101,8 +116,9 @@ struct DeviceStep {
         p, RaggedReference(p, 1.0 / std::sqrt(double(p.c.head_dim))), o, &l);
   }
 
+  bool flashinfer;
   int64_t rows, batch, pages, max_pages;
-  DeviceBuffer q, out, lse, k, v, table;
+  DeviceBuffer q, out, lse, k, v, table, indptr;
 };
 
 class RaggedGpuTest : public ::testing::Test {
@@ -138,8 +154,10 @@ class RaggedGpuTest : public ::testing::Test {
 
   // Plans and runs one case on `rt` (default: the test's runtime); returns
   // its errors and leaves its plan's summary in last_plan_.
-  Errors RunCase(const RaggedCase& c) { return RunCase(c, runtime()); }
-  Errors RunCase(const RaggedCase& c, Runtime& rt) {
+  Errors RunCase(const RaggedCase& c, bool flashinfer = false) {
+    return RunCase(c, runtime(), flashinfer);
+  }
+  Errors RunCase(const RaggedCase& c, Runtime& rt, bool flashinfer = false) {
     RaggedBatch p = BuildRaggedBatch(c);
     RaggedWorkspace ws;
     const int64_t rows = std::max<int64_t>(c.rows(), 1);
@@ -147,7 +165,7 @@ class RaggedGpuTest : public ::testing::Test {
         ReserveRaggedWorkspace(rt, LimitsOf(c, c.batch(), c.total_q()), ws)
             .ok());
     DeviceStep d(env_->api(), c, rows, std::max<int64_t>(c.batch(), 1),
-                 std::max<int64_t>(p.num_pages, 1), p.max_pages);
+                 std::max<int64_t>(p.num_pages, 1), p.max_pages, flashinfer);
     EXPECT_TRUE(d.Upload(p).ok());
     PlanRaggedArgs plan = PlanArgsOf(p);
     plan.stream = stream_->get();
@@ -513,6 +531,70 @@ TEST_F(RaggedGpuTest, RefusedWhenTheTuningKeyTurnsItOff) {
               StatusIs(absl::StatusCode::kUnimplemented,
                        "attention.ragged: the CUDA kernel is off (tuning key "
                        "ragged.cuda=off)"));
+}
+
+// FlashInfer's pages (kv_indices + page_indptr) on both kernels: the
+// step's tiles and its decode rows.
+TEST_F(RaggedGpuTest, FlashInferPagesMatchTheReference) {
+  RaggedCase c = MixedStep();
+  EXPECT_LE(RunCase(c, /*flashinfer=*/true).out_rel, 1e-2);
+  EXPECT_GT(last_plan_.decode_seqs, 0);
+  c.num_qo_heads = 32;
+  c.num_kv_heads = 4;
+  c.page_size = 64;
+  EXPECT_LE(RunCase(c, /*flashinfer=*/true).out_rel, 1e-2);
+}
+
+// A page_indptr range past kv_indices holds no pages: its tokens are
+// dropped and reported, the other sequences are still right.
+TEST_F(RaggedGpuTest, BadPageRangesAreDroppedAndReported) {
+  RaggedCase c = MixedStep();
+  RaggedBatch p = BuildRaggedBatch(c);
+  const int32_t nnz = static_cast<int32_t>(p.kv_indices.size());
+  p.page_indptr[10] = nnz + 3;  // sequence 9 (577 tokens): [.., nnz + 3)
+  RaggedWorkspace ws;
+  TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
+      runtime(), LimitsOf(c, c.batch(), c.total_q()), ws));
+  DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages,
+               /*flashinfer=*/true);
+  TAILOR_ASSERT_OK(d.Upload(p));
+  PlanRaggedArgs plan = PlanArgsOf(p);
+  plan.stream = stream_->get();
+  TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
+  TAILOR_ASSERT_OK(
+      RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()), ws));
+  TAILOR_ASSERT_OK(stream_->Synchronize());
+  EXPECT_THAT(ws.TakeErrors(runtime(), stream_->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("kv_indices: page 0 of sequence 9 is -1, "
+                                    "outside [0, ",
+                                    p.num_pages,
+                                    ") (or page_indptr gives it no such "
+                                    "page)")));
+}
+
+// A decode row whose page_indptr range is a page short is reported by the
+// decode kernel, naming page_indptr.
+TEST_F(RaggedGpuTest, ShortDecodeRowPageRangesAreReported) {
+  RaggedCase c = MixedStep();
+  RaggedBatch p = BuildRaggedBatch(c);
+  p.page_indptr[2] -= 1;  // sequence 1 (a decode row over 1000 tokens)
+  RaggedWorkspace ws;
+  TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
+      runtime(), LimitsOf(c, c.batch(), c.total_q()), ws));
+  DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages,
+               /*flashinfer=*/true);
+  TAILOR_ASSERT_OK(d.Upload(p));
+  PlanRaggedArgs plan = PlanArgsOf(p);
+  plan.stream = stream_->get();
+  TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
+  TAILOR_ASSERT_OK(
+      RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()), ws));
+  TAILOR_ASSERT_OK(stream_->Synchronize());
+  EXPECT_THAT(ws.TakeErrors(runtime(), stream_->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "page_indptr: sequence 1 needs 63 pages; page_indptr "
+                       "gives it fewer (or a range outside kv_indices)"));
 }
 
 TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
