@@ -135,8 +135,11 @@ def sanitize_cases():
 
 
 def ncu_case(shape=None):
-    """Llama B=1 q=kv=4096, or the Llama perf case named `shape` (its shape column)."""
+    """Llama B=1 q=kv=4096, or the Llama perf or decode case named `shape` (its shape
+    column; a decode shape as "decode B=128 L=4096")."""
     if shape:
-        return next(c for c in perf_cases() if c["model"] == "llama3-8b" and c["shape"] == shape)
+        kind, _, name = shape.partition(" ") if shape.startswith("decode ") else ("", "", shape)
+        pool = decode_cases() if kind else perf_cases()
+        return next(c for c in pool if c["model"] == "llama3-8b" and c["shape"] == name)
     return _case("ncu llama3-8b B=1 q=kv=4096", [4096], [4096], poison=False, check="sample",
                  kind="prefill", model="llama3-8b", shape="B=1 q=kv=4096")

@@ -337,6 +337,16 @@ def worker(args):
         try:
             if phase in ("correctness", "sanitize"):
                 res = do_correctness(case)
+            elif phase == "ncu" and case["kind"] == "decode":  # decode kernel, FI tc
+                from common import flashinfer_indices, make_step
+                step = make_step(case, torch.Generator())
+                out, _ = nan_outputs(case, step, False)
+                split_route(case, step, out)[1]()
+                fi = import_flashinfer()
+                if fi is not None:
+                    ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
+                    fi_decode(fi, ws, case, step, flashinfer_indices(step, case), True)[2]()
+                res = {"ok": True}
             elif phase == "ncu":  # one launch of each design, profiled in order
                 step = __import__("common").make_step(case, torch.Generator())
                 run_tailor(case, step, with_lse=False)
