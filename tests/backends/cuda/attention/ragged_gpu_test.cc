@@ -20,13 +20,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "ops/attention/ragged_host_test_util.h"
 #include "tailor/ops/attention.h"
@@ -42,14 +47,27 @@ using cuda::testing::TestStream;
 using ::tailor::testing::StatusIs;
 using ::tailor::testing::TestSeed;
 
-// Runtime options with tuning `keys` after the suite's own
-// ($TAILOR_TUNING, which an explicit Options::tuning would replace).
+// Runtime options with the suite's tuning ($TAILOR_TUNING, which an
+// explicit Options::tuning would replace) and `keys` over it.
 Runtime::Options OptionsWith(const std::string& keys) {
+  std::map<std::string, std::string> merged;
+  auto add = [&merged](absl::string_view text) {
+    for (absl::string_view entry :
+         absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+      const std::pair<std::string, std::string> kv =
+          absl::StrSplit(entry, absl::MaxSplits('=', 1));
+      merged[std::string(absl::StripAsciiWhitespace(kv.first))] =
+          std::string(absl::StripAsciiWhitespace(kv.second));
+    }
+  };
+  if (const char* suite = std::getenv("TAILOR_TUNING")) add(suite);
+  add(keys);
+  std::vector<std::string> entries;
+  for (const auto& [key, value] : merged) {
+    entries.push_back(absl::StrCat(key, "=", value));
+  }
   Runtime::Options options = CudaTestRuntime::DefaultOptions();
-  const char* suite = std::getenv("TAILOR_TUNING");
-  options.tuning = suite != nullptr && *suite != '\0'
-                       ? absl::StrCat(suite, ",", keys)
-                       : keys;
+  options.tuning = absl::StrJoin(entries, ",");
   return options;
 }
 
