@@ -14,8 +14,9 @@
 // Unimplemented from PlanConfig (ReserveRaggedWorkspace and PlanRagged
 // name the rule).
 //
-// Launches per RunRagged, both with grids that depend on the device only
-// (one CTA per SM), so one captured graph replays any plan of its
+// Launches per RunRagged, both with grids that depend on the device and
+// the kernel only (one CTA per SM; the portable kernel two up to head_dim
+// 128), so one captured graph replays any plan of its
 // workspace: the attention kernel over the uploaded work list, then the
 // merge kernel, which reads the plan's merge-group count on the device (a
 // plan without split tiles makes it return at once).
@@ -27,8 +28,8 @@
 //
 // Keys: RaggedKernelSpec / RaggedMergeSpec (ops/attention/ragged_spec.h),
 // tile rows kPrefillTileRows (Hopper) or kPrefillSm80TileRows (portable,
-// which also sets the spec's `portable`). The q_len = 1 rows of a step run on the
-// paged-decode kernel (decode_kernels.h, launched by the op front) unless
+// which also sets the spec's `portable`). The q_len = 1 rows of a step run
+// on the paged-decode kernel (decode_kernels.h, launched by the op front) unless
 // ragged.decode_rows=prefill or a sliding window asks for prefill tiles.
 #ifndef TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
 #define TAILOR_BACKENDS_CUDA_ATTENTION_RAGGED_KERNELS_H_
