@@ -693,7 +693,9 @@ TEST_P(RaggedGpuPortableTest, MatchesTheReference) {
   c.seed = TestSeed();
   const Errors err = RunCase(c, (*portable)->runtime());
   EXPECT_LE(err.out_rel, 1e-2) << err.worst;
-  EXPECT_LE(err.lse_abs, kDecodeLseBound) << err.worst;
+  // tanh.approx (relative error < 2^-10.9) moves a capped score by up to
+  // cap x 5e-4: lse within 2e-2 at the tests' caps of 20 and 30.
+  EXPECT_LE(err.lse_abs, c.soft_cap > 0 ? 2e-2 : kDecodeLseBound);
   EXPECT_GT(last_plan_.tiles, 0) << last_plan_.ToString();
   EXPECT_EQ(last_plan_.tile_rows, 64) << "not the portable kernel's plan";
   if (absl::StartsWith(v.name, "Split")) {
