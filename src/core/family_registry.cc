@@ -78,7 +78,8 @@ absl::StatusOr<std::vector<KernelJob>> CudaRaggedLayer(const KeyTarget& target,
   TAILOR_ASSIGN_OR_RETURN(const RaggedShape* ragged,
                           Need(layer.ragged, "ragged_attention"));
   if (!cuda::RaggedCudaEnabled(tuning)) return std::vector<KernelJob>{};
-  return cuda::RaggedLayerKernels(target, *ragged);
+  return cuda::RaggedLayerKernels(target, *ragged,
+                                  cuda::RaggedPortableForced(tuning));
 }
 
 // ---- the table --------------------------------------------------------------
@@ -96,7 +97,7 @@ constexpr OpKind kRaggedOps[] = {OpKind::kAttentionRagged,
 
 // One entry per backend x family. CUDA's kernels need sm_80 (mma.sync bf16,
 // cp.async, warp match_any); the TMA paths are asked for only on sm_90a.
-// Ragged attention has only its Hopper kernel (wgmma, setmaxnreg): sm_90a.
+// Ragged attention has a portable kernel (sm_80) beside its Hopper one.
 const std::vector<FamilyDescriptor>& LibraryFamilies() {
   static const auto* const families = new std::vector<FamilyDescriptor>{
       {.name = "moe",
@@ -134,8 +135,7 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .generate = &cuda::GenerateCudaRagged,
        .layer_kernels = &CudaRaggedLayer,
        .knobs = cuda::RaggedTuningKnobs(),
-       .min_compute_capability = 90,
-       .arch_specific = true},
+       .min_compute_capability = 80},
       {.name = "moe",
        .backend = BackendKind::kHip,
        .ops = kDeviceMoeOps,

@@ -91,7 +91,7 @@ TEST(TuningTest, EveryKeyIsDeclaredOnce) {
                   "moe.expert_groups", "moe.gemm", "moe.pdl", "moe.prefetch_w",
                   "moe.schedule", "moe.split_k", "moe.store", "moe.swap_ab",
                   "moe.w_evict_first", "moe.wave_sync", "ragged.cuda",
-                  "ragged.decode_rows"));
+                  "ragged.decode_rows", "ragged.kernel"));
 }
 
 TEST(TuningTest, MoeKeysFillTheCudaStruct) {
@@ -148,6 +148,20 @@ TEST(TuningTest, DecodeKeysFillTheCudaStruct) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "decode.stages: must be one of auto, 2, 3, 4, got "
                        "\"deep\""));
+}
+
+TEST(TuningTest, RaggedKernelKeyForcesThePortableKernel) {
+  EXPECT_FALSE(cuda::RaggedPortableForced(Tuning()));
+  absl::StatusOr<Tuning> automatic = ParseTuningText("ragged.kernel=auto");
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_FALSE(cuda::RaggedPortableForced(*automatic));
+  absl::StatusOr<Tuning> portable = ParseTuningText("ragged.kernel=portable");
+  ASSERT_TRUE(portable.ok()) << portable.status();
+  EXPECT_TRUE(cuda::RaggedPortableForced(*portable));
+  EXPECT_THAT(ParseTuningText("ragged.kernel=sm80"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "ragged.kernel: must be one of auto, portable, got "
+                       "\"sm80\""));
 }
 
 Runtime::Options CpuOptions() {

@@ -261,15 +261,32 @@ TEST(KernelCatalogTest, CudaRaggedKernelsFollowTheTuning) {
     EXPECT_NE(job.key.op, OpKind::kAttentionRagged) << job.key.ToString();
   }
 
-  profile.paged_decode[0].page_size = 12;
-  absl::StatusOr<KernelList> odd = KernelsForProfile(hopper, profile, {});
-  ASSERT_TRUE(odd.ok()) << odd.status();
-  EXPECT_THAT(odd->skipped,
-              ::testing::Contains(
-                  "paged_decode (bf16, ragged causal): page_size: the CUDA "
-                  "ragged kernel needs a multiple of 8 (at most 256) that "
-                  "divides its KV block of 128 or is a multiple of it, got "
-                  "12"));
+  // Pages the sm_90a kernel does not load by TMA, and ragged.kernel=portable,
+  // list the portable kernel (variant bit 1, 64-row tiles) and its merge.
+  absl::StatusOr<Tuning> portable = ParseTuningText("ragged.kernel=portable");
+  ASSERT_TRUE(portable.ok()) << portable.status();
+  for (int64_t page : {12, 16}) {
+    profile.paged_decode[0].page_size = page;
+    absl::StatusOr<KernelList> listed_portable =
+        KernelsForProfile(hopper, profile, page == 16 ? *portable : Tuning());
+    ASSERT_TRUE(listed_portable.ok()) << listed_portable.status();
+    EXPECT_THAT(listed_portable->skipped, ::testing::IsEmpty());
+    std::vector<std::string> ragged_keys;
+    for (const KernelJob& job : listed_portable->jobs) {
+      if (job.key.op == OpKind::kAttentionRagged ||
+          job.key.op == OpKind::kAttentionRaggedMerge) {
+        ragged_keys.push_back(job.key.ToString());
+        EXPECT_TRUE(job.generate(job.key).ok()) << job.key.ToString();
+      }
+    }
+    EXPECT_THAT(
+        ragged_keys,
+        ElementsAre(absl::StrCat("attention.ragged/cuda/sm_90a/bf16/D=128,"
+                                 "group=4,pack=4,page=",
+                                 page, ",mask=1/b0/t0/m64n0k0/v2"),
+                    "attention.ragged_merge/cuda/sm_90a/bf16/D=128,pack=4/"
+                    "b0/t0/m64n0k0"));
+  }
 }
 
 // CUDA keys need no device: a profile for an H100 lists them here.
@@ -327,11 +344,15 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
     absl::StatusOr<KernelSource> source = job.generate(job.key);
     EXPECT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
   }
-  // An A100: 64-row tiles only, the mma.sync GEMM, no TMA decode.
+  // An A100: 64-row tiles only, the mma.sync GEMM, no TMA decode, the
+  // portable ragged kernel and its merge.
   absl::StatusOr<KernelList> ampere = KernelsForProfile(
       {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile, {});
   ASSERT_TRUE(ampere.ok()) << ampere.status();
-  ASSERT_EQ(ampere->jobs.size(), 8u);
+  ASSERT_EQ(ampere->jobs.size(), 10u);
+  EXPECT_EQ(ampere->jobs[8].key.ToString(),
+            "attention.ragged/cuda/sm_80/bf16/D=128,group=8,pack=8,page=16,"
+            "mask=1/b0/t0/m64n0k0/v2");
   absl::StatusOr<MoeGemmSpec> gemm = MoeGemmSpec::FromKey(ampere->jobs[4].key);
   ASSERT_TRUE(gemm.ok()) << gemm.status();
   EXPECT_EQ(gemm->kernel, MoeGemmKernel::kMatrixCore);

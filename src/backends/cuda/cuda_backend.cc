@@ -188,7 +188,8 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> context,
                    descriptor_pool_, generic_kernels_, MoeTuningFrom(tuning)),
       decode_kernels_(*this, DecodeTuningFrom(tuning)),
       ragged_kernels_(*this, RaggedCudaEnabled(tuning),
-                      RaggedDecodeRowsOnDecodeKernel(tuning)),
+                      RaggedDecodeRowsOnDecodeKernel(tuning),
+                      RaggedPortableForced(tuning)),
       // moe.pdl=off: no launch overlaps its predecessor (comparisons, and a
       // way out should a driver mishandle programmatic dependent launch).
       // Only MoE launches ask to overlap.

@@ -13,6 +13,7 @@ absl::Status BadField(absl::string_view field, absl::string_view rule,
 }
 
 constexpr uint32_t kRaggedPipelineChecks = 1u;
+constexpr uint32_t kRaggedPortable = 2u;
 
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -65,7 +66,8 @@ SpecKey RaggedKernelSpec::Key(const KeyTarget& target) const {
   key.dtypes = {dtype};
   key.dims = {head_dim, group, head_pack, page_size, static_cast<int>(mask)};
   key.tile.m = tile_rows;
-  key.variant = pipeline_checks ? kRaggedPipelineChecks : 0u;
+  key.variant = (pipeline_checks ? kRaggedPipelineChecks : 0u) |
+                (portable ? kRaggedPortable : 0u);
   return key;
 }
 
@@ -83,8 +85,10 @@ absl::StatusOr<RaggedKernelSpec> RaggedKernelSpec::FromKey(const SpecKey& key) {
   if (page < 1 || page > 256) {
     return BadField("dims[3] (page)", "must be in [1, 256]", page);
   }
-  if ((key.variant & ~kRaggedPipelineChecks) != 0) {
-    return BadField("variant", "only bit 0 (pipeline checks) is defined",
+  if ((key.variant & ~(kRaggedPipelineChecks | kRaggedPortable)) != 0) {
+    return BadField("variant",
+                    "only bits 0 (pipeline checks) and 1 (portable) are "
+                    "defined",
                     key.variant);
   }
   if (mask < 0 || mask > 2) {
@@ -101,14 +105,15 @@ absl::StatusOr<RaggedKernelSpec> RaggedKernelSpec::FromKey(const SpecKey& key) {
       .page_size = static_cast<int32_t>(page),
       .mask = static_cast<RaggedMask>(mask),
       .tile_rows = key.tile.m,
-      .pipeline_checks = (key.variant & kRaggedPipelineChecks) != 0};
+      .pipeline_checks = (key.variant & kRaggedPipelineChecks) != 0,
+      .portable = (key.variant & kRaggedPortable) != 0};
 }
 
 std::string RaggedKernelSpec::ToString() const {
-  return absl::StrFormat("%s D=%d group=%d pack=%d page=%d mask=%s rows=%d%s",
-                         DTypeName(dtype), head_dim, group, head_pack,
-                         page_size, RaggedMaskName(mask), tile_rows,
-                         pipeline_checks ? " checks" : "");
+  return absl::StrFormat(
+      "%s D=%d group=%d pack=%d page=%d mask=%s rows=%d%s%s", DTypeName(dtype),
+      head_dim, group, head_pack, page_size, RaggedMaskName(mask), tile_rows,
+      pipeline_checks ? " checks" : "", portable ? " portable" : "");
 }
 
 SpecKey RaggedMergeSpec::Key(const KeyTarget& target) const {

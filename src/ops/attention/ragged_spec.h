@@ -13,6 +13,8 @@
 //   attention.ragged        dtypes {x} dims {D, group, pack, page, mask}
 //                           tile.m = tile rows
 //                           variant bit 0: pipeline protocol checks
+//                           variant bit 1: the portable kernel (CUDA:
+//                           mma.sync + cp.async, sm_80+, any page size)
 //   attention.ragged_merge  dtypes {x} dims {D, pack}  tile.m = tile rows
 //
 // Example:
@@ -51,6 +53,9 @@ struct RaggedKernelSpec {
   // runtime/cuda/pipeline.cuh's checks and the kernel's wait watch
   // ($TAILOR_CUDA_PIPELINE_CHECKS=1, a developer knob; CUDA only).
   bool pipeline_checks = false;
+  // The backend's portable kernel instead of its arch-specific one (CUDA:
+  // prefill_sm80.cuh rather than prefill_sm90.cuh).
+  bool portable = false;
 
   SpecKey Key(const KeyTarget& target) const;
   // InvalidArgument naming the key field for a key that is not an
@@ -74,7 +79,8 @@ struct RaggedMergeSpec {
                          const RaggedMergeSpec&) = default;
 };
 
-// The specs a layer of `shape` cut as `config` says launches.
+// The specs a layer of `shape` cut as `config` says launches (the kernel
+// spec's `portable` is the backend's to set).
 RaggedKernelSpec RaggedKernelSpecFor(const RaggedShape& shape,
                                      const RaggedPlanConfig& config);
 RaggedMergeSpec RaggedMergeSpecFor(const RaggedShape& shape,

@@ -6,7 +6,8 @@
 //   out = sum_i w_i O_i / sum_i w_i,  lse = (M + log2 sum_i w_i) ln 2
 // (every lse_i = -inf: out 0, lse -inf).
 //
-// Template parameters: kType (the output's 16-bit type), kHeadDim; the
+// Template parameters: kType (the output's 16-bit type), kHeadDim,
+// kTileRows (the attention kernel's tile rows: rows of a partial slot); the
 // head pack comes with the params.
 // Launch: any grid (the CTAs stride over the groups, whose count is read on
 // the device, so a captured graph replays plans with other counts), block
@@ -22,7 +23,7 @@
 
 namespace tailor::cuda {
 
-template <Half16 kType, int kHeadDim>
+template <Half16 kType, int kHeadDim, int kTileRows = kPrefillTileRows>
 struct PrefillMergeKernel {
   static_assert(kHeadDim % 4 == 0, "a thread merges 4 columns");
   using Params = PrefillMergeParams;
@@ -37,13 +38,13 @@ struct PrefillMergeKernel {
     float max_lse = neg_inf;
     for (int i = 0; i < g.pieces; ++i) {
       const long long slot = g.first_partial + i;
-      max_lse = fmaxf(max_lse, p.partial_lse[slot * kPrefillTileRows + row]);
+      max_lse = fmaxf(max_lse, p.partial_lse[slot * kTileRows + row]);
     }
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float sum = 0.0f;
     if (max_lse != neg_inf) {
       for (int i = 0; i < g.pieces; ++i) {
-        const long long slot = (g.first_partial + i) * kPrefillTileRows + row;
+        const long long slot = (g.first_partial + i) * kTileRows + row;
         const float w = Exp2(p.partial_lse[slot] - max_lse);
         const float4 o = *reinterpret_cast<const float4*>(
             p.partial_out + slot * kHeadDim + 4 * quad);

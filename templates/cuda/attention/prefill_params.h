@@ -6,9 +6,13 @@
 // Contract: plain C++ (host g++ and device NVRTC), no CUDA keywords, no
 // standard headers. Strides count elements.
 //
+// Two kernels read the same params and work lists: the Hopper kernel
+// (prefill_sm90.cuh, 128-row tiles, TMA) and the portable one
+// (prefill_sm80.cuh, kPrefillSm80TileRows-row tiles, cp.async, sm_80+).
+//
 // The work list comes from the host planner (src/plan/attention_plan.h):
 // CTA c runs items [worker_begin[c], worker_begin[c + 1]); an item is one
-// query tile of kPrefillTileRows packed rows (row r: token r / pack, query
+// query tile of the kernel's tile rows of packed rows (row r: token r / pack, query
 // head q_head + r % pack) over the KV blocks [kv_begin, kv_end) of one
 // sequence. Pieces of a split tile write partial slots that the merge kernel
 // combines.
@@ -25,7 +29,7 @@ struct PrefillWorkItem {
   int q_head;        // first query head of the tile's pack
   int q_token;       // global q / out row of the tile's first token
   int row_begin;     // first packed row of the tile within (b, pack)
-  int rows;          // packed rows stored (kPrefillTileRows or fewer)
+  int rows;          // packed rows stored (the tile rows or fewer)
   int q_len;         // planned query length of b
   int kv_len;        // planned KV length of b
   int kv_begin;      // first KV position, a multiple of the KV block
@@ -51,11 +55,63 @@ struct PrefillMergeGroup {
   int reserved;
 };
 
-// Packed query rows per tile: two consumer warpgroups of 64 rows.
+// Packed query rows per tile of the Hopper kernel: two consumer
+// warpgroups of 64 rows.
 inline constexpr int kPrefillTileRows = 128;
 inline constexpr int kPrefillConsumerRows = 64;
 // Elements per 128-byte swizzled row (one TMA box's inner dimension).
 inline constexpr int kPrefillChunk = 64;
+
+// The portable kernel: 64-row tiles, one warp a 16-row m16n8k16 strip.
+inline constexpr int kPrefillSm80TileRows = 64;
+inline constexpr int kPrefillSm80Threads = 128;
+
+// The portable kernel's KV block and cp.async stages (K and V of a block
+// share a stage) for a head_dim, sized for the 99 KB of shared memory a
+// CTA may have on sm_86 / sm_89:
+//   D = 64:  8 KB queries + 3 x 16 KB stages (blocks of 64)
+//   D = 128: 16 KB queries + 2 x 32 KB stages (blocks of 64)
+//   D = 256: 32 KB queries + 2 x 32 KB stages (blocks of 32)
+struct PrefillSm80Shape {
+  int kv_block;
+  int stages;
+};
+
+inline constexpr PrefillSm80Shape PrefillSm80ShapeFor(int head_dim) {
+  return head_dim <= 64    ? PrefillSm80Shape{64, 3}
+         : head_dim <= 128 ? PrefillSm80Shape{64, 2}
+                           : PrefillSm80Shape{32, 2};
+}
+
+// The portable kernel's shared memory, in bytes from a 128-byte aligned
+// base: the query tile, then per stage a K tile and a V tile, then a u64
+// of attended-position bits per stage.
+struct PrefillSm80Layout {
+  unsigned q_bytes;     // 64 rows x D x 2
+  unsigned tile_bytes;  // one K or V tile: kv_block x D x 2
+  unsigned q;
+  unsigned kv;     // [stages][K tile, V tile]
+  unsigned masks;  // [stages] u64
+  unsigned total;
+};
+
+inline constexpr PrefillSm80Layout MakePrefillSm80Layout(int head_dim) {
+  const PrefillSm80Shape shape = PrefillSm80ShapeFor(head_dim);
+  PrefillSm80Layout l = {};
+  l.q_bytes = kPrefillSm80TileRows * head_dim * 2;
+  l.tile_bytes = shape.kv_block * head_dim * 2;
+  l.q = 0;
+  l.kv = l.q_bytes;
+  l.masks = l.kv + shape.stages * 2 * l.tile_bytes;
+  l.total = l.masks + 8 * shape.stages;
+  return l;
+}
+
+// Dynamic shared memory to request for the portable kernel: the layout
+// plus the slack that aligns its base to 128 bytes.
+inline constexpr unsigned PrefillSm80SharedBytes(int head_dim) {
+  return MakePrefillSm80Layout(head_dim).total + 128;
+}
 
 // Error words (u64 each): the lowest (position << 32 | uint32 value)
 // recorded with atomicMin; all ones: none.
@@ -158,8 +214,8 @@ struct PrefillParams {
   int num_pages;
   const PrefillWorkItem* items;  // [num_items]
   const int* worker_begin;       // [gridDim.x + 1]
-  float* partial_out;            // [partials, kPrefillTileRows, D] normalized
-  float* partial_lse;            // [partials, kPrefillTileRows] log2
+  float* partial_out;            // [partials, tile rows, D] normalized
+  float* partial_lse;            // [partials, tile rows] log2
   unsigned long long* errors;    // [kPrefillErrorWords]
   // Scores in the log2 domain: without a soft cap s2 = score_scale * q.k
   // (score_scale = sm_scale log2 e); with one (cap_scale != 0) s2 =
@@ -170,14 +226,20 @@ struct PrefillParams {
   int causal;       // 1: query token t attends positions <= kv_len - q_len + t
   int window_left;  // -1: none; else also positions >= that - window_left
   int group;        // Hq / Hkv
+  // The portable kernel reads q and the K cache by pointer (the Hopper
+  // kernel through q_map and k_map); both are [.., D] with D contiguous.
+  const void* q;  // [tokens, Hq, D]
+  long long q_stride_token, q_stride_head;
+  const void* k_cache;
+  long long k_stride_page, k_stride_token, k_stride_head;
 };
 
 // The merge of split tiles: grid-stride over merge groups.
 struct PrefillMergeParams {
   const PrefillMergeGroup* groups;  // [*num_groups]
   const int* num_groups;            // device count (graph replays read it)
-  const float* partial_out;         // [partials, kPrefillTileRows, D]
-  const float* partial_lse;         // [partials, kPrefillTileRows] log2
+  const float* partial_out;         // [partials, tile rows, D]
+  const float* partial_lse;         // [partials, tile rows] log2
   void* out;                        // [tokens, Hq, D]
   long long out_stride_token, out_stride_head;
   float* lse;  // [tokens, Hq] or null

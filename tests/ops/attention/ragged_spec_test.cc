@@ -36,6 +36,17 @@ TEST(RaggedSpecTest, KeyRoundTrips) {
       RaggedKernelSpec::FromKey(checked_key);
   TAILOR_ASSERT_OK(checked_back.status());
   EXPECT_EQ(*checked_back, checked);
+  RaggedKernelSpec portable = checked;  // a backend's portable kernel
+  portable.portable = true;
+  portable.tile_rows = 64;
+  EXPECT_EQ(portable.Key(kTarget).variant, 3u);
+  absl::StatusOr<RaggedKernelSpec> portable_back =
+      RaggedKernelSpec::FromKey(portable.Key(kTarget));
+  TAILOR_ASSERT_OK(portable_back.status());
+  EXPECT_EQ(*portable_back, portable);
+  EXPECT_EQ(portable.ToString(),
+            "bf16 D=128 group=4 pack=4 page=16 mask=window rows=64 checks "
+            "portable");
   const RaggedMergeSpec merge = {
       .dtype = DType::kF16, .head_dim = 64, .head_pack = 8, .tile_rows = 32};
   absl::StatusOr<RaggedMergeSpec> merge_back =
@@ -78,8 +89,8 @@ TEST(RaggedSpecTest, MalformedKeysAreNamed) {
   flagged.variant = 6;
   EXPECT_THAT(RaggedKernelSpec::FromKey(flagged),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "key.variant: only bit 0 (pipeline checks) is defined, "
-                       "got 6"));
+                       "key.variant: only bits 0 (pipeline checks) and 1 "
+                       "(portable) are defined, got 6"));
   SpecKey other = kTarget.MakeKey(OpKind::kAttentionDecode);
   EXPECT_THAT(RaggedKernelSpec::FromKey(other),
               StatusIs(absl::StatusCode::kInvalidArgument,

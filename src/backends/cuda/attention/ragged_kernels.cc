@@ -5,7 +5,9 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/tma/tensor_map_check.h"
@@ -125,44 +127,95 @@ bool RaggedTmaPageSize(int64_t page_size, int64_t head_dim) {
          (block % page_size == 0 || page_size % block == 0);
 }
 
-absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
-  const bool merge = key.op == tailor::internal::OpKind::kAttentionRaggedMerge;
-  std::string kernel, header, checks;
-  if (merge) {
-    TAILOR_ASSIGN_OR_RETURN(RaggedMergeSpec spec,
-                            RaggedMergeSpec::FromKey(key));
-    header = "prefill_merge.cuh";
-    kernel = absl::StrCat(
-        "tailor::cuda::PrefillMergeKernel<",
-        "tailor::cuda::Half16::", spec.dtype == DType::kBF16 ? "kBf16" : "kF16",
-        ", ", spec.head_dim, ">");
-  } else {
-    TAILOR_ASSIGN_OR_RETURN(RaggedKernelSpec spec,
-                            RaggedKernelSpec::FromKey(key));
-    if (!RaggedTmaPageSize(spec.page_size, spec.head_dim)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "key.dims[3] (page): the sm_90a kernel needs a multiple of 8 that "
-          "divides the KV block or is a multiple of it, got ",
-          spec.page_size));
-    }
-    header = "prefill_sm90.cuh";
-    if (spec.pipeline_checks) checks = "#define TAILOR_PIPELINE_CHECKS 1\n";
-    kernel = absl::StrCat(
-        "tailor::cuda::PrefillSm90Kernel<",
-        "tailor::cuda::Half16::", spec.dtype == DType::kBF16 ? "kBf16" : "kF16",
-        ", ", spec.head_dim, ", ", spec.head_pack, ", ", spec.page_size, ">");
+namespace {
+
+const char* HalfName(DType dtype) {
+  return dtype == DType::kBF16 ? "tailor::cuda::Half16::kBf16"
+                               : "tailor::cuda::Half16::kF16";
+}
+
+// The merge of either kernel's pieces: partial slots of its tile rows.
+absl::StatusOr<KernelSource> MergeSource(const SpecKey& key) {
+  TAILOR_ASSIGN_OR_RETURN(RaggedMergeSpec spec, RaggedMergeSpec::FromKey(key));
+  if (spec.tile_rows != kPrefillTileRows &&
+      spec.tile_rows != kPrefillSm80TileRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key.tile.m (tile rows): the merge reads slots of ",
+                     kPrefillTileRows, " (sm_90a) or ", kPrefillSm80TileRows,
+                     " (portable) rows, got ", spec.tile_rows));
   }
-  if (key.tile.m != kPrefillTileRows) {
+  // The sm_90a merge's source predates the tile-rows parameter (its
+  // default): unchanged, it keeps its cache entries.
+  const std::string rows = spec.tile_rows == kPrefillTileRows
+                               ? ""
+                               : absl::StrCat(", ", spec.tile_rows);
+  const std::string kernel =
+      absl::StrCat("tailor::cuda::PrefillMergeKernel<", HalfName(spec.dtype),
+                   ", ", spec.head_dim, rows, ">");
+  return KernelSource{
+      .code = absl::StrCat(
+          "#include \"templates/cuda/attention/prefill_merge.cuh\"\n"
+          "TAILOR_CUDA_ENTRY(tailor_ragged_merge, (",
+          kernel, "))\n"),
+      .entry = "tailor_ragged_merge"};
+}
+
+absl::StatusOr<KernelSource> PortableSource(const RaggedKernelSpec& spec) {
+  if (spec.tile_rows != kPrefillSm80TileRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key.tile.m (tile rows): the portable kernel tiles by ",
+                     kPrefillSm80TileRows, ", got ", spec.tile_rows));
+  }
+  if (spec.pipeline_checks) {
+    return absl::InvalidArgumentError(
+        "key.variant: the portable kernel has no pipeline checks (bit 0)");
+  }
+  const std::string kernel = absl::StrCat(
+      "tailor::cuda::PrefillSm80Kernel<", HalfName(spec.dtype), ", ",
+      spec.head_dim, ", ", spec.head_pack, ", ", spec.page_size, ">");
+  return KernelSource{
+      .code = absl::StrCat(
+          "#include \"templates/cuda/attention/prefill_sm80.cuh\"\n"
+          "TAILOR_CUDA_ENTRY(tailor_ragged, (",
+          kernel, "))\n"),
+      .entry = "tailor_ragged"};
+}
+
+absl::StatusOr<KernelSource> HopperSource(const RaggedKernelSpec& spec) {
+  if (!RaggedTmaPageSize(spec.page_size, spec.head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key.dims[3] (page): the sm_90a kernel needs a multiple of 8 that "
+        "divides the KV block or is a multiple of it, got ",
+        spec.page_size));
+  }
+  if (spec.tile_rows != kPrefillTileRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("key.tile.m (tile rows): the sm_90a kernel tiles by ",
-                     kPrefillTileRows, ", got ", key.tile.m));
+                     kPrefillTileRows, ", got ", spec.tile_rows));
   }
-  const std::string entry = merge ? "tailor_ragged_merge" : "tailor_ragged";
+  const std::string checks =
+      spec.pipeline_checks ? "#define TAILOR_PIPELINE_CHECKS 1\n" : "";
+  const std::string kernel = absl::StrCat(
+      "tailor::cuda::PrefillSm90Kernel<", HalfName(spec.dtype), ", ",
+      spec.head_dim, ", ", spec.head_pack, ", ", spec.page_size, ">");
   return KernelSource{
-      .code =
-          absl::StrCat(checks, "#include \"templates/cuda/attention/", header,
-                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
-      .entry = entry};
+      .code = absl::StrCat(
+          checks,
+          "#include \"templates/cuda/attention/prefill_sm90.cuh\"\n"
+          "TAILOR_CUDA_ENTRY(tailor_ragged, (",
+          kernel, "))\n"),
+      .entry = "tailor_ragged"};
+}
+
+}  // namespace
+
+absl::StatusOr<KernelSource> GenerateCudaRagged(const SpecKey& key) {
+  if (key.op == tailor::internal::OpKind::kAttentionRaggedMerge) {
+    return MergeSource(key);
+  }
+  TAILOR_ASSIGN_OR_RETURN(RaggedKernelSpec spec,
+                          RaggedKernelSpec::FromKey(key));
+  return spec.portable ? PortableSource(spec) : HopperSource(spec);
 }
 
 absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
@@ -180,66 +233,103 @@ absl::StatusOr<int> CudaRaggedKernels::Multiprocessors() {
 
 namespace {
 
+// The serving rule of ragged_kernels.h: the portable kernel serves pages of
+// 1..256 on sm_80 and newer; the sm_90a kernel takes over its TMA pages.
 absl::Status CheckPageSize(const RaggedShape& shape) {
-  if (RaggedTmaPageSize(shape.page_size, shape.head_dim)) {
-    return absl::OkStatus();
-  }
-  return absl::UnimplementedError(absl::StrCat(
-      "page_size: the CUDA ragged kernel needs a multiple of 8 (at most "
-      "256) that divides its KV block of ",
-      PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block,
-      " or is a multiple of it, got ", shape.page_size));
+  if (shape.page_size >= 1 && shape.page_size <= 256) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat("page_size: the CUDA ragged kernels serve pages of 1 to "
+                   "256 tokens, got ",
+                   shape.page_size));
+}
+
+// The compute capability of an arch name "sm_XY[a]" (XY), or 0.
+int CapabilityOfArch(absl::string_view arch) {
+  if (!absl::ConsumePrefix(&arch, "sm_")) return 0;
+  absl::ConsumeSuffix(&arch, "a");
+  int capability = 0;
+  return absl::SimpleAtoi(arch, &capability) ? capability : 0;
+}
+
+absl::Status CheckArch(absl::string_view arch, absl::string_view what) {
+  if (CapabilityOfArch(arch) >= 80) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat("attention.ragged: the CUDA kernels need sm_80 or newer, ",
+                   what, " is ", arch));
 }
 
 // What of a plan's configuration the kernel keys depend on (not the device).
-RaggedPlanConfig KeyConfigOf(const RaggedShape& shape) {
-  const int32_t block =
-      PrefillSm90ShapeFor(static_cast<int>(shape.head_dim)).kv_block;
-  return RaggedPlanConfig{.head_pack = HeadPackOf(shape.group()),
-                          .tile_rows = kPrefillTileRows,
-                          .kv_block = block,
-                          .item_cost = block,
-                          .masked_block_extra = block / 4,
-                          .min_piece_blocks = 4,
-                          .max_pieces = 16};
+RaggedPlanConfig KeyConfigOf(const RaggedShape& shape, bool portable) {
+  const int head_dim = static_cast<int>(shape.head_dim);
+  const int32_t block = portable ? PrefillSm80ShapeFor(head_dim).kv_block
+                                 : PrefillSm90ShapeFor(head_dim).kv_block;
+  return RaggedPlanConfig{
+      .head_pack = HeadPackOf(shape.group()),
+      .tile_rows = portable ? kPrefillSm80TileRows : kPrefillTileRows,
+      .kv_block = block,
+      .item_cost = block,
+      .masked_block_extra = block / 4,
+      .min_piece_blocks = 4,
+      .max_pieces = 16};
 }
+
+// CTAs of the portable kernel an SM: two where its shared memory is small
+// enough for two on an A100 or a Hopper (elsewhere the second runs as a
+// later wave: any count is correct).
+int PortableCtasPerSm(int64_t head_dim) { return head_dim <= 128 ? 2 : 1; }
 
 bool PipelineChecksAsked() {
   return tailor::internal::EnvIs("TAILOR_CUDA_PIPELINE_CHECKS", "1");
 }
 
+// The kernel spec of a layer; the pipeline checks exist in the sm_90a
+// kernel only.
+RaggedKernelSpec KernelSpecOf(const RaggedShape& shape,
+                              const RaggedPlanConfig& config, bool portable,
+                              bool pipeline_checks) {
+  RaggedKernelSpec spec = tailor::internal::RaggedKernelSpecFor(shape, config);
+  spec.portable = portable;
+  spec.pipeline_checks = pipeline_checks && !portable;
+  return spec;
+}
+
 }  // namespace
 
+bool RaggedUsesPortable(absl::string_view arch, const RaggedShape& shape,
+                        bool portable_forced) {
+  return portable_forced || arch != "sm_90a" ||
+         !RaggedTmaPageSize(shape.page_size, shape.head_dim);
+}
+
 CudaRaggedKernels::CudaRaggedKernels(CudaBackend& backend, bool enabled,
-                                     bool decode_rows)
+                                     bool decode_rows, bool portable_forced)
     : backend_(backend),
       enabled_(enabled),
       decode_rows_(decode_rows),
+      portable_forced_(portable_forced),
       pipeline_checks_(PipelineChecksAsked()) {}
 
 RaggedPlanConfig CudaRaggedPlanConfig(const RaggedShape& shape,
-                                      int multiprocessors, bool decode_rows) {
-  RaggedPlanConfig config = KeyConfigOf(shape);
-  config.num_workers = multiprocessors;
+                                      int multiprocessors, bool decode_rows,
+                                      bool portable) {
+  RaggedPlanConfig config = KeyConfigOf(shape, portable);
+  config.num_workers = portable
+                           ? multiprocessors * PortableCtasPerSm(shape.head_dim)
+                           : multiprocessors;
   // The decode kernel attends a sequence's whole KV: no window.
   config.decode_rows = decode_rows && shape.window_left < 0;
   return config;
 }
 
 absl::StatusOr<std::vector<KernelJob>> RaggedLayerKernels(
-    const KeyTarget& target, const RaggedShape& shape) {
-  if (target.arch != "sm_90a") {
-    return absl::UnimplementedError(absl::StrCat(
-        "attention.ragged: the CUDA kernel needs sm_90a, target is ",
-        target.arch));
-  }
+    const KeyTarget& target, const RaggedShape& shape, bool portable_forced) {
+  TAILOR_RETURN_IF_ERROR(CheckArch(target.arch, "target"));
   TAILOR_RETURN_IF_ERROR(CheckPageSize(shape));
-  const RaggedPlanConfig config = KeyConfigOf(shape);
-  tailor::internal::RaggedKernelSpec spec =
-      tailor::internal::RaggedKernelSpecFor(shape, config);
-  spec.pipeline_checks = PipelineChecksAsked();
+  const bool portable = RaggedUsesPortable(target.arch, shape, portable_forced);
+  const RaggedPlanConfig config = KeyConfigOf(shape, portable);
   return std::vector<KernelJob>{
-      {spec.Key(target), &GenerateCudaRagged},
+      {KernelSpecOf(shape, config, portable, PipelineChecksAsked()).Key(target),
+       &GenerateCudaRagged},
       {tailor::internal::RaggedMergeSpecFor(shape, config).Key(target),
        &GenerateCudaRagged}};
 }
@@ -251,15 +341,12 @@ absl::StatusOr<RaggedPlanConfig> CudaRaggedKernels::PlanConfig(
         "attention.ragged: the CUDA kernel is off (tuning key "
         "ragged.cuda=off)");
   }
-  if (backend_.arch() != "sm_90a") {
-    return absl::UnimplementedError(
-        absl::StrCat("attention.ragged: the CUDA kernel needs sm_90a, device "
-                     "is ",
-                     backend_.arch()));
-  }
+  TAILOR_RETURN_IF_ERROR(CheckArch(backend_.arch(), "device"));
   TAILOR_RETURN_IF_ERROR(CheckPageSize(shape));
   TAILOR_ASSIGN_OR_RETURN(int sms, Multiprocessors());
-  return CudaRaggedPlanConfig(shape, sms, decode_rows_);
+  return CudaRaggedPlanConfig(
+      shape, sms, decode_rows_,
+      RaggedUsesPortable(backend_.arch(), shape, portable_forced_));
 }
 
 int64_t CudaRaggedKernels::ScratchBytes() const {
@@ -363,6 +450,13 @@ absl::Status EncodeMaps(CudaBackend& backend, const RaggedLaunch& l,
 }
 
 void FillParams(const RaggedLaunch& l, PrefillParams& p) {
+  p.q = l.q;
+  p.q_stride_token = l.q_stride_token;
+  p.q_stride_head = l.q_stride_head;
+  p.k_cache = l.k_cache;
+  p.k_stride_page = l.k_strides[0];
+  p.k_stride_token = l.k_strides[1];
+  p.k_stride_head = l.k_strides[2];
   p.v_cache = l.v_cache;
   p.v_stride_page = l.v_strides[0];
   p.v_stride_token = l.v_strides[1];
@@ -398,22 +492,25 @@ void FillParams(const RaggedLaunch& l, PrefillParams& p) {
 
 absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
   if (l.q_rows == 0) return absl::OkStatus();  // no plan has rows here
+  const bool portable =
+      RaggedUsesPortable(backend_.arch(), l.shape, portable_forced_);
   PrefillParams params = {};
-  TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));
+  // The portable kernel reads everything by pointer: no TMA descriptors.
+  if (!portable) TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));
   FillParams(l, params);
 
-  tailor::internal::RaggedKernelSpec spec =
-      tailor::internal::RaggedKernelSpecFor(l.shape, l.config);
-  spec.pipeline_checks = pipeline_checks_;
-  const SpecKey key = spec.Key(engine.target());
+  const SpecKey key =
+      KernelSpecOf(l.shape, l.config, portable, pipeline_checks_)
+          .Key(engine.target());
   TAILOR_ASSIGN_OR_RETURN(
       std::shared_ptr<Kernel> kernel,
       engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateCudaRagged)));
+  const int head_dim = static_cast<int>(l.shape.head_dim);
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(l.config.num_workers);
-  config.block.x = kPrefillThreads;
-  config.shared_bytes =
-      PrefillSm90SharedBytes(static_cast<int>(l.shape.head_dim));
+  config.block.x = portable ? kPrefillSm80Threads : kPrefillThreads;
+  config.shared_bytes = portable ? PrefillSm80SharedBytes(head_dim)
+                                 : PrefillSm90SharedBytes(head_dim);
   config.stream = l.stream;
   TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
   if (l.work.max_partials == 0) return absl::OkStatus();

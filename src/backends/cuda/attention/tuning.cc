@@ -29,6 +29,7 @@ constexpr TuningKnob kKnobs[] = {
 constexpr V kOnOff[] = {"on", "off"};
 
 constexpr V kDecodeRows[] = {"decode", "prefill"};
+constexpr V kRaggedKernel[] = {"auto", "portable"};
 
 constexpr TuningKnob kRaggedKnobs[] = {
     {"ragged.cuda", kOnOff,
@@ -36,6 +37,9 @@ constexpr TuningKnob kRaggedKnobs[] = {
     {"ragged.decode_rows", kDecodeRows,
      "where a ragged step's q_len = 1 rows run: the decode kernel, or "
      "prefill tiles"},
+    {"ragged.kernel", kRaggedKernel,
+     "auto: the sm_90a kernel where it serves the shape, else the portable "
+     "one; portable: the mma.sync + cp.async kernel on every device"},
 };
 
 int IntOf(const Tuning& tuning, absl::string_view key) {
@@ -61,6 +65,10 @@ absl::Span<const TuningKnob> RaggedTuningKnobs() { return kRaggedKnobs; }
 
 bool RaggedCudaEnabled(const Tuning& tuning) {
   return tuning.Get("ragged.cuda") != "off";
+}
+
+bool RaggedPortableForced(const Tuning& tuning) {
+  return tuning.Get("ragged.kernel") == "portable";
 }
 
 bool RaggedDecodeRowsOnDecodeKernel(const Tuning& tuning) {

@@ -52,10 +52,17 @@ DecodeTuning DecodeTuningFrom(const tailor::internal::Tuning& tuning);
 // ragged.decode_rows=prefill: run a ragged step's q_len = 1 rows as prefill
 // tiles instead of on the paged-decode kernel (the default, "decode"), for
 // comparisons.
+// ragged.kernel=portable: run ragged attention on the portable kernel
+// (mma.sync + cp.async) even where the sm_90a kernel serves the shape; the
+// default ("auto") takes the sm_90a kernel where it applies
+// (ragged_kernels.h).
 absl::Span<const tailor::internal::TuningKnob> RaggedTuningKnobs();
 
-// Whether `tuning` turns the sm_90a ragged-attention kernel on.
+// Whether `tuning` turns the CUDA ragged-attention kernels on.
 bool RaggedCudaEnabled(const tailor::internal::Tuning& tuning);
+
+// Whether `tuning` forces the portable ragged kernel (ragged.kernel).
+bool RaggedPortableForced(const tailor::internal::Tuning& tuning);
 
 // Whether `tuning` leaves q_len = 1 rows to the decode kernel.
 bool RaggedDecodeRowsOnDecodeKernel(const tailor::internal::Tuning& tuning);

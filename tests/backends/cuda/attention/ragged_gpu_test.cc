@@ -1,23 +1,37 @@
-// attention::PlanRagged / RunRagged on the CUDA backend (the sm_90a kernel)
-// against the fp64 reference of tests/ops/attention/ragged_test_util.h:
-// mixed steps (prefill chunks over cached prefixes, new prompts, decode and
-// speculative rows of 4, empty sequences) with lengths around the 128-row
-// tiles and 577, NaN in every unowned cache slot and poisoned outputs;
-// masks, soft cap, head dims, groups, f16; split tiles; one CUDA graph
-// captured once and replayed with new lengths and block tables; a bad page
-// id dropped into the error word. Skips without an sm_90a device.
+// attention::PlanRagged / RunRagged on the CUDA backend against the fp64
+// reference of tests/ops/attention/ragged_test_util.h: mixed steps (prefill
+// chunks over cached prefixes, new prompts, decode and speculative rows of
+// 4, empty sequences) with lengths around the 128-row tiles and 577, NaN in
+// every unowned cache slot and poisoned outputs; masks, soft cap, head
+// dims, groups, f16; split tiles; one CUDA graph captured once and replayed
+// with new lengths and block tables; a bad page id dropped into the error
+// word. Skips without an sm_80+ device.
+//
+// Which kernel runs follows the backend's rule (ragged_kernels.h): the
+// sm_90a kernel on sm_90a for its page sizes, the portable kernel
+// elsewhere. $TAILOR_TUNING=ragged.kernel=portable runs every test on the
+// portable kernel (ctest registers the suite a second time that way, as
+// portable.*); RaggedGpuPortableTest runs it on any device, with the page
+// sizes only it serves (1, 3, 24) and its 64-row tile edges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "ops/attention/ragged_host_test_util.h"
 #include "tailor/ops/attention.h"
@@ -32,6 +46,30 @@ using cuda::testing::DeviceBuffer;
 using cuda::testing::TestStream;
 using ::tailor::testing::StatusIs;
 using ::tailor::testing::TestSeed;
+
+// Runtime options with the suite's tuning ($TAILOR_TUNING, which an
+// explicit Options::tuning would replace) and `keys` over it.
+Runtime::Options OptionsWith(const std::string& keys) {
+  std::map<std::string, std::string> merged;
+  auto add = [&merged](absl::string_view text) {
+    for (absl::string_view entry :
+         absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+      const std::pair<std::string, std::string> kv =
+          absl::StrSplit(entry, absl::MaxSplits('=', 1));
+      merged[std::string(absl::StripAsciiWhitespace(kv.first))] =
+          std::string(absl::StripAsciiWhitespace(kv.second));
+    }
+  };
+  if (const char* suite = std::getenv("TAILOR_TUNING")) add(suite);
+  add(keys);
+  std::vector<std::string> entries;
+  for (const auto& [key, value] : merged) {
+    entries.push_back(absl::StrCat(key, "=", value));
+  }
+  Runtime::Options options = CudaTestRuntime::DefaultOptions();
+  options.tuning = absl::StrJoin(entries, ",");
+  return options;
+}
 
 // Device copies of a step in buffers sized for `cap` (the largest step of
 // a test), so that a captured graph keeps its pointers and shapes:
@@ -132,8 +170,8 @@ class RaggedGpuTest : public ::testing::Test {
       GTEST_SKIP() << "no CUDA device: " << env.status();
     }
     env_ = *std::move(env);
-    if (env_->backend().arch() != "sm_90a") {
-      GTEST_SKIP() << "the ragged kernel needs sm_90a, device is "
+    if (env_->backend().compute_capability() < 80) {
+      GTEST_SKIP() << "the ragged kernels need sm_80 or newer, device is "
                    << env_->backend().arch();
     }
     stream_ = std::make_unique<TestStream>(env_->api());
@@ -275,10 +313,8 @@ TEST_F(RaggedGpuTest, DecodeRowsRunOnTheDecodeKernel) {
   EXPECT_LE(RunCase(c).out_rel, 1e-2);
   EXPECT_EQ(last_plan_.decode_seqs, 2) << last_plan_.ToString();
   EXPECT_GT(last_plan_.decode_items, 0);
-  Runtime::Options options = CudaTestRuntime::DefaultOptions();
-  options.tuning = "ragged.decode_rows=prefill";
   absl::StatusOr<std::unique_ptr<CudaTestRuntime>> tiles =
-      CudaTestRuntime::Create(options);
+      CudaTestRuntime::Create(OptionsWith("ragged.decode_rows=prefill"));
   TAILOR_ASSERT_OK(tiles.status());
   EXPECT_LE(RunCase(c, (*tiles)->runtime()).out_rel, 1e-2);
   EXPECT_EQ(last_plan_.decode_seqs, 0) << last_plan_.ToString();
@@ -519,10 +555,8 @@ TEST_F(RaggedGpuTest, GraphReplaysAnyDecodeTileSplit) {
 // With ragged.cuda=off a CUDA runtime refuses ragged attention at Reserve,
 // before touching memory.
 TEST_F(RaggedGpuTest, RefusedWhenTheTuningKeyTurnsItOff) {
-  Runtime::Options options = CudaTestRuntime::DefaultOptions();
-  options.tuning = "ragged.cuda=off";
   absl::StatusOr<std::unique_ptr<CudaTestRuntime>> plain =
-      CudaTestRuntime::Create(options);
+      CudaTestRuntime::Create(OptionsWith("ragged.cuda=off"));
   TAILOR_ASSERT_OK(plain.status());
   const RaggedCase c = MixedStep();
   RaggedWorkspace ws;
@@ -597,28 +631,165 @@ TEST_F(RaggedGpuTest, ShortDecodeRowPageRangesAreReported) {
                        "gives it fewer (or a range outside kv_indices)"));
 }
 
+// A bad page id of a prefill row (sequence 0's third page) and of a decode
+// row (sequence 1's): each dropped and reported, by the tile kernel and the
+// decode kernel; on the default runtime and on the portable kernel at a
+// page size only it serves.
 TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
-  RaggedCase c = MixedStep();
-  RaggedBatch p = BuildRaggedBatch(c);
-  p.block_table[1 * p.max_pages + 2] = 99999;
-  RaggedWorkspace ws;
-  TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
-      runtime(), LimitsOf(c, c.batch(), c.total_q()), ws));
-  DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages);
-  TAILOR_ASSERT_OK(d.Upload(p));
-  PlanRaggedArgs plan = PlanArgsOf(p);
-  plan.stream = stream_->get();
-  TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
-  TAILOR_ASSERT_OK(
-      RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()), ws));
-  TAILOR_ASSERT_OK(stream_->Synchronize());
-  EXPECT_THAT(ws.TakeErrors(runtime(), stream_->get()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("block_table[1,2]: page id 99999 is "
-                                    "outside [0, ",
-                                    p.num_pages, ")")));
-  TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream_->get()));  // cleared
+  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> portable =
+      CudaTestRuntime::Create(OptionsWith("ragged.kernel=portable"));
+  TAILOR_ASSERT_OK(portable.status());
+  struct Run {
+    Runtime* rt;
+    int64_t page_size;
+    int64_t seq;
+  };
+  for (const Run& run : {Run{&runtime(), 16, 1}, Run{&runtime(), 16, 0},
+                         Run{&(*portable)->runtime(), 3, 0},
+                         Run{&(*portable)->runtime(), 16, 0}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "page " << run.page_size << " seq " << run.seq);
+    RaggedCase c = MixedStep();
+    c.page_size = run.page_size;
+    RaggedBatch p = BuildRaggedBatch(c);
+    p.block_table[run.seq * p.max_pages + 2] = 99999;
+    RaggedWorkspace ws;
+    TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
+        *run.rt, LimitsOf(c, c.batch(), c.total_q()), ws));
+    DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages);
+    TAILOR_ASSERT_OK(d.Upload(p));
+    PlanRaggedArgs plan = PlanArgsOf(p);
+    plan.stream = stream_->get();
+    TAILOR_ASSERT_OK(PlanRagged(*run.rt, plan, ws));
+    TAILOR_ASSERT_OK(
+        RunRagged(*run.rt, d.Args(p, run.rt->device(), stream_->get()), ws));
+    TAILOR_ASSERT_OK(stream_->Synchronize());
+    EXPECT_THAT(ws.TakeErrors(*run.rt, stream_->get()),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         absl::StrCat("block_table[", run.seq,
+                                      ",2]: page id 99999 is outside [0, ",
+                                      p.num_pages, ")")));
+    TAILOR_EXPECT_OK(ws.TakeErrors(*run.rt, stream_->get()));  // cleared
+  }
 }
+
+// ---- the portable kernel ----------------------------------------------------
+
+// One case on the portable kernel (ragged.kernel=portable, plus `tuning`).
+struct PortableVariant {
+  std::string name;
+  RaggedCase c;
+  std::string tuning;
+};
+
+void PrintTo(const PortableVariant& v, std::ostream* os) { *os << v.name; }
+
+// MixedStep on `page`-token pages with head_dim `d`, `hq` / `hkv` heads.
+RaggedCase MixedWith(int64_t page, int64_t d, int64_t hq, int64_t hkv) {
+  RaggedCase c = MixedStep();
+  c.page_size = page;
+  c.head_dim = d;
+  c.num_qo_heads = hq;
+  c.num_kv_heads = hkv;
+  return c;
+}
+
+// Around the portable kernel's 64-row tiles (16 tokens at pack 4, 64 at
+// pack 1): q lengths tile - 1, tile, tile + 1, four tiles +- 1 and 577,
+// over prefixes, with decode and speculative rows and an empty sequence.
+RaggedCase PortableTileEdges(int64_t page, int64_t hq) {
+  RaggedCase c = MixedWith(page, 128, hq, hq == 8 ? 2 : hq);
+  c.q_lens = {15, 16, 17, 0, 1, 63, 64, 65, 4, 577};
+  c.kv_lens = {15, 300, 17, 5, 90, 63, 1000, 200, 4, 577};
+  c.padding_rows = 3;
+  return c;
+}
+
+// Every dtype / head_dim / mask / soft cap / pack / split case of the
+// sm_90a kernel's tests, on page sizes 1, 3, 8, 16, 24 and 128.
+std::vector<PortableVariant> PortableVariants() {
+  std::vector<PortableVariant> v;
+  // Edits go through the returned reference before the next add.
+  auto add = [&v](std::string name, RaggedCase c,
+                  std::string tuning = "") -> RaggedCase& {
+    v.push_back({std::move(name), std::move(c), std::move(tuning)});
+    return v.back().c;
+  };
+  add("Page1", MixedWith(1, 128, 8, 2));
+  {
+    RaggedCase& c = add("Page3F16HndWindow", MixedWith(3, 128, 8, 2));
+    c.dtype = DType::kF16;
+    c.layout = KvLayout::kHnd;
+    c.window_left = 100;
+  }
+  {
+    RaggedCase& c = add("Page8NonCausalSoftCap", MixedWith(8, 128, 8, 2));
+    c.causal = false;
+    c.soft_cap = 20.0f;
+  }
+  {
+    RaggedCase& c = add("Page16SoftCapF16", MixedWith(16, 128, 8, 2));
+    c.dtype = DType::kF16;
+    c.soft_cap = 30.0f;
+  }
+  add("Page24D256Pack4", MixedWith(24, 256, 16, 4));
+  add("Page16D256Pack1", MixedWith(16, 256, 8, 8));
+  add("Page16D64Pack8", MixedWith(16, 64, 32, 4));
+  add("Page128Pack16", MixedWith(128, 128, 16, 1));
+  {
+    RaggedCase& c = add("Page24D64Group1F16Hnd", MixedWith(24, 64, 8, 8));
+    c.dtype = DType::kF16;
+    c.layout = KvLayout::kHnd;
+  }
+  add("TileEdgesPage3", PortableTileEdges(3, 8));
+  add("TileEdgesPack1Page1", PortableTileEdges(1, 4));
+  add("TileEdgesWindowPage24", PortableTileEdges(24, 8)).window_left = 40;
+  add("DecodeRowsAsTilesPage3", MixedWith(3, 128, 8, 2),
+      "ragged.decode_rows=prefill");
+  {
+    RaggedCase& c = add("SplitLongPage24", MixedWith(24, 128, 8, 2));
+    c.q_lens = {1, 64, 300};
+    c.kv_lens = {32768, 20000, 9000};
+  }
+  {
+    RaggedCase& c = add("SplitLongD256Page16", MixedWith(16, 256, 8, 2));
+    c.q_lens = {64, 5};
+    c.kv_lens = {20000, 12000};
+  }
+  return v;
+}
+
+class RaggedGpuPortableTest
+    : public RaggedGpuTest,
+      public ::testing::WithParamInterface<PortableVariant> {};
+
+TEST_P(RaggedGpuPortableTest, MatchesTheReference) {
+  const PortableVariant& v = GetParam();
+  const std::string keys = v.tuning.empty()
+                               ? "ragged.kernel=portable"
+                               : "ragged.kernel=portable," + v.tuning;
+  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> portable =
+      CudaTestRuntime::Create(OptionsWith(keys));
+  TAILOR_ASSERT_OK(portable.status());
+  RaggedCase c = v.c;
+  c.seed = TestSeed();
+  const Errors err = RunCase(c, (*portable)->runtime());
+  EXPECT_LE(err.out_rel, 1e-2) << err.worst;
+  // tanh.approx (relative error < 2^-10.9) moves a capped score by up to
+  // cap x 5e-4: lse within 2e-2 at the tests' caps of 20 and 30.
+  EXPECT_LE(err.lse_abs, c.soft_cap > 0 ? 2e-2 : kDecodeLseBound);
+  EXPECT_GT(last_plan_.tiles, 0) << last_plan_.ToString();
+  EXPECT_EQ(last_plan_.tile_rows, 64) << "not the portable kernel's plan";
+  if (absl::StartsWith(v.name, "Split")) {
+    EXPECT_GT(last_plan_.split_tiles, 0) << last_plan_.ToString();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RaggedGpuPortableTest, ::testing::ValuesIn(PortableVariants()),
+    [](const ::testing::TestParamInfo<PortableVariant>& info) {
+      return info.param.name;
+    });
 
 }  // namespace
 }  // namespace tailor::attention::testing

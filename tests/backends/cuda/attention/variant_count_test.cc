@@ -22,6 +22,7 @@
 #include "backends/cuda/attention/ragged_kernels.h"
 #include "backends/cuda/attention/tuning.h"
 #include "backends/cuda/tma/tensor_map_check.h"
+#include "core/family_registry.h"
 #include "ops/attention/ragged_checks.h"
 #include "ops/attention/ragged_decode.h"
 #include "ops/attention/ragged_spec.h"
@@ -91,7 +92,8 @@ struct ServedKeys {
 
 class ModelServing {
  public:
-  ModelServing(const ServingProfile& profile, uint32_t seed)
+  // `portable`: as under ragged.kernel=portable.
+  ModelServing(const ServingProfile& profile, uint32_t seed, bool portable)
       : profile_(profile), rng_(seed) {
     const auto& layer = profile.paged_decode.at(0);
     absl::StatusOr<RaggedShape> shape =
@@ -106,6 +108,7 @@ class ModelServing {
     EXPECT_TRUE(shape.ok()) << shape.status();
     shape_ = *shape;
     decode_shape_ = *tailor::internal::RaggedDecodeShapeOf(shape_);
+    portable_ = RaggedUsesPortable(kHopper.arch, shape_, portable);
   }
 
   const ServedKeys& served() const { return served_; }
@@ -152,7 +155,7 @@ class ModelServing {
                  const CacheLayout& cache) {
     const RaggedPlanConfig config = CudaRaggedPlanConfig(
         shape_, kH200.multiprocessors,
-        RaggedDecodeRowsOnDecodeKernel(tailor::internal::Tuning{}));
+        RaggedDecodeRowsOnDecodeKernel(tailor::internal::Tuning{}), portable_);
     ASSERT_TRUE(config.decode_rows);
     ASSERT_TRUE(tailor::plan::BuildAttentionPlan(
                     q_lens, kv_lens,
@@ -161,7 +164,10 @@ class ModelServing {
                     .ok());
     // The attention kernel and its merge launch on every step with rows.
     if (plan_.total_q() > 0) {
-      served_.Add(RaggedKernelSpecFor(shape_, config).Key(kHopper));
+      tailor::internal::RaggedKernelSpec spec =
+          RaggedKernelSpecFor(shape_, config);
+      spec.portable = portable_;
+      served_.Add(spec.Key(kHopper));
       served_.Add(RaggedMergeSpecFor(shape_, config).Key(kHopper));
     }
     // The decode rows' plan and kernel (launched on every step).
@@ -216,6 +222,7 @@ class ModelServing {
   const ServingProfile& profile_;
   std::mt19937 rng_;
   RaggedShape shape_;
+  bool portable_ = false;
   DecodeShape decode_shape_;
   tailor::plan::AttentionPlan plan_;
   tailor::plan::DecodePlan decode_plan_;
@@ -223,10 +230,16 @@ class ModelServing {
   ServedKeys served_;
 };
 
-// The attention kernels the warm-up profile lists for an H200.
-std::set<std::string> WarmupAttentionKeys(const ServingProfile& profile) {
+// The attention kernels the warm-up profile lists for an H200 under
+// `tuning`.
+std::set<std::string> WarmupAttentionKeys(const ServingProfile& profile,
+                                          const std::string& tuning) {
+  absl::StatusOr<tailor::internal::Tuning> parsed =
+      tailor::internal::ParseTuningText(tuning);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  if (!parsed.ok()) return {};
   absl::StatusOr<tailor::internal::KernelList> list =
-      tailor::internal::KernelsForProfile(kHopper, profile, {});
+      tailor::internal::KernelsForProfile(kHopper, profile, *parsed);
   EXPECT_TRUE(list.ok()) << list.status();
   std::set<std::string> keys;
   if (!list.ok()) return keys;
@@ -244,10 +257,13 @@ std::string OpOf(const std::string& key) {
   return key.substr(0, key.find('/'));
 }
 
-void ExpectServingWithinWarmup(const std::string& model, uint32_t seed) {
+// `tuning`: "" or "ragged.kernel=portable" (the portable ragged kernel).
+void ExpectServingWithinWarmup(const std::string& model, uint32_t seed,
+                               const std::string& tuning = "") {
   absl::StatusOr<ServingProfile> profile = LoadProfile(model);
   ASSERT_TRUE(profile.ok()) << profile.status();
-  ModelServing serving(*profile, seed);
+  ModelServing serving(*profile, seed,
+                       /*portable=*/tuning == "ragged.kernel=portable");
   const auto& layer = profile->paged_decode.at(0);
   const std::vector<CacheLayout> layouts =
       LayoutsOf(layer.head_dim, layer.heads_kv, layer.page_size);
@@ -269,15 +285,16 @@ void ExpectServingWithinWarmup(const std::string& model, uint32_t seed) {
                     std::vector<int32_t>(512, kMaxLen), 512, layouts[0]);
   serving.RunRagged({0, 1, 0}, {7, 1, 0}, 4, layouts[1]);
 
-  const std::set<std::string> listed = WarmupAttentionKeys(*profile);
+  const std::set<std::string> listed = WarmupAttentionKeys(*profile, tuning);
   const std::set<std::string>& served = serving.served().keys;
   EXPECT_EQ(served, listed) << "serving and warm-up disagree for " << model;
   EXPECT_LE(listed.size(), kMaxVariantsPerModel);
   std::map<std::string, int> by_op;
   for (const std::string& key : served) ++by_op[OpOf(key)];
-  std::cout << model << ": " << ragged_steps << " ragged + " << decode_steps
-            << " decode steps, " << served.size() << " kernels served, "
-            << listed.size() << " listed by warm-up\n";
+  std::cout << model << (tuning.empty() ? "" : " " + tuning) << ": "
+            << ragged_steps << " ragged + " << decode_steps << " decode steps, "
+            << served.size() << " kernels served, " << listed.size()
+            << " listed by warm-up\n";
   for (const auto& [op, count] : by_op) {
     std::cout << "  " << op << ": " << count << "\n";
   }
@@ -290,6 +307,13 @@ TEST(AttentionVariantCount, Llama3_8bServingStaysWithinWarmup) {
 
 TEST(AttentionVariantCount, Qwen3_30bA3bServingStaysWithinWarmup) {
   ExpectServingWithinWarmup("qwen3-30b-a3b", 30);
+}
+
+// Under ragged.kernel=portable serving launches the portable kernel (its
+// own key and merge) and warm-up lists the same ones.
+TEST(AttentionVariantCount, PortableKernelServingStaysWithinWarmup) {
+  ExpectServingWithinWarmup("llama-3-8b", 8, "ragged.kernel=portable");
+  ExpectServingWithinWarmup("qwen3-30b-a3b", 30, "ragged.kernel=portable");
 }
 
 }  // namespace
