@@ -112,8 +112,10 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
-  // FP8: every scale mode on sm_90a (GroupedGemm; Experts runs block and
-  // per-tensor mode on a device); Unimplemented elsewhere, naming the arch.
+  // FP8: every scale mode (GroupedGemm; Experts runs block and per-tensor
+  // mode on a device) on every device (sm_80+): the Hopper kernels on
+  // sm_90a, the portable mma.sync kernel elsewhere or with moe.gemm=
+  // portable.
   absl::Status SupportsScaleMode(moe::ScaleMode mode) const override;
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
@@ -145,10 +147,15 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   // (multiples of 128, 4).
   absl::Status Fp8Pack(tailor::internal::Engine& engine,
                        const tailor::internal::PackLaunch& launch);
-  // The FP8 GEMM (moe/fp8_launch.cc): sm_90a, every scale mode, C bf16 or
-  // e4m3 (block; per tensor with a static scale), block scale rows
-  // multiples of 4.
+  // The FP8 GEMM (moe/fp8_launch.cc): every scale mode, C bf16 or e4m3
+  // (block; per tensor with a static scale), block scale rows multiples of
+  // 4; the Hopper kernel on sm_90a, else the portable one.
   absl::Status Fp8GroupedGemm(
+      tailor::internal::Engine& engine,
+      const tailor::internal::GroupedGemmLaunch& launch);
+  // Its portable kernel (mma.sync, e4m3 converted in registers): devices
+  // other than sm_90a, and moe.gemm=portable.
+  absl::Status PortableFp8GroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
   // What a Hopper launch runs: the kernel's variant and its grid.
