@@ -1,4 +1,4 @@
-// moe::Experts with FP8 (e4m3) weights on a CUDA sm_90a device, end to end
+// moe::Experts with FP8 (e4m3) weights on a CUDA sm_80+ device, end to end
 // through the public entry: the device Route, the quantizing Pack, the
 // gate|up GEMM quantizing its silu_and_mul output, the down GEMM and
 // Combine, on a reserved device workspace; block mode, and per-tensor mode
@@ -9,10 +9,11 @@
 // picks, outputs NaN-poisoned first; steps of many T on one workspace
 // encode no new descriptors; a captured CUDA graph replays with new data and
 // token counts; the device's argument rules with their codes and messages.
-// Skips without a device; without sm_90a, FP8 is Unimplemented.
+// Both GEMM kernels (the parameter: tuning keys). Skips without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -119,8 +120,20 @@ struct DeviceLayer {
   }
 };
 
-class MoeFp8ExpertsCudaTest : public MoeCudaTest {
+// Parameter: the tuning keys ("": the device's choice, the Hopper kernels
+// on sm_90a; moe.gemm=portable: the mma.sync GEMM every other device runs).
+class MoeFp8ExpertsCudaTest
+    : public MoeCudaTest,
+      public ::testing::WithParamInterface<std::string> {
  protected:
+  void SetUp() override { SetUpWith(GetParam()); }
+  // The GEMM kernel the steps must have run.
+  std::string ExpectedKernel() {
+    const bool hopper =
+        env_->backend().arch() == "sm_90a" && GetParam().empty();
+    return hopper ? "cuda.sm90_tma_wgmma_fp8" : "cuda.sm80_mma_fp8";
+  }
+
   DeviceLayer Upload(const Fp8Layer& l) {
     return {l.mode,
             ToDevice(l.hidden),
@@ -146,35 +159,28 @@ class MoeFp8ExpertsCudaTest : public MoeCudaTest {
   }
 
   // Runs the layer once on a fresh workspace and checks out against the
-  // reference; false (and a skip) when the device has no FP8 kernels.
-  bool RunAndCheck(const Fp8Layer& layer, RoutingPolicy policy = {}) {
+  // reference and the kernels that ran.
+  void RunAndCheck(const Fp8Layer& layer, RoutingPolicy policy = {}) {
     DeviceLayer d = Upload(layer);
     Workspace ws;
     TAILOR_EXPECT_OK(ReserveWorkspace(runtime(), Limits(layer, policy), ws));
-    const absl::Status status = Experts(runtime(), d.Args(policy), ws);
-    if (absl::IsUnimplemented(status)) {
-      EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented,
-                                   HasSubstr("needs sm_90a")));
-      return false;
-    }
-    TAILOR_EXPECT_OK(status);
+    TAILOR_EXPECT_OK(Experts(runtime(), d.Args(policy), ws));
     EXPECT_LT(RelativeError(d.out.Download(), layer.Reference()), kTolerance);
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
     if (layer.hidden.ref().dims[0] > 0) {
       const std::vector<GemmChoice> gemms = ws.plan().gemms;
       EXPECT_EQ(gemms.size(), 2u) << ws.plan().ToString();
       for (const GemmChoice& g : gemms) {
-        EXPECT_EQ(g.kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0), 0u)
+        EXPECT_EQ(g.kernel.rfind(ExpectedKernel(), 0), 0u)
             << ws.plan().ToString();
         EXPECT_EQ(g.Feature("scale_mode").value_or(""),
                   layer.mode == ScaleMode::kBlock ? "block" : "per_tensor");
       }
     }
-    return true;
   }
 };
 
-TEST_F(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
+TEST_P(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
   std::mt19937_64 rng(TestSeed());
   const std::vector<std::vector<int64_t>> grids = {
       {0, 1, 127, 128, 129, 0, 577, 17},  // empty experts, T-1, T, T+1
@@ -185,11 +191,11 @@ TEST_F(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
     const Fp8Layer layer = MakeLayer(rng, kSmall, IdsWithCounts(rng, counts));
     SCOPED_TRACE(absl::StrCat("counts ", counts[1], ",", counts[2], ",",
                               counts[3], " T=", layer.hidden.ref().dims[0]));
-    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+    RunAndCheck(layer);
   }
 }
 
-TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
+TEST_P(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
   std::mt19937_64 rng(TestSeed());
   for (int64_t tokens : {1, 127, 128, 129, 577}) {
     for (const LayerDims& dims : {kSmall, kWide}) {
@@ -198,7 +204,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
       const Fp8Layer layer = MakeLayer(
           rng, dims,
           RandomTopkIds(rng, tokens, 4, dims.experts, Spread::kUniform));
-      if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+      RunAndCheck(layer);
     }
   }
 }
@@ -206,7 +212,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
 // Per tensor (vLLM's default FP8 checkpoints): Pack divides by a1, the
 // gate|up epilogue by a2 (static scales), the scales multiply the
 // accumulators; every tile kind the cost model picks, awkward counts.
-TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
+TEST_P(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
   for (int64_t tokens : {1, 17, 129, 577}) {
     SCOPED_TRACE(absl::StrCat("T=", tokens));
@@ -215,7 +221,7 @@ TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
         RandomTopkIds(rng, tokens, 4, kWide.experts,
                       tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
         ScaleMode::kPerTensor);
-    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+    RunAndCheck(layer);
   }
   const Fp8Layer empty =
       MakeLayer(rng, kSmall, IdsWithCounts(rng, {0, 3, 0, 0, 128, 0, 1, 0}),
@@ -225,7 +231,7 @@ TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
 
 // Per channel needs per-token activation scales of whole rows: not on a
 // device yet, refused before anything runs.
-TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
+TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
   std::mt19937_64 rng(TestSeed());
   const Fp8Layer layer =
       MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
@@ -234,10 +240,6 @@ TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
   Workspace ws;
   TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
   const absl::Status status = Experts(runtime(), d.Args(), ws);
-  if (absl::IsUnimplemented(status) &&
-      status.message().find("needs sm_90a") != absl::string_view::npos) {
-    GTEST_SKIP() << status;
-  }
   EXPECT_THAT(status,
               StatusIs(absl::StatusCode::kUnimplemented,
                        "quant.mode: FP8 Experts on a device runs block and "
@@ -249,7 +251,7 @@ TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
 
 // Every tile class: the swap-AB decode tiles (8, 16, 32), 64 and 128 rows,
 // with the tail policies that change the tail pieces.
-TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
+TEST_P(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
   std::mt19937_64 rng(TestSeed());
   for (int32_t tile_rows : {8, 16, 32, 64, 128}) {
     for (TailPolicy tail : {TailPolicy::kNextPowerOfTwo, TailPolicy::kExact}) {
@@ -257,9 +259,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
                                 " tail=", static_cast<int>(tail)));
       const Fp8Layer layer = MakeLayer(
           rng, kSmall, RandomTopkIds(rng, 129, 2, 8, Spread::kOneExpert));
-      if (!RunAndCheck(layer, {.tile_rows = tile_rows, .tail = tail})) {
-        GTEST_SKIP() << "no FP8 kernels on this device";
-      }
+      RunAndCheck(layer, {.tile_rows = tile_rows, .tail = tail});
     }
   }
 }
@@ -267,7 +267,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
 // A server's steps on one workspace: the FP8 GEMMs' maps (A, W, A's
 // scales) span the reserved rows, so only a tile class's first step
 // encodes, and a second pass over the same steps encodes nothing.
-TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
+TEST_P(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
   std::mt19937_64 rng(TestSeed());
   constexpr int64_t kTokens = 577, kTopk = 4;
   const Fp8Layer layer = MakeLayer(
@@ -289,7 +289,6 @@ TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
         view->dims[0] = t;
       }
       const absl::Status status = Experts(runtime(), args, ws);
-      if (absl::IsUnimplemented(status)) GTEST_SKIP() << status;
       TAILOR_ASSERT_OK(status);
       std::vector<double> ref = layer.Reference(t);
       ref.resize(static_cast<size_t>(t * kSmall.hidden));
@@ -310,7 +309,7 @@ TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
 
 // One step captured in a CUDA graph replays with new data, routing and
 // token counts (valid_tokens) in the captured buffers, compiling nothing.
-TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
+TEST_P(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
   std::mt19937_64 rng(TestSeed());
   constexpr int64_t kBucket = 64, kTopk = 2;
   cuda::testing::TestStream stream(api());
@@ -328,7 +327,6 @@ TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
   args.stream = stream.get();
   // Once outside the capture: every kernel compiled, loaded, maps encoded.
   const absl::Status warm = Experts(runtime(), args, ws);
-  if (absl::IsUnimplemented(warm)) GTEST_SKIP() << warm;
   TAILOR_ASSERT_OK(warm);
   TAILOR_ASSERT_OK(stream.Synchronize());
 
@@ -373,7 +371,7 @@ TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
 
 // ---- argument rules of a device step ----------------------------------------
 
-TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
+TEST_P(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   std::mt19937_64 rng(TestSeed());
   const Fp8Layer layer =
       MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform));
@@ -381,7 +379,6 @@ TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   Workspace ws;
   TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
   const absl::Status probe = Experts(runtime(), d.Args(), ws);
-  if (absl::IsUnimplemented(probe)) GTEST_SKIP() << probe;
   TAILOR_ASSERT_OK(probe);
 
   // f32 activations: the quantizing Pack reads bf16.
@@ -412,6 +409,15 @@ TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   EXPECT_EQ(Experts(runtime(), d.Args(), none).code(),
             absl::StatusCode::kFailedPrecondition);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8ExpertsCudaTest,
+                         ::testing::Values(std::string(),
+                                           std::string("moe.gemm=portable")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty()
+                                      ? std::string("DeviceChoice")
+                                      : std::string("Portable");
+                         });
 
 }  // namespace
 }  // namespace tailor::moe::testing
