@@ -10,9 +10,7 @@
 // encode no new descriptors; a captured CUDA graph replays with new data and
 // token counts; the device's argument rules with their codes and messages.
 // Both GEMM kernels (the parameter: tuning keys). Skips without a device.
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,68 +30,13 @@ using ::testing::HasSubstr;
 // output adds its own rounding: together up to about 1e-2.
 constexpr double kTolerance = 2e-2;
 
-struct LayerDims {
-  int64_t experts, hidden, intermediate;
-};
-constexpr LayerDims kSmall = {8, 256, 128};  // two K blocks, one
-constexpr LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
+constexpr Fp8LayerDims kSmall = {8, 256, 128};  // two K blocks, one
+constexpr Fp8LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
 
-// topk_ids [T, 1] giving expert e exactly counts[e] rows, tokens shuffled.
-HostTensor IdsWithCounts(std::mt19937_64& rng,
-                         const std::vector<int64_t>& counts) {
-  std::vector<int32_t> ids;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    ids.insert(ids.end(), counts[e], static_cast<int32_t>(e));
-  }
-  std::shuffle(ids.begin(), ids.end(), rng);
-  HostTensor t(DType::kI32, {static_cast<int64_t>(ids.size()), 1});
-  if (!ids.empty()) std::memcpy(t.i32(), ids.data(), ids.size() * 4);
-  return t;
-}
-
-// Per tensor: the static activation scales (the CPU test's).
-constexpr float kStaticA1 = 0.01f, kStaticA2 = 0.05f;
-
-// One layer's host inputs (bf16 activations).
-struct Fp8Layer {
-  LayerDims dims;
-  ScaleMode mode;
-  HostTensor hidden, weights, ids, out;
-  Fp8Weights w13, w2;
-  HostTensor a1 = HostTensor(DType::kF32, {1});
-  HostTensor a2 = HostTensor(DType::kF32, {1});
-
-  std::vector<double> Reference(int64_t valid_tokens = -1) const {
-    return ReferenceFp8Experts({.mode = mode,
-                                .hidden = hidden,
-                                .ids = ids,
-                                .weights = weights,
-                                .w13 = w13,
-                                .w2 = w2,
-                                .a1_scale = kStaticA1,
-                                .a2_scale = kStaticA2},
-                               valid_tokens);
-  }
-};
-
-Fp8Layer MakeLayer(std::mt19937_64& rng, const LayerDims& dims, HostTensor ids,
-                   ScaleMode mode = ScaleMode::kBlock) {
-  const int64_t tokens = ids.ref().dims[0], topk = ids.ref().dims[1];
-  const int64_t h = dims.hidden, i = dims.intermediate;
-  Fp8Layer layer = {.dims = dims,
-                    .mode = mode,
-                    .hidden = HostTensor(DType::kBF16, {tokens, h}),
-                    .weights = HostTensor(DType::kF32, {tokens, topk}),
-                    .ids = std::move(ids),
-                    .out = HostTensor(DType::kBF16, {tokens, h}),
-                    .w13 = MakeFp8Weights(rng, mode, dims.experts, 2 * i, h),
-                    .w2 = MakeFp8Weights(rng, mode, dims.experts, h, i)};
-  layer.hidden.FillRandom(rng, 2.0);
-  layer.weights.FillRandom(rng, 1.0);
-  layer.out.Poison();
-  layer.a1.set(0, kStaticA1);
-  layer.a2.set(0, kStaticA2);
-  return layer;
+// bf16 activations: what Experts on a device takes.
+Fp8Layer MakeLayer(std::mt19937_64& rng, const Fp8LayerDims& dims,
+                   HostTensor ids, ScaleMode mode = ScaleMode::kBlock) {
+  return MakeFp8Layer(rng, dims, std::move(ids), mode);
 }
 
 // A layer's device copies and the ExpertsArgs over them.
@@ -198,7 +141,7 @@ TEST_P(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
 TEST_P(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
   std::mt19937_64 rng(TestSeed());
   for (int64_t tokens : {1, 127, 128, 129, 577}) {
-    for (const LayerDims& dims : {kSmall, kWide}) {
+    for (const Fp8LayerDims& dims : {kSmall, kWide}) {
       SCOPED_TRACE(absl::StrCat("T=", tokens, " E=", dims.experts,
                                 " H=", dims.hidden, " I=", dims.intermediate));
       const Fp8Layer layer = MakeLayer(
