@@ -75,7 +75,7 @@ struct MoeFp8GroupedGemmMma {
   static constexpr int kMF = Bf16::kMF;
   static constexpr int kOutPerCta = Bf16::kOutPerCta;
   static constexpr int kBK = kMoeFp8Block;  // one 128-byte row, one block
-  static constexpr int kStages = Bf16::kStages;
+  static constexpr int kStages = MoeFp8MmaStages(kQuantized);
   static constexpr int kThreads = Bf16::kThreads;
   static constexpr int kMinBlocksPerSm = Bf16::kMinBlocksPerSm;
   static constexpr int kATileBytes = Bf16::kATileBytes;

@@ -157,11 +157,19 @@ struct MoeFp8GemmParams {
 };
 // Its ring is the bf16 kernel's (128-byte rows: 128 e4m3 K per stage); the
 // quantizing epilogue adds the f32 outputs of the first of the two N tiles
-// of a 128-column scale group (the second's reuse the drained ring).
-constexpr int MoeFp8MmaSharedBytes(int tile_rows, bool quantized) {
-  return MoeMmaSharedBytes(tile_rows) +
-         (quantized ? MoeGemmCtaRows(tile_rows) * kMoeFp8Block / 2 * 4 : 0);
+// of a 128-column scale group (the second's reuse the drained ring) and
+// runs one stage fewer, so its CTA fits the 99 KiB of sm_86 / sm_89.
+constexpr int MoeFp8MmaStages(bool quantized) {
+  return quantized ? kMoeMmaStages - 1 : kMoeMmaStages;
 }
+constexpr int MoeFp8MmaSharedBytes(int tile_rows, bool quantized) {
+  const int cta_rows = MoeGemmCtaRows(tile_rows);
+  return MoeFp8MmaStages(quantized) * (cta_rows + kMoeMmaWRows) * kMoeFp8Block +
+         (quantized ? cta_rows * kMoeFp8Block / 2 * 4 : 0);
+}
+static_assert(MoeFp8MmaSharedBytes(kMoePortableMaxRows, true) <= 99 * 1024 &&
+                  MoeFp8MmaSharedBytes(kMoePortableMaxRows, false) <= 99 * 1024,
+              "sm_86 and sm_89 CTAs have at most 99 KiB of shared memory");
 
 }  // namespace tailor::cuda
 

@@ -284,7 +284,7 @@ absl::Status CudaMoeKernels::PortableFp8GroupedGemm(
                  .cta_rows = MoeGemmCtaRows(tile_rows),
                  .cta_cols = kMoeMmaWRows,
                  .k_tile = kMoeFp8Block,
-                 .stages = kMoeMmaStages,
+                 .stages = MoeFp8MmaStages(quantized),
                  .ctas = static_cast<int32_t>(ctas),
                  .features = {{.key = "scale_mode",
                                .value = static_cast<int>(l.scale_mode),
