@@ -21,7 +21,10 @@
 // yields NaN in the rows it touches, as the f32 reference does. (vLLM's fmaxf
 // drops a NaN from the amax instead and clamps it to -448.)
 //
-// PTX used: cvt.rn.satfinite.e4m3x2.f32 (sm_89+), max.NaN.f32 (sm_80+).
+// Conversions: cvt.rn.satfinite.e4m3x2.f32 and cvt.rn.f16x2.e4m3x2 on sm_89
+// and newer; on sm_80-sm_88 the same results from integer and f32 ops
+// (E4m3FromFloat: ops/moe/fp8_quant.cc's rule; E4m3x4ToHalf2: every e4m3
+// value is an f16 value, NaN stays NaN). max.NaN.f32 (sm_80+).
 #ifndef TAILOR_RUNTIME_CUDA_FP8_CUH_
 #define TAILOR_RUNTIME_CUDA_FP8_CUH_
 
@@ -53,14 +56,68 @@ TAILOR_DEVICE float MaxPropagateNan(float a, float b) {
 #endif
 }
 
+// One float as an e4m3 byte without the sm_89 conversion: round to nearest
+// even in the value's binade (2^(e - 3) apart, 2^-9 among subnormals),
+// saturated to +-448, NaN 0x7f with x's sign. The byte is (binade + 6) * 8 +
+// steps for steps = |x| / spacing rounded, in [0, 16] (16: the next binade).
+TAILOR_DEVICE unsigned E4m3FromFloat(float x) {
+  const unsigned sign = (__float_as_uint(x) >> 24) & 0x80u;
+  const float a = fabsf(x);
+  if (a != a) return sign | 0x7fu;
+  if (a >= kFp8E4m3Max) return sign | 0x7eu;  // saturated (infinities too)
+  const int exponent = static_cast<int>(__float_as_uint(a) >> 23) - 127;
+  const int binade = exponent < -6 ? -6 : exponent;  // a < 448: at most 8
+  // a * 2^(3 - binade), exact: a power-of-two scale within f32's range.
+  const float steps =
+      rintf(a * __uint_as_float(static_cast<unsigned>(130 - binade) << 23));
+  if (steps == 0.0f) return sign;
+  return sign |
+         static_cast<unsigned>((binade + 6) * 8 + static_cast<int>(steps));
+}
+
 // Two floats as two e4m3 bytes (lo in the low byte), round to nearest even,
 // saturated to +-448; NaN stays NaN.
 TAILOR_DEVICE unsigned short PackE4m3x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   unsigned short packed;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
       : "=h"(packed)
       : "f"(hi), "f"(lo));
   return packed;
+#else
+  return static_cast<unsigned short>(E4m3FromFloat(lo) |
+                                     (E4m3FromFloat(hi) << 8));
+#endif
+}
+
+// Four e4m3 bytes (byte 0 lowest) as two f16x2 words, exactly: lo holds
+// bytes 0 (low half) and 1, hi bytes 2 and 3. Without sm_89's cvt: each
+// byte's sign and exponent|mantissa bits placed as an f16 (exponent bias 15
+// against 7: the value x 2^-8, subnormals included), times 2^8; the one
+// pattern that lands on 480 is e4m3's NaN (0x7f), made an f16 NaN.
+TAILOR_DEVICE void E4m3x4ToHalf2(unsigned bytes, unsigned& lo, unsigned& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+      "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(bytes));
+#else
+  unsigned words[2] = {__byte_perm(bytes, 0u, 0x1404u),   // b1 0 b0 0
+                       __byte_perm(bytes, 0u, 0x3424u)};  // b3 0 b2 0
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const unsigned placed =
+        (words[i] & 0x80008000u) | ((words[i] >> 1) & 0x3f803f80u);
+    unsigned scaled;
+    asm("mul.rn.f16x2 %0, %1, %2;"
+        : "=r"(scaled)
+        : "r"(placed), "r"(0x5c005c00u));                               // x 256
+    const unsigned nan = __vcmpeq2(scaled & 0x7fff7fffu, 0x5f805f80u);  // 480
+    words[i] = scaled | (nan & 0x7e007e00u);
+  }
+  lo = words[0];
+  hi = words[1];
+#endif
 }
 
 // Four floats as four e4m3 bytes, v0 in the lowest.

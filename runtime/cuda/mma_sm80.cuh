@@ -19,7 +19,8 @@
 //
 // PTX used (PTX ISA 7.0+, sm_80): cp.async.cg.shared.global (16 bytes, with
 // src-size for zero fill), cp.async.commit_group, cp.async.wait_group,
-// ldmatrix.sync.aligned.m8n8.x4.shared.b16, mma.sync.aligned.m16n8k16.
+// ldmatrix.sync.aligned.m8n8.{x2,x4}.shared.b16, mma.sync.aligned.m16n8k16 (bf16
+// and f16).
 #ifndef TAILOR_RUNTIME_CUDA_MMA_SM80_CUH_
 #define TAILOR_RUNTIME_CUDA_MMA_SM80_CUH_
 
@@ -51,11 +52,30 @@ TAILOR_DEVICE void LdMatrixX4(unsigned (&r)[4], const void* row_address) {
       : "r"(SharedAddress(row_address)));
 }
 
+// Two 8x8 b16 matrices: lanes 0-7 and 8-15 pass the row addresses of
+// matrices 0 and 1 (the other lanes' addresses are unused).
+TAILOR_DEVICE void LdMatrixX2(unsigned (&r)[2], const void* row_address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(SharedAddress(row_address)));
+}
+
 // d += a * b for one m16n8k16 bf16 tile with f32 accumulators.
 TAILOR_DEVICE void MmaBf16(float (&d)[4], const unsigned (&a)[4],
                            const unsigned (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d += a * b for one m16n8k16 f16 tile with f32 accumulators (the same
+// fragment layouts with f16x2 registers).
+TAILOR_DEVICE void MmaF16(float (&d)[4], const unsigned (&a)[4],
+                          const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));

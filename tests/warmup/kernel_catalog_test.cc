@@ -362,7 +362,7 @@ TEST(KernelCatalogTest, CudaKeysFollowTheDevicesChoices) {
 // An FP8 (block-scaled) layer on sm_90a lists what moe::Experts launches:
 // the route kernels, the quantizing Pack, per tile the gate|up GEMM writing
 // e4m3 (dtypes ...,f8e4m3; variant: epilogue | swap-AB | block << 11) and the
-// bf16 down GEMM, and Combine; an A100 gets one skipped line naming the arch.
+// bf16 down GEMM, and Combine; an A100 the portable FP8 GEMMs.
 TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
   ServingProfile profile;
   profile.moe.push_back(Qwen3MoeLayer(DType::kF8E4M3));
@@ -397,13 +397,39 @@ TEST(KernelCatalogTest, CudaFp8LayersListTheExpertsKernels) {
       EXPECT_NE(source->code.find("fp8_"), std::string::npos) << source->code;
     }
   }
-  absl::StatusOr<KernelList> ampere = KernelsForProfile(
-      {.backend = BackendKind::kCuda, .arch = "sm_80"}, profile, {});
-  ASSERT_TRUE(ampere.ok()) << ampere.status();
-  EXPECT_TRUE(ampere->jobs.empty());
-  EXPECT_THAT(ampere->skipped,
-              ElementsAre("moe f8e4m3: FP8 (e4m3) MoE layers on cuda need "
-                          "sm_90a's FP8 kernels; target is sm_80"));
+  // An A100 (and moe.gemm=portable on sm_90a) runs the portable mma.sync
+  // GEMMs (tile.n = 1) on 64-row tiles; a Turing target is skipped.
+  for (const auto& [arch, tuning] :
+       {std::pair{"sm_80", ""}, std::pair{"sm_90a", "moe.gemm=portable"}}) {
+    SCOPED_TRACE(arch);
+    absl::StatusOr<Tuning> parsed = ParseTuningText(tuning);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    absl::StatusOr<KernelList> portable = KernelsForProfile(
+        {.backend = BackendKind::kCuda, .arch = arch}, profile, *parsed);
+    ASSERT_TRUE(portable.ok()) << portable.status();
+    EXPECT_TRUE(portable->skipped.empty());
+    const std::string p =
+        absl::StrCat("moe.grouped_gemm/cuda/", arch, "/f8e4m3,f8e4m3,f32,");
+    EXPECT_THAT(
+        KeyStrings(*portable),
+        ::testing::IsSupersetOf({p + "f8e4m3/N=1536,K=2048/b0/t0/m64n1k0/v6145",
+                                 p + "bf16/N=2048,K=768/b0/t0/m64n1k0/v6144"}));
+    for (const KernelJob& job : portable->jobs) {
+      if (job.key.op != OpKind::kMoeGroupedGemm) continue;
+      absl::StatusOr<KernelSource> source = job.generate(job.key);
+      ASSERT_TRUE(source.ok()) << job.key.ToString() << ": " << source.status();
+      EXPECT_NE(source->code.find("fp8_grouped_gemm_sm80.cuh"),
+                std::string::npos)
+          << source->code;
+    }
+  }
+  absl::StatusOr<KernelList> turing = KernelsForProfile(
+      {.backend = BackendKind::kCuda, .arch = "sm_75"}, profile, {});
+  ASSERT_TRUE(turing.ok()) << turing.status();
+  EXPECT_TRUE(turing->jobs.empty());
+  EXPECT_THAT(turing->skipped,
+              ElementsAre("moe f8e4m3: FP8 (e4m3) MoE on cuda needs sm_80 or "
+                          "newer (mma.sync); target is sm_75"));
 }
 
 // The server's tuning keys reach warm-up's keys: forced clusters add the

@@ -474,9 +474,9 @@ enum class Activation : uint8_t { kSilu = 0 };
 // in block mode, per token in per-channel mode, by a1_scale per tensor) and,
 // in block mode, the gate/up GEMM's silu_and_mul epilogue quantizes its
 // output for the down projection. H and I must be multiples of 128 in
-// block mode. On a device (CUDA sm_90a): block or per-tensor mode, H and I
-// multiples of 128, bf16 hidden and out, on a Workspace reserved for H and
-// I with dtype bf16, whose row buffers hold the e4m3 intermediates and
+// block mode. On a device (CUDA sm_80 and newer): block or per-tensor mode,
+// H and I multiples of 128, bf16 hidden and out, on a Workspace reserved for
+// H and I with dtype bf16, whose row buffers hold the e4m3 intermediates and
 // their scales: the same launches as the bf16 path, no allocation, no sync
 // (graph-capturable); per-channel mode is Unimplemented there.
 struct ExpertsQuantization {

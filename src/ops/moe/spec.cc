@@ -55,16 +55,18 @@ absl::Status ExpectGemmKernel(BackendKind backend, int32_t kernel) {
       most);
 }
 
-// An FP8 key's kernel and dtypes: the CPU's kernel or CUDA's kHopper,
-// f8e4m3 operands and an f32, bf16 or f8e4m3 C.
+// An FP8 key's kernel and dtypes: the CPU's kernel or CUDA's kHopper or
+// kMatrixCore, f8e4m3 operands and an f32, bf16 or f8e4m3 C.
 absl::Status ExpectFp8GemmFields(const SpecKey& key, MoeGemmKernel kernel,
                                  moe::ScaleMode mode) {
-  const bool has_fp8 =
-      key.backend == BackendKind::kCpu ||
-      (key.backend == BackendKind::kCuda && kernel == MoeGemmKernel::kHopper);
+  const bool has_fp8 = key.backend == BackendKind::kCpu ||
+                       (key.backend == BackendKind::kCuda &&
+                        (kernel == MoeGemmKernel::kHopper ||
+                         kernel == MoeGemmKernel::kMatrixCore));
   if (!has_fp8) {
     return SpecFieldError("scale_mode (variant bits 11-12)",
-                          "FP8 kernels are the cpu's and cuda's Hopper kernel",
+                          "FP8 kernels are the cpu's and cuda's Hopper and "
+                          "mma.sync kernels",
                           static_cast<int>(mode));
   }
   TAILOR_RETURN_IF_ERROR(

@@ -25,8 +25,9 @@
 // Which values a backend uses: the CPU has one GEMM kernel (kSimt) and a
 // kernel per tail class; CUDA and HIP have tail class 0 and kSimt or
 // kMatrixCore (mma.sync / MFMA); only CUDA has kHopper and its flags.
-// FP8 (a scale mode) is the CPU's kernel and CUDA's kHopper only. Keys
-// without a scale mode are the bf16 / f32 keys, unchanged.
+// FP8 (a scale mode) is the CPU's kernel and CUDA's kHopper and kMatrixCore
+// (sm_80+) only. Keys without a scale mode are the bf16 / f32 keys,
+// unchanged.
 //
 // Example:
 //   const MoeGemmSpec spec = {.dtype = DType::kBF16, .n = 1536, .k = 2048,

@@ -1,6 +1,7 @@
 // templates/cuda/moe/fp8_params.h — params and launch shapes of the FP8
-// (e4m3) MoE kernels: the quantizing Pack and the block-scaled Hopper grouped
-// GEMM. The one definition the host glue fills and the templates read.
+// (e4m3) MoE kernels: the quantizing Pack, the block-scaled Hopper grouped
+// GEMM and the portable (sm_80+) one. The one definition the host glue
+// fills and the templates read.
 //
 // Contract: plain C++ that compiles both as host code (g++) and as device
 // code (NVRTC, -default-device): no CUDA keywords, no standard headers.
@@ -140,6 +141,35 @@ static_assert(MoeFp8SharedBytes(kMoeSm90SwapMaxRows) <= 227 * 1024 &&
                   MoeFp8SharedBytes(64) <= 227 * 1024 &&
                   MoeFp8SharedBytes(128) <= 227 * 1024,
               "a Hopper CTA has at most 227 KiB of dynamic shared memory");
+
+// The portable (sm_80+) FP8 grouped GEMM (moe/fp8_grouped_gemm_sm80.cuh):
+// the bf16 mma.sync kernel's A, W, C, work list and dims (`gemm`, with a and
+// w e4m3) and the scales as in MoeFp8GemmSm90Params; A's block scales are
+// read from `a_scales` [K / 128, a_scale_rows] directly (no TMA).
+struct MoeFp8GemmParams {
+  MoeGroupedGemmParams gemm;
+  const float* a_scales;  // block [K / 128, a_scale_rows] | [1] | [R]
+  const float* w_scales;  // [E, N / 128, K / 128] | [E] | [E, N]
+  float* c_scales;        // block, quantized: [N / 256, c_scale_rows]
+  const float* c_scale;   // per tensor, quantized: [1] static
+  int a_scale_rows;
+  int c_scale_rows;
+};
+// Its ring is the bf16 kernel's (128-byte rows: 128 e4m3 K per stage); the
+// quantizing epilogue adds the f32 outputs of the first of the two N tiles
+// of a 128-column scale group (the second's reuse the drained ring) and
+// runs one stage fewer, so its CTA fits the 99 KiB of sm_86 / sm_89.
+constexpr int MoeFp8MmaStages(bool quantized) {
+  return quantized ? kMoeMmaStages - 1 : kMoeMmaStages;
+}
+constexpr int MoeFp8MmaSharedBytes(int tile_rows, bool quantized) {
+  const int cta_rows = MoeGemmCtaRows(tile_rows);
+  return MoeFp8MmaStages(quantized) * (cta_rows + kMoeMmaWRows) * kMoeFp8Block +
+         (quantized ? cta_rows * kMoeFp8Block / 2 * 4 : 0);
+}
+static_assert(MoeFp8MmaSharedBytes(kMoePortableMaxRows, true) <= 99 * 1024 &&
+                  MoeFp8MmaSharedBytes(kMoePortableMaxRows, false) <= 99 * 1024,
+              "sm_86 and sm_89 CTAs have at most 99 KiB of shared memory");
 
 }  // namespace tailor::cuda
 

@@ -31,21 +31,10 @@ std::string Describe(const GemmCase& g) {
                       " epilogue=", static_cast<int>(g.epilogue));
 }
 
-// A runtime of its own with the tuning keys `tuning` (read when a runtime is
-// created), or the shared one for "".
+// A runtime with the tuning keys `tuning` (MoeCudaTest::SetUpWith: shared
+// by the tests of the same keys), or the shared one for "".
 class MoeCudaConsumersTest : public MoeCudaTest {
  protected:
-  void SetUpWith(const std::string& tuning) {
-    MoeCudaTest::SetUp();
-    if (IsSkipped() || tuning.empty()) return;
-    Runtime::Options options = CudaTestRuntime::DefaultOptions();
-    options.tuning = tuning;
-    absl::StatusOr<std::unique_ptr<CudaTestRuntime>> own =
-        CudaTestRuntime::Create(options);
-    ASSERT_TRUE(own.ok()) << own.status();
-    own_ = *std::move(own);
-    env_ = own_.get();
-  }
   bool hopper() { return env_->backend().arch() == "sm_90a"; }
 
   // Routes `ids` [T, kTopk] over kExperts, launches `g` twice on that plan
@@ -114,8 +103,6 @@ class MoeCudaConsumersTest : public MoeCudaTest {
             rng),
         kernel, pingpong);
   }
-
-  std::unique_ptr<CudaTestRuntime> own_;
 };
 
 class MoeCudaPingPongTest : public MoeCudaConsumersTest {

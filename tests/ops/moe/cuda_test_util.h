@@ -6,8 +6,10 @@
 #define TAILOR_TESTS_OPS_MOE_CUDA_TEST_UTIL_H_
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_test_util.h"
@@ -139,11 +141,32 @@ inline absl::StatusOr<CudaTestRuntime*> SharedCudaRuntime() {
   return env->value().get();
 }
 
+// The same for a runtime with the tuning keys `tuning` (read when a runtime
+// is created): one per distinct text, kept for the binary's life; "" is
+// the shared runtime above. Unavailable without a device.
+inline absl::StatusOr<CudaTestRuntime*> SharedCudaRuntime(
+    const std::string& tuning) {
+  if (tuning.empty()) return SharedCudaRuntime();
+  static auto* runtimes =
+      new std::map<std::string,
+                   absl::StatusOr<std::unique_ptr<CudaTestRuntime>>>();
+  auto it = runtimes->find(tuning);
+  if (it == runtimes->end()) {
+    Runtime::Options options = CudaTestRuntime::DefaultOptions();
+    options.tuning = tuning;
+    it = runtimes->emplace(tuning, CudaTestRuntime::Create(options)).first;
+  }
+  if (!it->second.ok()) return it->second.status();
+  return it->second.value().get();
+}
+
 // A test on the shared CUDA runtime, or a skip without a device.
 class MoeCudaTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    absl::StatusOr<CudaTestRuntime*> env = SharedCudaRuntime();
+  void SetUp() override { SetUpWith(""); }
+  // SetUp on the shared runtime of the tuning keys `tuning`.
+  void SetUpWith(const std::string& tuning) {
+    absl::StatusOr<CudaTestRuntime*> env = SharedCudaRuntime(tuning);
     if (!env.ok()) {
       ASSERT_EQ(env.status().code(), absl::StatusCode::kUnavailable)
           << env.status();

@@ -16,69 +16,11 @@ namespace {
 
 constexpr int64_t kH = 256;  // hidden: two K blocks of the gate|up GEMM
 constexpr int64_t kI = 128;  // intermediate: one K block of the down GEMM
-constexpr float kStaticA1 = 0.01f, kStaticA2 = 0.05f;
-
-// topk_ids [T, 1] giving expert e exactly counts[e] rows, tokens shuffled.
-HostTensor IdsWithCounts(std::mt19937_64& rng,
-                         const std::vector<int64_t>& counts) {
-  std::vector<int32_t> ids;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    ids.insert(ids.end(), counts[e], static_cast<int32_t>(e));
-  }
-  std::shuffle(ids.begin(), ids.end(), rng);
-  HostTensor t(DType::kI32, {static_cast<int64_t>(ids.size()), 1});
-  if (!ids.empty()) std::memcpy(t.i32(), ids.data(), ids.size() * 4);
-  return t;
-}
-
-// One FP8 MoE layer's inputs and its f64 reference.
-struct Fp8Layer {
-  ScaleMode mode;
-  DType dtype;
-  int64_t experts, tokens, topk;
-  HostTensor hidden, weights, ids, out;
-  Fp8Weights w13, w2;
-  HostTensor a1 = HostTensor(DType::kF32, {1});
-  HostTensor a2 = HostTensor(DType::kF32, {1});
-
-  ExpertsArgs Args() const {
-    ExpertsArgs args = {.hidden = hidden.ref(),
-                        .w13 = w13.q.ref(),
-                        .w2 = w2.q.ref(),
-                        .quant = {.mode = mode,
-                                  .w13_scale = w13.scales.ref(),
-                                  .w2_scale = w2.scales.ref()},
-                        .topk_weights = weights.ref(),
-                        .topk_ids = ids.ref(),
-                        .out = out.ref()};
-    if (mode == ScaleMode::kPerTensor) {
-      args.quant.a1_scale = a1.ref();
-      args.quant.a2_scale = a2.ref();
-    }
-    return args;
-  }
-};
-
 Fp8Layer MakeLayer(std::mt19937_64& rng, ScaleMode mode, DType dtype,
                    int64_t experts, HostTensor ids) {
-  const int64_t tokens = ids.ref().dims[0], topk = ids.ref().dims[1];
-  Fp8Layer layer = {.mode = mode,
-                    .dtype = dtype,
-                    .experts = experts,
-                    .tokens = tokens,
-                    .topk = topk,
-                    .hidden = HostTensor(dtype, {tokens, kH}),
-                    .weights = HostTensor(DType::kF32, {tokens, topk}),
-                    .ids = std::move(ids),
-                    .out = HostTensor(dtype, {tokens, kH}),
-                    .w13 = MakeFp8Weights(rng, mode, experts, 2 * kI, kH),
-                    .w2 = MakeFp8Weights(rng, mode, experts, kH, kI)};
-  layer.hidden.FillRandom(rng, 2.0);
-  layer.weights.FillRandom(rng, 1.0);
-  layer.out.Poison();
-  static_cast<float*>(layer.a1.ref().data)[0] = kStaticA1;
-  static_cast<float*>(layer.a2.ref().data)[0] = kStaticA2;
-  return layer;
+  return MakeFp8Layer(rng,
+                      {.experts = experts, .hidden = kH, .intermediate = kI},
+                      std::move(ids), mode, dtype);
 }
 
 double Dot(const double* p, const double* q, int64_t n) {
@@ -87,24 +29,14 @@ double Dot(const double* p, const double* q, int64_t n) {
   return sum;
 }
 
-std::vector<double> Reference(const Fp8Layer& l) {
-  return ReferenceFp8Experts({.mode = l.mode,
-                              .hidden = l.hidden,
-                              .ids = l.ids,
-                              .weights = l.weights,
-                              .w13 = l.w13,
-                              .w2 = l.w2,
-                              .a1_scale = kStaticA1,
-                              .a2_scale = kStaticA2});
-}
-
 double Tolerance(DType dtype) { return dtype == DType::kBF16 ? 1e-2 : 5e-3; }
 
 void RunAndCheck(Fp8Layer& layer, const std::string& what) {
   SCOPED_TRACE(what);
   Workspace ws;
   TAILOR_ASSERT_OK(Experts(SharedRuntime(), layer.Args(), ws));
-  EXPECT_LT(RelativeError(layer.out, Reference(layer)), Tolerance(layer.dtype));
+  EXPECT_LT(RelativeError(layer.out, layer.Reference()),
+            Tolerance(layer.dtype));
 }
 
 // ---- correctness -----------------------------------------------------------
@@ -120,7 +52,7 @@ TEST(Fp8ExpertsTest, BlockModeMatchesTheReferenceOnAwkwardCounts) {
     Fp8Layer layer = MakeLayer(rng, ScaleMode::kBlock, DType::kBF16, 8,
                                IdsWithCounts(rng, counts));
     RunAndCheck(layer, absl::StrCat("counts ", counts[0], ",", counts[1], ",",
-                                    counts[3], " T=", layer.tokens));
+                                    counts[3], " T=", layer.tokens()));
   }
 }
 

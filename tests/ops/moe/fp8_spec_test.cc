@@ -123,15 +123,21 @@ TEST(MoeFp8SpecTest, KeysTheFamilyCannotBuildNameTheirField) {
   EXPECT_THAT(Decode(gemm, kHip, block),
               StatusIs(code,
                        "scale_mode (variant bits 11-12): FP8 kernels are the "
-                       "cpu's and cuda's Hopper kernel, got 3"));
+                       "cpu's and cuda's Hopper and mma.sync kernels, got 3"));
   EXPECT_THAT(Decode(MoeGemmSpec{.n = 64,
                                  .k = 128,
                                  .tile_rows = 64,
-                                 .kernel = MoeGemmKernel::kMatrixCore},
+                                 .kernel = MoeGemmKernel::kSimt},
                      kAmpere, block),
               StatusIs(code,
                        "scale_mode (variant bits 11-12): FP8 kernels are the "
-                       "cpu's and cuda's Hopper kernel, got 3"));
+                       "cpu's and cuda's Hopper and mma.sync kernels, got 3"));
+  // The portable FP8 kernel (mma.sync, sm_80+) decodes.
+  TAILOR_EXPECT_OK(Decode(MoeGemmSpec{.n = 64,
+                                      .k = 128,
+                                      .tile_rows = 64,
+                                      .kernel = MoeGemmKernel::kMatrixCore},
+                          kAmpere, block));
   EXPECT_THAT(Decode(gemm, kCpu,
                      [](SpecKey& k) {
                        k.variant |= 1u << 11;

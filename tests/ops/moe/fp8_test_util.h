@@ -1,12 +1,13 @@
 // tests/ops/moe/fp8_test_util.h — FP8 pieces of the moe:: op tests: e4m3
 // weights with their scales in every scale mode, activations quantized by
 // the host reference quantizer (ops/moe/fp8_quant.h), and the dequantized
-// f64 values the FP8 ops are checked against.
+// f64 values the FP8 ops are checked against; one Experts layer's inputs.
 #ifndef TAILOR_TESTS_OPS_MOE_FP8_TEST_UTIL_H_
 #define TAILOR_TESTS_OPS_MOE_FP8_TEST_UTIL_H_
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -160,6 +161,96 @@ inline std::vector<double> ReferenceFp8Experts(const Fp8ExpertsInputs& in,
     }
   }
   return out;
+}
+
+// ---- one FP8 MoE layer (moe::Experts), shared by the CPU and GPU tests ---
+
+// Per tensor: the static activation scales (|hidden| <= 2 and the gate|up
+// outputs stay inside e4m3's range).
+inline constexpr float kFp8StaticA1 = 0.01f, kFp8StaticA2 = 0.05f;
+
+// topk_ids [T, 1] giving expert e exactly counts[e] rows, tokens shuffled.
+inline HostTensor IdsWithCounts(std::mt19937_64& rng,
+                                const std::vector<int64_t>& counts) {
+  std::vector<int32_t> ids;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    ids.insert(ids.end(), counts[e], static_cast<int32_t>(e));
+  }
+  std::shuffle(ids.begin(), ids.end(), rng);
+  HostTensor t(DType::kI32, {static_cast<int64_t>(ids.size()), 1});
+  if (!ids.empty()) std::memcpy(t.i32(), ids.data(), ids.size() * 4);
+  return t;
+}
+
+struct Fp8LayerDims {
+  int64_t experts, hidden, intermediate;
+};
+
+// A layer's host inputs: `dtype` activations, e4m3 weights with `mode`'s
+// scales, out NaN-poisoned, the static per-tensor activation scales.
+struct Fp8Layer {
+  Fp8LayerDims dims;
+  ScaleMode mode;
+  DType dtype;
+  HostTensor hidden, weights, ids, out;
+  Fp8Weights w13, w2;
+  HostTensor a1 = HostTensor(DType::kF32, {1});
+  HostTensor a2 = HostTensor(DType::kF32, {1});
+
+  int64_t tokens() const { return hidden.ref().dims[0]; }
+
+  // ExpertsArgs over these host tensors (a CPU runtime).
+  ExpertsArgs Args() const {
+    ExpertsArgs args = {.hidden = hidden.ref(),
+                        .w13 = w13.q.ref(),
+                        .w2 = w2.q.ref(),
+                        .quant = {.mode = mode,
+                                  .w13_scale = w13.scales.ref(),
+                                  .w2_scale = w2.scales.ref()},
+                        .topk_weights = weights.ref(),
+                        .topk_ids = ids.ref(),
+                        .out = out.ref()};
+    if (mode == ScaleMode::kPerTensor) {
+      args.quant.a1_scale = a1.ref();
+      args.quant.a2_scale = a2.ref();
+    }
+    return args;
+  }
+
+  // f64 out of the first `valid_tokens` tokens (-1: all).
+  std::vector<double> Reference(int64_t valid_tokens = -1) const {
+    return ReferenceFp8Experts({.mode = mode,
+                                .hidden = hidden,
+                                .ids = ids,
+                                .weights = weights,
+                                .w13 = w13,
+                                .w2 = w2,
+                                .a1_scale = kFp8StaticA1,
+                                .a2_scale = kFp8StaticA2},
+                               valid_tokens);
+  }
+};
+
+inline Fp8Layer MakeFp8Layer(std::mt19937_64& rng, const Fp8LayerDims& dims,
+                             HostTensor ids, ScaleMode mode,
+                             DType dtype = DType::kBF16) {
+  const int64_t tokens = ids.ref().dims[0], topk = ids.ref().dims[1];
+  const int64_t h = dims.hidden, i = dims.intermediate;
+  Fp8Layer layer = {.dims = dims,
+                    .mode = mode,
+                    .dtype = dtype,
+                    .hidden = HostTensor(dtype, {tokens, h}),
+                    .weights = HostTensor(DType::kF32, {tokens, topk}),
+                    .ids = std::move(ids),
+                    .out = HostTensor(dtype, {tokens, h}),
+                    .w13 = MakeFp8Weights(rng, mode, dims.experts, 2 * i, h),
+                    .w2 = MakeFp8Weights(rng, mode, dims.experts, h, i)};
+  layer.hidden.FillRandom(rng, 2.0);
+  layer.weights.FillRandom(rng, 1.0);
+  layer.out.Poison();
+  layer.a1.set(0, kFp8StaticA1);
+  layer.a2.set(0, kFp8StaticA2);
+  return layer;
 }
 
 }  // namespace tailor::moe::testing

@@ -43,7 +43,7 @@ std::string ModeArgument(moe::ScaleMode mode) {
              : absl::StrCat(", ", static_cast<int>(mode));
 }
 
-// The flags and tile of the Hopper FP8 GEMM.
+// The flags and tile of the FP8 GEMMs (the mma.sync kernel has no flags).
 absl::Status ExpectFp8GemmShape(const MoeGemmSpec& spec) {
   if (spec.tma_store || spec.cluster != 1 || spec.pipeline_checks) {
     return absl::InvalidArgumentError(
@@ -51,8 +51,8 @@ absl::Status ExpectFp8GemmShape(const MoeGemmSpec& spec) {
         "checks");
   }
   const bool gated = spec.epilogue == moe::Epilogue::kSiluAndMul;
-  // Block mode's scale blocks; in every mode the kernel's 128-K stages and
-  // 128-row W halves.
+  // Block mode's scale blocks; in every mode the kernels' 128-K stages and
+  // 128-row W halves (mma.sync: 128-column quantized groups).
   if (spec.k % kBlock != 0) {
     return Invalid("k", "must be a multiple of 128 (block scales)", spec.k);
   }
@@ -97,14 +97,23 @@ absl::StatusOr<KernelSource> GenerateFp8Pack(const MoePackSpec& spec) {
 }
 
 absl::StatusOr<KernelSource> GenerateFp8GroupedGemm(const MoeGemmSpec& spec) {
-  if (spec.kernel != MoeGemmKernel::kHopper) {
-    return Invalid("kernel", "cuda's FP8 GEMM is the Hopper kernel (2)",
+  if (spec.kernel != MoeGemmKernel::kHopper &&
+      spec.kernel != MoeGemmKernel::kMatrixCore) {
+    return Invalid("kernel",
+                   "cuda's FP8 GEMMs are the mma.sync (1) and Hopper (2) "
+                   "kernels",
                    static_cast<int>(spec.kernel));
   }
   TAILOR_RETURN_IF_ERROR(ExpectFp8GemmShape(spec));
   const int epilogue = spec.dtype == DType::kF8E4M3
                            ? kEpilogueSiluAndMulQuant
                            : static_cast<int>(spec.epilogue);
+  if (spec.kernel == MoeGemmKernel::kMatrixCore) {
+    return Entry("moe/fp8_grouped_gemm_sm80.cuh",
+                 absl::StrCat("MoeFp8GroupedGemmMma<", spec.n, ", ", spec.k,
+                              ", ", spec.tile_rows, ", ", epilogue,
+                              ModeArgument(spec.scale_mode), ">"));
+  }
   return Entry(
       "moe/fp8_grouped_gemm_sm90.cuh",
       absl::StrCat("MoeFp8GroupedGemmSm90<", spec.n, ", ", spec.k, ", ",
@@ -129,6 +138,19 @@ SpecKey Fp8GemmKey(const KeyTarget& target, DType c_dtype, int64_t n, int64_t k,
                      .epilogue = epilogue,
                      .kernel = MoeGemmKernel::kHopper,
                      .swap_ab = swap_ab,
+                     .scale_mode = mode}
+      .ToKey(target);
+}
+
+SpecKey Fp8PortableGemmKey(const KeyTarget& target, DType c_dtype, int64_t n,
+                           int64_t k, int64_t tile_rows, moe::Epilogue epilogue,
+                           moe::ScaleMode mode) {
+  return MoeGemmSpec{.dtype = c_dtype,
+                     .n = n,
+                     .k = k,
+                     .tile_rows = static_cast<int32_t>(tile_rows),
+                     .epilogue = epilogue,
+                     .kernel = MoeGemmKernel::kMatrixCore,
                      .scale_mode = mode}
       .ToKey(target);
 }

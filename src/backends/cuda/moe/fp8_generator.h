@@ -1,6 +1,7 @@
 // backends/cuda/moe/fp8_generator.h — the sources of the FP8 (e4m3) MoE
-// kernels on CUDA from their typed specs on sm_90a
-// (templates/cuda/moe/fp8_{pack,grouped_gemm_sm90}.cuh).
+// kernels on CUDA from their typed specs: the Hopper GEMM on sm_90a, the
+// mma.sync GEMM and the Pack on sm_80+
+// (templates/cuda/moe/fp8_{pack,grouped_gemm_sm90,grouped_gemm_sm80}.cuh).
 //
 // moe::GroupedGemm reaches the GEMM and moe::Experts both kernels
 // (moe/fp8_launch.cc).
@@ -19,12 +20,13 @@ namespace tailor::cuda {
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8Pack(
     const tailor::internal::MoePackSpec& spec);
 
-// MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue, swap_ab[, mode]>: every
-// scale mode (block mode is the template's default argument), kernel
-// kHopper, K % 128 == 0 and N % 128 == 0 (gated: N % 256 == 0), C bf16 or
-// (silu_and_mul, block or per tensor) e4m3, tile_rows in [1, 128] (swap-AB:
-// [1, 32]), no TMA store, cluster or pipeline checks. InvalidArgument naming
-// the field otherwise.
+// Kernel kHopper: MoeFp8GroupedGemmSm90<N, K, tile_rows, epilogue,
+// swap_ab[, mode]>; kMatrixCore: MoeFp8GroupedGemmMma<N, K, tile_rows,
+// epilogue[, mode]> (fp8_grouped_gemm_sm80.cuh, sm_80+). Every scale mode
+// (block mode is the templates' default argument), K % 128 == 0 and N % 128
+// == 0 (gated: N % 256 == 0), C bf16 or (silu_and_mul, block or per tensor)
+// e4m3, tile_rows in [1, 128] (swap-AB: [1, 32]), no TMA store, cluster or
+// pipeline checks. InvalidArgument naming the field otherwise.
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8GroupedGemm(
     const tailor::internal::MoeGemmSpec& spec);
 
@@ -41,6 +43,12 @@ tailor::internal::SpecKey Fp8GemmKey(const tailor::internal::KeyTarget& target,
                                      DType c_dtype, int64_t n, int64_t k,
                                      int64_t tile_rows, moe::Epilogue epilogue,
                                      bool swap_ab, moe::ScaleMode mode);
+
+// The portable (mma.sync, sm_80+) FP8 GEMM: as Fp8GemmKey, kernel
+// kMatrixCore, no Hopper flags.
+tailor::internal::SpecKey Fp8PortableGemmKey(
+    const tailor::internal::KeyTarget& target, DType c_dtype, int64_t n,
+    int64_t k, int64_t tile_rows, moe::Epilogue epilogue, moe::ScaleMode mode);
 
 }  // namespace tailor::cuda
 

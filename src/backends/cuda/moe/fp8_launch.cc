@@ -1,12 +1,16 @@
-// The FP8 (e4m3) launches on sm_90a, kernels built from their typed specs
+// The FP8 (e4m3) launches, kernels built from their typed specs
 // (backends/cuda/moe/fp8_generator.h):
 //   Pack         bf16 hidden -> e4m3 rows and 1 x 128 scales in the layout
-//                the GEMM's A-scale map loads (per tensor: a static scale)
-//   GroupedGemm  every scale mode: tensor maps over e4m3 A and W (and, in
-//                block mode, A's scales), the bf16 kernel's work list and
-//                tile order. No split-K: a unit's
-//                partials would need the FP8 kernel's own scratch sizing.
-// Both block on a cold key (no generic FP8 kernel for background JIT yet).
+//                the GEMM's A-scale map loads (per tensor: a static scale);
+//                sm_80+
+//   GroupedGemm  every scale mode. sm_90a: tensor maps over e4m3 A and W
+//                (and, in block mode, A's scales), the bf16 kernel's work
+//                list and tile order; no split-K (a unit's partials would
+//                need the FP8 kernel's own scratch sizing). Other devices
+//                and moe.gemm=portable: the mma.sync kernel
+//                (fp8_grouped_gemm_sm80.cuh), the same buffers.
+// All block on a cold key (the generic FP8 kernel is not wired to
+// background JIT).
 #include <algorithm>
 #include <cstring>
 
@@ -14,6 +18,7 @@
 #include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/heuristics.h"
 #include "backends/cuda/moe/kernels.h"
+#include "backends/gpu/moe_launch.h"
 #include "ops/moe/spec.h"
 #include "tailor/status.h"
 #include "templates/cuda/moe/fp8_params.h"
@@ -201,6 +206,7 @@ absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
 absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
                                             const GroupedGemmLaunch& l) {
   TAILOR_RETURN_IF_ERROR(ExpectFp8Launch(l));
+  if (!hopper_) return PortableFp8GroupedGemm(engine, l);
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
@@ -242,6 +248,53 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   config.grid = {.x = static_cast<uint32_t>(std::max(ctas, 1))};
   config.block = {.x = static_cast<uint32_t>(kMoeSm90Threads)};
   config.shared_bytes = static_cast<uint32_t>(MoeFp8SharedBytes(a_rows));
+  config.stream = l.stream;
+  config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
+  return engine.Launch(key.op, *kernel, config, p);
+}
+
+absl::Status CudaMoeKernels::PortableFp8GroupedGemm(
+    tailor::internal::Engine& engine, const GroupedGemmLaunch& l) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const bool quantized = l.dtype == DType::kF8E4M3;
+  // A quantized unit is a 128-column scale group: two 64-column N tiles.
+  const int64_t units = quantized ? l.n / 2 / kMoeFp8Block
+                                  : MoeGemmNTiles(/*mma=*/true, gated, l.n);
+  const int64_t max_tiles = l.plan.max_work * units;
+  if (max_tiles == 0) return absl::OkStatus();
+  const SpecKey key = Fp8PortableGemmKey(engine.target(), l.dtype, l.n, l.k,
+                                         l.tile_rows, l.epilogue, l.scale_mode);
+  TAILOR_ASSIGN_OR_RETURN(
+      std::shared_ptr<tailor::internal::Kernel> kernel,
+      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
+  const MoeFp8GemmParams p = {.gemm = gpu::MoePortableGemmParamsOf(l),
+                              .a_scales = l.a_scales,
+                              .w_scales = l.w_scales,
+                              .c_scales = l.c_scales,
+                              .c_scale = l.c_static_scale,
+                              .a_scale_rows = static_cast<int>(l.a_scale_rows),
+                              .c_scale_rows = static_cast<int>(l.c_scale_rows)};
+  // As the bf16 mma.sync kernel: a persistent grid of 2 CTAs per SM.
+  const int64_t ctas = std::min<int64_t>(max_tiles, 2 * multiprocessors_);
+  const int tile_rows = static_cast<int>(l.tile_rows);
+  if (l.config != nullptr) {
+    *l.config = {.kernel = "cuda.sm80_mma_fp8",
+                 .n = l.n,
+                 .k = l.k,
+                 .cta_rows = MoeGemmCtaRows(tile_rows),
+                 .cta_cols = kMoeMmaWRows,
+                 .k_tile = kMoeFp8Block,
+                 .stages = MoeFp8MmaStages(quantized),
+                 .ctas = static_cast<int32_t>(ctas),
+                 .features = {{.key = "scale_mode",
+                               .value = static_cast<int>(l.scale_mode),
+                               .name = ScaleModeName(l.scale_mode)}}};
+  }
+  LaunchConfig config;
+  config.grid = {.x = static_cast<uint32_t>(ctas)};
+  config.block = {.x = static_cast<uint32_t>(kMoeMmaThreads)};
+  config.shared_bytes =
+      static_cast<uint32_t>(MoeFp8MmaSharedBytes(tile_rows, quantized));
   config.stream = l.stream;
   config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
   return engine.Launch(key.op, *kernel, config, p);

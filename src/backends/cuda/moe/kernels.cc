@@ -9,8 +9,10 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/heuristics.h"
@@ -286,6 +288,22 @@ bool HopperGemmEnabled(absl::string_view arch, const MoeTuning& tuning) {
   return arch == "sm_90a" && !tuning.portable_gemm;
 }
 
+// The FP8 kernels' devices: sm_80 and newer (mma.sync; e4m3 converted in
+// registers where the device has no FP8 instructions). `what` names the
+// arch in the message (device, target).
+absl::Status ExpectFp8Arch(absl::string_view arch, absl::string_view what) {
+  absl::string_view digits = arch;
+  int number = 0;
+  if (absl::ConsumePrefix(&digits, "sm_")) {
+    absl::ConsumeSuffix(&digits, "a");
+    if (!absl::SimpleAtoi(digits, &number)) number = 0;
+  }
+  if (number >= 80) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat("FP8 (e4m3) MoE on cuda needs sm_80 or newer (mma.sync); ",
+                   what, " is ", arch));
+}
+
 }  // namespace
 
 absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(DescriptorPool& descriptors,
@@ -321,14 +339,7 @@ absl::StatusOr<HopperGemmMaps> EncodeHopperGemmMaps(DescriptorPool& descriptors,
 
 absl::Status CudaMoeKernels::SupportsScaleMode(moe::ScaleMode mode) const {
   if (mode == moe::ScaleMode::kNone) return absl::OkStatus();
-  if (!hopper_) {
-    const bool portable = backend_.arch() == "sm_90a";
-    return absl::UnimplementedError(absl::StrCat(
-        "FP8 (e4m3) MoE on cuda needs sm_90a's FP8 kernels (no "
-        "dequantize-in-registers path for other archs); device is ",
-        backend_.arch(), portable ? " with moe.gemm=portable" : ""));
-  }
-  return absl::OkStatus();
+  return ExpectFp8Arch(backend_.arch(), "device");
 }
 
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
@@ -336,11 +347,7 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const MoeTuning& tuning) {
   const bool hopper = HopperGemmEnabled(target.arch, tuning);
   const bool fp8 = layer.scale_mode != moe::ScaleMode::kNone;
-  if (fp8 && !hopper) {
-    return absl::UnimplementedError(absl::StrCat(
-        "FP8 (e4m3) MoE layers on cuda need sm_90a's FP8 kernels; target is ",
-        target.arch, target.arch == "sm_90a" ? " with moe.gemm=portable" : ""));
-  }
+  if (fp8) TAILOR_RETURN_IF_ERROR(ExpectFp8Arch(target.arch, "target"));
   if (fp8 && layer.scale_mode != moe::ScaleMode::kBlock) {
     return absl::UnimplementedError(
         "FP8 (e4m3) MoE layers on cuda: block mode only");
@@ -384,10 +391,14 @@ absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
                      moe::Epilogue::kSiluAndMul},
           std::tuple{layer.hidden, layer.intermediate, moe::Epilogue::kNone}}) {
       if (fp8) {  // Experts' FP8 GEMMs: gate|up quantizes its output
-        const bool gated = epilogue == moe::Epilogue::kSiluAndMul;
-        add(Fp8GemmKey(target, gated ? DType::kF8E4M3 : layer.dtype, n, k,
-                       tile_rows, epilogue, HopperSwapAB(swap_ab, tile_rows),
-                       layer.scale_mode));
+        const DType c_dtype = epilogue == moe::Epilogue::kSiluAndMul
+                                  ? DType::kF8E4M3
+                                  : layer.dtype;
+        add(hopper
+                ? Fp8GemmKey(target, c_dtype, n, k, tile_rows, epilogue,
+                             HopperSwapAB(swap_ab, tile_rows), layer.scale_mode)
+                : Fp8PortableGemmKey(target, c_dtype, n, k, tile_rows, epilogue,
+                                     layer.scale_mode));
         continue;
       }
       const MoeGemmSpec gemm =

@@ -26,6 +26,10 @@
 // comparisons); $TAILOR_CUDA_PIPELINE_CHECKS=1 compiles the Hopper kernel
 // with the pipeline's protocol checks (runtime/cuda/pipeline.cuh; tests).
 // One grouped-GEMM kernel serves the core and every tail class.
+// FP8 (a scale mode; moe/fp8_launch.cc): the TMA + wgmma FP8 kernel on
+// sm_90a, else (and with moe.gemm=portable) the mma.sync kernel that
+// converts e4m3 in registers (moe/fp8_grouped_gemm_sm80.cuh); the
+// quantizing Pack on every sm_80+ device.
 //
 // Background JIT (generic_kernels.h): while a key compiles, its launch runs
 // the generic kernel of its family and dtype (route: the same kernels;
@@ -65,10 +69,12 @@ absl::StatusOr<tailor::internal::KernelSource> GenerateMoeKernel(
 // to (tile_rows 0: 64, and on sm_90a 128 and the swap-AB tiles 8 and 32:
 // the cost model's choices)
 // with the kernel the device picks (Hopper unless moe.gemm=portable;
-// mma.sync for bf16 with K % 8 == 0; SIMT otherwise), combine, as `tuning`
-// shapes them. No device is needed (warm-up for another machine).
-// InvalidArgument naming policy.tile_rows when it is out of range. Without
-// the CUDA headers (cuda_backend_unavailable.cc): Unavailable.
+// mma.sync for bf16 with K % 8 == 0 and for FP8; SIMT otherwise), combine,
+// as `tuning` shapes them. No device is needed (warm-up for another
+// machine). InvalidArgument naming policy.tile_rows when it is out of range;
+// Unimplemented for an FP8 layer on a target older than sm_80 or not in
+// block mode. Without the CUDA headers (cuda_backend_unavailable.cc):
+// Unavailable.
 absl::StatusOr<std::vector<tailor::internal::KernelJob>> MoeLayerKernels(
     const tailor::internal::KeyTarget& target,
     const tailor::internal::MoeLayerShape& layer, const MoeTuning& tuning);
@@ -112,8 +118,10 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
-  // FP8: every scale mode on sm_90a (GroupedGemm; Experts runs block and
-  // per-tensor mode on a device); Unimplemented elsewhere, naming the arch.
+  // FP8: every scale mode (GroupedGemm; Experts runs block and per-tensor
+  // mode on a device) on every device (sm_80+): the Hopper kernels on
+  // sm_90a, the portable mma.sync kernel elsewhere or with moe.gemm=
+  // portable.
   absl::Status SupportsScaleMode(moe::ScaleMode mode) const override;
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;
@@ -145,10 +153,15 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   // (multiples of 128, 4).
   absl::Status Fp8Pack(tailor::internal::Engine& engine,
                        const tailor::internal::PackLaunch& launch);
-  // The FP8 GEMM (moe/fp8_launch.cc): sm_90a, every scale mode, C bf16 or
-  // e4m3 (block; per tensor with a static scale), block scale rows
-  // multiples of 4.
+  // The FP8 GEMM (moe/fp8_launch.cc): every scale mode, C bf16 or e4m3
+  // (block; per tensor with a static scale), block scale rows multiples of
+  // 4; the Hopper kernel on sm_90a, else the portable one.
   absl::Status Fp8GroupedGemm(
+      tailor::internal::Engine& engine,
+      const tailor::internal::GroupedGemmLaunch& launch);
+  // Its portable kernel (mma.sync, e4m3 converted in registers): devices
+  // other than sm_90a, and moe.gemm=portable.
+  absl::Status PortableFp8GroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
   // What a Hopper launch runs: the kernel's variant and its grid.

@@ -1,4 +1,4 @@
-// moe::Experts with FP8 (e4m3) weights on a CUDA sm_90a device, end to end
+// moe::Experts with FP8 (e4m3) weights on a CUDA sm_80+ device, end to end
 // through the public entry: the device Route, the quantizing Pack, the
 // gate|up GEMM quantizing its silu_and_mul output, the down GEMM and
 // Combine, on a reserved device workspace; block mode, and per-tensor mode
@@ -9,10 +9,9 @@
 // picks, outputs NaN-poisoned first; steps of many T on one workspace
 // encode no new descriptors; a captured CUDA graph replays with new data and
 // token counts; the device's argument rules with their codes and messages.
-// Skips without a device; without sm_90a, FP8 is Unimplemented.
-#include <algorithm>
+// Both GEMM kernels (the parameter: tuning keys). Skips without a device.
 #include <cmath>
-#include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -31,68 +30,13 @@ using ::testing::HasSubstr;
 // output adds its own rounding: together up to about 1e-2.
 constexpr double kTolerance = 2e-2;
 
-struct LayerDims {
-  int64_t experts, hidden, intermediate;
-};
-constexpr LayerDims kSmall = {8, 256, 128};  // two K blocks, one
-constexpr LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
+constexpr Fp8LayerDims kSmall = {8, 256, 128};  // two K blocks, one
+constexpr Fp8LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
 
-// topk_ids [T, 1] giving expert e exactly counts[e] rows, tokens shuffled.
-HostTensor IdsWithCounts(std::mt19937_64& rng,
-                         const std::vector<int64_t>& counts) {
-  std::vector<int32_t> ids;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    ids.insert(ids.end(), counts[e], static_cast<int32_t>(e));
-  }
-  std::shuffle(ids.begin(), ids.end(), rng);
-  HostTensor t(DType::kI32, {static_cast<int64_t>(ids.size()), 1});
-  if (!ids.empty()) std::memcpy(t.i32(), ids.data(), ids.size() * 4);
-  return t;
-}
-
-// Per tensor: the static activation scales (the CPU test's).
-constexpr float kStaticA1 = 0.01f, kStaticA2 = 0.05f;
-
-// One layer's host inputs (bf16 activations).
-struct Fp8Layer {
-  LayerDims dims;
-  ScaleMode mode;
-  HostTensor hidden, weights, ids, out;
-  Fp8Weights w13, w2;
-  HostTensor a1 = HostTensor(DType::kF32, {1});
-  HostTensor a2 = HostTensor(DType::kF32, {1});
-
-  std::vector<double> Reference(int64_t valid_tokens = -1) const {
-    return ReferenceFp8Experts({.mode = mode,
-                                .hidden = hidden,
-                                .ids = ids,
-                                .weights = weights,
-                                .w13 = w13,
-                                .w2 = w2,
-                                .a1_scale = kStaticA1,
-                                .a2_scale = kStaticA2},
-                               valid_tokens);
-  }
-};
-
-Fp8Layer MakeLayer(std::mt19937_64& rng, const LayerDims& dims, HostTensor ids,
-                   ScaleMode mode = ScaleMode::kBlock) {
-  const int64_t tokens = ids.ref().dims[0], topk = ids.ref().dims[1];
-  const int64_t h = dims.hidden, i = dims.intermediate;
-  Fp8Layer layer = {.dims = dims,
-                    .mode = mode,
-                    .hidden = HostTensor(DType::kBF16, {tokens, h}),
-                    .weights = HostTensor(DType::kF32, {tokens, topk}),
-                    .ids = std::move(ids),
-                    .out = HostTensor(DType::kBF16, {tokens, h}),
-                    .w13 = MakeFp8Weights(rng, mode, dims.experts, 2 * i, h),
-                    .w2 = MakeFp8Weights(rng, mode, dims.experts, h, i)};
-  layer.hidden.FillRandom(rng, 2.0);
-  layer.weights.FillRandom(rng, 1.0);
-  layer.out.Poison();
-  layer.a1.set(0, kStaticA1);
-  layer.a2.set(0, kStaticA2);
-  return layer;
+// bf16 activations: what Experts on a device takes.
+Fp8Layer MakeLayer(std::mt19937_64& rng, const Fp8LayerDims& dims,
+                   HostTensor ids, ScaleMode mode = ScaleMode::kBlock) {
+  return MakeFp8Layer(rng, dims, std::move(ids), mode);
 }
 
 // A layer's device copies and the ExpertsArgs over them.
@@ -119,8 +63,20 @@ struct DeviceLayer {
   }
 };
 
-class MoeFp8ExpertsCudaTest : public MoeCudaTest {
+// Parameter: the tuning keys ("": the device's choice, the Hopper kernels
+// on sm_90a; moe.gemm=portable: the mma.sync GEMM every other device runs).
+class MoeFp8ExpertsCudaTest
+    : public MoeCudaTest,
+      public ::testing::WithParamInterface<std::string> {
  protected:
+  void SetUp() override { SetUpWith(GetParam()); }
+  // The GEMM kernel the steps must have run.
+  std::string ExpectedKernel() {
+    const bool hopper =
+        env_->backend().arch() == "sm_90a" && GetParam().empty();
+    return hopper ? "cuda.sm90_tma_wgmma_fp8" : "cuda.sm80_mma_fp8";
+  }
+
   DeviceLayer Upload(const Fp8Layer& l) {
     return {l.mode,
             ToDevice(l.hidden),
@@ -146,35 +102,28 @@ class MoeFp8ExpertsCudaTest : public MoeCudaTest {
   }
 
   // Runs the layer once on a fresh workspace and checks out against the
-  // reference; false (and a skip) when the device has no FP8 kernels.
-  bool RunAndCheck(const Fp8Layer& layer, RoutingPolicy policy = {}) {
+  // reference and the kernels that ran.
+  void RunAndCheck(const Fp8Layer& layer, RoutingPolicy policy = {}) {
     DeviceLayer d = Upload(layer);
     Workspace ws;
     TAILOR_EXPECT_OK(ReserveWorkspace(runtime(), Limits(layer, policy), ws));
-    const absl::Status status = Experts(runtime(), d.Args(policy), ws);
-    if (absl::IsUnimplemented(status)) {
-      EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented,
-                                   HasSubstr("needs sm_90a")));
-      return false;
-    }
-    TAILOR_EXPECT_OK(status);
+    TAILOR_EXPECT_OK(Experts(runtime(), d.Args(policy), ws));
     EXPECT_LT(RelativeError(d.out.Download(), layer.Reference()), kTolerance);
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
     if (layer.hidden.ref().dims[0] > 0) {
       const std::vector<GemmChoice> gemms = ws.plan().gemms;
       EXPECT_EQ(gemms.size(), 2u) << ws.plan().ToString();
       for (const GemmChoice& g : gemms) {
-        EXPECT_EQ(g.kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0), 0u)
+        EXPECT_EQ(g.kernel.rfind(ExpectedKernel(), 0), 0u)
             << ws.plan().ToString();
         EXPECT_EQ(g.Feature("scale_mode").value_or(""),
                   layer.mode == ScaleMode::kBlock ? "block" : "per_tensor");
       }
     }
-    return true;
   }
 };
 
-TEST_F(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
+TEST_P(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
   std::mt19937_64 rng(TestSeed());
   const std::vector<std::vector<int64_t>> grids = {
       {0, 1, 127, 128, 129, 0, 577, 17},  // empty experts, T-1, T, T+1
@@ -185,20 +134,20 @@ TEST_F(MoeFp8ExpertsCudaTest, AwkwardCountsMatchTheReference) {
     const Fp8Layer layer = MakeLayer(rng, kSmall, IdsWithCounts(rng, counts));
     SCOPED_TRACE(absl::StrCat("counts ", counts[1], ",", counts[2], ",",
                               counts[3], " T=", layer.hidden.ref().dims[0]));
-    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+    RunAndCheck(layer);
   }
 }
 
-TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
+TEST_P(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
   std::mt19937_64 rng(TestSeed());
   for (int64_t tokens : {1, 127, 128, 129, 577}) {
-    for (const LayerDims& dims : {kSmall, kWide}) {
+    for (const Fp8LayerDims& dims : {kSmall, kWide}) {
       SCOPED_TRACE(absl::StrCat("T=", tokens, " E=", dims.experts,
                                 " H=", dims.hidden, " I=", dims.intermediate));
       const Fp8Layer layer = MakeLayer(
           rng, dims,
           RandomTopkIds(rng, tokens, 4, dims.experts, Spread::kUniform));
-      if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+      RunAndCheck(layer);
     }
   }
 }
@@ -206,7 +155,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
 // Per tensor (vLLM's default FP8 checkpoints): Pack divides by a1, the
 // gate|up epilogue by a2 (static scales), the scales multiply the
 // accumulators; every tile kind the cost model picks, awkward counts.
-TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
+TEST_P(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
   for (int64_t tokens : {1, 17, 129, 577}) {
     SCOPED_TRACE(absl::StrCat("T=", tokens));
@@ -215,7 +164,7 @@ TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
         RandomTopkIds(rng, tokens, 4, kWide.experts,
                       tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
         ScaleMode::kPerTensor);
-    if (!RunAndCheck(layer)) GTEST_SKIP() << "no FP8 kernels on this device";
+    RunAndCheck(layer);
   }
   const Fp8Layer empty =
       MakeLayer(rng, kSmall, IdsWithCounts(rng, {0, 3, 0, 0, 128, 0, 1, 0}),
@@ -225,7 +174,7 @@ TEST_F(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
 
 // Per channel needs per-token activation scales of whole rows: not on a
 // device yet, refused before anything runs.
-TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
+TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
   std::mt19937_64 rng(TestSeed());
   const Fp8Layer layer =
       MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
@@ -234,10 +183,6 @@ TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
   Workspace ws;
   TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
   const absl::Status status = Experts(runtime(), d.Args(), ws);
-  if (absl::IsUnimplemented(status) &&
-      status.message().find("needs sm_90a") != absl::string_view::npos) {
-    GTEST_SKIP() << status;
-  }
   EXPECT_THAT(status,
               StatusIs(absl::StatusCode::kUnimplemented,
                        "quant.mode: FP8 Experts on a device runs block and "
@@ -249,7 +194,7 @@ TEST_F(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
 
 // Every tile class: the swap-AB decode tiles (8, 16, 32), 64 and 128 rows,
 // with the tail policies that change the tail pieces.
-TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
+TEST_P(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
   std::mt19937_64 rng(TestSeed());
   for (int32_t tile_rows : {8, 16, 32, 64, 128}) {
     for (TailPolicy tail : {TailPolicy::kNextPowerOfTwo, TailPolicy::kExact}) {
@@ -257,9 +202,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
                                 " tail=", static_cast<int>(tail)));
       const Fp8Layer layer = MakeLayer(
           rng, kSmall, RandomTopkIds(rng, 129, 2, 8, Spread::kOneExpert));
-      if (!RunAndCheck(layer, {.tile_rows = tile_rows, .tail = tail})) {
-        GTEST_SKIP() << "no FP8 kernels on this device";
-      }
+      RunAndCheck(layer, {.tile_rows = tile_rows, .tail = tail});
     }
   }
 }
@@ -267,7 +210,7 @@ TEST_F(MoeFp8ExpertsCudaTest, TileRowsAndTailPolicies) {
 // A server's steps on one workspace: the FP8 GEMMs' maps (A, W, A's
 // scales) span the reserved rows, so only a tile class's first step
 // encodes, and a second pass over the same steps encodes nothing.
-TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
+TEST_P(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
   std::mt19937_64 rng(TestSeed());
   constexpr int64_t kTokens = 577, kTopk = 4;
   const Fp8Layer layer = MakeLayer(
@@ -289,7 +232,6 @@ TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
         view->dims[0] = t;
       }
       const absl::Status status = Experts(runtime(), args, ws);
-      if (absl::IsUnimplemented(status)) GTEST_SKIP() << status;
       TAILOR_ASSERT_OK(status);
       std::vector<double> ref = layer.Reference(t);
       ref.resize(static_cast<size_t>(t * kSmall.hidden));
@@ -310,7 +252,7 @@ TEST_F(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
 
 // One step captured in a CUDA graph replays with new data, routing and
 // token counts (valid_tokens) in the captured buffers, compiling nothing.
-TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
+TEST_P(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
   std::mt19937_64 rng(TestSeed());
   constexpr int64_t kBucket = 64, kTopk = 2;
   cuda::testing::TestStream stream(api());
@@ -328,7 +270,6 @@ TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
   args.stream = stream.get();
   // Once outside the capture: every kernel compiled, loaded, maps encoded.
   const absl::Status warm = Experts(runtime(), args, ws);
-  if (absl::IsUnimplemented(warm)) GTEST_SKIP() << warm;
   TAILOR_ASSERT_OK(warm);
   TAILOR_ASSERT_OK(stream.Synchronize());
 
@@ -373,7 +314,7 @@ TEST_F(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
 
 // ---- argument rules of a device step ----------------------------------------
 
-TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
+TEST_P(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   std::mt19937_64 rng(TestSeed());
   const Fp8Layer layer =
       MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform));
@@ -381,7 +322,6 @@ TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   Workspace ws;
   TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
   const absl::Status probe = Experts(runtime(), d.Args(), ws);
-  if (absl::IsUnimplemented(probe)) GTEST_SKIP() << probe;
   TAILOR_ASSERT_OK(probe);
 
   // f32 activations: the quantizing Pack reads bf16.
@@ -412,6 +352,15 @@ TEST_F(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   EXPECT_EQ(Experts(runtime(), d.Args(), none).code(),
             absl::StatusCode::kFailedPrecondition);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8ExpertsCudaTest,
+                         ::testing::Values(std::string(),
+                                           std::string("moe.gemm=portable")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty()
+                                      ? std::string("DeviceChoice")
+                                      : std::string("Portable");
+                         });
 
 }  // namespace
 }  // namespace tailor::moe::testing

@@ -1,13 +1,17 @@
-// moe::GroupedGemm with FP8 (e4m3, block-scaled) operands on a CUDA sm_90a
-// device, the kernel built from its typed spec: against f64 on the
-// dequantized inputs (per-GEMM relative error < 5e-3), over the device
-// Route of awkward ragged steps (empty experts, decode-sized swap-AB
-// tiles), outputs poisoned first; the quantizing silu_and_mul epilogue
-// against the reference quantizer; a launch replayed on the same plan; the
-// per-tensor and per-channel modes (scales applied to the accumulators).
-// Skips without a device; on a device without sm_90a, FP8 is Unimplemented.
+// moe::GroupedGemm with FP8 (e4m3) operands on a CUDA device, the kernel
+// built from its typed spec, on both kernels (parameter: the tuning keys;
+// "" is the device's choice, the Hopper kernel on sm_90a; moe.gemm=portable
+// the mma.sync kernel that converts e4m3 in registers, what every other
+// sm_80+ device runs): against f64 on the dequantized inputs (per-GEMM
+// relative error < 5e-3), over the device Route of awkward ragged steps
+// (empty experts, one expert with most rows, T - 1, T, T + 1 around the
+// tile, 577, decode-sized tiles), outputs poisoned first; the quantizing
+// silu_and_mul epilogue against the reference quantizer; a launch replayed
+// on the same plan; the per-tensor and per-channel modes (scales applied to
+// the accumulators). Skips without a device.
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,13 +53,22 @@ HostTensor AScales(ScaleMode mode, int64_t rows, int64_t k) {
   return scales;
 }
 
-class MoeFp8CudaTest : public MoeCudaTest {
+class MoeFp8CudaTest : public MoeCudaTest,
+                       public ::testing::WithParamInterface<std::string> {
  protected:
+  void SetUp() override { SetUpWith(GetParam()); }
+  // The kernel the launches must have run.
+  std::string ExpectedKernel() {
+    const bool hopper =
+        env_->backend().arch() == "sm_90a" && GetParam().empty();
+    return hopper ? "cuda.sm90_tma_wgmma_fp8" : "cuda.sm80_mma_fp8";
+  }
+
   // Routes a fresh step, runs the case's GEMM twice (the second on the same
   // plan and buffers) and checks the first R rows of C each time.
-  void Run(const Fp8Case& g, std::mt19937_64& rng) {
-    HostTensor ids =
-        RandomTopkIds(rng, g.tokens, kTopk, kExperts, Spread::kSubset);
+  void Run(const Fp8Case& g, std::mt19937_64& rng,
+           Spread spread = Spread::kSubset) {
+    HostTensor ids = RandomTopkIds(rng, g.tokens, kTopk, kExperts, spread);
     DeviceTensor d_ids = ToDevice(ids);
     Workspace ws;
     TAILOR_ASSERT_OK(ReserveWorkspace(runtime(),
@@ -105,9 +118,7 @@ class MoeFp8CudaTest : public MoeCudaTest {
     const int64_t useful = ref.offsets.back();
     for (int launch = 0; launch < 2; ++launch) {
       SCOPED_TRACE(absl::StrCat("launch ", launch));
-      const absl::Status status = GroupedGemm(runtime(), args, ws);
-      if (absl::IsUnimplemented(status)) GTEST_SKIP() << status;  // not sm_90a
-      TAILOR_ASSERT_OK(status);
+      TAILOR_ASSERT_OK(GroupedGemm(runtime(), args, ws));
       // A quantized output may land one e4m3 step (1/16 to 1/8 of the
       // value) off the reference where the f32 and f64 SiLU-and-mul round
       // to either side of a boundary: a few such elements cost ~5e-3.
@@ -115,8 +126,7 @@ class MoeFp8CudaTest : public MoeCudaTest {
                       srows, g.quantized),
                 g.quantized ? 2e-2 : 5e-3);
     }
-    EXPECT_EQ(ws.plan().gemms.back().kernel.rfind("cuda.sm90_tma_wgmma_fp8", 0),
-              0u)
+    EXPECT_EQ(ws.plan().gemms.back().kernel.rfind(ExpectedKernel(), 0), 0u)
         << ws.plan().ToString();
     EXPECT_EQ(ws.plan().gemms.back().Feature("scale_mode").value_or(""),
               g.mode == ScaleMode::kBlock        ? "block"
@@ -187,7 +197,7 @@ class MoeFp8CudaTest : public MoeCudaTest {
 
 // Per tensor and per channel: the scales multiply the finished
 // accumulators (bf16 C, with and without silu_and_mul), every tile kind.
-TEST_F(MoeFp8CudaTest, PerTensorAndPerChannelGemmsMatchTheReference) {
+TEST_P(MoeFp8CudaTest, PerTensorAndPerChannelGemmsMatchTheReference) {
   std::mt19937_64 rng(TestSeed());
   for (ScaleMode mode : {ScaleMode::kPerTensor, ScaleMode::kPerChannel}) {
     for (const Fp8Case& shape : std::vector<Fp8Case>{
@@ -209,7 +219,7 @@ TEST_F(MoeFp8CudaTest, PerTensorAndPerChannelGemmsMatchTheReference) {
   }
 }
 
-TEST_F(MoeFp8CudaTest, BlockGemmMatchesTheReference) {
+TEST_P(MoeFp8CudaTest, BlockGemmMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
   for (const Fp8Case& g : std::vector<Fp8Case>{
            {577, 256, 256, 128, false},  // core tiles and tails
@@ -223,6 +233,38 @@ TEST_F(MoeFp8CudaTest, BlockGemmMatchesTheReference) {
     Run(g, rng);
   }
 }
+
+// The awkward-shape grid in block mode: Spread::kSubset routes every token
+// to experts 0 and 1 (kTopk of kExperts: 6 experts empty), so they get
+// T - 1, T, T + 1 rows around the tile T, or 1; 577 tokens with one expert
+// taking every token's first slot. The quantizing gate|up and the bf16 down
+// GEMM each.
+TEST_P(MoeFp8CudaTest, BlockGemmAwkwardShapesMatchTheReference) {
+  std::mt19937_64 rng(TestSeed());
+  for (const int32_t tile : {16, 64}) {
+    for (const int64_t tokens : {int64_t{1}, int64_t{tile} - 1, int64_t{tile},
+                                 int64_t{tile} + 1, int64_t{577}}) {
+      for (const bool quantized : {false, true}) {
+        const Fp8Case g = {tokens, quantized ? 512 : 256, 256, tile, quantized};
+        const Spread spread =
+            tokens == 577 ? Spread::kOneExpert : Spread::kSubset;
+        SCOPED_TRACE(
+            absl::StrCat("T=", g.tokens, " tile=", tile, " quant=", quantized));
+        Run(g, rng, spread);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8CudaTest,
+                         ::testing::Values(std::string(),
+                                           std::string("moe.gemm=portable")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty()
+                                      ? std::string("DeviceChoice")
+                                      : std::string("Portable");
+                         });
 
 }  // namespace
 }  // namespace tailor::moe::testing

@@ -14,13 +14,14 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/nvrtc_report_test_util.h"
 #include "core/spec_key.h"
 #include "ops/moe/spec.h"
-#include "backends/cuda/nvrtc_report_test_util.h"
 #include "test_util.h"
 
 namespace tailor::cuda {
@@ -100,20 +101,99 @@ TEST_F(Fp8NvrtcTest, AnchorGemmVariantsCompileWithoutSpills) {
   }
 }
 
+// The spill and register report of one compiled variant; `name` prints.
+void ExpectNoSpills(const std::string& name,
+                    const absl::StatusOr<NvrtcCompiler::Output>& out) {
+  TAILOR_ASSERT_OK(out.status());
+  const int regs = LogNumber(out->log, R"(Used (\d+) registers)");
+  const int stores = LogNumber(out->log, R"((\d+) bytes spill stores)");
+  const int loads = LogNumber(out->log, R"((\d+) bytes spill loads)");
+  std::printf("%-72s %5d %8d %8d\n", name.c_str(), regs, stores, loads);
+  EXPECT_GT(regs, 0) << out->log;
+  EXPECT_EQ(stores, 0) << out->log;
+  EXPECT_EQ(loads, 0) << out->log;
+}
+
+// The portable FP8 GEMM (mma.sync, e4m3 converted in registers): every
+// scale mode and epilogue, the plan tiles of its tail parts, on sm_80
+// (integer conversions) and sm_90a (cvt), with no spills.
+TEST_F(Fp8NvrtcTest, PortableGemmVariantsCompileWithoutSpills) {
+  constexpr moe::ScaleMode kTensor = moe::ScaleMode::kPerTensor;
+  constexpr moe::ScaleMode kChannel = moe::ScaleMode::kPerChannel;
+  std::vector<MoeGemmSpec> specs = {
+      Gemm(4096, 7168, true, 64),    // DeepSeek-V3 gate|up (quantizing)
+      Gemm(7168, 2048, false, 128),  // DeepSeek-V3 down
+      Gemm(512, 7168, true, 16),     // DeepSeek-V3 TP8 gate|up
+      Gemm(7168, 256, false, 1),     // DeepSeek-V3 TP8 down
+      Gemm(28672, 4096, true, 64, false, kTensor),
+      Gemm(4096, 14336, false, 32, false, kTensor),
+      Gemm(1536, 2048, true, 64, false, kChannel),
+      Gemm(2048, 768, false, 48, false, kChannel),
+  };
+  MoeGemmSpec bf16_out = Gemm(1536, 2048, true, 64);  // silu_and_mul, bf16
+  bf16_out.dtype = DType::kBF16;
+  specs.push_back(bf16_out);
+  std::printf("%-72s %5s %8s %8s\n", "variant", "regs", "spill_st", "spill_ld");
+  for (MoeGemmSpec spec : specs) {
+    spec.kernel = MoeGemmKernel::kMatrixCore;
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const SpecKey key =
+          spec.ToKey({.backend = BackendKind::kCuda, .arch = arch});
+      SCOPED_TRACE(key.ToString());
+      absl::StatusOr<NvrtcCompiler::Output> out = Compile(key, arch);
+      ExpectNoSpills(key.ToString(), out);
+      if (!out.ok()) continue;
+      EXPECT_THAT(out->ptx, HasSubstr("mma.sync.aligned.m16n8k16.row.col.f32."
+                                      "f16.f16.f32"));
+      const bool sm90 = std::string(arch) == "sm_90a";
+      EXPECT_EQ(out->ptx.find("cvt.rn.f16x2.e4m3x2") != std::string::npos,
+                sm90);
+      if (spec.dtype == DType::kF8E4M3) {
+        EXPECT_EQ(
+            out->ptx.find("cvt.rn.satfinite.e4m3x2.f32") != std::string::npos,
+            sm90);
+      }
+    }
+  }
+}
+
+// The generic kernel of background JIT (runtime N, K, tile rows) compiles
+// in every epilogue, as the mma.sync bf16 one does.
+TEST_F(Fp8NvrtcTest, PortableGenericGemmCompilesWithoutSpills) {
+  for (int epilogue : {0, 1, 2}) {
+    const std::string kernel =
+        absl::StrCat("MoeFp8GroupedGemmMma<0, 0, 0, ", epilogue, ">");
+    const tailor::internal::KernelSource source = {
+        .code = absl::StrCat(
+            "#include \"templates/cuda/moe/fp8_grouped_gemm_sm80.cuh\"\n"
+            "TAILOR_CUDA_ENTRY(tailor_entry, (tailor::cuda::",
+            kernel, "))\n"),
+        .entry = "tailor_entry"};
+    ExpectNoSpills(kernel,
+                   compiler_->Compile(source, "sm_80", /*want_ptx=*/true));
+  }
+}
+
 TEST_F(Fp8NvrtcTest, QuantizingPackCompiles) {
   for (const auto& [hidden, mode] :
        {std::pair{int64_t{7168}, moe::ScaleMode::kBlock},
         std::pair{int64_t{2048}, moe::ScaleMode::kBlock},
         std::pair{int64_t{4096}, moe::ScaleMode::kPerTensor}}) {
-    const SpecKey key =
-        MoePackSpec{.dtype = DType::kBF16, .hidden = hidden, .scale_mode = mode}
-            .ToKey(kHopper);
-    SCOPED_TRACE(key.ToString());
-    absl::StatusOr<NvrtcCompiler::Output> out = Compile(key);
-    TAILOR_ASSERT_OK(out.status());
-    EXPECT_EQ(LogNumber(out->log, R"((\d+) bytes spill stores)"), 0)
-        << out->log;
-    EXPECT_THAT(out->ptx, HasSubstr("cvt.rn.satfinite.e4m3x2.f32"));
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const SpecKey key =
+          MoePackSpec{
+              .dtype = DType::kBF16, .hidden = hidden, .scale_mode = mode}
+              .ToKey({.backend = BackendKind::kCuda, .arch = arch});
+      SCOPED_TRACE(key.ToString());
+      absl::StatusOr<NvrtcCompiler::Output> out = Compile(key, arch);
+      TAILOR_ASSERT_OK(out.status());
+      EXPECT_EQ(LogNumber(out->log, R"((\d+) bytes spill stores)"), 0)
+          << out->log;
+      // sm_80 has no e4m3 conversion: the integer rule instead.
+      EXPECT_EQ(
+          out->ptx.find("cvt.rn.satfinite.e4m3x2.f32") != std::string::npos,
+          std::string(arch) == "sm_90a");
+    }
   }
 }
 
