@@ -12,6 +12,7 @@
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/moe/tuning.h"
 #include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/attention/ragged_kernels.h"
 #include "backends/hip/moe/kernels.h"
 #include "ops/attention/kernels.h"
 #include "ops/moe/kernels.h"
@@ -144,6 +145,10 @@ const std::vector<FamilyDescriptor>& LibraryFamilies() {
        .backend = BackendKind::kHip,
        .ops = kGpuDecodeOps,
        .generate = &hip::GenerateHipDecode},
+      {.name = "ragged_attention",
+       .backend = BackendKind::kHip,
+       .ops = kRaggedOps,
+       .generate = &hip::GenerateHipRagged},
   };
   return *families;
 }

@@ -50,7 +50,7 @@ TEST(FamilyRegistryTest, OneEntryPerBackendAndFamily) {
               ElementsAre("cpu.moe", "cpu.attention", "cpu.ragged_attention",
                           "cuda.moe", "cuda.attention",
                           "cuda.ragged_attention", "hip.moe",
-                          "hip.attention"));
+                          "hip.attention", "hip.ragged_attention"));
   for (OpKind op : kLibraryOps) {
     EXPECT_NE(GetOpInfo(op).name, "invalid");
     EXPECT_EQ(OpKindFromName(GetOpInfo(op).name), op);
@@ -72,6 +72,10 @@ TEST(FamilyRegistryTest, FindFamilyNamesTheBuilderOfAnOp) {
               IsNull());
   EXPECT_EQ(FindFamily(BackendKind::kHip, OpKind::kAttentionDecode)->name,
             "attention");
+  ASSERT_THAT(FindFamily(BackendKind::kHip, OpKind::kAttentionRaggedMerge),
+              NotNull());
+  EXPECT_EQ(FindFamily(BackendKind::kHip, OpKind::kAttentionRagged)->name,
+            "ragged_attention");
   // Test kernels are no library op (tests/kernels/ registers them).
   EXPECT_THAT(FindFamily(BackendKind::kCpu, static_cast<OpKind>(1)), IsNull());
   EXPECT_EQ(GetOpInfo(static_cast<OpKind>(1)).name, "invalid");

@@ -10,8 +10,8 @@ namespace {
 using tailor::internal::OpKind;
 
 // Indexed by GenericKernelId. The instantiations name every runtime dim as
-// 0 (kMoeRuntimeDim, kDecodeRuntimeDim) and the decode depth as
-// kGenericDecodeStages (2).
+// 0 (kMoeRuntimeDim, kDecodeRuntimeDim, kPrefillRuntimeDim) and the decode
+// depth as kGenericDecodeStages (2).
 constexpr GenericKernelInfo kTable[kNumGenericKernels] = {
     {OpKind::kMoeRoute, "tailor_generic_moe_route_count_plan", "moe/route.cuh",
      "MoeRouteCountPlan"},
@@ -65,6 +65,42 @@ constexpr GenericKernelInfo kTable[kNumGenericKernels] = {
     {OpKind::kAttentionDecode, "tailor_generic_decode_f16_d256",
      "attention/decode_sm80.cuh",
      "DecodeSm80Kernel<tailor::cuda::Half16::kF16, 256, 0, 0, 2>"},
+    {OpKind::kAttentionRagged, "tailor_generic_ragged_bf16_d64",
+     "attention/prefill_sm80.cuh",
+     "PrefillSm80Kernel<tailor::cuda::Half16::kBf16, 64, 0, 0>"},
+    {OpKind::kAttentionRagged, "tailor_generic_ragged_bf16_d128",
+     "attention/prefill_sm80.cuh",
+     "PrefillSm80Kernel<tailor::cuda::Half16::kBf16, 128, 0, 0>"},
+    {OpKind::kAttentionRagged, "tailor_generic_ragged_bf16_d256",
+     "attention/prefill_sm80.cuh",
+     "PrefillSm80Kernel<tailor::cuda::Half16::kBf16, 256, 0, 0>"},
+    {OpKind::kAttentionRagged, "tailor_generic_ragged_f16_d64",
+     "attention/prefill_sm80.cuh",
+     "PrefillSm80Kernel<tailor::cuda::Half16::kF16, 64, 0, 0>"},
+    {OpKind::kAttentionRagged, "tailor_generic_ragged_f16_d128",
+     "attention/prefill_sm80.cuh",
+     "PrefillSm80Kernel<tailor::cuda::Half16::kF16, 128, 0, 0>"},
+    {OpKind::kAttentionRagged, "tailor_generic_ragged_f16_d256",
+     "attention/prefill_sm80.cuh",
+     "PrefillSm80Kernel<tailor::cuda::Half16::kF16, 256, 0, 0>"},
+    {OpKind::kAttentionRaggedMerge, "tailor_generic_ragged_merge_bf16_d64",
+     "attention/prefill_merge.cuh",
+     "PrefillMergeKernel<tailor::cuda::Half16::kBf16, 64, 0>"},
+    {OpKind::kAttentionRaggedMerge, "tailor_generic_ragged_merge_bf16_d128",
+     "attention/prefill_merge.cuh",
+     "PrefillMergeKernel<tailor::cuda::Half16::kBf16, 128, 0>"},
+    {OpKind::kAttentionRaggedMerge, "tailor_generic_ragged_merge_bf16_d256",
+     "attention/prefill_merge.cuh",
+     "PrefillMergeKernel<tailor::cuda::Half16::kBf16, 256, 0>"},
+    {OpKind::kAttentionRaggedMerge, "tailor_generic_ragged_merge_f16_d64",
+     "attention/prefill_merge.cuh",
+     "PrefillMergeKernel<tailor::cuda::Half16::kF16, 64, 0>"},
+    {OpKind::kAttentionRaggedMerge, "tailor_generic_ragged_merge_f16_d128",
+     "attention/prefill_merge.cuh",
+     "PrefillMergeKernel<tailor::cuda::Half16::kF16, 128, 0>"},
+    {OpKind::kAttentionRaggedMerge, "tailor_generic_ragged_merge_f16_d256",
+     "attention/prefill_merge.cuh",
+     "PrefillMergeKernel<tailor::cuda::Half16::kF16, 256, 0>"},
 };
 
 std::string EntryLine(const GenericKernelInfo& info) {

@@ -21,6 +21,12 @@
 //                     runtime group, runtime page,
 //                     2 stages> (cp.async; merges
 //                     split pairs in the same launch)
+//   attention.ragged  PrefillSm80Kernel<T, D,       bf16, f16 x D 64/128/256
+//                     runtime pack, runtime page>
+//                     (the portable kernel; runs
+//                     either ragged kernel's plan)
+//   attention.ragged_ PrefillMergeKernel<T, D,      bf16, f16 x D 64/128/256
+//     merge           runtime tile rows>
 //
 // Pure data and strings (an OpKind names each kernel's op): the build-time
 // image builder (generic_image_builder.cc) links this file without the rest
@@ -58,6 +64,18 @@ enum class GenericKernelId : int {
   kDecodeF16D64,
   kDecodeF16D128,
   kDecodeF16D256,
+  kRaggedBf16D64,  // as kDecodeBf16D64
+  kRaggedBf16D128,
+  kRaggedBf16D256,
+  kRaggedF16D64,
+  kRaggedF16D128,
+  kRaggedF16D256,
+  kRaggedMergeBf16D64,  // as kDecodeBf16D64
+  kRaggedMergeBf16D128,
+  kRaggedMergeBf16D256,
+  kRaggedMergeF16D64,
+  kRaggedMergeF16D128,
+  kRaggedMergeF16D256,
   kCount,
 };
 inline constexpr int kNumGenericKernels =

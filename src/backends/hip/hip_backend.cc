@@ -37,7 +37,8 @@ HipBackend::HipBackend(const HipRuntimeApi* runtime, Device device,
            "templates/cuda/", "templates/common/"})),
       moe_kernels_(*this, info_.compute_units,
                    HasMfmaBf16(GfxProcessor(info_.target))),
-      decode_kernels_(*this, info_.compute_units) {}
+      decode_kernels_(*this, info_.compute_units),
+      ragged_kernels_(*this, info_.compute_units) {}
 
 absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Create(
     const BackendOptions& options) {

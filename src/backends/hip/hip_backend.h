@@ -12,8 +12,9 @@
 // every disk entry carries compiler_identity() (hiprtc version, library,
 // flags), so code objects of one ROCm are never loaded by another.
 //
-// Kernels: the MoE family (backends/hip/moe/kernels.h; templates/hip/) and
-// paged decode (backends/hip/attention/decode_kernels.h). CDNA (wave64) processors
+// Kernels: the MoE family (backends/hip/moe/kernels.h; templates/hip/),
+// paged decode (backends/hip/attention/decode_kernels.h) and ragged attention
+// (backends/hip/attention/ragged_kernels.h). CDNA (wave64) processors
 // only: Supports says Unimplemented for other targets.
 //
 // Example:
@@ -28,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/attention/ragged_kernels.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hiprtc_compiler.h"
 #include "backends/hip/moe/kernels.h"
@@ -107,6 +109,9 @@ class HipBackend final : public tailor::internal::Backend {
   tailor::internal::DecodeKernels* decode_kernels() override {
     return &decode_kernels_;
   }
+  tailor::internal::RaggedKernels* ragged_kernels() override {
+    return &ragged_kernels_;
+  }
 
   const HiprtcCompiler& compiler() const { return compiler_; }
   const HipDeviceInfo& info() const { return info_; }
@@ -125,6 +130,7 @@ class HipBackend final : public tailor::internal::Backend {
   tailor::internal::Hash128 headers_hash_;
   HipMoeKernels moe_kernels_;
   HipDecodeKernels decode_kernels_;
+  HipRaggedKernels ragged_kernels_;
 };
 
 }  // namespace tailor::hip

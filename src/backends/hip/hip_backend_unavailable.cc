@@ -1,6 +1,7 @@
 // Built instead of the HIP backend when the HIP headers (hip_runtime_api.h,
 // hiprtc.h) are not found at configure time (TAILOR_HIP_INCLUDE_DIR).
 #include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/attention/ragged_kernels.h"
 #include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
 
@@ -33,6 +34,11 @@ absl::StatusOr<internal::KernelSource> GenerateHipMoeKernel(
 }
 
 absl::StatusOr<internal::KernelSource> GenerateHipDecode(
+    const internal::SpecKey&) {
+  return NoHipKernels();
+}
+
+absl::StatusOr<internal::KernelSource> GenerateHipRagged(
     const internal::SpecKey&) {
   return NoHipKernels();
 }

@@ -7,8 +7,9 @@
 // (every lse_i = -inf: out 0, lse -inf).
 //
 // Template parameters: kType (the output's 16-bit type), kHeadDim,
-// kTileRows (the attention kernel's tile rows: rows of a partial slot); the
-// head pack comes with the params.
+// kTileRows (the attention kernel's tile rows: rows of a partial slot; or
+// kPrefillRuntimeDim, the generic merge of background JIT, which reads
+// params.tile_rows); the head pack comes with the params.
 // Launch: any grid (the CTAs stride over the groups, whose count is read on
 // the device, so a captured graph replays plans with other counts), block
 // {kThreads = 128}, no shared memory. Each thread owns 4 columns of a row.
@@ -31,20 +32,25 @@ struct PrefillMergeKernel {
   static constexpr int kMinBlocksPerSm = 1;
   static constexpr int kQuads = kHeadDim / 4;
 
+  static TAILOR_DEVICE int TileRowsOf(const Params& p) {
+    return kTileRows != kPrefillRuntimeDim ? kTileRows : p.tile_rows;
+  }
+
   static TAILOR_DEVICE void MergeRow(const Params& p,
                                      const PrefillMergeGroup& g, int row,
                                      int quad) {
     const float neg_inf = __int_as_float(0xff800000u);
+    const int tile_rows = TileRowsOf(p);
     float max_lse = neg_inf;
     for (int i = 0; i < g.pieces; ++i) {
       const long long slot = g.first_partial + i;
-      max_lse = fmaxf(max_lse, p.partial_lse[slot * kTileRows + row]);
+      max_lse = fmaxf(max_lse, p.partial_lse[slot * tile_rows + row]);
     }
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float sum = 0.0f;
     if (max_lse != neg_inf) {
       for (int i = 0; i < g.pieces; ++i) {
-        const long long slot = (g.first_partial + i) * kTileRows + row;
+        const long long slot = (g.first_partial + i) * tile_rows + row;
         const float w = Exp2(p.partial_lse[slot] - max_lse);
         const float4 o = *reinterpret_cast<const float4*>(
             p.partial_out + slot * kHeadDim + 4 * quad);

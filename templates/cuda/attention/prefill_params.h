@@ -66,6 +66,11 @@ inline constexpr int kPrefillChunk = 64;
 inline constexpr int kPrefillSm80TileRows = 64;
 inline constexpr int kPrefillSm80Threads = 128;
 
+// A template argument read from the params instead (the generic kernels of
+// background JIT): the portable kernel's kPack and kPageSize (both or
+// neither), the merge's kTileRows.
+inline constexpr int kPrefillRuntimeDim = 0;
+
 // The portable kernel's KV block and cp.async stages (K and V of a block
 // share a stage) for a head_dim, sized for the 99 KB of shared memory a
 // CTA may have on sm_86 / sm_89:
@@ -232,6 +237,14 @@ struct PrefillParams {
   long long q_stride_token, q_stride_head;
   const void* k_cache;
   long long k_stride_page, k_stride_token, k_stride_head;
+  // What the portable kernel compiles in unless it is the generic one
+  // (kPrefillRuntimeDim), which reads them here: the page size, the head
+  // pack, and the plan's tile rows (kPrefillSm80TileRows, or
+  // kPrefillTileRows: the generic kernel also runs the Hopper kernel's
+  // plans, a tile as 64-row strips, partial slots of tile_rows rows).
+  int page_size;
+  int head_pack;
+  int tile_rows;
 };
 
 // The merge of split tiles: grid-stride over merge groups.
@@ -244,7 +257,8 @@ struct PrefillMergeParams {
   long long out_stride_token, out_stride_head;
   float* lse;  // [tokens, Hq] or null
   long long lse_stride_token;
-  int pack;  // query heads per packed row group
+  int pack;       // query heads per packed row group
+  int tile_rows;  // rows of a partial slot (read when kTileRows is runtime)
 };
 
 }  // namespace tailor::cuda

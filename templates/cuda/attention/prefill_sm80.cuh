@@ -9,6 +9,12 @@
 //   kPack      query heads packed into a tile's rows: 1, 2, 4, 8 or 16
 //   kPageSize  tokens per page, 1..256
 // The KV block and stage count follow from D (PrefillSm80ShapeFor).
+// kPack = kPageSize = kPrefillRuntimeDim is the generic kernel of
+// background JIT: pack, page size and the plan's tile rows come from the
+// params, and it also runs the Hopper kernel's plans (128-row tiles over
+// KV blocks of 128 or 64, which its blocks of 64 or 32 divide): a tile as
+// 64-row strips one after another, each over the tile's KV, each writing
+// its rows of the tile's partial slot.
 // Launch: grid {workers of the plan}, block {kThreads = 128}, dynamic shared
 // memory PrefillSm80SharedBytes(D); params as in prefill_params.h (q and
 // the caches by pointer; the maps are not read).
@@ -74,10 +80,13 @@ template <Half16 kType, int kHeadDim, int kPack, int kPageSize>
 struct PrefillSm80Kernel {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head_dim must be 64, 128 or 256");
-  static_assert(kPack == 1 || kPack == 2 || kPack == 4 || kPack == 8 ||
-                    kPack == 16,
+  static constexpr bool kGeneric = kPack == kPrefillRuntimeDim;
+  static_assert(kGeneric == (kPageSize == kPrefillRuntimeDim),
+                "the generic kernel reads both pack and page size");
+  static_assert(kGeneric || kPack == 1 || kPack == 2 || kPack == 4 ||
+                    kPack == 8 || kPack == 16,
                 "head pack must be a power of two up to 16");
-  static_assert(kPageSize >= 1 && kPageSize <= 256,
+  static_assert(kGeneric || (kPageSize >= 1 && kPageSize <= 256),
                 "page_size must be in [1, 256]");
   static constexpr PrefillSm80Shape kShape = PrefillSm80ShapeFor(kHeadDim);
   static constexpr int kBlockN = kShape.kv_block;
@@ -112,6 +121,34 @@ struct PrefillSm80Kernel {
     int lo[2];
     int hi[2];
   };
+
+  // ---- what the generic kernel reads from the params ------------------------
+
+  static TAILOR_DEVICE int PackOf(const Params& p) {
+    return kGeneric ? p.head_pack : kPack;
+  }
+  static TAILOR_DEVICE int PageSizeOf(const Params& p) {
+    return kGeneric ? p.page_size : kPageSize;
+  }
+  // Rows of the plan's tiles: a partial slot's rows.
+  static TAILOR_DEVICE int PlanRowsOf(const Params& p) {
+    return kGeneric ? p.tile_rows : kRows;
+  }
+  // The 64-row strips of `item` (at least one, as an item of no rows
+  // still runs its blocks).
+  static TAILOR_DEVICE int StripsOf(const PrefillWorkItem& item) {
+    return kGeneric && item.rows > kRows ? (item.rows + kRows - 1) / kRows : 1;
+  }
+  // Strip `s` of `item`: its rows as an item of their own (s * kRows is a
+  // multiple of the pack, so the strip starts at a token).
+  static TAILOR_DEVICE PrefillWorkItem StripOf(const Params& p,
+                                               PrefillWorkItem item, int s) {
+    if (s == 0) return item;
+    item.q_token += s * kRows / PackOf(p);
+    item.row_begin += s * kRows;
+    item.rows = min(kRows, item.rows - s * kRows);
+    return item;
+  }
 
   // ---- layout ---------------------------------------------------------------
 
@@ -167,7 +204,7 @@ struct PrefillSm80Kernel {
   static TAILOR_DEVICE int PageOf(const Params& p, const PrefillWorkItem& item,
                                   int token, bool report) {
     if (token >= EndOf(item)) return -1;
-    const int index = token / kPageSize;
+    const int index = token / PageSizeOf(p);
     const int page = PrefillSm80PageAt(p, item.seq, index);
     if (page < 0 || page >= p.num_pages) {
       if (report) {
@@ -202,7 +239,7 @@ struct PrefillSm80Kernel {
       const unsigned short* k_src = k_cache;
       const unsigned short* v_src = v_cache;
       if (page >= 0) {
-        const long long in_page = token % kPageSize;
+        const long long in_page = token % PageSizeOf(p);
         k_src += page * p.k_stride_page + in_page * p.k_stride_token +
                  kv_head * p.k_stride_head + unit * 8;
         v_src += page * p.v_stride_page + in_page * p.v_stride_token +
@@ -233,13 +270,15 @@ struct PrefillSm80Kernel {
     int block;
   };
 
-  // Issues the next block (if any) into `stage`.
+  // Issues the next block (if any) into `stage`; an item's blocks once
+  // per strip.
   static TAILOR_DEVICE void IssueNext(const Params& p, unsigned char* base,
                                       Cursor& c, int last, int stage) {
     while (c.index < last) {
       const PrefillWorkItem item = p.items[c.index];
-      if (c.block < BlocksOf(item)) {
-        LoadBlock(p, base, item, c.block, stage);
+      const int blocks = BlocksOf(item);
+      if (c.block < blocks * StripsOf(item)) {
+        LoadBlock(p, base, item, kGeneric ? c.block % blocks : c.block, stage);
         ++c.block;
         return;
       }
@@ -253,15 +292,15 @@ struct PrefillSm80Kernel {
   static TAILOR_DEVICE void LoadQuery(const Params& p, unsigned char* base,
                                       const PrefillWorkItem& item) {
     const unsigned short* q = static_cast<const unsigned short*>(p.q);
+    const int pack = PackOf(p);
     for (int e = threadIdx.x; e < kRows * kUnits; e += kThreads) {
       const int row = e / kUnits, unit = e % kUnits;
       uint4 value = make_uint4(0, 0, 0, 0);
       if (row < item.rows) {
         const long long at =
-            (static_cast<long long>(item.q_token) + row / kPack) *
+            (static_cast<long long>(item.q_token) + row / pack) *
                 p.q_stride_token +
-            static_cast<long long>(item.q_head + row % kPack) *
-                p.q_stride_head +
+            static_cast<long long>(item.q_head + row % pack) * p.q_stride_head +
             unit * 8;
         value = *reinterpret_cast<const uint4*>(q + at);
       }
@@ -294,7 +333,7 @@ struct PrefillSm80Kernel {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = 16 * warp + lane / 4 + 8 * r;
-      const int token = (item.row_begin + row) / kPack;
+      const int token = (item.row_begin + row) / PackOf(p);
       const int pos = item.kv_len - item.q_len + token;
       lim.hi[r] = p.causal ? min(item.kv_len, pos + 1) : item.kv_len;
       lim.lo[r] = p.window_left >= 0 ? pos - p.window_left : -0x7fffffff;
@@ -456,12 +495,13 @@ struct PrefillSm80Kernel {
   // ---- epilogue -------------------------------------------------------------
 
   // Normalizes the thread's rows and stores them: a split piece's f32 rows
-  // and log2 lse into its partial slot, otherwise 16-bit rows and (when
-  // asked for) natural-log lse.
+  // and log2 lse into its partial slot (from row `slot_row`: the strip's
+  // first), otherwise 16-bit rows and (when asked for) natural-log lse.
   static TAILOR_DEVICE void Store(const Params& p, const PrefillWorkItem& item,
-                                  State& st, int warp, int lane) {
+                                  int slot_row, State& st, int warp, int lane) {
     const float scale = p.cap_scale != 0.0f ? 1.0f : p.score_scale;
     const int t = lane % 4;
+    const int pack = PackOf(p);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float l = st.l[r];
@@ -473,7 +513,8 @@ struct PrefillSm80Kernel {
       const float lse2 = l > 0.0f ? st.m[r] * scale + __log2f(l)
                                   : PrefillSm80NegativeInfinity();
       if (item.partial >= 0) {
-        const long long slot = static_cast<long long>(item.partial) * kRows;
+        const long long slot =
+            static_cast<long long>(item.partial) * PlanRowsOf(p) + slot_row;
         float* out = p.partial_out + (slot + row) * kHeadDim;
 #pragma unroll
         for (int dt = 0; dt < kDTiles; ++dt) {
@@ -483,9 +524,8 @@ struct PrefillSm80Kernel {
         if (t == 0) p.partial_lse[slot + row] = lse2;
         continue;
       }
-      const long long token =
-          static_cast<long long>(item.q_token) + row / kPack;
-      const int head = item.q_head + row % kPack;
+      const long long token = static_cast<long long>(item.q_token) + row / pack;
+      const int head = item.q_head + row % pack;
       unsigned short* out = static_cast<unsigned short*>(p.out) +
                             token * p.out_stride_token +
                             static_cast<long long>(head) * p.out_stride_head;
@@ -502,6 +542,31 @@ struct PrefillSm80Kernel {
 
   // ---- the CTA --------------------------------------------------------------
 
+  // One strip of an item (the item itself unless generic) over the item's
+  // KV blocks; `k` counts the blocks consumed so far.
+  static TAILOR_DEVICE void RunStrip(const Params& p, unsigned char* base,
+                                     const PrefillWorkItem& item, int slot_row,
+                                     Cursor& next, int last, int& k, int warp,
+                                     int lane) {
+    const int blocks = BlocksOf(item);
+    // Every warp left the previous strip's blocks behind a barrier, so the
+    // query buffer is free; the first block's barrier publishes it.
+    LoadQuery(p, base, item);
+    const Limits lim = LimitsOf(p, item, warp, lane);
+    State st;
+    Init(st);
+    for (int j = 0; j < blocks; ++j, ++k) {
+      IssueNext(p, base, next, last, (k + kStages - 1) % kStages);
+      CpAsyncCommit();
+      CpAsyncWait<kStages - 1>();
+      __syncthreads();  // block k, its bits and the query rows landed
+      Block(p, base, item.kv_begin + j * kBlockN, EndOf(item), k % kStages, lim,
+            st, warp, lane);
+      __syncthreads();  // its stage (and the query rows) free again
+    }
+    Store(p, item, slot_row, st, warp, lane);
+  }
+
   static TAILOR_DEVICE void Run(const Params& p) {
     unsigned char* base = Base();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -515,23 +580,10 @@ struct PrefillSm80Kernel {
     int k = 0;  // blocks consumed so far
     for (int i = first; i < last; ++i) {
       const PrefillWorkItem item = p.items[i];
-      const int blocks = BlocksOf(item);
-      // Every warp left the previous item's blocks behind a barrier, so the
-      // query buffer is free; the first block's barrier publishes it.
-      LoadQuery(p, base, item);
-      const Limits lim = LimitsOf(p, item, warp, lane);
-      State st;
-      Init(st);
-      for (int j = 0; j < blocks; ++j, ++k) {
-        IssueNext(p, base, next, last, (k + kStages - 1) % kStages);
-        CpAsyncCommit();
-        CpAsyncWait<kStages - 1>();
-        __syncthreads();  // block k, its bits and the query rows landed
-        Block(p, base, item.kv_begin + j * kBlockN, EndOf(item), k % kStages,
-              lim, st, warp, lane);
-        __syncthreads();  // its stage (and the query rows) free again
+      for (int s = 0; s < StripsOf(item); ++s) {
+        RunStrip(p, base, StripOf(p, item, s), s * kRows, next, last, k, warp,
+                 lane);
       }
-      Store(p, item, st, warp, lane);
     }
     CpAsyncWait<0>();
   }

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "backends/cuda/generic_image.h"
 #include "backends/cuda/generic_kernel_table.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/nvrtc_report_test_util.h"
 #include "test_util.h"
 
 namespace tailor::cuda {
@@ -39,10 +41,16 @@ TEST(GenericKernelTable, EntriesAreUniqueAndNamedForTheirFamily) {
     EXPECT_TRUE(entries.insert(info.entry).second) << info.entry;
     EXPECT_TRUE(absl::StrContains(GenericKernelsSource(), info.entry));
   }
-  EXPECT_EQ(entries.size(), 22u);
+  EXPECT_EQ(entries.size(), 34u);
   EXPECT_EQ(
       std::string(GenericKernelInfoOf(GenericKernelId::kDecodeF16D256).entry),
       "tailor_generic_decode_f16_d256");
+  EXPECT_EQ(
+      std::string(GenericKernelInfoOf(GenericKernelId::kRaggedBf16D128).entry),
+      "tailor_generic_ragged_bf16_d128");
+  EXPECT_EQ(std::string(
+                GenericKernelInfoOf(GenericKernelId::kRaggedMergeF16D64).entry),
+            "tailor_generic_ragged_merge_f16_d64");
 }
 
 #ifdef TAILOR_EXPECT_GENERIC_IMAGE
@@ -110,6 +118,10 @@ TEST(GenericKernelKeys, OneKeyPerKernelWithItsFamilysOp) {
             OpKind::kMoeCombine);
   EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kDecodeBf16D64).op,
             OpKind::kAttentionDecode);
+  EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kRaggedF16D256).op,
+            OpKind::kAttentionRagged);
+  EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kRaggedMergeBf16D256).op,
+            OpKind::kAttentionRaggedMerge);
   std::set<uint64_t> hashes;
   for (int i = 0; i < kNumGenericKernels; ++i) {
     hashes.insert(GenericKernelKey(target, Id(i)).Hash().low);
@@ -145,7 +157,8 @@ TEST(GenericKernelKeys, RunTimeSourcesCompileWithNvrtc) {
   if (!compiler.ok()) GTEST_SKIP() << compiler.status();
   const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_90a"};
   for (GenericKernelId id :
-       {GenericKernelId::kCombineBf16, GenericKernelId::kDecodeF16D64}) {
+       {GenericKernelId::kCombineBf16, GenericKernelId::kDecodeF16D64,
+        GenericKernelId::kRaggedMergeBf16D128}) {
     absl::StatusOr<KernelSource> source =
         GenerateGenericKernel(GenericKernelKey(target, id));
     TAILOR_ASSERT_OK(source.status());
@@ -153,6 +166,35 @@ TEST(GenericKernelKeys, RunTimeSourcesCompileWithNvrtc) {
         compiler->Compile(*source, "sm_90a");
     TAILOR_ASSERT_OK(out.status());
     EXPECT_TRUE(absl::StrContains(out->cubin, source->entry)) << source->entry;
+  }
+}
+
+// The generic ragged kernels (the portable kernel with runtime pack and
+// page size) compile without spills for both cubins of the image.
+using GenericNvrtcTest = testing::NvrtcReportTest<&GenerateGenericKernel>;
+
+TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
+  const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_80"};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (int i = static_cast<int>(GenericKernelId::kRaggedBf16D64);
+         i <= static_cast<int>(GenericKernelId::kRaggedF16D256); ++i) {
+      const GenericKernelInfo& info = GenericKernelInfoOf(Id(i));
+      SCOPED_TRACE(absl::StrCat(info.entry, " ", arch));
+      absl::StatusOr<NvrtcCompiler::Output> out =
+          Compile(GenericKernelKey(target, Id(i)), arch);
+      TAILOR_ASSERT_OK(out.status());
+      const int regs = testing::LogNumber(out->log, R"(Used (\d+) registers)");
+      const int stores =
+          testing::LogNumber(out->log, R"((\d+) bytes spill stores)");
+      const int loads =
+          testing::LogNumber(out->log, R"((\d+) bytes spill loads)");
+      std::printf("%-40s %6s regs %3d spill %d/%d\n", info.entry, arch, regs,
+                  stores, loads);
+      EXPECT_GT(regs, 0) << out->log;
+      EXPECT_EQ(stores, 0) << out->log;
+      EXPECT_EQ(loads, 0) << out->log;
+      EXPECT_THAT(out->ptx, HasSubstr("mma.sync.aligned.m16n8k16"));
+    }
   }
 }
 

@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 
 #include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/attention/ragged_kernels.h"
 #include "backends/hip/moe/kernels.h"
 #include "core/backend_registry.h"
 #include "core/embedded_files.h"
 #include "core/hash.h"
 #include "ops/attention/decode_spec.h"
+#include "ops/attention/ragged_spec.h"
 #include "ops/moe/spec.h"
 #include "templates/hip/attention/decode_params.h"
+#include "templates/hip/attention/ragged_params.h"
 #include "templates/hip/moe/params.h"
 #include "test_util.h"
 
@@ -74,10 +77,11 @@ TEST_F(HipOfflineBackendTest, KeysCarryTheTargetAndIdentityTheHiprtcVersion) {
   EXPECT_TRUE(backend_->offline());
 }
 
-TEST_F(HipOfflineBackendTest, SupportsMoeAndDecodeOnlyForItsTarget) {
+TEST_F(HipOfflineBackendTest, SupportsMoeAndAttentionOnlyForItsTarget) {
   for (OpKind op :
        {OpKind::kMoeRoute, OpKind::kMoePack, OpKind::kMoeGroupedGemm,
-        OpKind::kMoeCombine, OpKind::kAttentionDecode}) {
+        OpKind::kMoeCombine, OpKind::kAttentionDecode, OpKind::kAttentionRagged,
+        OpKind::kAttentionRaggedMerge}) {
     TAILOR_EXPECT_OK(backend_->Supports(Key(op)));
   }
   SpecKey other = Key(OpKind::kMoePack);
@@ -350,6 +354,101 @@ TEST(HipDecodeKernelsTest, PlansOneWorkerPerCuInWholeTiles) {
   EXPECT_EQ(config->item_cost_tokens, HipDecodeKernels::kItemCostTokens);
   EXPECT_LE(HipDecodeLdsBytes(128, 16), 64 * 1024);
   EXPECT_LE(HipDecodeLdsBytes(256, 8), 64 * 1024);
+}
+
+// Ragged attention plans 64-row tiles over the kernel's KV blocks, one
+// worker per CU, q_len = 1 rows as tiles; other shapes are refused naming
+// the field.
+TEST(HipRaggedKernelsTest, PlansItsTilesAndRefusesWhatItCannotServe) {
+  tailor::internal::RaggedShape llama = {.dtype = DType::kBF16,
+                                         .head_dim = 128,
+                                         .num_qo_heads = 32,
+                                         .num_kv_heads = 8,
+                                         .page_size = 16};
+  absl::StatusOr<tailor::internal::RaggedPlanConfig> config =
+      HipRaggedPlanConfig(llama, 104);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tile_rows, kHipRaggedTileRows);
+  EXPECT_EQ(config->kv_block, 32);
+  EXPECT_EQ(config->head_pack, 4);
+  EXPECT_EQ(config->num_workers, 104);
+  EXPECT_FALSE(config->decode_rows);
+  tailor::internal::RaggedShape wide = llama;
+  wide.head_dim = 256;
+  wide.num_kv_heads = 1;
+  wide.page_size = 1;
+  config = HipRaggedPlanConfig(wide, 0);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->kv_block, 16);
+  EXPECT_EQ(config->head_pack, 16);
+  EXPECT_EQ(config->num_workers, 1);  // offline: one worker
+  for (int d : {64, 128, 256}) {
+    EXPECT_LE(HipRaggedLdsBytes(d), 64 * 1024) << d;
+  }
+  tailor::internal::RaggedShape bad = llama;
+  bad.head_dim = 96;
+  EXPECT_THAT(HipRaggedPlanConfig(bad, 104),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "head_dim: the hip ragged kernel serves 64, 128 and "
+                       "256, got 96"));
+  bad = llama;
+  bad.page_size = 512;
+  EXPECT_THAT(HipRaggedPlanConfig(bad, 104),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "page_size: the hip ragged kernel serves pages of 1 "
+                       "to 256 tokens, got 512"));
+  bad = llama;
+  bad.dtype = DType::kF32;
+  EXPECT_THAT(HipRaggedPlanConfig(bad, 104),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "dtype: the hip ragged kernel serves bf16 and f16, "
+                       "got f32"));
+}
+
+TEST(HipRaggedKernelsTest, GeneratorBuildsItsKeysAndNamesTheFieldOfOthers) {
+  const KeyTarget target = {.backend = BackendKind::kHip, .arch = "gfx90a"};
+  tailor::internal::RaggedKernelSpec spec = {
+      .dtype = DType::kF16,
+      .head_dim = 64,
+      .group = 8,
+      .head_pack = 8,
+      .page_size = 3,
+      .mask = tailor::internal::RaggedMask::kCausal,
+      .tile_rows = kHipRaggedTileRows};
+  absl::StatusOr<KernelSource> source = GenerateHipRagged(spec.Key(target));
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_THAT(source->code,
+              HasSubstr("tailor::hip::HipRaggedAttention<false, 64, 8, 3>"));
+  const tailor::internal::RaggedMergeSpec merge = {
+      .dtype = DType::kBF16,
+      .head_dim = 256,
+      .head_pack = 2,
+      .tile_rows = kHipRaggedTileRows};
+  source = GenerateHipRagged(merge.Key(target));
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_THAT(source->code,
+              HasSubstr("tailor::hip::HipRaggedMerge<true, 256>"));
+  spec.tile_rows = 128;
+  EXPECT_THAT(GenerateHipRagged(spec.Key(target)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "key.tile.m (tile rows): the hip kernel tiles by 64, "
+                       "got 128"));
+  spec.tile_rows = kHipRaggedTileRows;
+  spec.portable = true;
+  EXPECT_THAT(GenerateHipRagged(spec.Key(target)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key.variant: the hip kernel has no "
+                                 "variants")));
+  spec.portable = false;
+  spec.head_pack = 4;  // not group 8's pack
+  EXPECT_THAT(GenerateHipRagged(spec.Key(target)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key.dims: the hip kernel needs")));
+  SpecKey decode = target.MakeKey(OpKind::kAttentionDecode);
+  EXPECT_THAT(GenerateHipRagged(decode),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "hip ragged kernels: no generator for "
+                       "attention.decode"));
 }
 
 // ---- keys and sources, pinned ----------------------------------------------

@@ -3,13 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "backends/hip/hip_backend.h"
 #include "backends/hip/moe/kernels.h"
+#include "ops/attention/ragged_host_test_util.h"
 #include "ops/moe/moe_test_util.h"
+#include "tailor/ops/attention.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
 #include "templates/hip/moe/params.h"
@@ -171,6 +175,120 @@ TEST(HipGpuTest, ExpertsMatchTheReference) {
         {hidden, w13, w2, weights, ids, nullptr}, kTokens, kTopk);
     EXPECT_LT(moe::testing::RelativeError(d_out.Download(), reference),
               moe::testing::Tolerance(dtype));
+  }
+}
+
+// Device bytes uploaded from a host buffer (hipMalloc'd through the
+// backend's loader), downloaded back on request.
+class HipBytes {
+ public:
+  HipBytes(const HipRuntimeApi& api, const void* host, size_t bytes)
+      : api_(api), bytes_(bytes) {
+    EXPECT_EQ(api_.Malloc(&data_, bytes_ == 0 ? 1 : bytes_), hipSuccess);
+    EXPECT_EQ(
+        api_.MemcpyAsync(data_, host, bytes_, hipMemcpyHostToDevice, nullptr),
+        hipSuccess);
+    EXPECT_EQ(api_.StreamSynchronize(nullptr), hipSuccess);
+  }
+  ~HipBytes() { (void)api_.Free(data_); }
+  void* data() const { return data_; }
+  void Download(void* host) const {
+    EXPECT_EQ(
+        api_.MemcpyAsync(host, data_, bytes_, hipMemcpyDeviceToHost, nullptr),
+        hipSuccess);
+    EXPECT_EQ(api_.StreamSynchronize(nullptr), hipSuccess);
+  }
+
+ private:
+  const HipRuntimeApi& api_;
+  size_t bytes_;
+  void* data_ = nullptr;
+};
+
+// A view of `t` on device memory `data`.
+TensorRef OnHip(TensorRef t, void* data) {
+  t.data = data;
+  t.device = {.type = DeviceType::kHip, .index = 0};
+  return t;
+}
+
+// attention::RunRagged on a HIP runtime (the SIMT ragged kernel and its
+// merge) against the fp64 reference: a mixed step (prefill chunks over
+// prefixes, decode and speculative rows, an empty sequence, a split long
+// sequence), NaN in unowned cache pages and poisoned outputs; bf16 and
+// f16, head dims 64 / 128 / 256, pages of 1, 3 and 16, window and soft cap.
+TEST(HipGpuTest, RaggedAttentionMatchesTheReference) {
+  TAILOR_HIP_BACKEND_OR_SKIP(backend);
+  (void)backend;
+  Runtime::Options options;
+  options.backend = BackendKind::kHip;
+  options.log_level = "error";
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  const HipRuntimeApi& api = **LoadHipRuntimeApi();
+  using attention::testing::RaggedCase;
+  const RaggedCase mixed = {
+      .q_lens = {200, 1, 1, 4, 0, 31, 65, 577, 17, 64},
+      .kv_lens = {700, 1000, 33, 260, 9, 31, 100, 577, 4000, 20000},
+      .num_qo_heads = 8,
+      .num_kv_heads = 2,
+      .head_dim = 128,
+      .shared_prefix_pages = 2,
+      .padding_rows = 5,
+      .seed = 21};
+  std::vector<RaggedCase> cases(3, mixed);
+  cases[1].dtype = DType::kF16;
+  cases[1].head_dim = 64;
+  cases[1].page_size = 3;
+  cases[1].window_left = 100;
+  cases[2].head_dim = 256;
+  cases[2].page_size = 1;
+  cases[2].num_qo_heads = 16;
+  cases[2].soft_cap = 30.0f;
+  cases[2].causal = false;
+  for (const RaggedCase& c : cases) {
+    SCOPED_TRACE(c.ToString().substr(0, 90));
+    attention::testing::RaggedBatch p = attention::testing::BuildRaggedBatch(c);
+    attention::testing::Outputs o = attention::testing::PoisonedOutputs(p);
+    attention::RunRaggedArgs args = attention::testing::RunArgsOf(p, o);
+    HipBytes q(api, p.q.data(), p.q.size() * 2),
+        k(api, p.k.data(), p.k.size() * 2), v(api, p.v.data(), p.v.size() * 2),
+        table(api, p.block_table.data(), p.block_table.size() * 4),
+        out(api, o.out.data(), o.out.size() * 2),
+        lse(api, o.lse.data(), o.lse.size() * 4);
+    args.q = OnHip(args.q, q.data());
+    args.k_cache = OnHip(args.k_cache, k.data());
+    args.v_cache = OnHip(args.v_cache, v.data());
+    args.block_table = OnHip(args.block_table, table.data());
+    args.out = OnHip(args.out, out.data());
+    args.lse = OnHip(*args.lse, lse.data());
+    args.kv_lens = std::nullopt;  // the plan's lengths
+    attention::RaggedWorkspace ws;
+    TAILOR_ASSERT_OK(
+        attention::ReserveRaggedWorkspace(**runtime,
+                                          {.max_batch = c.batch(),
+                                           .max_tokens = c.total_q(),
+                                           .num_qo_heads = c.num_qo_heads,
+                                           .num_kv_heads = c.num_kv_heads,
+                                           .head_dim = c.head_dim,
+                                           .page_size = c.page_size,
+                                           .dtype = c.dtype,
+                                           .causal = c.causal,
+                                           .window_left = c.window_left},
+                                          ws));
+    TAILOR_ASSERT_OK(attention::PlanRagged(
+        **runtime, attention::testing::PlanArgsOf(p), ws));
+    TAILOR_ASSERT_OK(attention::RunRagged(**runtime, args, ws));
+    TAILOR_ASSERT_OK(ws.TakeErrors(**runtime, nullptr));
+    out.Download(o.out.data());
+    lse.Download(o.lse.data());
+    const attention::testing::Errors err = attention::testing::CompareRagged(
+        p,
+        attention::testing::RaggedReference(
+            p, 1.0 / std::sqrt(static_cast<double>(c.head_dim))),
+        o.out, &o.lse);
+    EXPECT_LE(err.out_rel, 1e-2) << err.worst << " | " << ws.plan().ToString();
+    EXPECT_LE(err.lse_abs, 2e-2);
   }
 }
 

@@ -1,7 +1,7 @@
 // hiprtc compile-only tests: run wherever hiprtc is installed (Debian 12:
 // libamdhip64-5 and libamd-comgr2 from ROCm 5.2), no AMD GPU needed. They
 // compile every HIP kernel template (MoE route, pack, grouped GEMM core and
-// tails, combine; paged decode) for gfx90a (MI200) and, when this hiprtc's
+// tails, combine; paged decode; ragged attention) for gfx90a (MI200) and, when this hiprtc's
 // code-object manager knows it, gfx940 (CDNA3); otherwise they check that
 // gfx940 is refused with Unimplemented instead of crashing hiprtc.
 #include "backends/hip/hiprtc_compiler.h"
@@ -21,8 +21,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/hip/attention/decode_kernels.h"
+#include "backends/hip/attention/ragged_kernels.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/moe/kernels.h"
+#include "ops/attention/ragged_spec.h"
 #include "templates/hip/moe/params.h"
 #include "test_util.h"
 
@@ -143,6 +145,44 @@ std::vector<SpecKey> DecodeKeys(absl::string_view target) {
   return keys;
 }
 
+// Ragged attention: both dtypes, every head_dim, packs 1 to 16, pages of 1,
+// 3, 16 and 256, the three masks; the merge at every head_dim.
+std::vector<SpecKey> RaggedKeys(absl::string_view target) {
+  using tailor::internal::RaggedMask;
+  std::vector<SpecKey> keys;
+  struct Shape {
+    DType dtype;
+    int32_t d, group, page;
+    RaggedMask mask;
+  };
+  for (const Shape& s :
+       {Shape{DType::kBF16, 128, 4, 16, RaggedMask::kCausal},
+        Shape{DType::kF16, 128, 8, 1, RaggedMask::kCausalWindow},
+        Shape{DType::kBF16, 64, 1, 3, RaggedMask::kNone},
+        Shape{DType::kF16, 256, 16, 256, RaggedMask::kCausal},
+        Shape{DType::kBF16, 256, 2, 5, RaggedMask::kCausal}}) {
+    const tailor::internal::RaggedShape shape = {
+        .dtype = s.dtype,
+        .head_dim = s.d,
+        .num_qo_heads = s.group * 2,
+        .num_kv_heads = 2,
+        .page_size = s.page,
+        .causal = s.mask != RaggedMask::kNone,
+        .window_left = s.mask == RaggedMask::kCausalWindow ? 100 : -1};
+    absl::StatusOr<tailor::internal::RaggedPlanConfig> config =
+        HipRaggedPlanConfig(shape, 104);
+    if (!config.ok()) continue;  // the count below fails
+    keys.push_back(tailor::internal::RaggedKernelSpecFor(shape, *config)
+                       .Key(HipTarget(target)));
+  }
+  for (int32_t d : {64, 128, 256}) {
+    keys.push_back(tailor::internal::RaggedMergeSpec{
+        .dtype = DType::kF16, .head_dim = d, .head_pack = 4, .tile_rows = 64}
+                       .Key(HipTarget(target)));
+  }
+  return keys;
+}
+
 TEST_F(HiprtcCompilerTest, EveryMoeKernelCompilesForGfx90a) {
   for (const SpecKey& key : MoeKeys("gfx90a")) {
     SCOPED_TRACE(key.ToString());
@@ -158,6 +198,17 @@ TEST_F(HiprtcCompilerTest, EveryDecodeKernelCompilesForGfx90a) {
   for (const SpecKey& key : keys) {
     SCOPED_TRACE(key.ToString());
     absl::StatusOr<KernelSource> source = GenerateHipDecode(key);
+    ASSERT_TRUE(source.ok()) << source.status();
+    ExpectCompiles(*source, "gfx90a");
+  }
+}
+
+TEST_F(HiprtcCompilerTest, EveryRaggedKernelCompilesForGfx90a) {
+  const std::vector<SpecKey> keys = RaggedKeys("gfx90a");
+  ASSERT_EQ(keys.size(), 8u);
+  for (const SpecKey& key : keys) {
+    SCOPED_TRACE(key.ToString());
+    absl::StatusOr<KernelSource> source = GenerateHipRagged(key);
     ASSERT_TRUE(source.ok()) << source.status();
     ExpectCompiles(*source, "gfx90a");
   }
@@ -190,6 +241,10 @@ TEST_F(HiprtcCompilerTest, Gfx940CompilesOrIsRefusedWithTheReason) {
   for (const SpecKey& key : DecodeKeys("gfx940")) {
     SCOPED_TRACE(key.ToString());
     ExpectCompiles(*GenerateHipDecode(key), "gfx940");
+  }
+  for (const SpecKey& key : RaggedKeys("gfx940")) {
+    SCOPED_TRACE(key.ToString());
+    ExpectCompiles(*GenerateHipRagged(key), "gfx940");
   }
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
+#include "backends/cuda/generic_kernels.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
 #include "backends/gpu/error_words.h"
@@ -22,7 +23,6 @@ namespace tailor::cuda {
 namespace {
 
 using tailor::internal::Engine;
-using tailor::internal::Kernel;
 using tailor::internal::KernelJob;
 using tailor::internal::KernelSource;
 using tailor::internal::KeyTarget;
@@ -486,16 +486,49 @@ void FillParams(const RaggedLaunch& l, PrefillParams& p) {
   p.causal = l.shape.causal ? 1 : 0;
   p.window_left = static_cast<int>(l.shape.window_left);
   p.group = static_cast<int>(l.shape.group());
+  p.page_size = static_cast<int>(l.shape.page_size);
+  p.head_pack = l.config.head_pack;
+  p.tile_rows = l.config.tile_rows;
+}
+
+// The generic kernel `first` stands for (bf16 D = 64 of its kind) at
+// `shape`'s dtype and head dim (64, 128 or 256).
+GenericKernelId GenericIdOf(GenericKernelId first, const RaggedShape& shape) {
+  const int by_dim = shape.head_dim == 64 ? 0 : shape.head_dim == 128 ? 1 : 2;
+  const int by_dtype = shape.dtype == DType::kBF16 ? 0 : 3;
+  return static_cast<GenericKernelId>(static_cast<int>(first) + by_dtype +
+                                      by_dim);
+}
+
+// Launches `selected` (the generic kernel through LaunchFallback).
+template <typename Params>
+absl::Status LaunchSelected(Engine& engine, const SpecKey& key,
+                            const SelectedKernel& selected,
+                            const LaunchConfig& config, const Params& params) {
+  if (selected.generic) {
+    return engine.LaunchFallback(key.op, *selected.kernel, config, &params,
+                                 sizeof(params));
+  }
+  return engine.Launch(key.op, *selected.kernel, config, params);
 }
 
 }  // namespace
 
 absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
   if (l.q_rows == 0) return absl::OkStatus();  // no plan has rows here
+  TAILOR_RETURN_IF_ERROR(LaunchAttention(engine, l));
+  if (l.work.max_partials == 0) return absl::OkStatus();
+  return LaunchMerge(engine, l);
+}
+
+// The specialized kernel, or (background JIT, while it compiles) the
+// generic portable kernel, which runs the plan of either kernel.
+absl::Status CudaRaggedKernels::LaunchAttention(Engine& engine,
+                                                const RaggedLaunch& l) {
   const bool portable =
       RaggedUsesPortable(backend_.arch(), l.shape, portable_forced_);
   PrefillParams params = {};
-  // The portable kernel reads everything by pointer: no TMA descriptors.
+  // The portable kernels read everything by pointer: no TMA descriptors.
   if (!portable) TAILOR_RETURN_IF_ERROR(EncodeMaps(backend_, l, params));
   FillParams(l, params);
 
@@ -503,27 +536,34 @@ absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
       KernelSpecOf(l.shape, l.config, portable, pipeline_checks_)
           .Key(engine.target());
   TAILOR_ASSIGN_OR_RETURN(
-      std::shared_ptr<Kernel> kernel,
-      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateCudaRagged)));
+      const SelectedKernel selected,
+      backend_.generic_kernels().Select(
+          engine, key, engine.GeneratorFor(key.op, &GenerateCudaRagged),
+          GenericIdOf(GenericKernelId::kRaggedBf16D64, l.shape)));
+  const bool sm80 = portable || selected.generic;
   const int head_dim = static_cast<int>(l.shape.head_dim);
   LaunchConfig config;
   config.grid.x = static_cast<uint32_t>(l.config.num_workers);
-  config.block.x = portable ? kPrefillSm80Threads : kPrefillThreads;
-  config.shared_bytes = portable ? PrefillSm80SharedBytes(head_dim)
-                                 : PrefillSm90SharedBytes(head_dim);
+  config.block.x = sm80 ? kPrefillSm80Threads : kPrefillThreads;
+  config.shared_bytes = sm80 ? PrefillSm80SharedBytes(head_dim)
+                             : PrefillSm90SharedBytes(head_dim);
   config.stream = l.stream;
-  TAILOR_RETURN_IF_ERROR(engine.Launch(key.op, *kernel, config, params));
-  if (l.work.max_partials == 0) return absl::OkStatus();
+  return LaunchSelected(engine, key, selected, config, params);
+}
 
-  // The merge reads the plan's group count on the device, so a captured
-  // graph launches it for every plan.
+// The merge reads the plan's group count on the device, so a captured
+// graph launches it for every plan.
+absl::Status CudaRaggedKernels::LaunchMerge(Engine& engine,
+                                            const RaggedLaunch& l) {
   const SpecKey merge_key =
       tailor::internal::RaggedMergeSpecFor(l.shape, l.config)
           .Key(engine.target());
   TAILOR_ASSIGN_OR_RETURN(
-      std::shared_ptr<Kernel> merge,
-      engine.GetKernel(merge_key,
-                       engine.GeneratorFor(merge_key.op, &GenerateCudaRagged)));
+      const SelectedKernel merge,
+      backend_.generic_kernels().Select(
+          engine, merge_key,
+          engine.GeneratorFor(merge_key.op, &GenerateCudaRagged),
+          GenericIdOf(GenericKernelId::kRaggedMergeBf16D64, l.shape)));
   const PrefillMergeParams merge_params = {
       .groups = reinterpret_cast<const PrefillMergeGroup*>(l.work.merge_groups),
       .num_groups = l.work.num_merge_groups,
@@ -534,12 +574,13 @@ absl::Status CudaRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
       .out_stride_head = l.out_stride_head,
       .lse = l.lse,
       .lse_stride_token = l.lse_stride_token,
-      .pack = l.config.head_pack};
+      .pack = l.config.head_pack,
+      .tile_rows = l.config.tile_rows};
   LaunchConfig merge_config;
   merge_config.grid.x = static_cast<uint32_t>(l.config.num_workers);
   merge_config.block.x = kMergeThreads;
   merge_config.stream = l.stream;
-  return engine.Launch(merge_key.op, *merge, merge_config, merge_params);
+  return LaunchSelected(engine, merge_key, merge, merge_config, merge_params);
 }
 
 }  // namespace tailor::cuda

@@ -26,6 +26,13 @@
 // the outer coordinate) come from the backend's descriptor pool: encoded
 // once per tensor and layer shape, looked up afterwards.
 //
+// Background JIT: while a layer's specialized attention or merge kernel
+// compiles, Run launches the generic one of its dtype and head dim
+// (generic_kernel_table.h, served by CudaGenericKernels::Select as for
+// decode): the portable kernel with the pack and page size read from the
+// params, which runs the plan of either kernel (a Hopper kernel's 128-row
+// tile as two 64-row strips), and the merge with runtime tile rows.
+//
 // Keys: RaggedKernelSpec / RaggedMergeSpec (ops/attention/ragged_spec.h),
 // tile rows kPrefillTileRows (Hopper) or kPrefillSm80TileRows (portable,
 // which also sets the spec's `portable`). The q_len = 1 rows of a step run
@@ -74,6 +81,10 @@ class CudaRaggedKernels final : public tailor::internal::RaggedKernels {
 
  private:
   absl::StatusOr<int> Multiprocessors();
+  absl::Status LaunchAttention(tailor::internal::Engine& engine,
+                               const tailor::internal::RaggedLaunch& launch);
+  absl::Status LaunchMerge(tailor::internal::Engine& engine,
+                           const tailor::internal::RaggedLaunch& launch);
 
   CudaBackend& backend_;
   const bool enabled_;
