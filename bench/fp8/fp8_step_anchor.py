@@ -36,10 +36,11 @@ E4M3 = torch.float8_e4m3fn
 GROUP = 128  # the 1 x 128 / 128 x 128 quantization block
 FP8_MAX = 448.0
 
-# (BLOCK_M, BLOCK_N, GROUP_SIZE_M, num_warps, num_stages); BLOCK_K = 128.
-# vLLM's small-M block-FP8 shapes: BLOCK_M 16 with BLOCK_N 64 / 128 as its
-# tuned H100 / H200 files use for decode, BLOCK_M 32, and its default when no
-# tuned file exists (64, 128, 32, 4, 3). The bench times each, keeps the best.
+# (BLOCK_M, BLOCK_N, GROUP_SIZE_M, num_warps, num_stages); BLOCK_K = 128 (the
+# scale block, as vLLM requires). vLLM's default block-FP8 config when no
+# tuned file matches (64, 128, 32, 4, 3), and small-M shapes of the kind its
+# tuned files pick at decode sizes (BLOCK_M 16 / 32; chosen here, not copied
+# from a file). The bench checks and times each and keeps the fastest.
 STEP_CONFIGS = {"m16n128": (16, 128, 1, 4, 3), "m16n64": (16, 64, 1, 4, 4),
                 "m32n128": (32, 128, 1, 4, 3), "m64n128_default": (64, 128, 32, 4, 3)}
 

@@ -11,6 +11,8 @@ GPU: fp8_step_anchor's Triton kernels run in Triton's interpreter on the CPU
   bf16       the same step rounding gate/up and SiLU-and-mul to bf16 (as
              vLLM's does) within the gate of the bf16 reference, not of f32
   reference  reference_step against a per-(token, slot) loop
+  flow       the bench's per-T checks, replay, timing and table, with
+             graph replay and CUDA events replaced by plain calls
   tailor     with $TAILOR_LIBRARY (a CPU build of libtailor_c.so.3):
              torch.ops.tailor.fused_experts on the CPU within the gate
 
@@ -201,6 +203,48 @@ def check_tailor(layer, problem):
            f"(to ref_bf16 {row['x_rel_bf16']:.2e}), nonfinite {bad}")
 
 
+def check_bench_flow(layer, tokens):
+    """moe_fp8_step_bench's per-T flow (gate, poisoned replay, timing, row,
+    table) on the CPU: a graph replay is a call copying into the captured
+    output, timing is a call, the anchor is Bf16Step."""
+    import argparse
+    import json
+
+    def capture(fn):
+        out = fn()
+        return (lambda: out.copy_(fn())), out
+
+    def triton_step(layer, hidden, weights, ids, config):
+        out = torch.full(hidden.shape, float("nan"))
+        step = Bf16Step(hidden, layer["w1"], layer["w1_scale"], layer["w2"],
+                        layer["w2_scale"], weights, ids, out, config)
+        return (lambda: (step(), out)[1]), step
+
+    saved = (bench.capture, bench.median_ms, bench.triton_step, bench.SHAPE,
+             torch.cuda.synchronize)
+    bench.capture, bench.triton_step, bench.SHAPE = capture, triton_step, SHAPE
+    bench.median_ms = lambda fn, iters: (fn(), 1e-3)[1]
+    torch.cuda.synchronize = lambda: None
+    args = argparse.Namespace(quick=False, iters=1, max_rel=GATE,
+                              configs=["m16n128", "m32n128"])
+    gens = (torch.Generator().manual_seed(5), torch.Generator().manual_seed(6))
+    try:
+        if os.environ.get("TAILOR_LIBRARY"):
+            import tailor.torch_ops  # noqa: F401  (registers the ops)
+        row = bench.one_tokens(layer, tokens, gens, args)
+        bench.print_table([row], args.configs)
+        json.dumps(row)
+    finally:
+        (bench.capture, bench.median_ms, bench.triton_step, bench.SHAPE,
+         torch.cuda.synchronize) = saved
+    want = {"triton_m16n128_status": "ok", "triton_m32n128_status": "ok",
+            "triton_graph_us": 1.0, "triton_m16n128_quant_mismatch": (0, 0)}
+    if os.environ.get("TAILOR_LIBRARY"):
+        want.update(tailor_status="ok", tailor_graph_us=1.0)
+    got = {k: row.get(k) for k in want}
+    expect(got == want, f"bench flow T={tokens}: {got}")
+
+
 def main():
     layer = bench.make_layer(SHAPE, 99)
     gen, gen_dev = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
@@ -218,6 +262,7 @@ def main():
             check_reference(layer, problem)
         if os.environ.get("TAILOR_LIBRARY"):
             check_tailor(layer, problem)
+    check_bench_flow(layer, 9)
     print(f"selftest: {len(problems)} problem(s)" if problems
           else "selftest: ALL PASS")
     return 1 if problems else 0

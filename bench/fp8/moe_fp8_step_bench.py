@@ -234,7 +234,8 @@ def check_and_time(name, fn, refs, args, row):
 
 
 def one_tokens(layer, tokens, gens, args):
-    hidden, weights, ids = make_problem(tokens, SHAPE, *gens, "cuda")
+    hidden, weights, ids = make_problem(tokens, SHAPE, *gens,
+                                        layer["w1"].device)
     refs = {rounding: reference_step(
         hidden, layer["w1"], layer["w1_scale"], layer["w2"], layer["w2_scale"],
         weights, ids, bf16_intermediates=rounding == "bf16")
@@ -324,7 +325,8 @@ def main():
     import tailor.torch_ops
     tokens = args.tokens or (QUICK_TOKENS if args.quick else TOKENS)
     torch.backends.cuda.matmul.allow_tf32 = False
-    tailor.torch_ops.reserve("cuda", max_tokens=max(tokens),
+    device = torch.device("cuda", torch.cuda.current_device())
+    tailor.torch_ops.reserve(device, max_tokens=max(tokens),
                              topk=SHAPE["topk"], num_experts=SHAPE["experts"],
                              hidden=SHAPE["hidden"], intermediate=SHAPE["inter"])
     layer = make_layer(SHAPE, 1234)
