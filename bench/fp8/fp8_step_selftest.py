@@ -2,6 +2,8 @@
 GPU: fp8_step_anchor's Triton kernels run in Triton's interpreter on the CPU
 (TRITON_INTERPRET=1) at a small shape, against plain-Python references:
 
+  compile    every kernel compiled ahead of time for sm_90 (the
+             interpreter does not run Triton's compiler)
   scales     the Triton 1 x 128 quantization's scales, bit for bit
   align      sorted ids (each expert's flat ids in token order, padded with
              the sentinel), block experts, padded total, the tail beyond it
@@ -245,7 +247,62 @@ def check_bench_flow(layer, tokens):
     expect(got == want, f"bench flow T={tokens}: {got}")
 
 
+def compile_sm90(jit_fn, types, constants, warps=4, stages=3):
+    """jit_fn compiled ahead of time for sm_90 (Triton's ptxas, no device)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    names = jit_fn.arg_names
+    signature = {n: "constexpr" if n in constants else types[n] for n in names}
+    constexprs = {(names.index(n),): v for n, v in constants.items()}
+    return triton.compile(ASTSource(jit_fn, signature, constexprs),
+                          target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": warps, "num_stages": stages})
+
+
+def check_compiles():
+    """Every kernel of the step, as the bench launches it, compiles for
+    sm_90, in a process without the interpreter (under it @triton.jit
+    gives functions Triton's compiler does not take)."""
+    import subprocess
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    done = subprocess.run([sys.executable, __file__, "--compile-only"],
+                          env=env, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines() or ["no output"]
+    expect(done.returncode == 0, lines[-1][:400])
+    if done.returncode:
+        print(done.stderr[-2000:])
+
+
+def compile_all():
+    ptrs = dict.fromkeys(("ids_ptr", "sorted_ptr", "block_expert_ptr",
+                          "num_post_ptr"), "*i32")
+    ints = dict.fromkeys(("numel", "num_experts", "max_padded", "K", "inter",
+                          "num_valid", "num_pid_m", "N"), "i32")
+    quant = dict(x_ptr="*bf16", gu_ptr="*bf16", q_ptr="*fp8e4nv",
+                 s_ptr="*fp32")
+    gemm = dict(a_ptr="*fp8e4nv", a_scale_ptr="*fp32", w_ptr="*fp8e4nv",
+                w_scale_ptr="*fp32", c_ptr="*bf16", topk_w_ptr="*fp32")
+    types = {**ptrs, **ints, **quant, **gemm}
+    try:
+        compile_sm90(anchor._moe_align, types,
+                     dict(BM=16, BINS=512, CHUNK=256))
+        compile_sm90(anchor._group_quant_fp8, types, dict(G=anchor.GROUP))
+        compile_sm90(anchor._silu_mul_quant_fp8, types, dict(G=anchor.GROUP))
+        for bm, bn, group_m, warps, stages in anchor.STEP_CONFIGS.values():
+            for top_k in (8, 1):
+                compile_sm90(anchor._fused_moe_fp8, types, dict(
+                    TOP_K=top_k, MUL_WEIGHT=top_k == 1, BM=bm, BN=bn,
+                    BK=anchor.GROUP, GROUP_M=group_m), warps, stages)
+    except Exception as e:
+        print(f"sm_90 compile: {type(e).__name__}: {e}".replace("\n", " "))
+        return 1
+    print("sm_90 compile: align, both quantizations, the GEMM in every config")
+    return 0
+
+
 def main():
+    check_compiles()
     layer = bench.make_layer(SHAPE, 99)
     gen, gen_dev = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
     bench.SHAPE = SHAPE  # make_problem takes it explicitly; this is for clarity
@@ -269,4 +326,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(compile_all() if sys.argv[1:] == ["--compile-only"] else main())
