@@ -23,8 +23,9 @@ using ::testing::IsNull;
 using ::testing::NotNull;
 
 constexpr OpKind kLibraryOps[] = {
-    OpKind::kMoePack,  OpKind::kMoeGroupedGemm,  OpKind::kMoeCombine,
-    OpKind::kMoeRoute, OpKind::kAttentionDecode, OpKind::kAttentionDecodeMerge,
+    OpKind::kMoePack,         OpKind::kMoeGroupedGemm,
+    OpKind::kMoeCombine,      OpKind::kMoeRoute,
+    OpKind::kAttentionDecode, OpKind::kAttentionDecodeMerge,
     OpKind::kAttentionRagged, OpKind::kAttentionRaggedMerge};
 
 // (backend, family) pairs in registry order, and who builds which op.
@@ -48,9 +49,8 @@ TEST(FamilyRegistryTest, OneEntryPerBackendAndFamily) {
   }
   EXPECT_THAT(entries,
               ElementsAre("cpu.moe", "cpu.attention", "cpu.ragged_attention",
-                          "cuda.moe", "cuda.attention",
-                          "cuda.ragged_attention", "hip.moe",
-                          "hip.attention", "hip.ragged_attention"));
+                          "cuda.moe", "cuda.attention", "cuda.ragged_attention",
+                          "hip.moe", "hip.attention", "hip.ragged_attention"));
   for (OpKind op : kLibraryOps) {
     EXPECT_NE(GetOpInfo(op).name, "invalid");
     EXPECT_EQ(OpKindFromName(GetOpInfo(op).name), op);

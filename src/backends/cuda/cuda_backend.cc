@@ -234,9 +234,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
       int l2_bytes, DeviceAttribute(**api, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
                                     device, "L2 cache size"));
   // Line tables let compute-sanitizer and ncu name source lines.
-  absl::StatusOr<NvrtcCompiler> compiler = NvrtcCompiler::Create(
-      {.line_info = EnvIs("TAILOR_CUDA_LINEINFO", "1"),
-       .extra_flags = ExtraNvrtcFlagsFromEnv()});
+  absl::StatusOr<NvrtcCompiler> compiler =
+      NvrtcCompiler::Create({.line_info = EnvIs("TAILOR_CUDA_LINEINFO", "1"),
+                             .extra_flags = ExtraNvrtcFlagsFromEnv()});
   if (!compiler.ok()) return Unavailable(compiler.status());
   return std::unique_ptr<CudaBackend>(new CudaBackend(
       *std::move(context), options.device_index, *std::move(compiler),

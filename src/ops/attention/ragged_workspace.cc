@@ -205,8 +205,8 @@ absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
   if (!errors.bad_page && decode.too_many_pages && impl_->last_page_indptr) {
     // The device's page_indptr gave a decode row fewer pages than it needs.
     return absl::InvalidArgumentError(absl::StrCat(
-        "page_indptr: sequence ", decode.too_many_pages->position,
-        " needs ", decode.too_many_pages->value,
+        "page_indptr: sequence ", decode.too_many_pages->position, " needs ",
+        decode.too_many_pages->value,
         " pages; page_indptr gives it fewer (or a range outside kv_indices)"));
   }
   if (!errors.bad_page && (decode.bad_seq_len || decode.too_many_pages)) {

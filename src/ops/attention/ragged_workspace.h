@@ -130,8 +130,8 @@ struct RaggedWorkspaceImpl {
 
   // ---- device storage (device-memory backends) ------------------------------
   std::optional<RaggedDeviceBuffers> device;
-  int64_t last_num_pages = 0;  // for the text of device errors
-  int64_t last_max_pages = 0;      // block_table's last dim
+  int64_t last_num_pages = 0;     // for the text of device errors
+  int64_t last_max_pages = 0;     // block_table's last dim
   bool last_page_indptr = false;  // FlashInfer's pages (kv_indices)
 
   void Invalidate() { planned = false; }

@@ -34,8 +34,8 @@
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "templates/cuda/attention/decode_params.h"
-#include "templates/cuda/attention/page_table.cuh"
 #include "templates/cuda/attention/decode_trace.cuh"
+#include "templates/cuda/attention/page_table.cuh"
 
 namespace tailor::cuda {
 

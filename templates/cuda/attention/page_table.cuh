@@ -20,8 +20,8 @@ struct PageRow {
   int count;        // its pages in the table
 };
 
-TAILOR_DEVICE PageRow PageRowOf(const int* block_table_indptr,
-                                long long stride, int max_pages, int seq) {
+TAILOR_DEVICE PageRow PageRowOf(const int* block_table_indptr, long long stride,
+                                int max_pages, int seq) {
   if (block_table_indptr == nullptr) {
     return {static_cast<long long>(seq) * stride, max_pages};
   }

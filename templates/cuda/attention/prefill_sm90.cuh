@@ -179,8 +179,8 @@ struct PrefillSm90Kernel {
     const int token = start + box * kBoxTokens;
     if (box >= kBoxes || token >= item.kv_len) return p.num_pages;
     const int index = token / kPageSize;
-    const PageRow row = PageRowOf(p.page_indptr, p.block_table_stride,
-                                  p.max_pages, item.seq);
+    const PageRow row =
+        PageRowOf(p.page_indptr, p.block_table_stride, p.max_pages, item.seq);
     const int page = PageAt(p.block_table, row, index, -1);
     if (page < 0 || page >= p.num_pages) {
       RecordError(p.errors, kPrefillErrorBadPage,
