@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -164,6 +165,17 @@ const KernelRow* FindDecode(const TadDecodeRunArgs& a) {
   return nullptr;
 }
 
+// The cache maps' L2 promotion: the library's 256 B, or
+// $TAD_DECODE_L2_PROMOTION = none | 64 | 128 | 256 for A/B runs.
+CUtensorMapL2promotion L2PromotionFromEnv() {
+  const char* v = std::getenv("TAD_DECODE_L2_PROMOTION");
+  const std::string s = v == nullptr ? "256" : v;
+  if (s == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  if (s == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  if (s == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+}
+
 // The cache maps (decode_params.h): box {64, tokens, D / 64, heads, 1}.
 bool EncodeCacheMaps(const TadDecodeRunArgs& a, tc::DecodeKernelParams& p,
                      char* error, int error_len) {
@@ -178,7 +190,7 @@ bool EncodeCacheMaps(const TadDecodeRunArgs& a, tc::DecodeKernelParams& p,
   const cuuint64_t v_strides[4] = {u(a.v_stride_token * 2), 128,
                                    u(a.v_stride_head * 2),
                                    u(a.v_stride_page * 2)};
-  const auto promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  const CUtensorMapL2promotion promotion = L2PromotionFromEnv();
   const cuuint32_t box[5] = {64, tokens,
                              static_cast<cuuint32_t>(a.head_dim / 64), 1, 1};
   if (!Encode5(&p.k_map, a.dtype, a.k_cache, dims, k_strides, box, promotion,
