@@ -159,6 +159,14 @@ std::vector<TemplateCase> RaggedAttentionCases() {
        "TAILOR_CUDA_ENTRY(tailor_template_probe, "
        "(tailor::cuda::PrefillSm90Kernel<tailor::cuda::Half16::kF16, 256, 8, "
        "32>))\n"},
+      {"prefill_sm80_bf16_d128_pack4_page3",
+       SpecKey{},
+       "templates/cuda/attention/prefill_sm80.cuh",
+       {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16", "cp.async"},
+       "#include \"templates/cuda/attention/prefill_sm80.cuh\"\n"
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
+       "(tailor::cuda::PrefillSm80Kernel<tailor::cuda::Half16::kBf16, 128, 4, "
+       "3>))\n"},
       {"prefill_merge_bf16_d128",
        SpecKey{},
        "templates/cuda/attention/prefill_merge.cuh",
@@ -193,6 +201,14 @@ std::vector<TemplateCase> Fp8MoeCases() {
        "TAILOR_CUDA_ENTRY(tailor_template_probe, "
        "(tailor::cuda::MoeFp8GroupedGemmSm90<0, 0, 16, "
        "tailor::cuda::kMoeEpilogueNone, 1>))\n"},
+      {"fp8_gemm_mma_64_silu_quant",
+       SpecKey{},
+       "templates/cuda/moe/fp8_grouped_gemm_sm80.cuh",
+       {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16"},
+       "#include \"templates/cuda/moe/fp8_grouped_gemm_sm80.cuh\"\n"
+       "TAILOR_CUDA_ENTRY(tailor_template_probe, "
+       "(tailor::cuda::MoeFp8GroupedGemmMma<0, 0, 0, "
+       "tailor::cuda::kMoeEpilogueSiluAndMulQuant>))\n"},
       {"fp8_pack",
        SpecKey{},
        "templates/cuda/moe/fp8_pack.cuh",
