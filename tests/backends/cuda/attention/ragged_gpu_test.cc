@@ -312,23 +312,10 @@ TEST_F(RaggedGpuTest, FlashInferPagesMatchTheReference) {
 // A page_indptr range past kv_indices holds no pages: its tokens are
 // dropped and reported, the other sequences are still right.
 TEST_F(RaggedGpuTest, BadPageRangesAreDroppedAndReported) {
-  RaggedCase c = MixedStep();
-  RaggedBatch p = BuildRaggedBatch(c);
+  RaggedBatch p = BuildRaggedBatch(MixedStep());
   const int32_t nnz = static_cast<int32_t>(p.kv_indices.size());
   p.page_indptr[10] = nnz + 3;  // sequence 9 (577 tokens): [.., nnz + 3)
-  RaggedWorkspace ws;
-  TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
-      runtime(), LimitsOf(c, c.batch(), c.total_q()), ws));
-  DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages,
-               /*flashinfer=*/true);
-  TAILOR_ASSERT_OK(d.Upload(p));
-  PlanRaggedArgs plan = PlanArgsOf(p);
-  plan.stream = stream_->get();
-  TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
-  TAILOR_ASSERT_OK(
-      RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()), ws));
-  TAILOR_ASSERT_OK(stream_->Synchronize());
-  EXPECT_THAT(ws.TakeErrors(runtime(), stream_->get()),
+  EXPECT_THAT(RunAndTakeErrors(runtime(), p, /*flashinfer=*/true),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        absl::StrCat("kv_indices: page 0 of sequence 9 is -1, "
                                     "outside [0, ",
@@ -340,22 +327,9 @@ TEST_F(RaggedGpuTest, BadPageRangesAreDroppedAndReported) {
 // A decode row whose page_indptr range is a page short is reported by the
 // decode kernel, naming page_indptr.
 TEST_F(RaggedGpuTest, ShortDecodeRowPageRangesAreReported) {
-  RaggedCase c = MixedStep();
-  RaggedBatch p = BuildRaggedBatch(c);
+  RaggedBatch p = BuildRaggedBatch(MixedStep());
   p.page_indptr[2] -= 1;  // sequence 1 (a decode row over 1000 tokens)
-  RaggedWorkspace ws;
-  TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
-      runtime(), LimitsOf(c, c.batch(), c.total_q()), ws));
-  DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages,
-               /*flashinfer=*/true);
-  TAILOR_ASSERT_OK(d.Upload(p));
-  PlanRaggedArgs plan = PlanArgsOf(p);
-  plan.stream = stream_->get();
-  TAILOR_ASSERT_OK(PlanRagged(runtime(), plan, ws));
-  TAILOR_ASSERT_OK(
-      RunRagged(runtime(), d.Args(p, runtime().device(), stream_->get()), ws));
-  TAILOR_ASSERT_OK(stream_->Synchronize());
-  EXPECT_THAT(ws.TakeErrors(runtime(), stream_->get()),
+  EXPECT_THAT(RunAndTakeErrors(runtime(), p, /*flashinfer=*/true),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "page_indptr: sequence 1 needs 63 pages; page_indptr "
                        "gives it fewer (or a range outside kv_indices)"));
@@ -383,23 +357,11 @@ TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
     c.page_size = run.page_size;
     RaggedBatch p = BuildRaggedBatch(c);
     p.block_table[run.seq * p.max_pages + 2] = 99999;
-    RaggedWorkspace ws;
-    TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
-        *run.rt, LimitsOf(c, c.batch(), c.total_q()), ws));
-    DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages);
-    TAILOR_ASSERT_OK(d.Upload(p));
-    PlanRaggedArgs plan = PlanArgsOf(p);
-    plan.stream = stream_->get();
-    TAILOR_ASSERT_OK(PlanRagged(*run.rt, plan, ws));
-    TAILOR_ASSERT_OK(
-        RunRagged(*run.rt, d.Args(p, run.rt->device(), stream_->get()), ws));
-    TAILOR_ASSERT_OK(stream_->Synchronize());
-    EXPECT_THAT(ws.TakeErrors(*run.rt, stream_->get()),
+    EXPECT_THAT(RunAndTakeErrors(*run.rt, p),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          absl::StrCat("block_table[", run.seq,
                                       ",2]: page id 99999 is outside [0, ",
                                       p.num_pages, ")")));
-    TAILOR_EXPECT_OK(ws.TakeErrors(*run.rt, stream_->get()));  // cleared
   }
 }
 

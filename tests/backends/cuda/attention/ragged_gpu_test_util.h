@@ -227,6 +227,29 @@ class RaggedGpuTest : public ::testing::Test {
     return err;
   }
 
+  // Runs the (possibly corrupted) batch `p` on `rt` and returns what the
+  // workspace's TakeErrors reports about the device data it met.
+  absl::Status RunAndTakeErrors(Runtime& rt, const RaggedBatch& p,
+                                bool flashinfer = false) {
+    const RaggedCase& c = p.c;
+    RaggedWorkspace ws;
+    TAILOR_RETURN_IF_ERROR(
+        ReserveRaggedWorkspace(rt, LimitsOf(c, c.batch(), c.total_q()), ws));
+    DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages,
+                 flashinfer);
+    TAILOR_RETURN_IF_ERROR(d.Upload(p));
+    PlanRaggedArgs plan = PlanArgsOf(p);
+    plan.stream = stream_->get();
+    TAILOR_RETURN_IF_ERROR(PlanRagged(rt, plan, ws));
+    TAILOR_RETURN_IF_ERROR(
+        RunRagged(rt, d.Args(p, rt.device(), stream_->get()), ws));
+    TAILOR_RETURN_IF_ERROR(stream_->Synchronize());
+    const absl::Status errors = ws.TakeErrors(rt, stream_->get());
+    // Taken once: a second take finds the words cleared.
+    EXPECT_TRUE(ws.TakeErrors(rt, stream_->get()).ok());
+    return errors;
+  }
+
   // One graph per workspace bucket, captured once on `rt` (on the first
   // step's plan), replayed after each step's PlanRagged with new lengths,
   // block tables and data in the same buffers; each step against the
