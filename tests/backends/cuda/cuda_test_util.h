@@ -59,6 +59,18 @@ class CudaTestRuntime {
     return options;
   }
 
+  // `options` in background JIT mode on two compile threads; with
+  // `disable_jit` nothing compiles (the generic kernels only, and every
+  // queued resolve fails: logging off).
+  static Runtime::Options BackgroundJit(Runtime::Options options,
+                                        bool disable_jit) {
+    options.jit_mode = Runtime::JitMode::kBackground;
+    options.disable_jit = disable_jit;
+    options.compile_threads = 2;
+    options.log_level = disable_jit ? "off" : "error";
+    return options;
+  }
+
   Runtime& runtime() { return *runtime_; }
   tailor::internal::Engine& engine() {
     return tailor::internal::EngineOf(*runtime_);

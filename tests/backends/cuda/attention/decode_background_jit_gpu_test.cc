@@ -37,15 +37,9 @@ using ::tailor::testing::WaitForCompiles;
 using internal::KernelSource;
 using internal::SpecKey;
 
-// Waits (up to 120 s) until no background compile is queued or running.
 Runtime::Options BackgroundOptions(bool disable_jit) {
-  Runtime::Options options = CudaTestRuntime::DefaultOptions();
-  options.jit_mode = Runtime::JitMode::kBackground;
-  options.disable_jit = disable_jit;
-  options.compile_threads = 2;
-  // With disable_jit every queued resolve fails (logged): keep it quiet.
-  options.log_level = disable_jit ? "off" : "error";
-  return options;
+  return CudaTestRuntime::BackgroundJit(CudaTestRuntime::DefaultOptions(),
+                                        disable_jit);
 }
 
 class DecodeBackgroundJitTest : public DecodeGpuTest {

@@ -42,13 +42,7 @@ using internal::SpecKey;
 // `disable_jit` nothing compiles (the generic kernels only).
 Runtime::Options BackgroundOptions(bool disable_jit,
                                    const std::string& keys = "") {
-  Runtime::Options options = OptionsWith(keys);
-  options.jit_mode = Runtime::JitMode::kBackground;
-  options.disable_jit = disable_jit;
-  options.compile_threads = 2;
-  // With disable_jit every queued resolve fails (logged): keep it quiet.
-  options.log_level = disable_jit ? "off" : "error";
-  return options;
+  return CudaTestRuntime::BackgroundJit(OptionsWith(keys), disable_jit);
 }
 
 class RaggedBackgroundJitTest : public RaggedGpuTest {
