@@ -67,6 +67,16 @@ TAILOR_DEVICE unsigned short Bf16Bits(float x) {
 
 // silu(x) = x * sigmoid(x), in f32 like vLLM's silu_and_mul (fast exp and
 // division: a few ulp, far inside bf16 and the f32 tests' 1e-5).
+TAILOR_DEVICE float NegativeInfinity() { return __int_as_float(0xff800000u); }
+
+// tanh on the SFU (about 2^-11 relative error), as the attention kernels'
+// soft cap uses it.
+TAILOR_DEVICE float TanhApprox(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 TAILOR_DEVICE float Silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 template <typename T>

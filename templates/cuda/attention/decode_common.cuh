@@ -32,6 +32,8 @@
 #define TAILOR_TEMPLATES_CUDA_ATTENTION_DECODE_COMMON_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/error_word.cuh"
+#include "runtime/cuda/numeric.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "templates/cuda/attention/decode_params.h"
 #include "templates/cuda/attention/decode_trace.cuh"
@@ -40,19 +42,6 @@
 namespace tailor::cuda {
 
 inline constexpr float kDecodeLn2 = 0.69314718055994531f;
-
-TAILOR_DEVICE float NegativeInfinity() { return __int_as_float(0xff800000u); }
-
-// Records (position, value) in error word `word` if it is the lowest so far.
-TAILOR_DEVICE void DecodeRecordError(unsigned long long* errors, int word,
-                                     long long position, int value) {
-  const unsigned long long clamped =
-      position < 0 ? 0ull
-                   : (position > 0xffffffffll
-                          ? 0xffffffffull
-                          : static_cast<unsigned long long>(position));
-  atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
-}
 
 // The q / out / lse row of sequence `seq`: q_rows[seq] where the launch maps
 // rows (a ragged step's decode rows sit among other rows), else seq.
@@ -92,12 +81,12 @@ TAILOR_DEVICE int DecodeAttendedEnd(const DecodeKernelParams& p,
                                     const DecodeWorkItem& item, int device_len,
                                     bool report) {
   if (report && device_len != item.seq_len) {
-    DecodeRecordError(p.errors, kDecodeErrorBadSeqLen, item.seq, device_len);
+    RecordLowestError(p.errors, kDecodeErrorBadSeqLen, item.seq, device_len);
   }
   const int page_size = DecodePageSizeOf<kPageSize>(p);
   const int pages = (item.seq_len + page_size - 1) / page_size;
   if (report && pages > DecodePageRow(p, item).count) {
-    DecodeRecordError(p.errors, kDecodeErrorTooManyPages, item.seq, pages);
+    RecordLowestError(p.errors, kDecodeErrorTooManyPages, item.seq, pages);
   }
   return min(item.kv_end, max(device_len, 0));
 }
@@ -125,7 +114,7 @@ TAILOR_DEVICE void DecodeReportPage(const DecodeKernelParams& p,
                                     const DecodeWorkItem& item, int token,
                                     int page) {
   if (page == kDecodeNoPage || DecodePageValid(p, page)) return;
-  DecodeRecordError(p.errors, kDecodeErrorBadPage,
+  RecordLowestError(p.errors, kDecodeErrorBadPage,
                     static_cast<long long>(item.seq) * p.max_pages +
                         token / DecodePageSizeOf<kPageSize>(p),
                     page);

@@ -50,7 +50,9 @@
 
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/error_word.cuh"
 #include "runtime/cuda/mma_sm80.cuh"
+#include "runtime/cuda/numeric.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "templates/cuda/attention/page_table.cuh"
 #include "templates/cuda/attention/prefill_params.h"
@@ -64,16 +66,6 @@ TAILOR_DEVICE int PrefillSm80PageAt(const PrefillParams& p, int seq,
   const PageRow row =
       PageRowOf(p.page_indptr, p.block_table_stride, p.max_pages, seq);
   return PageAt(p.block_table, row, index, -1);
-}
-
-TAILOR_DEVICE float PrefillSm80NegativeInfinity() {
-  return __int_as_float(0xff800000u);
-}
-
-TAILOR_DEVICE float PrefillSm80Tanh(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 template <Half16 kType, int kHeadDim, int kPack, int kPageSize>
@@ -188,16 +180,6 @@ struct PrefillSm80Kernel {
     return min(item.kv_end, item.kv_len);
   }
 
-  static TAILOR_DEVICE void RecordError(unsigned long long* errors, int word,
-                                        long long position, int value) {
-    const unsigned long long clamped =
-        position < 0 ? 0ull
-                     : (position > 0xffffffffll
-                            ? 0xffffffffull
-                            : static_cast<unsigned long long>(position));
-    atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
-  }
-
   // The page of KV position `token` of `item`, or -1 when it is not
   // attended data: past the item's end, or a page id outside [0,
   // num_pages) (recorded in the error word when `report`).
@@ -208,9 +190,9 @@ struct PrefillSm80Kernel {
     const int page = PrefillSm80PageAt(p, item.seq, index);
     if (page < 0 || page >= p.num_pages) {
       if (report) {
-        RecordError(p.errors, kPrefillErrorBadPage,
-                    static_cast<long long>(item.seq) * p.max_pages + index,
-                    page);
+        RecordLowestError(
+            p.errors, kPrefillErrorBadPage,
+            static_cast<long long>(item.seq) * p.max_pages + index, page);
       }
       return -1;
     }
@@ -319,7 +301,7 @@ struct PrefillSm80Kernel {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      st.m[r] = PrefillSm80NegativeInfinity();
+      st.m[r] = NegativeInfinity();
       st.l[r] = 0.0f;
     }
   }
@@ -397,7 +379,7 @@ struct PrefillSm80Kernel {
         const int pos = start + col;
         if (pos < lim.lo[c / 2] || pos >= lim.hi[c / 2] ||
             ((bits >> col) & 1ull) == 0) {
-          s[nt][c] = PrefillSm80NegativeInfinity();
+          s[nt][c] = NegativeInfinity();
         }
       }
     }
@@ -415,9 +397,9 @@ struct PrefillSm80Kernel {
         for (int c = 0; c < 4; ++c) {
           // tanh(-inf) = -1 would unmask: keep the mask's -inf.
           const float x = s[nt][c];
-          s[nt][c] = x == PrefillSm80NegativeInfinity()
+          s[nt][c] = x == NegativeInfinity()
                          ? x
-                         : p.score_scale * PrefillSm80Tanh(x * p.cap_scale);
+                         : p.score_scale * TanhApprox(x * p.cap_scale);
         }
       }
       scale = 1.0f;
@@ -439,9 +421,7 @@ struct PrefillSm80Kernel {
           fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
       // A row with nothing attended yet keeps m = -inf: base 0 keeps
       // 2^(-inf - base) = 0 instead of NaN.
-      base[r] = row_max[r] == PrefillSm80NegativeInfinity()
-                    ? 0.0f
-                    : row_max[r] * scale;
+      base[r] = row_max[r] == NegativeInfinity() ? 0.0f : row_max[r] * scale;
       alpha[r] = Exp2(st.m[r] * scale - base[r]);
       st.m[r] = row_max[r];
     }
@@ -510,8 +490,8 @@ struct PrefillSm80Kernel {
       const int row = 16 * warp + lane / 4 + 8 * r;
       if (row >= item.rows) continue;
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const float lse2 = l > 0.0f ? st.m[r] * scale + __log2f(l)
-                                  : PrefillSm80NegativeInfinity();
+      const float lse2 =
+          l > 0.0f ? st.m[r] * scale + __log2f(l) : NegativeInfinity();
       if (item.partial >= 0) {
         const long long slot =
             static_cast<long long>(item.partial) * PlanRowsOf(p) + slot_row;

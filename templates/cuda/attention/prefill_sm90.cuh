@@ -49,6 +49,7 @@
 
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/entry.cuh"
+#include "runtime/cuda/error_word.cuh"
 #include "runtime/cuda/mbarrier.cuh"
 #include "runtime/cuda/pipeline.cuh"
 #include "runtime/cuda/tma.cuh"
@@ -149,16 +150,6 @@ struct PrefillSm90Kernel {
     return (item.kv_end - item.kv_begin + kBlockN - 1) / kBlockN;
   }
 
-  static TAILOR_DEVICE void RecordError(unsigned long long* errors, int word,
-                                        long long position, int value) {
-    const unsigned long long clamped =
-        position < 0 ? 0ull
-                     : (position > 0xffffffffll
-                            ? 0xffffffffull
-                            : static_cast<unsigned long long>(position));
-    atomicMin(errors + word, (clamped << 32) | static_cast<unsigned>(value));
-  }
-
   // ---- producer -------------------------------------------------------------
 
   // One KV block's pages as the producer warp holds them: lane i the page
@@ -183,8 +174,9 @@ struct PrefillSm90Kernel {
         PageRowOf(p.page_indptr, p.block_table_stride, p.max_pages, item.seq);
     const int page = PageAt(p.block_table, row, index, -1);
     if (page < 0 || page >= p.num_pages) {
-      RecordError(p.errors, kPrefillErrorBadPage,
-                  static_cast<long long>(item.seq) * p.max_pages + index, page);
+      RecordLowestError(p.errors, kPrefillErrorBadPage,
+                        static_cast<long long>(item.seq) * p.max_pages + index,
+                        page);
       bad = true;
       return p.num_pages;
     }

@@ -47,7 +47,7 @@ struct PrefillSm90Epilogue {
       rows.row[r] = wg * kPrefillConsumerRows + 16 * warp + lane / 4 + 8 * r;
       inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
       rows.lse2[r] =
-          l > 0.0f ? st.m[r] * scale + __log2f(l) : PrefillNegativeInfinity();
+          l > 0.0f ? st.m[r] * scale + __log2f(l) : NegativeInfinity();
     }
 #pragma unroll
     for (int i = 0; i < kORegs; ++i) st.o[i] *= inv[(i / 2) % 2];

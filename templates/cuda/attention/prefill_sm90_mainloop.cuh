@@ -29,6 +29,7 @@
 #define TAILOR_TEMPLATES_CUDA_ATTENTION_PREFILL_SM90_MAINLOOP_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/numeric.cuh"
 #include "runtime/cuda/pipeline.cuh"
 #include "runtime/cuda/warp_mma.cuh"
 #include "runtime/cuda/wgmma.cuh"
@@ -36,16 +37,6 @@
 #include "templates/cuda/attention/prefill_params.h"
 
 namespace tailor::cuda {
-
-TAILOR_DEVICE float PrefillNegativeInfinity() {
-  return __int_as_float(0xff800000u);
-}
-
-TAILOR_DEVICE float TanhApprox(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Named barriers of the consumers (0 is __syncthreads'): 1 + wg gives
 // warpgroup wg its turn to issue MMAs; 3 + wg synchronizes one warpgroup.
@@ -195,7 +186,7 @@ struct PrefillSm90Mainloop {
     for (int i = 0; i < kORegs; ++i) st.o[i] = 0.0f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      st.m[r] = PrefillNegativeInfinity();
+      st.m[r] = NegativeInfinity();
       st.l[r] = 0.0f;
     }
   }
@@ -247,7 +238,7 @@ struct PrefillSm90Mainloop {
       const int pos = mask.start + col;
       const bool dropped = (mask.dropped >> (col / kBoxTokens)) & 1u;
       if (pos < lim.lo[row] || pos >= lim.hi[row] || dropped) {
-        s[i] = PrefillNegativeInfinity();
+        s[i] = NegativeInfinity();
       }
     }
   }
@@ -282,8 +273,7 @@ struct PrefillSm90Mainloop {
           fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
       // A row with nothing attended yet keeps m = -inf: base 0 keeps
       // 2^(-inf - base) = 0 instead of NaN.
-      base[r] =
-          row_max[r] == PrefillNegativeInfinity() ? 0.0f : row_max[r] * scale;
+      base[r] = row_max[r] == NegativeInfinity() ? 0.0f : row_max[r] * scale;
       alpha[r] = Exp2(st.m[r] * scale - base[r]);
       st.m[r] = row_max[r];
     }
