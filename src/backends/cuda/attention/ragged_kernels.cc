@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver_api.h"
@@ -135,6 +136,18 @@ const char* HalfName(DType dtype) {
 }
 
 // The merge of either kernel's pieces: partial slots of its tile rows.
+// The source of one explicit instantiation: `defines`, then the attention
+// template `header`, then `kernel` as the entry `entry`.
+KernelSource InstanceSource(absl::string_view header, absl::string_view kernel,
+                            absl::string_view entry,
+                            absl::string_view defines = "") {
+  return KernelSource{
+      .code =
+          absl::StrCat(defines, "#include \"templates/cuda/attention/", header,
+                       "\"\nTAILOR_CUDA_ENTRY(", entry, ", (", kernel, "))\n"),
+      .entry = std::string(entry)};
+}
+
 absl::StatusOr<KernelSource> MergeSource(const SpecKey& key) {
   TAILOR_ASSIGN_OR_RETURN(RaggedMergeSpec spec, RaggedMergeSpec::FromKey(key));
   if (spec.tile_rows != kPrefillTileRows &&
@@ -152,12 +165,7 @@ absl::StatusOr<KernelSource> MergeSource(const SpecKey& key) {
   const std::string kernel =
       absl::StrCat("tailor::cuda::PrefillMergeKernel<", HalfName(spec.dtype),
                    ", ", spec.head_dim, rows, ">");
-  return KernelSource{
-      .code = absl::StrCat(
-          "#include \"templates/cuda/attention/prefill_merge.cuh\"\n"
-          "TAILOR_CUDA_ENTRY(tailor_ragged_merge, (",
-          kernel, "))\n"),
-      .entry = "tailor_ragged_merge"};
+  return InstanceSource("prefill_merge.cuh", kernel, "tailor_ragged_merge");
 }
 
 absl::StatusOr<KernelSource> PortableSource(const RaggedKernelSpec& spec) {
@@ -173,12 +181,7 @@ absl::StatusOr<KernelSource> PortableSource(const RaggedKernelSpec& spec) {
   const std::string kernel = absl::StrCat(
       "tailor::cuda::PrefillSm80Kernel<", HalfName(spec.dtype), ", ",
       spec.head_dim, ", ", spec.head_pack, ", ", spec.page_size, ">");
-  return KernelSource{
-      .code = absl::StrCat(
-          "#include \"templates/cuda/attention/prefill_sm80.cuh\"\n"
-          "TAILOR_CUDA_ENTRY(tailor_ragged, (",
-          kernel, "))\n"),
-      .entry = "tailor_ragged"};
+  return InstanceSource("prefill_sm80.cuh", kernel, "tailor_ragged");
 }
 
 absl::StatusOr<KernelSource> HopperSource(const RaggedKernelSpec& spec) {
@@ -198,13 +201,7 @@ absl::StatusOr<KernelSource> HopperSource(const RaggedKernelSpec& spec) {
   const std::string kernel = absl::StrCat(
       "tailor::cuda::PrefillSm90Kernel<", HalfName(spec.dtype), ", ",
       spec.head_dim, ", ", spec.head_pack, ", ", spec.page_size, ">");
-  return KernelSource{
-      .code = absl::StrCat(
-          checks,
-          "#include \"templates/cuda/attention/prefill_sm90.cuh\"\n"
-          "TAILOR_CUDA_ENTRY(tailor_ragged, (",
-          kernel, "))\n"),
-      .entry = "tailor_ragged"};
+  return InstanceSource("prefill_sm90.cuh", kernel, "tailor_ragged", checks);
 }
 
 }  // namespace
