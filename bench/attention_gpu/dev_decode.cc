@@ -165,11 +165,11 @@ const KernelRow* FindDecode(const TadDecodeRunArgs& a) {
   return nullptr;
 }
 
-// The cache maps' L2 promotion: the library's 256 B, or
+// The cache maps' L2 promotion: the library's none, or
 // $TAD_DECODE_L2_PROMOTION = none | 64 | 128 | 256 for A/B runs.
 CUtensorMapL2promotion L2PromotionFromEnv() {
   const char* v = std::getenv("TAD_DECODE_L2_PROMOTION");
-  const std::string s = v == nullptr ? "256" : v;
+  const std::string s = v == nullptr ? "none" : v;
   if (s == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
   if (s == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
   if (s == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;

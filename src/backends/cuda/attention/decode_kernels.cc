@@ -214,7 +214,11 @@ TensorMapSpec DecodeCacheMapSpec(const DecodeShape& s, int64_t num_pages,
   spec.box_dims = {64, box_tokens, static_cast<uint32_t>(s.head_dim / 64),
                    static_cast<uint32_t>(box_heads), 1};
   spec.swizzle = TensorMapSwizzle::k128B;
-  spec.l2_promotion = TensorMapL2Promotion::k256B;
+  // No promotion: a box row is 128 bytes at a token stride of Hkv x D x 2,
+  // so a wider L2 fetch brings sectors no CTA reads; the L2, not DRAM, is
+  // the busy unit of a large decode step ("Decode cache maps: L2
+  // promotion", bench/results/decode_design.txt).
+  spec.l2_promotion = TensorMapL2Promotion::kNone;
   return spec;
 }
 
