@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -191,6 +192,17 @@ std::string CheckRunArgs(const TadRunArgs& a) {
   return "";
 }
 
+// The cache maps' L2 promotion: the library's none, or
+// $TAD_PREFILL_L2_PROMOTION = none | 64 | 128 | 256 for A/B runs.
+CUtensorMapL2promotion CacheL2PromotionFromEnv() {
+  const char* v = std::getenv("TAD_PREFILL_L2_PROMOTION");
+  const std::string s = v == nullptr ? "none" : v;
+  if (s == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  if (s == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  if (s == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+}
+
 bool EncodeMaps(const TadRunArgs& a, tailor::cuda::PrefillParams& p,
                 char* error, int error_len) {
   const auto u = [](long long v) { return static_cast<cuuint64_t>(v); };
@@ -228,11 +240,11 @@ bool EncodeMaps(const TadRunArgs& a, tailor::cuda::PrefillParams& p,
   const cuuint64_t v_strides[4] = {u(a.v_stride_token * 2), 128,
                                    u(a.v_stride_head * 2),
                                    u(a.v_stride_page * 2)};
+  const CUtensorMapL2promotion promotion = CacheL2PromotionFromEnv();
   return Encode5(&p.k_map, a.dtype, a.k_cache, kv_dims, k_strides, kv_box,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "k_map", error,
-                 error_len) &&
+                 promotion, "k_map", error, error_len) &&
          Encode5(&p.v_map, a.dtype, a.v_cache, kv_dims, v_strides, kv_box,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "v_map", error, error_len);
+                 promotion, "v_map", error, error_len);
 }
 
 void FillParams(const TadRunArgs& a, TadPrepared& prep) {

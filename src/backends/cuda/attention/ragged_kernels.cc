@@ -115,7 +115,10 @@ TensorMapSpec CacheMapSpec(const RaggedLaunch& l, const void* cache,
   spec.box_dims = {
       64, static_cast<uint32_t>(std::min(l.shape.page_size, block)), 1, 1, 1};
   spec.swizzle = TensorMapSwizzle::k128B;
-  spec.l2_promotion = TensorMapL2Promotion::k256B;
+  // No promotion, as the decode maps: a box row is 128 bytes at the token
+  // stride ("Prefill cache maps: L2 promotion",
+  // bench/results/attention_prefill_h200.txt).
+  spec.l2_promotion = TensorMapL2Promotion::kNone;
   return spec;
 }
 
