@@ -159,10 +159,11 @@ struct GemmChoice {
                          // "cuda.sm90_tma_wgmma_swap_ab" (decode steps:
                          // cta_rows is the tokens, wgmma's N),
                          // "cuda.sm90_tma_wgmma_fp8[_swap_ab]" (FP8),
-                         // "cuda.sm80_mma", "cuda.simt", "hip.mfma",
-                         // "hip.simt"; while a background compile is
-                         // pending on CUDA, "cuda.generic_mma" or
-                         // "cuda.generic_simt"
+                         // "cuda.sm80_mma", "cuda.sm80_mma_fp8",
+                         // "cuda.simt", "hip.mfma", "hip.simt"; while a
+                         // background compile is pending on CUDA,
+                         // "cuda.generic_mma", "cuda.generic_simt" or
+                         // "cuda.generic_mma_fp8" (FP8)
   int64_t n = 0;         // W rows per expert
   int64_t k = 0;         // reduction dim
   int32_t cta_rows = 0;  // A rows of one CTA (work-group) tile

@@ -27,6 +27,13 @@
 //                     either ragged kernel's plan)
 //   attention.ragged_ PrefillMergeKernel<T, D,      bf16, f16 x D 64/128/256
 //     merge           runtime tile rows>
+//   moe.pack (FP8)    MoeFp8Pack<runtime H, mode>   bf16 -> e4m3: block,
+//                                                   per tensor
+//   moe.grouped_gemm  MoeFp8GroupedGemmMma<runtime  e4m3: block, per tensor
+//     (FP8)           N, K, tile rows, epilogue,    x none, silu_and_mul,
+//                     mode> (mma.sync; serves the   quantizing silu_and_mul;
+//                     Hopper FP8 keys too)          per channel x none,
+//                                                   silu_and_mul
 //
 // Pure data and strings (an OpKind names each kernel's op): the build-time
 // image builder (generic_image_builder.cc) links this file without the rest
@@ -76,6 +83,16 @@ enum class GenericKernelId : int {
   kRaggedMergeF16D64,
   kRaggedMergeF16D128,
   kRaggedMergeF16D256,
+  kFp8PackBlock,  // MoeFp8Pack<0, mode>
+  kFp8PackPerTensor,
+  kFp8GemmBlockNone,  // MoeFp8GroupedGemmMma<0, 0, 0, epilogue, mode>
+  kFp8GemmBlockSiluAndMul,
+  kFp8GemmBlockQuant,  // the quantizing silu_and_mul epilogue
+  kFp8GemmPerTensorNone,
+  kFp8GemmPerTensorSiluAndMul,
+  kFp8GemmPerTensorQuant,
+  kFp8GemmPerChannelNone,
+  kFp8GemmPerChannelSiluAndMul,
   kCount,
 };
 inline constexpr int kNumGenericKernels =

@@ -41,7 +41,7 @@ TEST(GenericKernelTable, EntriesAreUniqueAndNamedForTheirFamily) {
     EXPECT_TRUE(entries.insert(info.entry).second) << info.entry;
     EXPECT_TRUE(absl::StrContains(GenericKernelsSource(), info.entry));
   }
-  EXPECT_EQ(entries.size(), 34u);
+  EXPECT_EQ(entries.size(), 44u);
   EXPECT_EQ(
       std::string(GenericKernelInfoOf(GenericKernelId::kDecodeF16D256).entry),
       "tailor_generic_decode_f16_d256");
@@ -51,6 +51,12 @@ TEST(GenericKernelTable, EntriesAreUniqueAndNamedForTheirFamily) {
   EXPECT_EQ(std::string(
                 GenericKernelInfoOf(GenericKernelId::kRaggedMergeF16D64).entry),
             "tailor_generic_ragged_merge_f16_d64");
+  EXPECT_EQ(std::string(
+                GenericKernelInfoOf(GenericKernelId::kFp8GemmBlockQuant).entry),
+            "tailor_generic_moe_fp8_gemm_block_silu_quant");
+  EXPECT_EQ(std::string(
+                GenericKernelInfoOf(GenericKernelId::kFp8PackPerTensor).kernel),
+            "MoeFp8Pack<0, tailor::cuda::kMoeFp8PerTensor>");
 }
 
 #ifdef TAILOR_EXPECT_GENERIC_IMAGE
@@ -122,6 +128,11 @@ TEST(GenericKernelKeys, OneKeyPerKernelWithItsFamilysOp) {
             OpKind::kAttentionRagged);
   EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kRaggedMergeBf16D256).op,
             OpKind::kAttentionRaggedMerge);
+  EXPECT_EQ(GenericKernelKey(target, GenericKernelId::kFp8PackBlock).op,
+            OpKind::kMoePack);
+  EXPECT_EQ(
+      GenericKernelKey(target, GenericKernelId::kFp8GemmPerChannelNone).op,
+      OpKind::kMoeGroupedGemm);
   std::set<uint64_t> hashes;
   for (int i = 0; i < kNumGenericKernels; ++i) {
     hashes.insert(GenericKernelKey(target, Id(i)).Hash().low);
@@ -194,6 +205,39 @@ TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
       EXPECT_EQ(stores, 0) << out->log;
       EXPECT_EQ(loads, 0) << out->log;
       EXPECT_THAT(out->ptx, HasSubstr("mma.sync.aligned.m16n8k16"));
+    }
+  }
+}
+
+// The generic FP8 kernels (the quantizing Pack with runtime H; the portable
+// FP8 GEMM with runtime N, K and tile rows in every scale mode and
+// epilogue) compile without spills for both cubins of the image; the GEMMs
+// run on mma.sync, sm_90 converts e4m3 with its cvt instructions.
+TEST_F(GenericNvrtcTest, Fp8KernelsCompileWithoutSpills) {
+  const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_80"};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (int i = static_cast<int>(GenericKernelId::kFp8PackBlock);
+         i <= static_cast<int>(GenericKernelId::kFp8GemmPerChannelSiluAndMul);
+         ++i) {
+      const GenericKernelInfo& info = GenericKernelInfoOf(Id(i));
+      SCOPED_TRACE(absl::StrCat(info.entry, " ", arch));
+      absl::StatusOr<NvrtcCompiler::Output> out =
+          Compile(GenericKernelKey(target, Id(i)), arch);
+      TAILOR_ASSERT_OK(out.status());
+      const int regs = testing::LogNumber(out->log, R"(Used (\d+) registers)");
+      const int stores =
+          testing::LogNumber(out->log, R"((\d+) bytes spill stores)");
+      const int loads =
+          testing::LogNumber(out->log, R"((\d+) bytes spill loads)");
+      std::printf("%-50s %6s regs %3d spill %d/%d\n", info.entry, arch, regs,
+                  stores, loads);
+      EXPECT_GT(regs, 0) << out->log;
+      EXPECT_EQ(stores, 0) << out->log;
+      EXPECT_EQ(loads, 0) << out->log;
+      const bool gemm = info.op == OpKind::kMoeGroupedGemm;
+      EXPECT_EQ(absl::StrContains(out->ptx, "mma.sync.aligned.m16n8k16"), gemm);
+      EXPECT_EQ(absl::StrContains(out->ptx, "cvt.rn.f16x2.e4m3x2"),
+                gemm && std::string(arch) == "sm_90");
     }
   }
 }

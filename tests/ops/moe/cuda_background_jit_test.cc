@@ -10,6 +10,9 @@
 // template that does not compile leaves the generic GEMM serving and is
 // reported once per key.
 //
+// FP8 layers (block, per tensor) on the Hopper and portable paths: the
+// generic FP8 kernels first, then the specialized ones.
+//
 // Prints the first-call latency in both modes.
 #include <atomic>
 #include <chrono>
@@ -27,6 +30,7 @@
 #include "core/logging.h"
 #include "jit_test_util.h"
 #include "ops/moe/cuda_test_util.h"
+#include "ops/moe/fp8_test_util.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "tailor/status.h"
 
@@ -371,6 +375,81 @@ TEST_F(MoeCudaBackgroundJitTest, SixteenThreadsOnOneColdStep) {
   EXPECT_EQ(s.compiles, kernels);  // one compile per kernel
   EXPECT_GT(s.fallback_launches, 0u);
   EXPECT_EQ(s.background_compile_failures, 0u);
+}
+
+// FP8 (e4m3): a cold moe::Experts call runs the generic FP8 kernels (the
+// quantizing Pack, the portable FP8 GEMM with the quantizing gate|up
+// epilogue) for the Hopper path's keys and the portable path's, while the
+// specialized ones compile; then only the specialized ones. Block and
+// per-tensor scales; every step against fp64 on the dequantized inputs.
+TEST_F(MoeCudaBackgroundJitTest, Fp8ColdCallServesAtOnceThenSpecializes) {
+  std::mt19937_64 rng(TestSeed());
+  for (const char* tuning : {"", "moe.gemm=portable"}) {
+    for (ScaleMode mode : {ScaleMode::kBlock, ScaleMode::kPerTensor}) {
+      SCOPED_TRACE(
+          absl::StrCat("tuning=", tuning, " mode=", static_cast<int>(mode)));
+      Runtime::Options options = Options(Runtime::JitMode::kBackground);
+      options.tuning = tuning;
+      absl::StatusOr<std::unique_ptr<CudaTestRuntime>> env =
+          CudaTestRuntime::Create(options);
+      TAILOR_ASSERT_OK(env.status());
+      Runtime& rt = (*env)->runtime();
+      const Fp8Layer layer =
+          MakeFp8Layer(rng, {.experts = 8, .hidden = 256, .intermediate = 256},
+                       RandomTopkIds(rng, 129, 2, 8, Spread::kUniform), mode);
+      std::vector<std::unique_ptr<DeviceTensor>> d;
+      for (const HostTensor* t :
+           {&layer.hidden, &layer.w13.q, &layer.w2.q, &layer.w13.scales,
+            &layer.w2.scales, &layer.weights, &layer.ids, &layer.out, &layer.a1,
+            &layer.a2}) {
+        d.push_back(std::make_unique<DeviceTensor>(api(), *t));
+      }
+      ExpertsArgs args = layer.Args();
+      args.hidden = d[0]->ref();
+      args.w13 = d[1]->ref();
+      args.w2 = d[2]->ref();
+      args.quant.w13_scale = d[3]->ref();
+      args.quant.w2_scale = d[4]->ref();
+      args.topk_weights = d[5]->ref();
+      args.topk_ids = d[6]->ref();
+      args.out = d[7]->ref();
+      if (mode == ScaleMode::kPerTensor) {
+        args.quant.a1_scale = d[8]->ref();
+        args.quant.a2_scale = d[9]->ref();
+      }
+      Workspace ws;
+      TAILOR_ASSERT_OK(ReserveWorkspace(rt,
+                                        {.max_tokens = layer.tokens(),
+                                         .topk = 2,
+                                         .num_experts = 8,
+                                         .hidden = 256,
+                                         .intermediate = 256,
+                                         .dtype = DType::kBF16},
+                                        ws));
+      const std::vector<double> reference = layer.Reference();
+      // One step, out poisoned first; whether its GEMMs ran generic.
+      auto step = [&](bool generic) {
+        d[7]->Upload(layer.out);
+        TAILOR_ASSERT_OK(Experts(rt, args, ws));
+        TAILOR_ASSERT_OK(ws.TakeErrors(rt));
+        EXPECT_LT(RelativeError(d[7]->Download(), reference), 2e-2);
+        ASSERT_EQ(ws.plan().gemms.size(), 2u);
+        for (const GemmChoice& g : ws.plan().gemms) {
+          EXPECT_EQ(g.kernel == "cuda.generic_mma_fp8", generic)
+              << ws.plan().ToString();
+        }
+      };
+      step(/*generic=*/true);
+      EXPECT_GT(rt.stats().fallback_launches, 0u);
+      WaitForCompiles(rt);
+      const StatsSnapshot s = rt.stats();
+      EXPECT_EQ(s.background_compile_failures, 0u);
+      for (int i = 0; i < 2; ++i) step(/*generic=*/false);
+      EXPECT_EQ(rt.stats().fallback_launches, s.fallback_launches);
+      EXPECT_EQ(rt.stats().compiles, s.compiles);
+      if (HasFailure()) return;
+    }
+  }
 }
 
 absl::StatusOr<KernelSource> BrokenGemm(const SpecKey&) {

@@ -8,11 +8,13 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_test_util.h"
+#include "backends/cuda/generic_image.h"
 #include "ops/moe/moe_test_util.h"
 #include "plan/piecewise_plan.h"
 
@@ -160,17 +162,73 @@ inline absl::StatusOr<CudaTestRuntime*> SharedCudaRuntime(
   return it->second.value().get();
 }
 
+// The kernels a parameterized GPU test runs: the runtime's tuning keys
+// ("": the device's choice), and whether it runs the generic kernels of
+// background JIT only (TAILOR_DISABLE_JIT: nothing compiles, every launch
+// a fallback; skipped when the library has no built-in generic image).
+struct KernelChoice {
+  std::string tuning;
+  bool generic_only = false;
+  std::string name;  // the test name's suffix
+};
+
+// The shared runtime of `choice`: as SharedCudaRuntime(tuning), one per
+// choice for the binary's life.
+inline absl::StatusOr<CudaTestRuntime*> SharedCudaRuntime(
+    const KernelChoice& choice) {
+  if (!choice.generic_only) return SharedCudaRuntime(choice.tuning);
+  static auto* runtimes =
+      new std::map<std::string,
+                   absl::StatusOr<std::unique_ptr<CudaTestRuntime>>>();
+  auto it = runtimes->find(choice.tuning);
+  if (it == runtimes->end()) {
+    Runtime::Options options = CudaTestRuntime::DefaultOptions();
+    options.tuning = choice.tuning;
+    it = runtimes
+             ->emplace(choice.tuning,
+                       CudaTestRuntime::Create(CudaTestRuntime::BackgroundJit(
+                           options, /*disable_jit=*/true)))
+             .first;
+  }
+  if (!it->second.ok()) return it->second.status();
+  return it->second.value().get();
+}
+
+// The kernels the FP8 GPU tests run: the device's choice (the Hopper
+// kernels on sm_90a), moe.gemm=portable (the mma.sync kernels), and the
+// generic kernels that stand in for each path's keys while they compile.
+inline std::vector<KernelChoice> Fp8KernelChoices() {
+  return {{.tuning = "", .name = "DeviceChoice"},
+          {.tuning = "moe.gemm=portable", .name = "Portable"},
+          {.tuning = "", .generic_only = true, .name = "DeviceChoiceGeneric"},
+          {.tuning = "moe.gemm=portable",
+           .generic_only = true,
+           .name = "PortableGeneric"}};
+}
+inline void PrintTo(const KernelChoice& choice, std::ostream* os) {
+  *os << choice.name;
+}
+inline std::string KernelChoiceName(
+    const ::testing::TestParamInfo<KernelChoice>& info) {
+  return info.param.name;
+}
+
 // A test on the shared CUDA runtime, or a skip without a device.
 class MoeCudaTest : public ::testing::Test {
  protected:
   void SetUp() override { SetUpWith(""); }
   // SetUp on the shared runtime of the tuning keys `tuning`.
-  void SetUpWith(const std::string& tuning) {
-    absl::StatusOr<CudaTestRuntime*> env = SharedCudaRuntime(tuning);
+  void SetUpWith(const std::string& tuning) { SetUpWith(KernelChoice{tuning}); }
+  // SetUp on the shared runtime of `choice`.
+  void SetUpWith(const KernelChoice& choice) {
+    absl::StatusOr<CudaTestRuntime*> env = SharedCudaRuntime(choice);
     if (!env.ok()) {
       ASSERT_EQ(env.status().code(), absl::StatusCode::kUnavailable)
           << env.status();
       GTEST_SKIP() << "no CUDA device here: " << env.status();
+    }
+    if (choice.generic_only && cuda::kNumGenericImages == 0) {
+      GTEST_SKIP() << "library built without the generic CUDA image";
     }
     env_ = *env;
   }

@@ -9,8 +9,9 @@
 //                need the FP8 kernel's own scratch sizing). Other devices
 //                and moe.gemm=portable: the mma.sync kernel
 //                (fp8_grouped_gemm_sm80.cuh), the same buffers.
-// All block on a cold key (the generic FP8 kernel is not wired to
-// background JIT).
+// Background JIT: a cold key of either runs its generic kernel (runtime H;
+// the portable GEMM with runtime N, K and tile rows, for Hopper keys too)
+// from the same params while the specialized kernel compiles.
 #include <algorithm>
 #include <cstring>
 
@@ -28,6 +29,7 @@ namespace {
 
 using tailor::internal::GroupedGemmLaunch;
 using tailor::internal::LaunchConfig;
+using tailor::internal::OpKind;
 using tailor::internal::PackLaunch;
 using tailor::internal::SpecKey;
 
@@ -138,6 +140,16 @@ tailor::internal::GemmConfig Fp8Config(const GroupedGemmLaunch& l, bool swap_ab,
                         .name = ScaleModeName(l.scale_mode)}}};
 }
 
+// The portable kernel's units of a launch (its plan's worst case): N tiles
+// of 64 columns, or (quantized) 128-column scale groups, two N tiles each.
+int64_t Fp8PortableUnits(const GroupedGemmLaunch& l) {
+  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
+  const int64_t units = l.dtype == DType::kF8E4M3
+                            ? l.n / 2 / kMoeFp8Block
+                            : MoeGemmNTiles(/*mma=*/true, gated, l.n);
+  return l.plan.max_work * units;
+}
+
 // What the quantizing Pack needs beyond the op front's rules.
 absl::Status ExpectFp8Pack(const PackLaunch& l) {
   const bool block = l.scale_mode == moe::ScaleMode::kBlock;
@@ -171,6 +183,31 @@ absl::Status ExpectFp8Pack(const PackLaunch& l) {
   return absl::OkStatus();
 }
 
+// The generic FP8 kernels (generic_kernel_table.h) of a Pack and a GEMM.
+GenericKernelId GenericFp8PackId(moe::ScaleMode mode) {
+  return mode == moe::ScaleMode::kBlock ? GenericKernelId::kFp8PackBlock
+                                        : GenericKernelId::kFp8PackPerTensor;
+}
+
+// Per channel has no quantizing epilogue (ExpectFp8Launch refuses it).
+GenericKernelId GenericFp8GemmId(moe::ScaleMode mode, moe::Epilogue epilogue,
+                                 bool quantized) {
+  using Id = GenericKernelId;
+  const int column = quantized                                ? 2
+                     : epilogue == moe::Epilogue::kSiluAndMul ? 1
+                                                              : 0;
+  if (mode == moe::ScaleMode::kPerChannel) {
+    return column == 0 ? Id::kFp8GemmPerChannelNone
+                       : Id::kFp8GemmPerChannelSiluAndMul;
+  }
+  constexpr Id kIds[2][3] = {
+      {Id::kFp8GemmBlockNone, Id::kFp8GemmBlockSiluAndMul,
+       Id::kFp8GemmBlockQuant},
+      {Id::kFp8GemmPerTensorNone, Id::kFp8GemmPerTensorSiluAndMul,
+       Id::kFp8GemmPerTensorQuant}};
+  return kIds[mode == moe::ScaleMode::kBlock ? 0 : 1][column];
+}
+
 }  // namespace
 
 absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
@@ -178,9 +215,6 @@ absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
   TAILOR_RETURN_IF_ERROR(ExpectFp8Pack(l));
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key = Fp8PackKey(engine.target(), l.hidden_dim, l.scale_mode);
-  TAILOR_ASSIGN_OR_RETURN(
-      std::shared_ptr<tailor::internal::Kernel> kernel,
-      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
   const MoeFp8PackParams p = {.hidden = l.hidden,
                               .permutation = l.permutation,
                               .a = l.a,
@@ -200,13 +234,16 @@ absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
   config.block = {.x = static_cast<uint32_t>(kMoeFp8PackThreads)};
   config.stream = l.stream;
   config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
-  return engine.Launch(key.op, *kernel, config, p);
+  return LaunchKernel(engine, key, &GenerateMoeKernel,
+                      GenericFp8PackId(l.scale_mode), config, &p, sizeof(p));
 }
 
 absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
                                             const GroupedGemmLaunch& l) {
   TAILOR_RETURN_IF_ERROR(ExpectFp8Launch(l));
   if (!hopper_) return PortableFp8GroupedGemm(engine, l);
+  const GenericKernelId generic_id =
+      GenericFp8GemmId(l.scale_mode, l.epilogue, l.dtype == DType::kF8E4M3);
   const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
   const int64_t max_tiles = l.plan.max_work * MoeSm90NTiles(gated, l.n);
   if (max_tiles == 0) return absl::OkStatus();
@@ -215,10 +252,11 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   const SpecKey key =
       Fp8GemmKey(engine.target(), l.dtype, l.n, l.k, l.tile_rows, l.epilogue,
                  swap_ab, l.scale_mode);
-  // Blocking: the FP8 kernels have no generic kernel for background JIT.
-  TAILOR_ASSIGN_OR_RETURN(
-      std::shared_ptr<tailor::internal::Kernel> kernel,
-      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
+  TAILOR_ASSIGN_OR_RETURN(const SelectedKernel selected,
+                          Select(engine, key, &GenerateMoeKernel, generic_id));
+  if (selected.generic) {
+    return PortableFp8Launch(engine, l, *selected.kernel, /*generic=*/true);
+  }
   MoeFp8GemmSm90Params p = {};
   TAILOR_RETURN_IF_ERROR(EncodeFp8Maps(descriptors_, l, a_rows, p));
   p.w_scales = l.w_scales;
@@ -250,23 +288,27 @@ absl::Status CudaMoeKernels::Fp8GroupedGemm(tailor::internal::Engine& engine,
   config.shared_bytes = static_cast<uint32_t>(MoeFp8SharedBytes(a_rows));
   config.stream = l.stream;
   config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
-  return engine.Launch(key.op, *kernel, config, p);
+  return engine.Launch(key.op, *selected.kernel, config, p);
 }
 
 absl::Status CudaMoeKernels::PortableFp8GroupedGemm(
     tailor::internal::Engine& engine, const GroupedGemmLaunch& l) {
-  const bool gated = l.epilogue == moe::Epilogue::kSiluAndMul;
-  const bool quantized = l.dtype == DType::kF8E4M3;
-  // A quantized unit is a 128-column scale group: two 64-column N tiles.
-  const int64_t units = quantized ? l.n / 2 / kMoeFp8Block
-                                  : MoeGemmNTiles(/*mma=*/true, gated, l.n);
-  const int64_t max_tiles = l.plan.max_work * units;
-  if (max_tiles == 0) return absl::OkStatus();
+  if (Fp8PortableUnits(l) == 0) return absl::OkStatus();
   const SpecKey key = Fp8PortableGemmKey(engine.target(), l.dtype, l.n, l.k,
                                          l.tile_rows, l.epilogue, l.scale_mode);
-  TAILOR_ASSIGN_OR_RETURN(
-      std::shared_ptr<tailor::internal::Kernel> kernel,
-      engine.GetKernel(key, engine.GeneratorFor(key.op, &GenerateMoeKernel)));
+  TAILOR_ASSIGN_OR_RETURN(const SelectedKernel selected,
+                          Select(engine, key, &GenerateMoeKernel,
+                                 GenericFp8GemmId(l.scale_mode, l.epilogue,
+                                                  l.dtype == DType::kF8E4M3)));
+  return PortableFp8Launch(engine, l, *selected.kernel, selected.generic);
+}
+
+absl::Status CudaMoeKernels::PortableFp8Launch(
+    tailor::internal::Engine& engine, const GroupedGemmLaunch& l,
+    const tailor::internal::Kernel& kernel, bool generic) {
+  const bool quantized = l.dtype == DType::kF8E4M3;
+  const int64_t max_tiles = Fp8PortableUnits(l);
+  if (max_tiles == 0) return absl::OkStatus();
   const MoeFp8GemmParams p = {.gemm = gpu::MoePortableGemmParamsOf(l),
                               .a_scales = l.a_scales,
                               .w_scales = l.w_scales,
@@ -276,19 +318,22 @@ absl::Status CudaMoeKernels::PortableFp8GroupedGemm(
                               .c_scale_rows = static_cast<int>(l.c_scale_rows)};
   // As the bf16 mma.sync kernel: a persistent grid of 2 CTAs per SM.
   const int64_t ctas = std::min<int64_t>(max_tiles, 2 * multiprocessors_);
-  const int tile_rows = static_cast<int>(l.tile_rows);
+  // The generic kernel's CTA is 64 rows whatever the plan tile.
+  const int tile_rows =
+      generic ? kMoePortableMaxRows : static_cast<int>(l.tile_rows);
   if (l.config != nullptr) {
-    *l.config = {.kernel = "cuda.sm80_mma_fp8",
-                 .n = l.n,
-                 .k = l.k,
-                 .cta_rows = MoeGemmCtaRows(tile_rows),
-                 .cta_cols = kMoeMmaWRows,
-                 .k_tile = kMoeFp8Block,
-                 .stages = MoeFp8MmaStages(quantized),
-                 .ctas = static_cast<int32_t>(ctas),
-                 .features = {{.key = "scale_mode",
-                               .value = static_cast<int>(l.scale_mode),
-                               .name = ScaleModeName(l.scale_mode)}}};
+    *l.config = {
+        .kernel = generic ? "cuda.generic_mma_fp8" : "cuda.sm80_mma_fp8",
+        .n = l.n,
+        .k = l.k,
+        .cta_rows = MoeGemmCtaRows(tile_rows),
+        .cta_cols = kMoeMmaWRows,
+        .k_tile = kMoeFp8Block,
+        .stages = MoeFp8MmaStages(quantized),
+        .ctas = static_cast<int32_t>(ctas),
+        .features = {{.key = "scale_mode",
+                      .value = static_cast<int>(l.scale_mode),
+                      .name = ScaleModeName(l.scale_mode)}}};
   }
   LaunchConfig config;
   config.grid = {.x = static_cast<uint32_t>(ctas)};
@@ -297,7 +342,11 @@ absl::Status CudaMoeKernels::PortableFp8GroupedGemm(
       static_cast<uint32_t>(MoeFp8MmaSharedBytes(tile_rows, quantized));
   config.stream = l.stream;
   config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);
-  return engine.Launch(key.op, *kernel, config, p);
+  if (generic) {
+    return engine.LaunchFallback(OpKind::kMoeGroupedGemm, kernel, config, &p,
+                                 sizeof(p));
+  }
+  return engine.Launch(OpKind::kMoeGroupedGemm, kernel, config, p);
 }
 
 }  // namespace tailor::cuda

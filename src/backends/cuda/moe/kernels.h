@@ -34,7 +34,8 @@
 // Background JIT (generic_kernels.h): while a key compiles, its launch runs
 // the generic kernel of its family and dtype (route: the same kernels;
 // grouped GEMM: the portable mma.sync kernel, or SIMT, with runtime N, K
-// and tile rows and 64-row CTAs, for Hopper keys too).
+// and tile rows and 64-row CTAs, for Hopper keys too; FP8: the portable FP8
+// kernel and the quantizing Pack with runtime dims, per scale mode).
 #ifndef TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
 #define TAILOR_BACKENDS_CUDA_MOE_KERNELS_H_
 
@@ -164,6 +165,12 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   absl::Status PortableFp8GroupedGemm(
       tailor::internal::Engine& engine,
       const tailor::internal::GroupedGemmLaunch& launch);
+  // That kernel's launch with `kernel`: specialized for `launch` (`generic`
+  // false) or the generic one (64-row CTAs, counted as a fallback).
+  absl::Status PortableFp8Launch(
+      tailor::internal::Engine& engine,
+      const tailor::internal::GroupedGemmLaunch& launch,
+      const tailor::internal::Kernel& kernel, bool generic);
   // What a Hopper launch runs: the kernel's variant and its grid.
   struct HopperVariant {
     int cta_rows = 0;  // the CTA tile's rows (64 or 128)

@@ -9,7 +9,9 @@
 // picks, outputs NaN-poisoned first; steps of many T on one workspace
 // encode no new descriptors; a captured CUDA graph replays with new data and
 // token counts; the device's argument rules with their codes and messages.
-// Both GEMM kernels (the parameter: tuning keys). Skips without a device.
+// Both GEMM kernels (the parameter: tuning keys), and the generic kernels
+// alone (background JIT with JIT disabled: zero compiles), as they serve
+// either path's cold keys. Skips without a device.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -63,17 +65,17 @@ struct DeviceLayer {
   }
 };
 
-// Parameter: the tuning keys ("": the device's choice, the Hopper kernels
-// on sm_90a; moe.gemm=portable: the mma.sync GEMM every other device runs).
+// Parameter: the kernels (cuda_test_util.h, Fp8KernelChoices).
 class MoeFp8ExpertsCudaTest
     : public MoeCudaTest,
-      public ::testing::WithParamInterface<std::string> {
+      public ::testing::WithParamInterface<KernelChoice> {
  protected:
   void SetUp() override { SetUpWith(GetParam()); }
   // The GEMM kernel the steps must have run.
   std::string ExpectedKernel() {
+    if (GetParam().generic_only) return "cuda.generic_mma_fp8";
     const bool hopper =
-        env_->backend().arch() == "sm_90a" && GetParam().empty();
+        env_->backend().arch() == "sm_90a" && GetParam().tuning.empty();
     return hopper ? "cuda.sm90_tma_wgmma_fp8" : "cuda.sm80_mma_fp8";
   }
 
@@ -110,6 +112,9 @@ class MoeFp8ExpertsCudaTest
     TAILOR_EXPECT_OK(Experts(runtime(), d.Args(policy), ws));
     EXPECT_LT(RelativeError(d.out.Download(), layer.Reference()), kTolerance);
     TAILOR_EXPECT_OK(ws.TakeErrors(runtime()));
+    if (GetParam().generic_only) {
+      EXPECT_EQ(runtime().stats().compiles, 0u);
+    }
     if (layer.hidden.ref().dims[0] > 0) {
       const std::vector<GemmChoice> gemms = ws.plan().gemms;
       EXPECT_EQ(gemms.size(), 2u) << ws.plan().ToString();
@@ -354,13 +359,8 @@ TEST_P(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8ExpertsCudaTest,
-                         ::testing::Values(std::string(),
-                                           std::string("moe.gemm=portable")),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param.empty()
-                                      ? std::string("DeviceChoice")
-                                      : std::string("Portable");
-                         });
+                         ::testing::ValuesIn(Fp8KernelChoices()),
+                         KernelChoiceName);
 
 }  // namespace
 }  // namespace tailor::moe::testing

@@ -2,7 +2,8 @@
 // built from its typed spec, on both kernels (parameter: the tuning keys;
 // "" is the device's choice, the Hopper kernel on sm_90a; moe.gemm=portable
 // the mma.sync kernel that converts e4m3 in registers, what every other
-// sm_80+ device runs): against f64 on the dequantized inputs (per-GEMM
+// sm_80+ device runs), and on the generic kernel that serves either path's
+// cold keys in background JIT (JIT disabled: zero compiles): against f64 on the dequantized inputs (per-GEMM
 // relative error < 5e-3), over the device Route of awkward ragged steps
 // (empty experts, one expert with most rows, T - 1, T, T + 1 around the
 // tile, 577, decode-sized tiles), outputs poisoned first; the quantizing
@@ -54,13 +55,14 @@ HostTensor AScales(ScaleMode mode, int64_t rows, int64_t k) {
 }
 
 class MoeFp8CudaTest : public MoeCudaTest,
-                       public ::testing::WithParamInterface<std::string> {
+                       public ::testing::WithParamInterface<KernelChoice> {
  protected:
   void SetUp() override { SetUpWith(GetParam()); }
   // The kernel the launches must have run.
   std::string ExpectedKernel() {
+    if (GetParam().generic_only) return "cuda.generic_mma_fp8";
     const bool hopper =
-        env_->backend().arch() == "sm_90a" && GetParam().empty();
+        env_->backend().arch() == "sm_90a" && GetParam().tuning.empty();
     return hopper ? "cuda.sm90_tma_wgmma_fp8" : "cuda.sm80_mma_fp8";
   }
 
@@ -128,6 +130,9 @@ class MoeFp8CudaTest : public MoeCudaTest,
     }
     EXPECT_EQ(ws.plan().gemms.back().kernel.rfind(ExpectedKernel(), 0), 0u)
         << ws.plan().ToString();
+    if (GetParam().generic_only) {
+      EXPECT_EQ(runtime().stats().compiles, 0u);
+    }
     EXPECT_EQ(ws.plan().gemms.back().Feature("scale_mode").value_or(""),
               g.mode == ScaleMode::kBlock        ? "block"
               : g.mode == ScaleMode::kPerChannel ? "per_channel"
@@ -258,13 +263,8 @@ TEST_P(MoeFp8CudaTest, BlockGemmAwkwardShapesMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8CudaTest,
-                         ::testing::Values(std::string(),
-                                           std::string("moe.gemm=portable")),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param.empty()
-                                      ? std::string("DeviceChoice")
-                                      : std::string("Portable");
-                         });
+                         ::testing::ValuesIn(Fp8KernelChoices()),
+                         KernelChoiceName);
 
 }  // namespace
 }  // namespace tailor::moe::testing
