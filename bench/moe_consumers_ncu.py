@@ -5,7 +5,8 @@ side (scripts/gpu-moe-pingpong with TAILOR_NCU=1 runs it under ncu).
 
 Shapes as bench/moe_gpu_bench.py (the anchors' Zipf routing and seed);
 default: the compute-bound launches Mixtral-8x7B T=16384 and Qwen3-30B-A3B
-T=16384, both projections (--proj picks). Each runtime's kernel is compiled and run once
+T=16384, both projections (--proj picks); --schedules names other runtimes
+(e.g. c1=moe.cluster=1 c2=moe.cluster=2). Each runtime's kernel is compiled and run once
 before its range, so the range holds exactly one launch of it. Usage:
   ncu --nvtx --nvtx-include "coop/" --nvtx-include "pp/" ... \\
     python3 bench/moe_consumers_ncu.py [--shapes mixtral:16384 ...]
@@ -55,8 +56,12 @@ def main():
                     default=["mixtral:16384", "qwen3_30b_a3b:16384"])
     ap.add_argument("--proj", nargs="*", choices=["gate_up", "down"],
                     default=["gate_up", "down"])
+    ap.add_argument("--schedules", nargs="*",
+                    default=[f"{n}={t}" for n, t in SCHEDULES.items()],
+                    help="NAME=TUNING runtimes in launch order (NVTX range NAME)")
     args = ap.parse_args()
-    rts = {name: runtime_with(tuning) for name, tuning in SCHEDULES.items()}
+    schedules = dict(s.split("=", 1) for s in args.schedules)
+    rts = {name: runtime_with(tuning) for name, tuning in schedules.items()}
     gen = torch.Generator(device="cpu").manual_seed(1234)
     for shape in args.shapes:
         model, tokens = shape.split(":")

@@ -7,7 +7,9 @@ launches the cooperative kernel first, then the ping-pong one, per shape and
 projection): duration, L2 traffic and hit rate, DRAM reads, the bf16 tensor
 path's activity, issue activity and the leading warp stall reasons.
 
-  python3 bench/moe_consumers_ncu_summary.py ncu_raw.csv
+  python3 bench/moe_consumers_ncu_summary.py ncu_raw.csv [NAME ...]
+
+NAMEs label the launches in order (default: coop pp).
 """
 import csv
 import re
@@ -62,16 +64,16 @@ def stalls(kernel, top=6):
     return sorted(found, reverse=True)[:top]
 
 
-def main(path):
+def main(path, labels=("coop", "pp")):
     units, kernels = kernel_rows(path)
     if not kernels:
         print(f"moe_consumers_ncu_summary: no kernel rows in {path}")
         return 1
-    names = (["coop", "pp"] * len(kernels))[:len(kernels)]
-    if len(kernels) % 2:
-        print(f"note: {len(kernels)} kernels (expected coop, pp pairs); "
-              "columns labelled by launch order")
-    print("\nncu, consumer schedules side by side (launch order: coop, pp)")
+    names = (list(labels) * len(kernels))[:len(kernels)]
+    if len(kernels) % len(labels):
+        print(f"note: {len(kernels)} kernels (expected groups of "
+              f"{', '.join(labels)}); columns labelled by launch order")
+    print(f"\nncu, schedules side by side (launch order: {', '.join(labels)})")
     print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names))
     ms = []
     for k in kernels:
@@ -94,4 +96,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], tuple(sys.argv[2:]) or ("coop", "pp")))
