@@ -80,6 +80,14 @@ RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& c) {
   return b;
 }
 
+RaggedDeviceBuffers DecodeRowsLayoutFor(const DecodeCapacity& decode) {
+  RaggedDeviceBuffers b;
+  b.capacity.decode = decode;
+  b.decode_layout = DecodeLayoutFor(decode);
+  b.bytes = b.decode_layout.bytes;
+  return b;
+}
+
 absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
                              const RaggedCapacity& need) {
   const RaggedCapacity& have = buffers.capacity;
@@ -275,8 +283,14 @@ absl::StatusOr<RaggedCapacity> ReservePlan(Runtime& runtime,
   TAILOR_RETURN_IF_ERROR(
       w.plan.Reserve(limits.max_batch, capacity.tiles,
                      internal::RaggedPlanParamsFor(shape, config)));
-  TAILOR_RETURN_IF_ERROR(internal::ReserveRaggedDecodeRows(
-      runtime, shape, capacity.decode, w.decode));
+  if (capacity.decode.batch > 0) {  // RaggedDecodeCapacity: shape served
+    TAILOR_ASSIGN_OR_RETURN(
+        internal::DecodeKernels * decode_kernels,
+        internal::DecodeKernelsOf(runtime, "attention.reserve_ragged"));
+    TAILOR_RETURN_IF_ERROR(internal::ReserveDecodeRows(
+        *decode_kernels, *internal::RaggedDecodeShapeOf(shape), capacity.decode,
+        /*host=*/false, w.decode));
+  }
   w.q_lens.reserve(limits.max_batch);
   w.kv_lens.reserve(limits.max_batch);
   return capacity;
