@@ -217,7 +217,11 @@ absl::Status RunRaggedDecodeRows(Runtime& runtime,
   if (args.page_indptr.has_value()) {
     l.page_indptr = args.page_indptr->as<int32_t>();
   }
-  l.seq_lens = static_cast<const int32_t*>(b.at(b.seq_lens));
+  // The caller's KV lengths, checked against the plan as RunDecode's
+  // seq_lens are; else the planned ones.
+  l.seq_lens = args.kv_lens.has_value()
+                   ? args.kv_lens->as<int32_t>()
+                   : static_cast<const int32_t*>(b.at(b.seq_lens));
   return RunDecodeRows(runtime, *kernels, l, w);
 }
 
