@@ -97,6 +97,33 @@ RaggedDeviceBuffers DecodeRowsLayoutFor(const DecodeCapacity& decode) {
   return b;
 }
 
+absl::Status AllocateDeviceBlock(Runtime& runtime,
+                                 RaggedDeviceBuffers& buffers) {
+  TAILOR_ASSIGN_OR_RETURN(
+      buffers.owned, EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
+  buffers.base = static_cast<char*>(buffers.owned.get());
+  buffers.device = runtime.device();
+  return absl::OkStatus();
+}
+
+absl::Status PlaceInCallerMemory(Runtime& runtime, void* memory, int64_t bytes,
+                                 absl::string_view bytes_function,
+                                 RaggedDeviceBuffers& buffers) {
+  if (memory == nullptr ||
+      reinterpret_cast<uintptr_t>(memory) % kDeviceBufferAlignment != 0) {
+    return absl::InvalidArgumentError(
+        "memory: must be non-null device memory aligned to 256 bytes");
+  }
+  if (bytes < buffers.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bytes: must be >= ", bytes_function,
+                     "(limits) = ", buffers.bytes, ", got ", bytes));
+  }
+  buffers.base = static_cast<char*>(memory);
+  buffers.device = runtime.device();
+  return absl::OkStatus();
+}
+
 absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
                              const RaggedCapacity& need) {
   const RaggedCapacity& have = buffers.capacity;
@@ -347,11 +374,7 @@ absl::Status ReserveRaggedWorkspace(Runtime& runtime,
     return absl::OkStatus();  // the current reservation is large enough
   }
   RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
-  TAILOR_ASSIGN_OR_RETURN(
-      buffers.owned,
-      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
-  buffers.base = static_cast<char*>(buffers.owned.get());
-  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(internal::AllocateDeviceBlock(runtime, buffers));
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);
 }
 
@@ -387,19 +410,8 @@ absl::Status BindRaggedWorkspace(Runtime& runtime, const RaggedLimits& limits,
   TAILOR_ASSIGN_OR_RETURN(RaggedCapacity capacity,
                           ReservePlan(runtime, *kernels, limits, *w));
   RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
-  if (memory == nullptr ||
-      reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment !=
-          0) {
-    return absl::InvalidArgumentError(
-        "memory: must be non-null device memory aligned to 256 bytes");
-  }
-  if (bytes < buffers.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bytes: must be >= RaggedWorkspaceBytes(limits) = ", buffers.bytes,
-        ", got ", bytes));
-  }
-  buffers.base = static_cast<char*>(memory);
-  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(internal::PlaceInCallerMemory(
+      runtime, memory, bytes, "RaggedWorkspaceBytes", buffers));
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), stream, *w);
 }
 

@@ -35,12 +35,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ops/attention/kernels.h"
 #include "ops/attention/ragged_kernels.h"
 #include "ops/attention/workspace.h"
 #include "plan/attention_plan.h"
 #include "plan/decode_plan.h"
 #include "tailor/ops/attention.h"
+#include "tailor/runtime.h"
 #include "tailor/tensor.h"
 
 namespace tailor::internal {
@@ -94,6 +96,19 @@ RaggedDeviceBuffers DecodeRowsLayoutFor(const DecodeCapacity& decode);
 RaggedCapacity RaggedCapacityFor(const RaggedShape& shape,
                                  const RaggedPlanConfig& config, int64_t batch,
                                  int64_t tokens, int64_t scratch_bytes);
+
+// Places `buffers` (a layout) in new device memory of `runtime`, owned by
+// it; ResourceExhausted when the device is out of memory.
+absl::Status AllocateDeviceBlock(Runtime& runtime,
+                                 RaggedDeviceBuffers& buffers);
+
+// Places `buffers` (a layout) in the caller's `memory` of `bytes` on
+// `runtime`'s device. InvalidArgument for a null, misaligned or short
+// block, the short one naming `bytes_function` (what sized it, e.g.
+// "RaggedWorkspaceBytes").
+absl::Status PlaceInCallerMemory(Runtime& runtime, void* memory, int64_t bytes,
+                                 absl::string_view bytes_function,
+                                 RaggedDeviceBuffers& buffers);
 
 // OkStatus when `need` fits `buffers`; FailedPrecondition naming the first
 // bound it exceeds.

@@ -268,11 +268,7 @@ absl::Status ReserveDecodeWorkspace(Runtime& runtime,
   }
   internal::RaggedDeviceBuffers buffers =
       internal::DecodeRowsLayoutFor(capacity);
-  TAILOR_ASSIGN_OR_RETURN(
-      buffers.owned,
-      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
-  buffers.base = static_cast<char*>(buffers.owned.get());
-  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(internal::AllocateDeviceBlock(runtime, buffers));
   return AdoptDeviceBuffers(runtime, std::move(buffers), nullptr, *w);
 }
 
@@ -305,19 +301,8 @@ absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
                           ReservePlan(runtime, *kernels, limits, *w));
   internal::RaggedDeviceBuffers buffers =
       internal::DecodeRowsLayoutFor(capacity);
-  if (memory == nullptr ||
-      reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment !=
-          0) {
-    return absl::InvalidArgumentError(
-        "memory: must be non-null device memory aligned to 256 bytes");
-  }
-  if (bytes < buffers.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bytes: must be >= DecodeWorkspaceBytes(limits) = ", buffers.bytes,
-        ", got ", bytes));
-  }
-  buffers.base = static_cast<char*>(memory);
-  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(internal::PlaceInCallerMemory(
+      runtime, memory, bytes, "DecodeWorkspaceBytes", buffers));
   return AdoptDeviceBuffers(runtime, std::move(buffers), stream, *w);
 }
 
