@@ -267,6 +267,7 @@ void FillParams(const TadRunArgs& a, TadPrepared& prep) {
   p.partial_out = a.partial_out;
   p.partial_lse = a.partial_lse;
   p.errors = a.errors;
+  p.kv_lens = nullptr;  // no device KV lengths: only the bad-page word
   constexpr float kLog2e = 1.4426950408889634f;
   if (a.soft_cap > 0.0f) {
     p.score_scale = a.soft_cap * kLog2e;

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/internals.h"
 #include "capi/c_api_internal.h"
-#include "ops/attention/workspace.h"
+#include "ops/attention/ragged_workspace.h"
 #include "tailor/c_api.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"

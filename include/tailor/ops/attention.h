@@ -20,6 +20,11 @@
 //               log-sum-exp): never allocates, never syncs, launches on the
 //               caller's stream, so it can be captured in a CUDA graph.
 //
+// A decode step is the ragged step (PlanRagged / RunRagged, below) whose
+// every sequence has q_len = 1 (q_indptr = 0..B, kv_lens = seq_lens); these
+// entry points keep their own arguments and messages and run it as the
+// ragged step's decode rows: the same planner and kernel, one launch.
+//
 // Kernels are specialized on dtype, head_dim, the GQA group size
 // (Hq / Hkv) and the page size — never on B or lengths: a model needs one
 // decode kernel (CUDA) or two (CPU: pieces and merge), whatever the batch.
@@ -374,9 +379,11 @@ class RaggedWorkspace {
   size_t CapacityBytes() const;
 
   // As DecodeWorkspace::TakeErrors: the first bad page id RunRagged met
-  // (and dropped) on the device, with the host check's text, e.g.
-  // InvalidArgument("block_table[3,7]: page id 9999 is outside [0, 512)").
-  // Waits for `stream`. OkStatus on host backends.
+  // (and dropped) on the device, else the first device kv_lens[b] that
+  // differs from the plan, with the host check's text, e.g.
+  // InvalidArgument("block_table[3,7]: page id 9999 is outside [0, 512)")
+  // or InvalidArgument("kv_lens[2]: 17 differs from 16, the length
+  // PlanRagged planned"). Waits for `stream`. OkStatus on host backends.
   absl::Status TakeErrors(Runtime& runtime, void* stream = nullptr);
 
  private:
@@ -468,8 +475,11 @@ struct RunRaggedArgs {
   TensorRef block_table;
   std::optional<TensorRef> page_indptr;  // [B' + 1] i32 (kv_indptr)
   // [B'] i32, the plan's kv_lens (vLLM's seq_lens on the device). Host
-  // backends check them against the plan; device kernels attend the
-  // planned lengths.
+  // backends check them against the plan before running. CUDA compares
+  // them on the device (one load per query tile or decode row) and reports
+  // a kv_lens[b] that differs through RaggedWorkspace::TakeErrors; the
+  // sequence's query tiles still attend the planned length, its decode row
+  // min(planned, kv_lens[b]) as RunDecode does. Unset: nothing to compare.
   std::optional<TensorRef> kv_lens;
   TensorRef out;                  // [Σq', Hq, D] dtype of q; rows past Σq
                                   // untouched

@@ -217,6 +217,7 @@ internal::RaggedLaunch LaunchOf(const RunRaggedArgs& args,
   if (args.page_indptr.has_value()) {
     launch.page_indptr = args.page_indptr->as<int32_t>();
   }
+  if (args.kv_lens.has_value()) launch.kv_lens = args.kv_lens->as<int32_t>();
   launch.out = args.out.data;
   launch.out_stride_token = args.out.strides[0];
   launch.out_stride_head = args.out.strides[1];

@@ -280,6 +280,11 @@ absl::Status CheckRunRaggedArgs(const RunRaggedArgs& args,
   return CheckScales(args);
 }
 
+std::string BadKvLenText(int64_t seq, int32_t device_len, int64_t planned) {
+  return absl::StrCat("kv_lens[", seq, "]: ", device_len, " differs from ",
+                      planned, ", the length PlanRagged planned");
+}
+
 absl::Status CheckRunRaggedContents(const RunRaggedArgs& args,
                                     const plan::AttentionPlan& plan,
                                     int64_t page_size) {
@@ -292,9 +297,7 @@ absl::Status CheckRunRaggedContents(const RunRaggedArgs& args,
     if (args.kv_lens.has_value()) {
       const int32_t got = args.kv_lens->as<int32_t>()[b];
       if (got != planned) {
-        return Invalid(absl::StrCat("kv_lens[", b, "]"),
-                       absl::StrCat(got, " differs from ", planned,
-                                    ", the length PlanRagged planned"));
+        return absl::InvalidArgumentError(BadKvLenText(b, got, planned));
       }
     }
     const int64_t pages = PagesOf(planned, page_size);

@@ -9,6 +9,7 @@
 #define TAILOR_OPS_ATTENTION_RAGGED_CHECKS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,6 +56,10 @@ absl::Status KvLengthsFromPages(const TensorRef& kv_indptr,
 absl::Status CheckRunRaggedArgs(const attention::RunRaggedArgs& args,
                                 const RaggedShape& shape,
                                 const plan::AttentionPlan& plan, Device device);
+
+// "kv_lens[<b>]: <device_len> differs from <planned>, the length PlanRagged
+// planned": the host check's text, and the device errors'.
+std::string BadKvLenText(int64_t seq, int32_t device_len, int64_t planned);
 
 // Host-memory backends: kv_lens (when given) equal the plan's, page_indptr
 // (when given) is consistent, and every page entry a planned token reads

@@ -1,10 +1,10 @@
-// A ragged step's q_len = 1 rows on the paged-decode kernels: the partition,
-// the decode plan and its upload, the launch and its errors.
+// The q_len = 1 rows of a ragged step (and every row of a decode step) on
+// the paged-decode kernels: the plan and its upload, the launch and its
+// errors.
 #include "ops/attention/ragged_decode.h"
 
 #include "api/internals.h"
 #include "ops/attention/checks.h"
-#include "ops/attention/decode_launch.h"
 #include "plan/decode_plan.h"
 #include "plan/ragged_partition.h"
 #include "tailor/status.h"
@@ -16,35 +16,53 @@ int64_t DecodePartialsOf(const DecodePlanConfig& config) {
   return plan::MaxDecodePartials(config.num_workers, config.head_group);
 }
 
-// Copies `count` elements of `host` to `offset` of `base` on `stream`.
+// Enqueues the copy of `host` to `device`; nothing for an empty span.
 template <typename T>
-absl::Status UploadArray(DecodeKernels& kernels, Engine& engine, const T* host,
-                         size_t count, char* device, void* stream) {
-  if (count == 0) return absl::OkStatus();
-  return kernels.UploadPlan(engine, host, device, count * sizeof(T), stream);
+absl::Status UploadSpan(DecodeKernels& kernels, Engine& engine,
+                        absl::Span<const T> host, void* device, void* stream) {
+  if (host.empty()) return absl::OkStatus();
+  return kernels.UploadPlan(engine, host.data(), device,
+                            host.size() * sizeof(T), stream);
 }
 
-// The decode plan (items renumbered to the step's b), then row b of q / out /
-// lse and the KV length of b: what item.seq = b reads.
-absl::Status UploadDecodeRows(Runtime& runtime, DecodeKernels& kernels,
-                              const RaggedWorkspaceImpl& w, void* stream) {
-  Engine& engine = EngineOf(runtime);
-  const RaggedDeviceBuffers& b = *w.device;
-  const RaggedDecodeRows& rows = w.decode;
+// The decode plan of `rows` (items renumbered to the step's b) into the
+// decode block `d`: items, first items, worker ranges, and the launch flags
+// right after the last worker range (workspace.h).
+absl::Status UploadDecodeWork(DecodeKernels& kernels, Engine& engine,
+                              const RaggedDecodeRows& rows,
+                              const DecodeDeviceBuffers& d, void* stream) {
+  TAILOR_RETURN_IF_ERROR(UploadSpan(
+      kernels, engine, absl::MakeConstSpan(rows.items), d.at(d.items), stream));
+  TAILOR_RETURN_IF_ERROR(UploadSpan(kernels, engine,
+                                    absl::MakeConstSpan(rows.first_items),
+                                    d.at(d.first_items), stream));
+  const absl::Span<const int32_t> worker_begin = rows.plan.worker_begin();
+  char* begin = static_cast<char*>(d.at(d.worker_begin));
   TAILOR_RETURN_IF_ERROR(
-      UploadDecodeWork(kernels, engine,
-                       {.items = rows.items,
-                        .first_items = rows.first_items,
-                        .worker_begin = rows.plan.worker_begin(),
-                        .launch_flags = &rows.launch_flags},
-                       b.DecodeBuffers(), stream));
-  const auto q_begin = w.plan.q_begin();
-  TAILOR_RETURN_IF_ERROR(UploadArray(kernels, engine, q_begin.data(),
-                                     q_begin.size(), b.base + b.q_rows,
-                                     stream));
-  const auto kv_lens = w.plan.kv_lens();
-  return UploadArray(kernels, engine, kv_lens.data(), kv_lens.size(),
-                     b.base + b.seq_lens, stream);
+      UploadSpan(kernels, engine, worker_begin, begin, stream));
+  return UploadSpan(kernels, engine, absl::MakeConstSpan(&rows.launch_flags, 1),
+                    begin + worker_begin.size() * sizeof(int32_t), stream);
+}
+
+// The flags the decode kernel runs `plan` (built with `config`) under:
+// config's own, plus its head-group and cluster bits when the plan uses them.
+int32_t DecodeLaunchFlagsOf(const DecodePlanConfig& config,
+                            const plan::DecodePlan& plan) {
+  return config.launch_flags |
+         (plan.params().head_group > 1 ? config.head_group_flags : 0) |
+         (plan.cluster_merges() ? config.cluster_flags : 0);
+}
+
+// Host storage: partial buffers for the split pairs of `rows.plan`.
+void GrowHostPartials(RaggedDecodeRows& rows, size_t partials) {
+  const size_t group = rows.shape.group;
+  const size_t row = group * rows.shape.head_dim;
+  if (rows.partial_out.size() < partials * row) {
+    rows.partial_out.resize(partials * row);
+  }
+  if (rows.partial_lse.size() < partials * group) {
+    rows.partial_lse.resize(partials * group);
+  }
 }
 
 }  // namespace
@@ -62,6 +80,15 @@ std::optional<DecodeShape> RaggedDecodeShapeOf(const RaggedShape& shape) {
   return *decode;
 }
 
+absl::StatusOr<DecodeCapacity> DecodeRowsCapacity(DecodeKernels& kernels,
+                                                  const DecodeShape& shape,
+                                                  int64_t batch) {
+  TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config,
+                          kernels.PlanConfig(shape, batch, {}));
+  return DecodeCapacityFor(shape, batch, config,
+                           kernels.ScratchBytes(DecodePartialsOf(config)));
+}
+
 DecodeCapacity RaggedDecodeCapacity(Runtime& runtime, const RaggedShape& shape,
                                     const RaggedPlanConfig& config,
                                     int64_t max_batch) {
@@ -70,40 +97,63 @@ DecodeCapacity RaggedDecodeCapacity(Runtime& runtime, const RaggedShape& shape,
   absl::StatusOr<DecodeKernels*> kernels =
       DecodeKernelsOf(runtime, "attention.reserve_ragged");
   if (!kernels.ok()) return {};
-  absl::StatusOr<DecodePlanConfig> decode_config =
-      (*kernels)->PlanConfig(*decode, max_batch, {});
-  if (!decode_config.ok()) return {};  // the rows stay in tiles
-  return DecodeCapacityFor(
-      *decode, max_batch, *decode_config,
-      (*kernels)->ScratchBytes(DecodePartialsOf(*decode_config)));
+  absl::StatusOr<DecodeCapacity> capacity =
+      DecodeRowsCapacity(**kernels, *decode, max_batch);
+  return capacity.ok() ? *capacity : DecodeCapacity{};  // else: in tiles
 }
 
-absl::Status ReserveRaggedDecodeRows(Runtime& runtime, const RaggedShape& shape,
-                                     const DecodeCapacity& capacity,
-                                     RaggedDecodeRows& rows) {
-  const std::optional<DecodeShape> decode = RaggedDecodeShapeOf(shape);
-  if (capacity.batch == 0 || !decode) return absl::OkStatus();
-  TAILOR_ASSIGN_OR_RETURN(DecodeKernels * kernels,
-                          DecodeKernelsOf(runtime, "attention.reserve_ragged"));
+absl::Status ReserveDecodeRows(DecodeKernels& kernels, const DecodeShape& shape,
+                               const DecodeCapacity& capacity, bool host,
+                               RaggedDecodeRows& rows) {
+  if (capacity.batch == 0) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config,
-                          kernels->PlanConfig(*decode, capacity.batch, {}));
+                          kernels.PlanConfig(shape, capacity.batch, {}));
+  rows.shape = shape;
   rows.seqs.reserve(capacity.batch);
   rows.kv_lens.reserve(capacity.batch);
   rows.items.reserve(capacity.items);
   rows.first_items.reserve(capacity.workers);
-  return rows.plan.Reserve(capacity.batch,
-                           DecodePlanParamsFor(*decode, config));
+  if (host) GrowHostPartials(rows, capacity.partials);
+  return rows.plan.Reserve(capacity.batch, DecodePlanParamsFor(shape, config));
 }
 
 absl::Status InitRaggedDecodeScratch(Runtime& runtime,
                                      const RaggedDeviceBuffers& buffers,
                                      void* stream) {
-  if (buffers.capacity.decode.batch == 0) return absl::OkStatus();
+  if (!buffers.has_decode_block()) return absl::OkStatus();
   TAILOR_ASSIGN_OR_RETURN(DecodeKernels * kernels,
                           DecodeKernelsOf(runtime, "attention.reserve_ragged"));
   const DecodeDeviceBuffers d = buffers.DecodeBuffers();
   return kernels->InitScratch(EngineOf(runtime), d.at(d.scratch),
                               d.capacity.partials, stream);
+}
+
+absl::Status PlanDecodeRows(Runtime& runtime, DecodeKernels& kernels,
+                            RaggedWorkspaceImpl& w, void* stream) {
+  RaggedDecodeRows& rows = w.decode;
+  const int64_t count = static_cast<int64_t>(rows.seqs.size());
+  // The reservation's bucket, not this step's count: every plan of the
+  // workspace launches the same grid, so a captured graph replays any.
+  const int64_t bucket = w.device ? w.device->capacity.decode.batch : count;
+  TAILOR_ASSIGN_OR_RETURN(DecodePlanConfig config,
+                          kernels.PlanConfig(rows.shape, bucket, rows.kv_lens));
+  if (w.device) {
+    TAILOR_RETURN_IF_ERROR(CheckDecodeFits(
+        w.device->DecodeBuffers(),
+        DecodeCapacityFor(rows.shape, count, config,
+                          kernels.ScratchBytes(DecodePartialsOf(config)))));
+  }
+  TAILOR_RETURN_IF_ERROR(plan::BuildDecodePlan(
+      rows.kv_lens, DecodePlanParamsFor(rows.shape, config), &rows.plan));
+  rows.launch_flags = DecodeLaunchFlagsOf(config, rows.plan);
+  plan::RenumberDecodeItems(rows.plan, rows.seqs, &rows.items,
+                            &rows.first_items);
+  if (!w.device) {
+    GrowHostPartials(rows, rows.plan.num_partials());
+    return absl::OkStatus();
+  }
+  return UploadDecodeWork(kernels, EngineOf(runtime), rows,
+                          w.device->DecodeBuffers(), stream);
 }
 
 absl::Status PlanRaggedDecodeRows(Runtime& runtime, const RaggedShape& shape,
@@ -120,22 +170,40 @@ absl::Status PlanRaggedDecodeRows(Runtime& runtime, const RaggedShape& shape,
   rows.shape = *decode;
   plan::CollectDecodeRows(w.plan.q_lens(), w.plan.kv_lens(), &rows.seqs,
                           &rows.kv_lens);
-  const DecodeDeviceBuffers d = w.device->DecodeBuffers();
-  // The reservation's bucket, not this step's count: every plan of the
-  // workspace launches the same grid.
-  TAILOR_ASSIGN_OR_RETURN(
-      DecodePlanConfig config,
-      kernels->PlanConfig(*decode, d.capacity.batch, rows.kv_lens));
-  TAILOR_RETURN_IF_ERROR(CheckDecodeFits(
-      d,
-      DecodeCapacityFor(*decode, static_cast<int64_t>(rows.seqs.size()), config,
-                        kernels->ScratchBytes(DecodePartialsOf(config)))));
-  TAILOR_RETURN_IF_ERROR(plan::BuildDecodePlan(
-      rows.kv_lens, DecodePlanParamsFor(*decode, config), &rows.plan));
-  rows.launch_flags = DecodeLaunchFlagsOf(config, rows.plan);
-  plan::RenumberDecodeItems(rows.plan, rows.seqs, &rows.items,
-                            &rows.first_items);
-  return UploadDecodeRows(runtime, *kernels, w, stream);
+  TAILOR_RETURN_IF_ERROR(PlanDecodeRows(runtime, *kernels, w, stream));
+  // Row b of q / out / lse and the KV length of b: what item.seq = b reads.
+  Engine& engine = EngineOf(runtime);
+  const RaggedDeviceBuffers& b = *w.device;
+  TAILOR_RETURN_IF_ERROR(
+      UploadSpan(*kernels, engine, w.plan.q_begin(), b.at(b.q_rows), stream));
+  return UploadSpan(*kernels, engine, w.plan.kv_lens(), b.at(b.seq_lens),
+                    stream);
+}
+
+absl::Status RunDecodeRows(Runtime& runtime, DecodeKernels& kernels,
+                           DecodeLaunch launch, RaggedWorkspaceImpl& w) {
+  RaggedDecodeRows& rows = w.decode;
+  DecodeWorkRef& work = launch.work;
+  if (w.device) {
+    const DecodeDeviceBuffers d = w.device->DecodeBuffers();
+    work.items = static_cast<const plan::DecodeWorkItem*>(d.at(d.items));
+    work.worker_begin = static_cast<const int32_t*>(d.at(d.worker_begin));
+    work.first_items =
+        static_cast<const plan::DecodeWorkItem*>(d.at(d.first_items));
+    work.partial_out = static_cast<float*>(d.at(d.partial_out));
+    work.partial_lse = static_cast<float*>(d.at(d.partial_lse));
+    work.scratch = d.at(d.scratch);
+    work.max_partials = d.capacity.partials;
+  } else {
+    // The host kernels read item.seq from the plan: the step's b only when
+    // the rows are the identity (a decode step's).
+    work.host_plan = &rows.plan;
+    work.partial_out = rows.partial_out.data();
+    work.partial_lse = rows.partial_lse.data();
+  }
+  work.num_workers = rows.plan.params().num_workers;
+  work.cluster_workers = rows.plan.params().cluster_workers;
+  return kernels.Decode(EngineOf(runtime), launch);
 }
 
 absl::Status RunRaggedDecodeRows(Runtime& runtime,
@@ -149,19 +217,20 @@ absl::Status RunRaggedDecodeRows(Runtime& runtime,
   if (args.page_indptr.has_value()) {
     l.page_indptr = args.page_indptr->as<int32_t>();
   }
-  l.seq_lens = static_cast<const int32_t*>(b.at(b.seq_lens));
-  l.work = DeviceDecodeWork(b.DecodeBuffers(), w.decode.plan.params());
-  return kernels->Decode(EngineOf(runtime), l);
+  // The caller's KV lengths, checked against the plan as RunDecode's
+  // seq_lens are; else the planned ones.
+  l.seq_lens = args.kv_lens.has_value()
+                   ? args.kv_lens->as<int32_t>()
+                   : static_cast<const int32_t*>(b.at(b.seq_lens));
+  return RunDecodeRows(runtime, *kernels, l, w);
 }
 
 absl::StatusOr<DecodeErrors> TakeRaggedDecodeErrors(Runtime& runtime,
                                                     RaggedWorkspaceImpl& w,
                                                     void* stream) {
-  if (!w.device || w.device->capacity.decode.batch == 0) {
-    return DecodeErrors{};
-  }
+  if (!w.device || !w.device->has_decode_block()) return DecodeErrors{};
   TAILOR_ASSIGN_OR_RETURN(DecodeKernels * kernels,
-                          DecodeKernelsOf(runtime, "attention.ragged errors"));
+                          DecodeKernelsOf(runtime, "attention.decode errors"));
   const DecodeDeviceBuffers d = w.device->DecodeBuffers();
   return kernels->TakeErrors(EngineOf(runtime), d.at(d.scratch),
                              d.capacity.partials, stream);

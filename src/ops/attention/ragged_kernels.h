@@ -100,7 +100,12 @@ struct RaggedLaunch {
   int64_t block_table_stride = 0;
   int64_t max_pages = 0;  // block_table.dims[1] (rank 1: dims[0])
   const int32_t* page_indptr = nullptr;  // [B' + 1] or null
-  void* out = nullptr;                   // [Σq', Hq, D]
+  // [B'] the caller's KV lengths, or null. CUDA's tile kernels compare
+  // kv_lens[b] with the planned length and record a mismatch
+  // (RaggedErrors::bad_kv_len); their tiles attend the planned length.
+  // Host kernels ignore it (the front checks it), so does HIP's.
+  const int32_t* kv_lens = nullptr;
+  void* out = nullptr;  // [Σq', Hq, D]
   int64_t out_stride_token = 0, out_stride_head = 0;
   float* lse = nullptr;  // [Σq', Hq] or null
   int64_t lse_stride_token = 0;
@@ -110,14 +115,17 @@ struct RaggedLaunch {
   void* stream = nullptr;
 };
 
-// Bad device data RunRagged met (and dropped) since the errors were last
-// taken: position = b * max_pages + j, value = the page id.
+// Bad device data RunRagged met since the errors were last taken, the
+// lowest positions.
 struct RaggedErrors {
   struct Bad {
     int64_t position;
     int32_t value;
   };
+  // position = b * max_pages + j, value = the page id (dropped).
   std::optional<Bad> bad_page;
+  // position = b, value = kv_lens[b] on the device: differs from the plan.
+  std::optional<Bad> bad_kv_len;
 };
 
 class RaggedKernels {

@@ -20,6 +20,15 @@ namespace tailor {
 namespace internal {
 namespace {
 
+// Keeps in `into` the lower-positioned of `from` (a decode kernel's
+// record) and `into` (the tiles').
+void LowestOf(const std::optional<DecodeErrors::Bad>& from,
+              std::optional<RaggedErrors::Bad>& into) {
+  if (from && (!into || from->position < into->position)) {
+    into = RaggedErrors::Bad{.position = from->position, .value = from->value};
+  }
+}
+
 absl::Status TooSmall(absl::string_view what, int64_t reserved,
                       int64_t needed) {
   return absl::FailedPreconditionError(absl::StrCat(
@@ -78,6 +87,41 @@ RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& c) {
   }
   b.bytes = end;
   return b;
+}
+
+RaggedDeviceBuffers DecodeRowsLayoutFor(const DecodeCapacity& decode) {
+  RaggedDeviceBuffers b;
+  b.capacity.decode = decode;
+  b.decode_layout = DecodeLayoutFor(decode);
+  b.bytes = b.decode_layout.bytes;
+  return b;
+}
+
+absl::Status AllocateDeviceBlock(Runtime& runtime,
+                                 RaggedDeviceBuffers& buffers) {
+  TAILOR_ASSIGN_OR_RETURN(
+      buffers.owned, EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
+  buffers.base = static_cast<char*>(buffers.owned.get());
+  buffers.device = runtime.device();
+  return absl::OkStatus();
+}
+
+absl::Status PlaceInCallerMemory(Runtime& runtime, void* memory, int64_t bytes,
+                                 absl::string_view bytes_function,
+                                 RaggedDeviceBuffers& buffers) {
+  if (memory == nullptr ||
+      reinterpret_cast<uintptr_t>(memory) % kDeviceBufferAlignment != 0) {
+    return absl::InvalidArgumentError(
+        "memory: must be non-null device memory aligned to 256 bytes");
+  }
+  if (bytes < buffers.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bytes: must be >= ", bytes_function,
+                     "(limits) = ", buffers.bytes, ", got ", bytes));
+  }
+  buffers.base = static_cast<char*>(memory);
+  buffers.device = runtime.device();
+  return absl::OkStatus();
 }
 
 absl::Status CheckRaggedFits(const RaggedDeviceBuffers& buffers,
@@ -192,29 +236,14 @@ absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
   TAILOR_ASSIGN_OR_RETURN(internal::RaggedErrors errors,
                           kernels->TakeErrors(internal::EngineOf(runtime),
                                               d.at(d.scratch), stream));
-  // The decode rows' kernel records bad pages at the same positions (b *
-  // max_pages + j); the lowest of both is the one reported.
+  // The decode rows' kernel records bad pages (b * max_pages + j) and KV
+  // lengths (b) at the same positions; the lowest of both is the one
+  // reported.
   TAILOR_ASSIGN_OR_RETURN(
       internal::DecodeErrors decode,
       internal::TakeRaggedDecodeErrors(runtime, *impl_, stream));
-  if (decode.bad_page && (!errors.bad_page || decode.bad_page->position <
-                                                  errors.bad_page->position)) {
-    errors.bad_page = internal::RaggedErrors::Bad{
-        .position = decode.bad_page->position, .value = decode.bad_page->value};
-  }
-  if (!errors.bad_page && decode.too_many_pages && impl_->last_page_indptr) {
-    // The device's page_indptr gave a decode row fewer pages than it needs.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_indptr: sequence ", decode.too_many_pages->position, " needs ",
-        decode.too_many_pages->value,
-        " pages; page_indptr gives it fewer (or a range outside kv_indices)"));
-  }
-  if (!errors.bad_page && (decode.bad_seq_len || decode.too_many_pages)) {
-    // Uploaded with the plan and checked on the host before every run.
-    return absl::InternalError(
-        "attention.ragged: the decode rows' kernel saw KV lengths or page "
-        "counts that differ from its plan");
-  }
+  internal::LowestOf(decode.bad_page, errors.bad_page);
+  internal::LowestOf(decode.bad_seq_len, errors.bad_kv_len);
   if (errors.bad_page) {
     const int64_t max_pages = std::max<int64_t>(impl_->last_max_pages, 1);
     const int64_t position = errors.bad_page->position;
@@ -227,6 +256,26 @@ absl::Status RaggedWorkspace::TakeErrors(Runtime& runtime, void* stream) {
                            impl_->last_num_pages,
                            ") (or page_indptr gives it no such page)")
             : internal::BadPageText(seq, slot, page, impl_->last_num_pages));
+  }
+  if (decode.too_many_pages && impl_->last_page_indptr) {
+    // The device's page_indptr gave a decode row fewer pages than it needs.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_indptr: sequence ", decode.too_many_pages->position, " needs ",
+        decode.too_many_pages->value,
+        " pages; page_indptr gives it fewer (or a range outside kv_indices)"));
+  }
+  if (errors.bad_kv_len) {
+    const int64_t b = errors.bad_kv_len->position;
+    const auto planned = impl_->plan.kv_lens();
+    return absl::InvalidArgumentError(internal::BadKvLenText(
+        b, errors.bad_kv_len->value,
+        b < static_cast<int64_t>(planned.size()) ? planned[b] : int64_t{-1}));
+  }
+  if (decode.too_many_pages) {
+    // Planned page counts are checked against the block table on the host.
+    return absl::InternalError(
+        "attention.ragged: the decode rows' kernel saw page counts that "
+        "differ from its plan");
   }
   return absl::OkStatus();
 }
@@ -275,8 +324,14 @@ absl::StatusOr<RaggedCapacity> ReservePlan(Runtime& runtime,
   TAILOR_RETURN_IF_ERROR(
       w.plan.Reserve(limits.max_batch, capacity.tiles,
                      internal::RaggedPlanParamsFor(shape, config)));
-  TAILOR_RETURN_IF_ERROR(internal::ReserveRaggedDecodeRows(
-      runtime, shape, capacity.decode, w.decode));
+  if (capacity.decode.batch > 0) {  // RaggedDecodeCapacity: shape served
+    TAILOR_ASSIGN_OR_RETURN(
+        internal::DecodeKernels * decode_kernels,
+        internal::DecodeKernelsOf(runtime, "attention.reserve_ragged"));
+    TAILOR_RETURN_IF_ERROR(internal::ReserveDecodeRows(
+        *decode_kernels, *internal::RaggedDecodeShapeOf(shape), capacity.decode,
+        /*host=*/false, w.decode));
+  }
   w.q_lens.reserve(limits.max_batch);
   w.kv_lens.reserve(limits.max_batch);
   return capacity;
@@ -319,11 +374,7 @@ absl::Status ReserveRaggedWorkspace(Runtime& runtime,
     return absl::OkStatus();  // the current reservation is large enough
   }
   RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
-  TAILOR_ASSIGN_OR_RETURN(
-      buffers.owned,
-      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
-  buffers.base = static_cast<char*>(buffers.owned.get());
-  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(internal::AllocateDeviceBlock(runtime, buffers));
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);
 }
 
@@ -359,19 +410,8 @@ absl::Status BindRaggedWorkspace(Runtime& runtime, const RaggedLimits& limits,
   TAILOR_ASSIGN_OR_RETURN(RaggedCapacity capacity,
                           ReservePlan(runtime, *kernels, limits, *w));
   RaggedDeviceBuffers buffers = internal::RaggedLayoutFor(capacity);
-  if (memory == nullptr ||
-      reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment !=
-          0) {
-    return absl::InvalidArgumentError(
-        "memory: must be non-null device memory aligned to 256 bytes");
-  }
-  if (bytes < buffers.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bytes: must be >= RaggedWorkspaceBytes(limits) = ", buffers.bytes,
-        ", got ", bytes));
-  }
-  buffers.base = static_cast<char*>(memory);
-  buffers.device = runtime.device();
+  TAILOR_RETURN_IF_ERROR(internal::PlaceInCallerMemory(
+      runtime, memory, bytes, "RaggedWorkspaceBytes", buffers));
   return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), stream, *w);
 }
 

@@ -19,9 +19,12 @@
 //     (RaggedPlanConfig::decode_rows; ragged_decode.h):
 //       q_rows         [max_batch + 1] i32: the plan's q_indptr
 //       seq_lens       [max_batch] i32: the plan's KV lengths
-//       decode         a DecodeWorkspace's block (workspace.h) for plans
-//                      of up to max_batch decode sequences
+//       decode         the decode rows' block (workspace.h) for plans of up
+//                      to max_batch decode sequences
 //     A plan that does not fit fails with FailedPrecondition.
+//     A DecodeWorkspace's block (DecodeRowsLayoutFor) is the decode block
+//     alone: its steps are all decode rows, with the caller's q / out rows
+//     and seq_lens.
 #ifndef TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_
 #define TAILOR_OPS_ATTENTION_RAGGED_WORKSPACE_H_
 
@@ -32,12 +35,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ops/attention/kernels.h"
 #include "ops/attention/ragged_kernels.h"
 #include "ops/attention/workspace.h"
 #include "plan/attention_plan.h"
 #include "plan/decode_plan.h"
 #include "tailor/ops/attention.h"
+#include "tailor/runtime.h"
 #include "tailor/tensor.h"
 
 namespace tailor::internal {
@@ -69,8 +74,9 @@ struct RaggedDeviceBuffers {
   // Decode rows (capacity.decode.batch > 0): byte offsets, and the decode
   // block's layout with offsets from its own start (`decode`).
   int64_t q_rows = 0, seq_lens = 0, decode = 0;
-  DecodeDeviceBuffers decode_layout;
+  DecodeDeviceBuffers decode_layout;  // bytes 0: no decode block
   void* at(int64_t offset) const { return base + offset; }
+  bool has_decode_block() const { return decode_layout.bytes > 0; }
   // The decode block, its base and device set.
   DecodeDeviceBuffers DecodeBuffers() const {
     DecodeDeviceBuffers d = decode_layout;
@@ -81,12 +87,28 @@ struct RaggedDeviceBuffers {
 };
 
 RaggedDeviceBuffers RaggedLayoutFor(const RaggedCapacity& capacity);
+// The block of a workspace that runs decode rows only (a DecodeWorkspace):
+// the decode block of `decode` at offset 0, no tiles.
+RaggedDeviceBuffers DecodeRowsLayoutFor(const DecodeCapacity& decode);
 
 // The capacity of plans of at most `batch` sequences and `tokens` query
 // tokens for `shape` cut as `config` says.
 RaggedCapacity RaggedCapacityFor(const RaggedShape& shape,
                                  const RaggedPlanConfig& config, int64_t batch,
                                  int64_t tokens, int64_t scratch_bytes);
+
+// Places `buffers` (a layout) in new device memory of `runtime`, owned by
+// it; ResourceExhausted when the device is out of memory.
+absl::Status AllocateDeviceBlock(Runtime& runtime,
+                                 RaggedDeviceBuffers& buffers);
+
+// Places `buffers` (a layout) in the caller's `memory` of `bytes` on
+// `runtime`'s device. InvalidArgument for a null, misaligned or short
+// block, the short one naming `bytes_function` (what sized it, e.g.
+// "RaggedWorkspaceBytes").
+absl::Status PlaceInCallerMemory(Runtime& runtime, void* memory, int64_t bytes,
+                                 absl::string_view bytes_function,
+                                 RaggedDeviceBuffers& buffers);
 
 // OkStatus when `need` fits `buffers`; FailedPrecondition naming the first
 // bound it exceeds.
@@ -103,6 +125,10 @@ struct RaggedDecodeRows {
   std::vector<plan::DecodeWorkItem> items;
   std::vector<plan::DecodeWorkItem> first_items;
   int32_t launch_flags = 0;  // uploaded after worker_begin (workspace.h)
+  // Host-memory backends (a DecodeWorkspace's rows): partial results of
+  // split pairs, which only grow.
+  std::vector<float> partial_out;  // [>= partials * group * D]
+  std::vector<float> partial_lse;  // [>= partials * group]
 };
 
 struct RaggedWorkspaceImpl {
@@ -139,6 +165,21 @@ struct RaggedWorkspaceImpl {
 
 // The impl of `ws`; FailedPrecondition for a moved-from workspace.
 absl::StatusOr<RaggedWorkspaceImpl*> ImplOf(attention::RaggedWorkspace& ws);
+
+// A decode step is the ragged step whose every sequence has q_len = 1, all
+// of it decode rows (ops/attention/ragged_decode.h): a DecodeWorkspace is a
+// ragged workspace that plans and runs only those. Of `ragged` it uses
+// `planned`, `shape` (num_qo_heads), `decode` (the plan; host partials),
+// `device` (DecodeRowsLayoutFor: the decode block alone) and the last
+// run's page counts for the text of device errors.
+struct DecodeWorkspaceImpl {
+  RaggedWorkspaceImpl ragged;
+
+  void Invalidate() { ragged.Invalidate(); }
+};
+
+// The impl of `ws`; FailedPrecondition for a moved-from workspace.
+absl::StatusOr<DecodeWorkspaceImpl*> ImplOf(attention::DecodeWorkspace& ws);
 
 }  // namespace tailor::internal
 

@@ -1,6 +1,7 @@
-// attention::DecodeWorkspace: its summary, ReserveDecodeWorkspace /
-// DecodeWorkspaceBytes / BindDecodeWorkspace (host vectors or one block of
-// device memory), and the device errors.
+// attention::DecodeWorkspace (a ragged workspace of decode rows only): its
+// summary, ReserveDecodeWorkspace / DecodeWorkspaceBytes /
+// BindDecodeWorkspace (host vectors or the decode block in device memory),
+// and the device errors; the decode block's layout.
 #include "ops/attention/workspace.h"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include "api/internals.h"
 #include "ops/attention/checks.h"
 #include "ops/attention/kernels.h"
+#include "ops/attention/ragged_decode.h"
+#include "ops/attention/ragged_workspace.h"
 #include "ops/device_layout.h"
 #include "tailor/ops/attention.h"
 #include "tailor/status.h"
@@ -110,7 +113,6 @@ absl::Status CheckDecodeFits(const DecodeDeviceBuffers& buffers,
 namespace attention {
 
 using internal::DecodeCapacity;
-using internal::DecodeDeviceBuffers;
 using internal::DecodeKernels;
 using internal::DecodeShape;
 using internal::DecodeWorkspaceImpl;
@@ -125,22 +127,24 @@ DecodeWorkspace& DecodeWorkspace::operator=(DecodeWorkspace&& other) noexcept =
     default;
 
 bool DecodeWorkspace::planned() const {
-  return impl_ != nullptr && impl_->planned;
+  return impl_ != nullptr && impl_->ragged.planned;
 }
 
 int64_t DecodeWorkspace::batch() const {
-  return planned() ? impl_->plan.batch() : 0;
+  return planned() ? impl_->ragged.decode.plan.batch() : 0;
 }
 
 Device DecodeWorkspace::device() const {
-  return impl_ != nullptr && impl_->device ? impl_->device->device : Device{};
+  return impl_ != nullptr && impl_->ragged.device ? impl_->ragged.device->device
+                                                  : Device{};
 }
 
 DecodePlanSummary DecodeWorkspace::plan() const {
   if (!planned()) return {};
-  const plan::DecodePlanStats s = impl_->plan.stats();
-  return {.batch = impl_->plan.batch(),
-          .workers = impl_->plan.params().num_workers,
+  const plan::DecodePlan& p = impl_->ragged.decode.plan;
+  const plan::DecodePlanStats s = p.stats();
+  return {.batch = p.batch(),
+          .workers = p.params().num_workers,
           .busy_workers = s.busy_workers,
           .items = s.items,
           .split_pairs = s.split_pairs,
@@ -148,8 +152,8 @@ DecodePlanSummary DecodeWorkspace::plan() const {
           .tokens = s.tokens,
           .max_worker_cost = s.max_worker_cost,
           .mean_worker_cost = s.mean_worker_cost,
-          .head_group = impl_->plan.params().head_group,
-          .cluster_workers = impl_->plan.params().cluster_workers};
+          .head_group = p.params().head_group,
+          .cluster_workers = p.params().cluster_workers};
 }
 
 std::string DecodePlanSummary::ToString() const {
@@ -163,23 +167,21 @@ std::string DecodePlanSummary::ToString() const {
 
 size_t DecodeWorkspace::CapacityBytes() const {
   if (impl_ == nullptr) return 0;
-  const DecodeWorkspaceImpl& w = *impl_;
-  return w.plan.CapacityBytes() +
-         sizeof(float) * (w.partial_out.capacity() + w.partial_lse.capacity()) +
-         (w.device ? w.device->bytes : 0);
+  const internal::RaggedDecodeRows& rows = impl_->ragged.decode;
+  return rows.plan.CapacityBytes() +
+         sizeof(int32_t) * (rows.seqs.capacity() + rows.kv_lens.capacity()) +
+         sizeof(plan::DecodeWorkItem) *
+             (rows.items.capacity() + rows.first_items.capacity()) +
+         sizeof(float) *
+             (rows.partial_out.capacity() + rows.partial_lse.capacity()) +
+         (impl_->ragged.device ? impl_->ragged.device->bytes : 0);
 }
 
 absl::Status DecodeWorkspace::TakeErrors(Runtime& runtime, void* stream) {
-  if (impl_ == nullptr || !impl_->device) return absl::OkStatus();
-  TAILOR_ASSIGN_OR_RETURN(
-      DecodeKernels * kernels,
-      internal::DecodeKernelsOf(runtime, "attention.decode errors"));
-  DecodeDeviceBuffers& d = *impl_->device;
-  TAILOR_ASSIGN_OR_RETURN(
-      internal::DecodeErrors errors,
-      kernels->TakeErrors(internal::EngineOf(runtime), d.at(d.scratch),
-                          d.capacity.partials, stream));
-  const DecodeWorkspaceImpl& w = *impl_;
+  if (impl_ == nullptr || !impl_->ragged.device) return absl::OkStatus();
+  internal::RaggedWorkspaceImpl& w = impl_->ragged;
+  TAILOR_ASSIGN_OR_RETURN(internal::DecodeErrors errors,
+                          internal::TakeRaggedDecodeErrors(runtime, w, stream));
   if (errors.bad_page) {
     const int64_t max_pages = std::max<int64_t>(w.last_max_pages, 1);
     const int64_t position = errors.bad_page->position;
@@ -189,8 +191,8 @@ absl::Status DecodeWorkspace::TakeErrors(Runtime& runtime, void* stream) {
   }
   if (errors.bad_seq_len) {
     const int64_t b = errors.bad_seq_len->position;
-    const int64_t planned =
-        b < w.plan.batch() ? w.plan.seq_lens()[b] : int64_t{-1};
+    const plan::DecodePlan& p = w.decode.plan;
+    const int64_t planned = b < p.batch() ? p.seq_lens()[b] : int64_t{-1};
     return absl::InvalidArgumentError(
         internal::BadSeqLenText(b, errors.bad_seq_len->value, planned));
   }
@@ -220,46 +222,30 @@ absl::StatusOr<DecodeShape> LimitsShape(const DecodeLimits& limits) {
                                     "limits.");
 }
 
-// The device capacity for `limits` on `kernels`.
-absl::StatusOr<DecodeCapacity> DeviceCapacity(DecodeKernels& kernels,
-                                              const DecodeLimits& limits) {
+// What `limits` need on `kernels`' backend, with the host plans reserved
+// for them in `w` (every storage keeps its plans on the host).
+absl::StatusOr<DecodeCapacity> ReservePlan(Runtime& runtime,
+                                           DecodeKernels& kernels,
+                                           const DecodeLimits& limits,
+                                           DecodeWorkspaceImpl& w) {
   TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
-  TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
-                          kernels.PlanConfig(shape, limits.max_batch, {}));
-  return internal::DecodeCapacityFor(
-      shape, limits.max_batch, config,
-      kernels.ScratchBytes(
-          plan::MaxDecodePartials(config.num_workers, config.head_group)));
-}
-
-absl::Status ReserveHost(DecodeKernels& kernels, const DecodeLimits& limits,
-                         DecodeWorkspaceImpl& w) {
-  TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
-  TAILOR_ASSIGN_OR_RETURN(internal::DecodePlanConfig config,
-                          kernels.PlanConfig(shape, limits.max_batch, {}));
-  const plan::DecodePlanParams params =
-      internal::DecodePlanParamsFor(shape, config);
-  TAILOR_RETURN_IF_ERROR(w.plan.Reserve(limits.max_batch, params));
-  const size_t partials =
-      plan::MaxDecodePartials(config.num_workers, config.head_group);
-  const size_t row = shape.group * shape.head_dim;
-  if (w.partial_out.size() < partials * row)
-    w.partial_out.resize(partials * row);
-  if (w.partial_lse.size() < partials * shape.group) {
-    w.partial_lse.resize(partials * shape.group);
-  }
-  return absl::OkStatus();
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodeCapacity capacity,
+      internal::DecodeRowsCapacity(kernels, shape, limits.max_batch));
+  const bool host = runtime.device().type == DeviceType::kCpu;
+  TAILOR_RETURN_IF_ERROR(internal::ReserveDecodeRows(kernels, shape, capacity,
+                                                     host, w.ragged.decode));
+  return capacity;
 }
 
 // Makes `buffers` the device storage of `w`, with fresh scratch.
-absl::Status AdoptDeviceBuffers(Runtime& runtime, DecodeKernels& kernels,
-                                DecodeDeviceBuffers buffers, void* stream,
-                                DecodeWorkspaceImpl& w) {
-  TAILOR_RETURN_IF_ERROR(kernels.InitScratch(
-      internal::EngineOf(runtime), buffers.at(buffers.scratch),
-      buffers.capacity.partials, stream));
+absl::Status AdoptDeviceBuffers(Runtime& runtime,
+                                internal::RaggedDeviceBuffers buffers,
+                                void* stream, DecodeWorkspaceImpl& w) {
+  TAILOR_RETURN_IF_ERROR(
+      internal::InitRaggedDecodeScratch(runtime, buffers, stream));
   w.Invalidate();
-  w.device = std::move(buffers);
+  w.ragged.device = std::move(buffers);
   return absl::OkStatus();
 }
 
@@ -272,22 +258,18 @@ absl::Status ReserveDecodeWorkspace(Runtime& runtime,
       DecodeKernels * kernels,
       internal::DecodeKernelsOf(runtime, "attention.reserve_decode"));
   TAILOR_ASSIGN_OR_RETURN(DecodeWorkspaceImpl * w, internal::ImplOf(ws));
-  if (runtime.device().type == DeviceType::kCpu) {
-    return ReserveHost(*kernels, limits, *w);
-  }
   TAILOR_ASSIGN_OR_RETURN(DecodeCapacity capacity,
-                          DeviceCapacity(*kernels, limits));
-  if (w->device && w->device->owned && w->device->device == runtime.device() &&
-      internal::CheckDecodeFits(*w->device, capacity).ok()) {
+                          ReservePlan(runtime, *kernels, limits, *w));
+  if (runtime.device().type == DeviceType::kCpu) return absl::OkStatus();
+  const std::optional<internal::RaggedDeviceBuffers>& held = w->ragged.device;
+  if (held && held->owned && held->device == runtime.device() &&
+      internal::CheckDecodeFits(held->DecodeBuffers(), capacity).ok()) {
     return absl::OkStatus();  // the current reservation is large enough
   }
-  DecodeDeviceBuffers buffers = internal::DecodeLayoutFor(capacity);
-  TAILOR_ASSIGN_OR_RETURN(
-      buffers.owned,
-      internal::EngineOf(runtime).backend().AllocateDevice(buffers.bytes));
-  buffers.base = static_cast<char*>(buffers.owned.get());
-  buffers.device = runtime.device();
-  return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), nullptr, *w);
+  internal::RaggedDeviceBuffers buffers =
+      internal::DecodeRowsLayoutFor(capacity);
+  TAILOR_RETURN_IF_ERROR(internal::AllocateDeviceBlock(runtime, buffers));
+  return AdoptDeviceBuffers(runtime, std::move(buffers), nullptr, *w);
 }
 
 absl::StatusOr<int64_t> DecodeWorkspaceBytes(Runtime& runtime,
@@ -295,13 +277,12 @@ absl::StatusOr<int64_t> DecodeWorkspaceBytes(Runtime& runtime,
   TAILOR_ASSIGN_OR_RETURN(
       DecodeKernels * kernels,
       internal::DecodeKernelsOf(runtime, "attention.reserve_decode"));
-  if (runtime.device().type == DeviceType::kCpu) {
-    TAILOR_RETURN_IF_ERROR(LimitsShape(limits).status());
-    return 0;
-  }
-  TAILOR_ASSIGN_OR_RETURN(DecodeCapacity capacity,
-                          DeviceCapacity(*kernels, limits));
-  return internal::DecodeLayoutFor(capacity).bytes;
+  TAILOR_ASSIGN_OR_RETURN(DecodeShape shape, LimitsShape(limits));
+  if (runtime.device().type == DeviceType::kCpu) return 0;
+  TAILOR_ASSIGN_OR_RETURN(
+      DecodeCapacity capacity,
+      internal::DecodeRowsCapacity(*kernels, shape, limits.max_batch));
+  return internal::DecodeRowsLayoutFor(capacity).bytes;
 }
 
 absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
@@ -317,21 +298,12 @@ absl::Status BindDecodeWorkspace(Runtime& runtime, const DecodeLimits& limits,
   }
   TAILOR_ASSIGN_OR_RETURN(DecodeWorkspaceImpl * w, internal::ImplOf(ws));
   TAILOR_ASSIGN_OR_RETURN(DecodeCapacity capacity,
-                          DeviceCapacity(*kernels, limits));
-  DecodeDeviceBuffers buffers = internal::DecodeLayoutFor(capacity);
-  if (memory == nullptr ||
-      reinterpret_cast<uintptr_t>(memory) % internal::kDeviceBufferAlignment != 0) {
-    return absl::InvalidArgumentError(
-        "memory: must be non-null device memory aligned to 256 bytes");
-  }
-  if (bytes < buffers.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bytes: must be >= DecodeWorkspaceBytes(limits) = ", buffers.bytes,
-        ", got ", bytes));
-  }
-  buffers.base = static_cast<char*>(memory);
-  buffers.device = runtime.device();
-  return AdoptDeviceBuffers(runtime, *kernels, std::move(buffers), stream, *w);
+                          ReservePlan(runtime, *kernels, limits, *w));
+  internal::RaggedDeviceBuffers buffers =
+      internal::DecodeRowsLayoutFor(capacity);
+  TAILOR_RETURN_IF_ERROR(internal::PlaceInCallerMemory(
+      runtime, memory, bytes, "DecodeWorkspaceBytes", buffers));
+  return AdoptDeviceBuffers(runtime, std::move(buffers), stream, *w);
 }
 
 }  // namespace attention

@@ -1,23 +1,22 @@
-// ops/attention/workspace.h — what a tailor::attention::DecodeWorkspace
-// holds.
+// ops/attention/workspace.h — the decode kernels' device block: what a
+// tailor::attention::DecodeWorkspace reserves on a device (and a ragged
+// workspace beside its tiles, for the q_len = 1 rows of its steps).
 //
-// The decode front (decode.cc, decode_launch.cc) fills and reads this
-// struct; the public DecodeWorkspace only exposes a summary. Two storages:
-//   - host (host-memory backends): the plan's own vectors plus the partial
-//     buffers below, which only grow.
-//   - device (device-memory backends): one block of device memory reserved
-//     once (or bound to caller memory) and cut into 256-byte aligned
-//     buffers:
-//       items         [max_items] plan::DecodeWorkItem (the uploaded plan)
-//       worker_begin  [max_workers + 1] i32, then the launch flags: one
-//                     i32 after the plan's last worker_begin entry
-//                     (DecodePlanConfig::launch_flags)
-//       first_items   [max_workers] plan::DecodeWorkItem
-//       partial_out   [max_partials, group, D] f32
-//       partial_lse   [max_partials, group] f32
-//       scratch       the backend's DecodeKernels::ScratchBytes
-//     A plan fits when each of its bounds fits the reserved ones; one that
-//     does not fails with FailedPrecondition instead of allocating.
+// A DecodeWorkspace is a ragged workspace that runs decode rows only
+// (DecodeWorkspaceImpl, ragged_workspace.h). On host-memory backends it
+// keeps the plan's own vectors and partial buffers, which only grow; on
+// device-memory backends one block of device memory, reserved once (or
+// bound to caller memory), cut into 256-byte aligned buffers:
+//   items         [max_items] plan::DecodeWorkItem (the uploaded plan)
+//   worker_begin  [max_workers + 1] i32, then the launch flags: one
+//                 i32 after the plan's last worker_begin entry
+//                 (DecodePlanConfig::launch_flags)
+//   first_items   [max_workers] plan::DecodeWorkItem
+//   partial_out   [max_partials, group, D] f32
+//   partial_lse   [max_partials, group] f32
+//   scratch       the backend's DecodeKernels::ScratchBytes
+// A plan fits when each of its bounds fits the reserved ones; one that
+// does not fails with FailedPrecondition instead of allocating.
 #ifndef TAILOR_OPS_ATTENTION_WORKSPACE_H_
 #define TAILOR_OPS_ATTENTION_WORKSPACE_H_
 
@@ -77,32 +76,6 @@ plan::DecodePlanParams DecodePlanParamsFor(const DecodeShape& shape,
 DecodeCapacity DecodeCapacityFor(const DecodeShape& shape, int64_t batch,
                                  const DecodePlanConfig& config,
                                  int64_t scratch_bytes);
-
-struct DecodeWorkspaceImpl {
-  // ---- the last plan (valid when `planned`) ---------------------------------
-  bool planned = false;
-  DecodeShape shape;         // of the plan (num_kv_heads included)
-  int64_t num_qo_heads = 0;  // Hq of the plan
-  plan::DecodePlan plan;
-  // The flags uploaded after the plan's worker_begin (device storage); a
-  // member so that the asynchronous copy reads stable memory.
-  int32_t launch_flags = 0;
-
-  // ---- host storage: partial results of split pairs -------------------------
-  std::vector<float> partial_out;  // [>= partials * group * D]
-  std::vector<float> partial_lse;  // [>= partials * group]
-
-  // ---- device storage (device-memory backends) ------------------------------
-  std::optional<DecodeDeviceBuffers> device;
-  // What the last RunDecode ran with, for the text of device errors.
-  int64_t last_num_pages = 0;
-  int64_t last_max_pages = 0;
-
-  void Invalidate() { planned = false; }
-};
-
-// The impl of `ws`; FailedPrecondition for a moved-from workspace.
-absl::StatusOr<DecodeWorkspaceImpl*> ImplOf(attention::DecodeWorkspace& ws);
 
 }  // namespace tailor::internal
 

@@ -7,11 +7,14 @@
 //               sequence b's pages at [page_indptr[b], page_indptr[b + 1]),
 //               within [0, nnz) (max_pages = nnz)
 // Both read device memory the host has not checked: a range outside the
-// table, or reversed, holds no pages.
+// table, or reversed, holds no pages. So are the device KV lengths that
+// come with the table (vLLM's seq_lens): CheckKvLen compares one with the
+// plan's.
 #ifndef TAILOR_TEMPLATES_CUDA_ATTENTION_PAGE_TABLE_CUH_
 #define TAILOR_TEMPLATES_CUDA_ATTENTION_PAGE_TABLE_CUH_
 
 #include "runtime/cuda/arch.cuh"
+#include "runtime/cuda/error_word.cuh"
 
 namespace tailor::cuda {
 
@@ -35,6 +38,15 @@ TAILOR_DEVICE PageRow PageRowOf(const int* block_table_indptr, long long stride,
 TAILOR_DEVICE int PageAt(const int* block_table, const PageRow& row, int index,
                          int missing) {
   return index < row.count ? __ldg(block_table + row.first + index) : missing;
+}
+
+// Records (seq, kv_lens[seq]) in error word `word` of `errors` when the
+// device length differs from `planned`; nothing when kv_lens is null.
+TAILOR_DEVICE void CheckKvLen(const int* kv_lens, int seq, int planned,
+                              unsigned long long* errors, int word) {
+  if (kv_lens == nullptr) return;
+  const int device_len = __ldg(kv_lens + seq);
+  if (device_len != planned) RecordLowestError(errors, word, seq, device_len);
 }
 
 }  // namespace tailor::cuda

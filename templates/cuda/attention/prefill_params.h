@@ -120,8 +120,9 @@ inline constexpr unsigned PrefillSm80SharedBytes(int head_dim) {
 
 // Error words (u64 each): the lowest (position << 32 | uint32 value)
 // recorded with atomicMin; all ones: none.
-inline constexpr int kPrefillErrorBadPage = 0;  // b * max_pages + j, page id
-inline constexpr int kPrefillErrorWords = 1;
+inline constexpr int kPrefillErrorBadPage = 0;   // b * max_pages + j, page id
+inline constexpr int kPrefillErrorBadKvLen = 1;  // b, kv_lens[b] on the device
+inline constexpr int kPrefillErrorWords = 2;
 
 // The tile shape and pipeline depths of the Hopper kernel for a head_dim:
 // KV positions per block, K stages, V stages, query buffers. K and V have
@@ -222,6 +223,10 @@ struct PrefillParams {
   float* partial_out;            // [partials, tile rows, D] normalized
   float* partial_lse;            // [partials, tile rows] log2
   unsigned long long* errors;    // [kPrefillErrorWords]
+  // [B] the caller's device KV lengths, or null: each item's sequence is
+  // checked against the planned item.kv_len (kPrefillErrorBadKvLen); the
+  // item attends the planned length either way.
+  const int* kv_lens;
   // Scores in the log2 domain: without a soft cap s2 = score_scale * q.k
   // (score_scale = sm_scale log2 e); with one (cap_scale != 0) s2 =
   // score_scale * tanh(cap_scale * q.k) (score_scale = cap log2 e,

@@ -34,6 +34,9 @@
 // past the item's end or on a bad page are zero-filled (P = 0 must not
 // meet a NaN of the cache) and masked; warp 0 writes the block's attended
 // bits and records bad page ids in the error word, as the Hopper kernel.
+// After its tiles, warp 0 compares each item's planned KV length with the
+// device's kv_lens and records a mismatch (the tiles attend the planned
+// length), as the Hopper kernel.
 //
 // Warp w computes tile rows [16 w, 16 w + 16): S = Q K^T from ldmatrix
 // fragments, the mask (causal with queries aligned to the end of KV,
@@ -566,6 +569,14 @@ struct PrefillSm80Kernel {
       }
     }
     CpAsyncWait<0>();
+    // Each item's planned KV length against the device's, one load per
+    // item, after the tiles (nothing of them waits for it).
+    if (warp != 0) return;
+#pragma unroll 1
+    for (int i = first + lane; i < last; i += 32) {
+      CheckKvLen(p.kv_lens, p.items[i].seq, p.items[i].kv_len, p.errors,
+                 kPrefillErrorBadKvLen);
+    }
   }
 };
 

@@ -34,6 +34,9 @@
 //     The last box of a sequence whose end falls inside it is copied by the
 //     warp itself for V, with the rows past the end zeroed: TMA would bring
 //     whatever the cache holds there.
+//     Warp 2 compares each item's planned KV length with the device's
+//     kv_lens (one load an item) and records a mismatch; the tiles attend
+//     the planned length.
 //   warpgroups 1 and 2 (consumers, registers raised): rows [0, 64) and
 //     [64, 128) of every tile, prefill_sm90_mainloop.cuh, then
 //     prefill_sm90_epilogue.cuh; a tile's store runs while the next tile's
@@ -348,6 +351,18 @@ struct PrefillSm90Kernel {
     }
   }
 
+  // Warp 2 (otherwise idle): each item's planned KV length against the
+  // device's, one load per item, beside the pipeline.
+  static TAILOR_DEVICE void CheckKvLens(const Params& p) {
+    const int last = p.worker_begin[blockIdx.x + 1];
+#pragma unroll 1
+    for (int i = p.worker_begin[blockIdx.x] + threadIdx.x % 32; i < last;
+         i += 32) {
+      CheckKvLen(p.kv_lens, p.items[i].seq, p.items[i].kv_len, p.errors,
+                 kPrefillErrorBadKvLen);
+    }
+  }
+
   // ---- consumers ------------------------------------------------------------
 
   using Pipes = typename Mainloop::template Pipes<kKStages, kVStages>;
@@ -469,6 +484,7 @@ struct PrefillSm90Kernel {
       SetMaxRegistersDecrease<kProducerRegisters>();
       if (threadIdx.x / 32 == 0) ProduceK(p, sh);
       if (threadIdx.x / 32 == 1) ProduceV(p, sh);
+      if (threadIdx.x / 32 == 2) CheckKvLens(p);
     } else {
       SetMaxRegistersIncrease<kConsumerRegisters>();
       Consume(p, sh, warpgroup - 1);

@@ -15,6 +15,7 @@
 #include "ops/attention/decode_host_test_util.h"
 #include "tailor/ops/attention.h"
 #include "tailor/runtime.h"
+#include "tailor/stats.h"
 #include "test_util.h"
 
 namespace tailor::attention::testing {
@@ -162,6 +163,36 @@ TEST(AttentionDecodeTest, SingleLongSequenceIsSplitAndMerged) {
   TAILOR_ASSERT_OK(PlanDecode(SharedRuntime(), PlanArgsOf(p), ws));
   EXPECT_EQ(ws.plan().split_pairs, 2) << ws.plan().ToString();
   EXPECT_EQ(ws.plan().busy_workers, ws.plan().workers);
+}
+
+// A decode step is the ragged step of q_len = 1 rows, all run by the
+// decode kernels: RunDecode launches no query tile and no tile merge.
+TEST(AttentionDecodeTest, RunLaunchesOnlyTheDecodeKernels) {
+  PagedCase c = {.lens = {9000, 1, 0, 17},
+                 .page_size = 16,
+                 .num_qo_heads = 8,
+                 .num_kv_heads = 2,
+                 .head_dim = 128,
+                 .seed = TestSeed() + 6};
+  PagedBatch p = BuildPagedBatch(c);
+  DecodeWorkspace ws;
+  TAILOR_ASSERT_OK(PlanDecode(SharedRuntime(), PlanArgsOf(p), ws));
+  EXPECT_GT(ws.plan().split_pairs, 0) << ws.plan().ToString();
+  Outputs o = PoisonedOutputs(p);
+  const StatsSnapshot before = SharedRuntime().stats();
+  TAILOR_ASSERT_OK(RunDecode(SharedRuntime(), RunArgsOf(p, o), ws));
+  const StatsSnapshot after = SharedRuntime().stats();
+  auto delta = [&](const std::string& op) {
+    const auto was = before.launches_per_op.find(op);
+    const auto now = after.launches_per_op.find(op);
+    return (now == after.launches_per_op.end() ? 0 : now->second) -
+           (was == before.launches_per_op.end() ? 0 : was->second);
+  };
+  EXPECT_GE(delta("attention.decode"), 1u);
+  EXPECT_EQ(delta("attention.ragged"), 0u);
+  EXPECT_EQ(delta("attention.ragged_merge"), 0u);
+  const Errors err = ErrorsOf(p, o);
+  EXPECT_LE(err.out_rel, OutBound(c.dtype)) << err.worst;
 }
 
 TEST(AttentionDecodeTest, AllEmptySequencesGiveZerosAndMinusInfinity) {

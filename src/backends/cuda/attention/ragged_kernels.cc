@@ -396,6 +396,8 @@ absl::StatusOr<RaggedErrors> CudaRaggedKernels::TakeErrors(Engine&,
   RaggedErrors errors;
   errors.bad_page =
       gpu::DecodeErrorWordAs<RaggedErrors::Bad>(words[kPrefillErrorBadPage]);
+  errors.bad_kv_len =
+      gpu::DecodeErrorWordAs<RaggedErrors::Bad>(words[kPrefillErrorBadKvLen]);
   return errors;
 }
 
@@ -476,6 +478,7 @@ void FillParams(const RaggedLaunch& l, PrefillParams& p) {
   p.partial_out = l.work.partial_out;
   p.partial_lse = l.work.partial_lse;
   p.errors = static_cast<unsigned long long*>(l.work.scratch);
+  p.kv_lens = l.kv_lens;
   if (l.soft_cap > 0) {
     p.score_scale = l.soft_cap * kLog2e;
     p.cap_scale = l.sm_scale / l.soft_cap;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/attention/decode_gpu_test_util.h"
 #include "tailor/ops/attention.h"
+#include "tailor/stats.h"
 #include "tailor/status.h"
 #include "templates/cuda/attention/decode_params.h"
 #include "test_util.h"
@@ -388,6 +389,55 @@ TEST_F(DecodeGpuTest, BadDeviceDataIsDroppedAndReported) {
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          "seq_lens[2]: 35 differs from 33, the length "
                          "PlanDecode planned"));
+  }
+}
+
+// A decode step is the ragged step of q_len = 1 rows on the decode kernel:
+// every RunDecode, direct or captured, is one launch of it (split pairs
+// merge in the same launch), never a query-tile, tile-merge or decode-merge
+// launch, whether the plan splits or not.
+TEST_F(DecodeGpuTest, EachRunIsOneDecodeLaunch) {
+  PagedCase unsplit = {.lens = {0, 1, 17, 40, 3, 16},
+                       .page_size = 16,
+                       .num_qo_heads = 32,
+                       .num_kv_heads = 8,
+                       .head_dim = 128,
+                       .seed = TestSeed()};
+  PagedCase split = unsplit;
+  split.lens = {9000};
+  split.seed = TestSeed() + 1;
+  for (const PagedCase& c : {unsplit, split}) {
+    SCOPED_TRACE(c.ToString());
+    const PagedBatch p = BuildPagedBatch(c);
+    DeviceBatch d(api(), p);
+    TAILOR_ASSERT_OK(d.Upload(p));
+    DecodeWorkspace ws;
+    Reserve(LimitsOf(c, c.batch()), ws);
+    TAILOR_ASSERT_OK(PlanDecode(runtime(), PlanArgsOf(p, stream()), ws));
+    std::printf("one launch: %s | %s\n", c.ToString().c_str(),
+                ws.plan().ToString().c_str());
+    if (c.batch() == 1) {
+      EXPECT_GT(ws.plan().split_pairs, 0);
+    }
+    const RunDecodeArgs args = d.Args(p, device(), stream());
+    const StatsSnapshot before = runtime().stats();
+    TAILOR_ASSERT_OK(RunDecode(runtime(), args, ws));
+    TAILOR_ASSERT_OK(RunDecode(runtime(), args, ws));
+    DecodeGraph graph(api());
+    TAILOR_ASSERT_OK(graph.Capture(runtime(), args, ws));
+    const StatsSnapshot after = runtime().stats();
+    EXPECT_EQ(after.launches - before.launches, 3u);
+    for (const auto& [op, n] : after.launches_per_op) {
+      const auto was = before.launches_per_op.find(op);
+      const uint64_t delta =
+          n - (was == before.launches_per_op.end() ? 0 : was->second);
+      EXPECT_EQ(delta, op == "attention.decode" ? 3u : 0u) << op;
+    }
+    ASSERT_EQ(graph.Launch(stream()), CUDA_SUCCESS);
+    TAILOR_ASSERT_OK(stream_->Synchronize());
+    TAILOR_EXPECT_OK(ws.TakeErrors(runtime(), stream()));
+    EXPECT_LE(Check(d, p, 1.0 / std::sqrt(double(c.head_dim))).out_rel,
+              Bound(c.dtype));
   }
 }
 

@@ -365,6 +365,63 @@ TEST_F(RaggedGpuTest, BadPageIdsAreDroppedAndReported) {
   }
 }
 
+// Device KV lengths (RunRaggedArgs::kv_lens) that differ from the plan:
+// each kernel compares its own sequences' (a prefill sequence's tiles on
+// the Hopper and on the portable kernel, a decode row on the decode kernel)
+// and TakeErrors reports the lowest with the host check's text. The tiles
+// attend the planned length: the step still matches the reference. Equal
+// lengths report nothing.
+TEST_F(RaggedGpuTest, DeviceKvLengthsThatDifferAreReported) {
+  absl::StatusOr<std::unique_ptr<CudaTestRuntime>> portable =
+      CudaTestRuntime::Create(OptionsWith("ragged.kernel=portable"));
+  TAILOR_ASSERT_OK(portable.status());
+  struct Run {
+    Runtime* rt;
+    int64_t seq;    // MixedStep: 0 and 9 run as tiles, 1 as a decode row
+    int32_t delta;  // added to its device length; 0: none differs
+  };
+  for (const Run& run :
+       {Run{&runtime(), 0, 0}, Run{&runtime(), 0, 1}, Run{&runtime(), 9, -1},
+        Run{&runtime(), 1, -3}, Run{&(*portable)->runtime(), 0, 5}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "seq " << run.seq << " delta " << run.delta);
+    const RaggedCase c = MixedStep();
+    const RaggedBatch p = BuildRaggedBatch(c);
+    RaggedWorkspace ws;
+    TAILOR_ASSERT_OK(ReserveRaggedWorkspace(
+        *run.rt, LimitsOf(c, c.batch(), c.total_q()), ws));
+    DeviceStep d(env_->api(), c, c.rows(), c.batch(), p.num_pages, p.max_pages);
+    TAILOR_ASSERT_OK(d.Upload(p));
+    std::vector<int32_t> device_lens = c.kv_lens;
+    device_lens[run.seq] += run.delta;
+    DeviceBuffer lens(env_->api(), device_lens.size() * 4);
+    TAILOR_ASSERT_OK(lens.Upload(device_lens));
+    PlanRaggedArgs plan = PlanArgsOf(p);
+    plan.stream = stream_->get();
+    TAILOR_ASSERT_OK(PlanRagged(*run.rt, plan, ws));
+    RunRaggedArgs args = d.Args(p, run.rt->device(), stream_->get());
+    args.kv_lens = TensorRef::Contiguous(lens.data(), DType::kI32, {c.batch()},
+                                         run.rt->device());
+    TAILOR_ASSERT_OK(RunRagged(*run.rt, args, ws));
+    TAILOR_ASSERT_OK(stream_->Synchronize());
+    if (run.delta == 0) {
+      TAILOR_EXPECT_OK(ws.TakeErrors(*run.rt, stream_->get()));
+    } else {
+      EXPECT_THAT(ws.TakeErrors(*run.rt, stream_->get()),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           absl::StrCat("kv_lens[", run.seq,
+                                        "]: ", device_lens[run.seq],
+                                        " differs from ", c.kv_lens[run.seq],
+                                        ", the length PlanRagged planned")));
+      TAILOR_EXPECT_OK(ws.TakeErrors(*run.rt, stream_->get()));  // cleared
+    }
+    if (c.q_lens[run.seq] > 1 || run.delta == 0) {
+      const Errors err = d.Check(p);
+      EXPECT_LE(err.out_rel, 1e-2) << err.worst;
+    }
+  }
+}
+
 // ---- the portable kernel ----------------------------------------------------
 
 class RaggedGpuPortableTest
