@@ -76,8 +76,12 @@ struct MoeGroupedGemmSm90 {
   static constexpr int kKBlocks = Shape::kKBlocks;
   static constexpr unsigned kStageBytes = Shape::kStageBytes;
   static constexpr int kAccumulators = Shape::kAccumulators;
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = 232;
+  // A cluster producer looks up every rank's tile of a unit (CopiesOf) with
+  // its ring state live: at 40 registers that spilled, at 56 it does not;
+  // the consumers' 224 keep the CTA in the register file (128 x 56 +
+  // 256 x 224 <= 65536).
+  static constexpr int kProducerRegisters = kClustered ? 56 : 40;
+  static constexpr int kConsumerRegisters = kClustered ? 224 : 232;
 
   static_assert(kStages * kStageBytes + Epilogue::kSharedBytes + sizeof(Ring) +
                         sizeof(PeerMailbox) + 1024 <=
@@ -134,36 +138,63 @@ struct MoeGroupedGemmSm90 {
     Scheduler::ResetSchedule(p);
   }
 
+  // What a cluster CTA's producer needs to fill its stages for one cluster
+  // unit: its tile (the consumers' message), its work item (the boxes'
+  // coordinates) and the copies' multicast.
+  struct ClusterFill {
+    ClusterTile tile;
+    MoeWorkItem item;
+    ClusterCopies copies;
+  };
+  static ClusterFill ClusterFillOf(const Params& p, int num_work, int v,
+                                   unsigned rank) {
+    ClusterFill f;
+    f.copies = Scheduler::template CopiesOf<Mainloop>(p, num_work, v, rank,
+                                                      f.tile, f.item);
+    return f;
+  }
+
   // A cluster CTA's producer: CTA `rank` fills its stages for its tile of
-  // each cluster unit, its copies shared as CopiesOf says. Rank 0 schedules
-  // and mails each next unit to the other ranks.
+  // each cluster unit, its copies shared as CopiesOf says, and names the
+  // tile in the fills' message, so the consumers skip its lookup (a chain of
+  // work-list reads that held them at every unit: "Clustered fills",
+  // bench/results/moe_hopper_design.txt). Rank 0 takes the next unit one K
+  // block in and mails it to the other ranks; the counter's and the
+  // mailbox's latency hide behind the ring.
   static void ProduceClustered(const Params& p, unsigned char* stages,
                                Ring& ring, PeerMailbox& mailbox, int num_work) {
+    constexpr int kNextAt = kKBlocks > 1 ? 1 : 0;  // K block
     const unsigned rank = ClusterCtaRank();
     const int units = Scheduler::ClusterUnits(num_work);
     PipelineCursor c;
     unsigned mail = 0;  // units mailed (rank 0) or received (the others)
     int v = Scheduler::FirstTile();
+    ClusterFill fill;
+    if (v < units) fill = ClusterFillOf(p, num_work, v, rank);
     while (v < units) {
       if (rank == 0) Scheduler::WaitForWave(p, v);
-      int keys[Mainloop::kSlots];  // this CTA's boxes
-      const ClusterCopies copies =
-          Scheduler::template CopiesOf<Mainloop>(p, num_work, v, rank, keys);
-      int next = 0;
+      int next = units;
       for (int kb = 0; kb < kKBlocks; ++kb) {
-        if (rank == 0 && kb == kKBlocks - 1) {
-          next = Scheduler::NextTile(p, v);
-          mailbox.Send(mail++, kCluster - 1, next);
+        if (kb == kNextAt) {
+          if (rank == 0) {
+            next = Scheduler::NextTile(p, v);
+            mailbox.Send(mail++, kCluster - 1, next);
+          } else {
+            next = mailbox.Receive(mail++);
+          }
         }
         WaitEmpty(ring, c);
-        ArmFull(ring, c, kStageBytes, TileMessage{v, 0, 0});
+        ArmFull(ring, c, kStageBytes,
+                TileMessage{v, fill.tile.coord.item, fill.tile.coord.n_tile,
+                            fill.tile.store});
         Mainloop::LoadClustered(p, stages + c.stage * kStageBytes,
-                                &ring.full[c.stage], kb, keys, copies);
+                                &ring.full[c.stage], kb, fill.item,
+                                fill.tile.coord.n_tile, fill.copies);
         c.Advance(kStages);
       }
       if (rank == 0) Scheduler::CountIssued(p);
-      if (rank != 0) next = mailbox.Receive(mail++);
       v = next;
+      if (v < units) fill = ClusterFillOf(p, num_work, v, rank);
     }
     Close(ring, c);
     if (rank == 0) Scheduler::ResetSchedule(p);
@@ -203,17 +234,9 @@ struct MoeGroupedGemmSm90 {
       if (m.unit == kPipelineClosed) break;
       // With clusters the unit is a cluster unit (whole tiles); a repeated
       // tile is not stored.
-      Unit u = Scheduler::WholeUnit(m.unit);
-      TileCoord coord = {m.item, m.n_tile};
-      bool store = true;
-      if constexpr (kClustered) {
-        const ClusterTile tile =
-            Scheduler::ClusterTileOf(p, num_work, m.unit, rank);
-        coord = tile.coord;
-        store = tile.store;
-      } else {
-        u = Scheduler::UnitOf(schedule, m.unit);
-      }
+      const Unit u = kClustered ? Scheduler::WholeUnit(m.unit)
+                                : Scheduler::UnitOf(schedule, m.unit);
+      const TileCoord coord = {m.item, m.n_tile};
       // Read now, needed after the K loop: its latency hides behind the MMAs.
       const MoeWorkItem item = p.work[coord.item];
       PipelineCursor previous;
@@ -228,7 +251,7 @@ struct MoeGroupedGemmSm90 {
       }
       WgmmaWait<0>();
       ReleaseStage(ring, previous, rank);
-      if (!store) continue;
+      if (!m.store) continue;
       // Split-K: only the tile's last split to finish stores it.
       if (u.split_tile >= 0 && !Scheduler::ReduceSplits(p, u, consumer, acc)) {
         continue;

@@ -68,16 +68,13 @@ struct MoeSm90MainloopBf16 {
     }
   }
 
-  // What slot j of the tile at `coord` holds: its A row, then its W rows
-  // (clusters compare them to share boxes).
-  static void SlotKeys(const Params& p, const TileCoord& coord,
+  // What slot j of a tile of `item` at N tile n_tile holds: its A row, then
+  // its W rows (clusters compare them to share boxes).
+  static void SlotKeys(const MoeWorkItem& item, int n_tile,
                        int (&keys)[kSlots]) {
-    const MoeWorkItem item = p.work[coord.item];
     keys[0] = item.row_begin;
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      keys[1 + q] = WBoxRow(item.group, coord.n_tile, q);
-    }
+    for (int q = 0; q < 4; ++q) keys[1 + q] = WBoxRow(item.group, n_tile, q);
   }
 
   // Pulls W of K blocks [k_begin, k_end) of an expert's N tile into the L2.
@@ -121,20 +118,22 @@ struct MoeSm90MainloopBf16 {
     }
   }
 
-  // A cluster CTA's copies of K block kb: the slots this CTA issues (keys
-  // from SlotKeys), each multicast to the CTAs of its mask.
+  // A cluster CTA's copies of K block kb of a tile of `item` at N tile
+  // n_tile: the slots this CTA issues, each multicast to the CTAs of its
+  // mask. The keys are computed here, per K block, not held: a cluster
+  // producer's registers hold the next unit's lookups meanwhile.
   static void LoadClustered(const Params& p, unsigned char* stage,
-                            Mbarrier* full, int kb, const int (&keys)[kSlots],
-                            const ClusterCopies& copies) {
+                            Mbarrier* full, int kb, const MoeWorkItem& item,
+                            int n_tile, const ClusterCopies& copies) {
     const int k = kb * kBK;
-    if (copies.issue[0]) {
-      CopyBox(stage, &p.a_map, k, keys[0], full, copies.mask[0]);
+    if (copies.Issue(0)) {
+      CopyBox(stage, &p.a_map, k, item.row_begin, full, copies.Mask(0));
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      if (copies.issue[1 + q]) {
-        CopyBox(stage + kABytes + q * kBoxBytes, &p.w_map, k, keys[1 + q], full,
-                copies.mask[1 + q]);
+      if (copies.Issue(1 + q)) {
+        CopyBox(stage + kABytes + q * kBoxBytes, &p.w_map, k,
+                WBoxRow(item.group, n_tile, q), full, copies.Mask(1 + q));
       }
     }
   }

@@ -41,21 +41,28 @@
 namespace tailor::cuda {
 
 // What the producer tells the consumers with a unit's fills: the unit and
-// (without clusters) its plan tile's coordinate, which the producer looked
-// up to load it; with expert groups that lookup is a chain of dependent
-// reads of the work list, which the consumers thus skip.
+// its plan tile's coordinate (with clusters: this CTA's tile of the cluster
+// unit), which the producer looked up to load it; with expert groups that
+// lookup is a chain of dependent reads of the work list, which the
+// consumers thus skip.
 struct MoeSm90TileMessage {
   int unit;  // kPipelineClosed: the stream's end
   int item, n_tile;
+  bool store = true;  // clusters: false for a repeated tile (not stored)
 };
 
 // The multicast of one cluster unit's stage: slot j of a stage (the
-// mainloop's boxes) goes to the CTAs of `mask` (bit r: rank r), issued by
-// one of them (`issue`: this CTA).
+// mainloop's boxes) goes to the CTAs of Mask(j) (bit r: rank r), issued by
+// one of them (Issue(j): this CTA). One word, so that a producer holds the
+// next unit's copies beside the current one's in its few registers.
 template <int kSlots>
 struct MoeSm90ClusterCopies {
-  unsigned short mask[kSlots];
-  bool issue[kSlots];
+  static_assert(kSlots <= 6,
+                "a 4-bit mask per slot (clusters of up to 4), then an issue "
+                "bit per slot");
+  unsigned bits;  // slot j: mask at bits [4 j, 4 j + 4), issue at bit 24 + j
+  TAILOR_DEVICE unsigned Mask(int j) const { return (bits >> (4 * j)) & 15u; }
+  TAILOR_DEVICE bool Issue(int j) const { return (bits >> (24 + j)) & 1u; }
 };
 
 template <typename Shape>
@@ -121,34 +128,40 @@ struct MoeSm90TileScheduler {
     return static_cast<int>(MoeSm90ClusterUnits(num_work, kNTiles, kCluster));
   }
 
-  // The multicast of cluster unit v's stages for CTA `rank`, whose slot keys
-  // (the mainloop's: what each slot's box holds) land in `mine`. CTAs whose
-  // tiles need the same box get it by one multicast, issued by member
-  // j % members of slot j's mask, so the issues spread over the CTAs. Every
-  // CTA computes the same masks.
+  // The multicast of cluster unit v's stages for CTA `rank`, whose tile
+  // lands in `own` and its work item in `own_item`. CTAs whose tiles need
+  // the same box (the mainloop's SlotKeys: what each slot holds) get it by
+  // one multicast, issued by member j % members of slot j's mask, so the
+  // issues spread over the CTAs. Every CTA computes the same masks.
   template <typename Mainloop>
   static MoeSm90ClusterCopies<Mainloop::kSlots> CopiesOf(
-      const Params& p, int num_work, int v, unsigned rank,
-      int (&mine)[Mainloop::kSlots]) {
+      const Params& p, int num_work, int v, unsigned rank, ClusterTile& own,
+      MoeWorkItem& own_item) {
     constexpr int kSlots = Mainloop::kSlots;
-    Mainloop::SlotKeys(p, ClusterTileOf(p, num_work, v, rank).coord, mine);
-    MoeSm90ClusterCopies<kSlots> copies = {};
+    own = ClusterTileOf(p, num_work, v, rank);
+    own_item = p.work[own.coord.item];
+    int mine[kSlots];
+    Mainloop::SlotKeys(own_item, own.coord.n_tile, mine);
+    MoeSm90ClusterCopies<kSlots> copies = {0u};
 #pragma unroll 1
     for (unsigned r = 0; r < kCluster; ++r) {
+      const TileCoord coord = ClusterTileOf(p, num_work, v, r).coord;
       int keys[kSlots];
-      Mainloop::SlotKeys(p, ClusterTileOf(p, num_work, v, r).coord, keys);
+      Mainloop::SlotKeys(p.work[coord.item], coord.n_tile, keys);
 #pragma unroll
       for (int j = 0; j < kSlots; ++j) {
-        if (keys[j] == mine[j]) copies.mask[j] |= 1u << r;
+        if (keys[j] == mine[j]) copies.bits |= 1u << (4 * j + r);
       }
     }
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
-      unsigned members = copies.mask[j];
+      unsigned members = copies.Mask(j);
       for (int skip = j % __popc(members); skip > 0; --skip) {
         members &= members - 1;  // drop the lowest member
       }
-      copies.issue[j] = (__ffs(members) - 1) == static_cast<int>(rank);
+      if (__ffs(members) - 1 == static_cast<int>(rank)) {
+        copies.bits |= 1u << (24 + j);
+      }
     }
     return copies;
   }

@@ -4,7 +4,8 @@
 // compute-bound launches (Mixtral-8x7B, Qwen3-30B-A3B, DeepSeek-V3; gate|up
 // with silu_and_mul and down; TMA and register stores; the pipeline checks;
 // a ragged N and K) with ptxas -v: registers printed beside the cooperative
-// kernel's, no spills, and the turns (bar.arrive) in the code.
+// kernel's (also in clusters of 2 and 4), no spills, and the turns
+// (bar.arrive) in the code.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -71,6 +72,11 @@ TEST_F(HopperGemmNvrtcTest, PingPongVariantsCompileWithoutSpills) {
       Gemm(4096, 7168, true, kCooperative),  // the cooperative kernel
       Gemm(7168, 2048, false, kCooperative),
   };
+  for (int cluster : {2, 4}) {  // the cooperative kernel in clusters
+    MoeGemmSpec clustered = Gemm(28672, 4096, true, kCooperative);
+    clustered.cluster = cluster;
+    specs.push_back(clustered);
+  }
   MoeGemmSpec checked = Gemm(1280, 4160, true, kPingPong);
   checked.pipeline_checks = true;
   specs.push_back(checked);
@@ -103,7 +109,10 @@ TEST_F(HopperGemmNvrtcTest, PingPongVariantsCompileWithoutSpills) {
     EXPECT_EQ(r.spill_loads, 0) << out->log;
     EXPECT_THAT(out->ptx,
                 HasSubstr("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16"));
-    EXPECT_THAT(out->ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 232"));
+    EXPECT_THAT(out->ptx,
+                HasSubstr(spec.cluster > 1
+                              ? "setmaxnreg.inc.sync.aligned.u32 224"
+                              : "setmaxnreg.inc.sync.aligned.u32 232"));
     if (spec.consumers == kPingPong) {
       EXPECT_THAT(out->ptx, HasSubstr("bar.arrive"));
     } else {
