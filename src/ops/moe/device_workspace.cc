@@ -22,6 +22,45 @@ int64_t MaxWorkItems(int64_t assignments, int64_t experts, int64_t tile_rows) {
   return assignments / tile_rows + std::min(experts, assignments);
 }
 
+namespace {
+
+int64_t AlignedBytes(int64_t bytes) {
+  return (bytes + kDeviceBufferAlignment - 1) / kDeviceBufferAlignment *
+         kDeviceBufferAlignment;
+}
+
+// e4m3 [rows, cols] then f32 [S] scales (rows * cols is a multiple of 16
+// when cols is a multiple of 128, so the scales start aligned).
+int64_t QuantizedRowsBytes(int64_t rows, int64_t cols) {
+  return rows * cols + 4 * ((rows + 3) / 4 * 4);
+}
+
+// Where a per-channel step's bf16 gate_up output starts in rows_h (after
+// the packed input), and whether it fits there.
+int64_t GateUpOffsetInRowsH(int64_t rows, int64_t hidden) {
+  return AlignedBytes(QuantizedRowsBytes(rows, hidden));
+}
+bool GateUpFitsInRowsH(int64_t rows_h_bytes, int64_t rows, int64_t hidden,
+                       int64_t intermediate) {
+  return GateUpOffsetInRowsH(rows, hidden) + 2 * rows * intermediate <=
+         rows_h_bytes;
+}
+
+// rows_q's bytes for `c`: none when every bf16 step it admits (H * 2 and
+// I * 2 up to the reserved row bytes) places gate_up in rows_h.
+int64_t RowsQBytes(const MoeCapacity& c) {
+  if (c.hidden == 0 || c.intermediate == 0) return 0;
+  const int64_t hidden = c.hidden * c.element_bytes / 2;
+  const int64_t intermediate = c.intermediate * c.element_bytes / 2;
+  const int64_t rows_h_bytes = c.assignments * c.hidden * c.element_bytes;
+  if (GateUpFitsInRowsH(rows_h_bytes, c.assignments, hidden, intermediate)) {
+    return 0;
+  }
+  return QuantizedRowsBytes(c.assignments, intermediate);
+}
+
+}  // namespace
+
 MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
   MoeDeviceBuffers b;
   b.capacity = c;
@@ -36,6 +75,8 @@ MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
   b.rows_h = PlaceDeviceBuffer(c.assignments * c.hidden * c.element_bytes, end);
   b.rows_i =
       PlaceDeviceBuffer(c.assignments * c.intermediate * c.element_bytes, end);
+  b.rows_q_bytes = RowsQBytes(c);
+  if (b.rows_q_bytes > 0) b.rows_q = PlaceDeviceBuffer(b.rows_q_bytes, end);
   b.bytes = end;
   return b;
 }
@@ -53,6 +94,35 @@ MoeFp8DeviceRows Fp8DeviceRowsOf(const MoeDeviceBuffers& b, int64_t hidden,
           .h_scales = reinterpret_cast<float*>(i_base + rows * intermediate),
           .rows = rows,
           .scale_rows = (rows + 3) / 4 * 4};
+}
+
+absl::StatusOr<MoePerTokenFp8Rows> PerTokenFp8RowsOf(const MoeDeviceBuffers& b,
+                                                     int64_t hidden,
+                                                     int64_t intermediate) {
+  const int64_t rows = b.capacity.assignments;
+  char* h_base = static_cast<char*>(b.at(b.rows_h));
+  char* i_base = static_cast<char*>(b.at(b.rows_i));
+  MoePerTokenFp8Rows out = {
+      .a = reinterpret_cast<uint8_t*>(h_base),
+      .a_scales = reinterpret_cast<float*>(h_base + rows * hidden),
+      .rows = rows};
+  char* h_at = nullptr;  // where h and its scales go
+  const int64_t rows_h_bytes =
+      rows * b.capacity.hidden * b.capacity.element_bytes;
+  if (GateUpFitsInRowsH(rows_h_bytes, rows, hidden, intermediate)) {
+    out.gate_up = h_base + GateUpOffsetInRowsH(rows, hidden);
+    h_at = i_base;
+  } else if (b.rows_q_bytes >= QuantizedRowsBytes(rows, intermediate)) {
+    out.gate_up = i_base;
+    h_at = static_cast<char*>(b.at(b.rows_q));
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ws: reserved without room for per-channel FP8 intermediates of I = ",
+        intermediate, "; call moe::ReserveWorkspace with this step's limits"));
+  }
+  out.h = reinterpret_cast<uint8_t*>(h_at);
+  out.h_scales = reinterpret_cast<float*>(h_at + rows * intermediate);
+  return out;
 }
 
 absl::Status CheckFits(const MoeDeviceBuffers& buffers,
