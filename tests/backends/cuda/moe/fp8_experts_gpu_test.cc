@@ -4,9 +4,9 @@
 // Combine, on a reserved device workspace; block mode, per-tensor mode
 // (static activation scales) and per-channel mode (per-token activation
 // scales: the gate|up GEMM writes bf16, a per-token Pack quantizes it, both
-// placements of those rows in the workspace). The per-token Pack bit for
-// bit against the host quantizer. Against f64 on the
-// dequantized inputs (ReferenceFp8Experts) over awkward per-expert counts
+// placements of those rows in the workspace); the per-token Pack bit for
+// bit against the host quantizer. Against f64 on the dequantized inputs
+// (ReferenceFp8Experts) over awkward per-expert counts
 // (empty experts, 1, 127, 128, 129, 577, every token in one expert, T = 0),
 // top-k routing at T in {1, 127, 128, 129, 577}, every tile the cost model
 // picks, outputs NaN-poisoned first; steps of many T on one workspace
