@@ -24,39 +24,11 @@ int64_t MaxWorkItems(int64_t assignments, int64_t experts, int64_t tile_rows) {
 
 namespace {
 
-int64_t AlignedBytes(int64_t bytes) {
-  return (bytes + kDeviceBufferAlignment - 1) / kDeviceBufferAlignment *
-         kDeviceBufferAlignment;
-}
-
-// e4m3 [rows, cols] then f32 [S] scales (rows * cols is a multiple of 16
-// when cols is a multiple of 128, so the scales start aligned).
-int64_t QuantizedRowsBytes(int64_t rows, int64_t cols) {
-  return rows * cols + 4 * ((rows + 3) / 4 * 4);
-}
-
-// Where a per-channel step's bf16 gate_up output starts in rows_h (after
-// the packed input), and whether it fits there.
-int64_t GateUpOffsetInRowsH(int64_t rows, int64_t hidden) {
-  return AlignedBytes(QuantizedRowsBytes(rows, hidden));
-}
-bool GateUpFitsInRowsH(int64_t rows_h_bytes, int64_t rows, int64_t hidden,
-                       int64_t intermediate) {
-  return GateUpOffsetInRowsH(rows, hidden) + 2 * rows * intermediate <=
-         rows_h_bytes;
-}
-
-// rows_q's bytes for `c`: none when every bf16 step it admits (H * 2 and
-// I * 2 up to the reserved row bytes) places gate_up in rows_h.
-int64_t RowsQBytes(const MoeCapacity& c) {
-  if (c.hidden == 0 || c.intermediate == 0) return 0;
-  const int64_t hidden = c.hidden * c.element_bytes / 2;
-  const int64_t intermediate = c.intermediate * c.element_bytes / 2;
-  const int64_t rows_h_bytes = c.assignments * c.hidden * c.element_bytes;
-  if (GateUpFitsInRowsH(rows_h_bytes, c.assignments, hidden, intermediate)) {
-    return 0;
-  }
-  return QuantizedRowsBytes(c.assignments, intermediate);
+// Bytes of a per-channel step's e4m3 input and per-token scales at the
+// start of rows_h: A * H (a multiple of 128 for H a multiple of 128) and
+// f32 [S], S = A rounded up to 4, so what follows starts 16-byte aligned.
+int64_t PackedInputBytes(int64_t rows, int64_t hidden) {
+  return rows * hidden + 4 * ((rows + 3) / 4 * 4);
 }
 
 }  // namespace
@@ -75,8 +47,6 @@ MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
   b.rows_h = PlaceDeviceBuffer(c.assignments * c.hidden * c.element_bytes, end);
   b.rows_i =
       PlaceDeviceBuffer(c.assignments * c.intermediate * c.element_bytes, end);
-  b.rows_q_bytes = RowsQBytes(c);
-  if (b.rows_q_bytes > 0) b.rows_q = PlaceDeviceBuffer(b.rows_q_bytes, end);
   b.bytes = end;
   return b;
 }
@@ -100,29 +70,29 @@ absl::StatusOr<MoePerTokenFp8Rows> PerTokenFp8RowsOf(const MoeDeviceBuffers& b,
                                                      int64_t hidden,
                                                      int64_t intermediate) {
   const int64_t rows = b.capacity.assignments;
-  char* h_base = static_cast<char*>(b.at(b.rows_h));
-  char* i_base = static_cast<char*>(b.at(b.rows_i));
-  MoePerTokenFp8Rows out = {
-      .a = reinterpret_cast<uint8_t*>(h_base),
-      .a_scales = reinterpret_cast<float*>(h_base + rows * hidden),
-      .rows = rows};
-  char* h_at = nullptr;  // where h and its scales go
   const int64_t rows_h_bytes =
       rows * b.capacity.hidden * b.capacity.element_bytes;
-  if (GateUpFitsInRowsH(rows_h_bytes, rows, hidden, intermediate)) {
-    out.gate_up = h_base + GateUpOffsetInRowsH(rows, hidden);
-    h_at = i_base;
-  } else if (b.rows_q_bytes >= QuantizedRowsBytes(rows, intermediate)) {
-    out.gate_up = i_base;
-    h_at = static_cast<char*>(b.at(b.rows_q));
-  } else {
+  const int64_t needed =
+      PackedInputBytes(rows, hidden) + 2 * rows * intermediate;
+  if (needed > rows_h_bytes) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "ws: reserved without room for per-channel FP8 intermediates of I = ",
-        intermediate, "; call moe::ReserveWorkspace with this step's limits"));
+        "quant.mode: per-channel FP8 Experts on a device keeps its bf16 "
+        "gate|up rows in the workspace's hidden rows after the e4m3 input, "
+        "which needs H > 2 * I on a workspace reserved for this H (A * H + 4 "
+        "* S + 2 * A * I <= the hidden rows' bytes); got H=",
+        hidden, ", I=", intermediate, ", A=", rows, ", S=", (rows + 3) / 4 * 4,
+        ": ", needed, " > ", rows_h_bytes,
+        " bytes (block and per-tensor mode run this shape)"));
   }
-  out.h = reinterpret_cast<uint8_t*>(h_at);
-  out.h_scales = reinterpret_cast<float*>(h_at + rows * intermediate);
-  return out;
+  char* h_base = static_cast<char*>(b.at(b.rows_h));
+  char* i_base = static_cast<char*>(b.at(b.rows_i));
+  return MoePerTokenFp8Rows{
+      .a = reinterpret_cast<uint8_t*>(h_base),
+      .a_scales = reinterpret_cast<float*>(h_base + rows * hidden),
+      .gate_up = h_base + PackedInputBytes(rows, hidden),
+      .h = reinterpret_cast<uint8_t*>(i_base),
+      .h_scales = reinterpret_cast<float*>(i_base + rows * intermediate),
+      .rows = rows};
 }
 
 absl::Status CheckFits(const MoeDeviceBuffers& buffers,

@@ -16,13 +16,11 @@
 // A step fits when each of its buffers fits the reserved one; a step that
 // does not fit fails with FailedPrecondition instead of allocating.
 //
-//   rows_q       FP8 per-channel Experts' e4m3 [A, I] + f32 [S] per-token
-//                intermediate, only where the two above cannot hold it
-//                (PerTokenFp8Rows); empty otherwise
-//
 // FP8 Experts (bf16 activations, block mode) keep their e4m3 rows and 1 x 128
 // scales in rows_h and rows_i, which hold them with room to spare
 // (A * X + X / 128 * S * 4 <= 2 * A * X bytes): see MoeFp8DeviceRows.
+// Per-channel mode adds no buffer either: its bf16 intermediate rows share
+// rows_h with the e4m3 input where they fit (MoePerTokenFp8Rows).
 #ifndef TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
 #define TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
 
@@ -60,8 +58,7 @@ struct MoeDeviceBuffers {
   int64_t max_work = 0;
   // Byte offsets from `base`.
   int64_t counts = 0, offsets = 0, permutation = 0, inverse = 0, work = 0,
-          scratch = 0, rows_h = 0, rows_i = 0, rows_q = 0;
-  int64_t rows_q_bytes = 0;  // 0: no rows_q
+          scratch = 0, rows_h = 0, rows_i = 0;
 
   int32_t* i32(int64_t offset) const {
     return reinterpret_cast<int32_t*>(base + offset);
@@ -96,17 +93,17 @@ MoeFp8DeviceRows Fp8DeviceRowsOf(const MoeDeviceBuffers& buffers,
 // The intermediates of a per-channel Experts step (per-token activation
 // scales): the bf16 silu_and_mul of the gate|up GEMM is quantized by a
 // separate per-token Pack (a row's scale needs the amax of all I columns),
-// so it lives beside its e4m3 copy:
+// so it lives beside its e4m3 copy, in the buffers bf16 steps reserve:
 //   a, a_scales   e4m3 [A, H] + f32 [S] per-token scales     at rows_h
-//   gate_up       bf16 [A, I]           after a in rows_h when it fits
-//                                       there (2 I + 4 <= H, about), else
-//                                       at rows_i
-//   h, h_scales   e4m3 [A, I] + f32 [S]  at rows_i when gate_up is in
-//                                       rows_h, else at rows_q
+//   gate_up       bf16 [A, I] right after them (16-byte aligned) in rows_h
+//   h, h_scales   e4m3 [A, I] + f32 [S]                      at rows_i
 //   (then the down GEMM's bf16 [A, H] output at rows_h: a and gate_up dead)
-// LayoutFor reserves rows_q only for capacities the first placement does
-// not hold. FailedPrecondition when the buffers hold neither (a step beyond
-// its reservation: CheckFits says which limit first).
+// That needs A * H + 4 * S + 2 * A * I <= rows_h's bytes: on a bf16
+// workspace reserved for this H (H and I multiples of 128), exactly
+// H > 2 * I (DeepSeek-V3 7168 > 2 * 2048, Qwen3-30B-A3B 2048 > 2 * 768; not
+// Mixtral-8x7B, 4096 < 2 * 14336). FailedPrecondition naming that rule and
+// the numbers otherwise, computed from the reservation alone, so Experts
+// checks it before Route writes anything. A = the reserved T * k.
 struct MoePerTokenFp8Rows {
   uint8_t* a = nullptr;
   float* a_scales = nullptr;  // [S]

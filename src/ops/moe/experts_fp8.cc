@@ -10,9 +10,13 @@
 // which span the gate|up GEMM's N tiles: the GEMM writes the silu_and_mul in
 // the activation dtype (vLLM's intermediate_cache2) and a per-token
 // quantizing Pack over those rows in order reads it back, one launch more
-// than the fused epilogues. A fused design (the epilogue max-reduces each
-// row's amax atomically, the down GEMM's loader quantizes) would drop that
-// launch and the round trip.
+// than the fused epilogues. On a device those bf16 rows live in the
+// workspace's hidden rows after the e4m3 input (bf16 steps' workspace sizes
+// stay as they are), so per channel runs there only where H > 2 * I
+// (MoePerTokenFp8Rows; FailedPrecondition before Route otherwise). The next
+// step is a per-channel mode that needs no extra room: the gate|up
+// epilogue max-reduces each row's amax atomically and the down GEMM's
+// loader quantizes, dropping the bf16 rows, the launch and the round trip.
 #include "ops/moe/experts_fp8.h"
 
 #include <cstddef>
@@ -255,6 +259,22 @@ absl::Status ExpectDeviceFp8Step(const moe::ExpertsArgs& args,
   return absl::OkStatus();
 }
 
+// Per channel on a device: the step's bf16 gate|up rows fit the reserved
+// hidden rows (PerTokenFp8RowsOf's rule), checked before Route writes
+// anything. A step beyond its reservation reports the limit it exceeds
+// first; a workspace not reserved on this device is Route's to report.
+absl::Status ExpectPerChannelRoom(const Fp8Dims& d, Device device,
+                                  const moe::Workspace& ws) {
+  const MoeWorkspace* w = WorkspaceImplOf(ws);
+  if (w == nullptr || !w->device || !(w->device->device == device)) {
+    return absl::OkStatus();
+  }
+  TAILOR_RETURN_IF_ERROR(CheckFits(*w->device, {.hidden = d.hidden,
+                                                .intermediate = d.intermediate,
+                                                .element_bytes = 2}));
+  return PerTokenFp8RowsOf(*w->device, d.hidden, d.intermediate).status();
+}
+
 // One FP8 step's launches over routed workspace `w`.
 struct Fp8Step {
   MoeKernels& kernels;
@@ -385,7 +405,12 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
   TAILOR_ASSIGN_OR_RETURN(const Fp8Dims d,
                           ValidateFp8Experts(args, *kernels, dev));
   const bool on_device = dev.type != DeviceType::kCpu;
-  if (on_device) TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args, d));
+  if (on_device) {
+    TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args, d));
+    if (args.quant.mode == ScaleMode::kPerChannel) {
+      TAILOR_RETURN_IF_ERROR(ExpectPerChannelRoom(d, dev, ws));
+    }
+  }
   TAILOR_RETURN_IF_ERROR(moe::Route(runtime,
                                     {.topk_ids = args.topk_ids,
                                      .num_experts = d.experts,

@@ -1,15 +1,16 @@
 // The device workspace's layout (ops/moe/device_workspace.h), host only:
-// the per-channel FP8 Experts intermediates (bf16 gate|up rows, their e4m3
-// copy and per-token scales) are placed without overlapping what a launch
-// reads while another writes, and the extra e4m3 buffer is reserved only
-// for shapes whose row buffers cannot hold them (bf16 and block-mode sizes
-// unchanged otherwise).
+// every capacity keeps the bf16 path's sizes; per-channel FP8 Experts'
+// intermediates (bf16 gate|up rows, their e4m3 copy and per-token scales)
+// are placed inside them without overlapping what a launch reads while
+// another writes, and a shape whose hidden rows cannot hold them fails
+// with the rule and its numbers.
 #include "ops/moe/device_workspace.h"
 
 #include <cstdint>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/piecewise_plan.h"
 #include "test_util.h"
 
 namespace tailor::internal {
@@ -41,46 +42,51 @@ intptr_t Offset(const MoeDeviceBuffers& b, const void* p) {
   return static_cast<const char*>(p) - b.base;
 }
 
-TEST(MoeDeviceWorkspaceTest, RowsWithRoomReserveNoExtraBuffer) {
-  // DeepSeek-V3 (H 7168, I 2048) and Qwen3-30B-A3B (H 2048, I 768): the bf16
-  // gate|up rows fit in the hidden rows after the packed input.
-  for (const auto& [h, i] : {std::pair{7168, 2048}, std::pair{2048, 768}}) {
+// The routing buffers, then [A, H] and [A, I] rows, each 256-aligned, and
+// nothing after them: what a bf16 step needs, for every shape (per-channel
+// FP8 included: it reserves nothing more).
+TEST(MoeDeviceWorkspaceTest, SizesAreTheBf16Rows) {
+  // DeepSeek-V3, Qwen3-30B-A3B, Mixtral-8x7B, a small shape, f32 rows.
+  struct Shape {
+    int64_t hidden, intermediate, element_bytes;
+  };
+  for (const Shape& s :
+       {Shape{7168, 2048, 2}, Shape{2048, 768, 2}, Shape{4096, 14336, 2},
+        Shape{256, 128, 2}, Shape{256, 128, 4}}) {
     for (const int64_t rows : {1, 7, 4096}) {
-      const MoeDeviceBuffers b = LayoutFor(Capacity(rows, h, i));
-      EXPECT_EQ(b.rows_q_bytes, 0) << h << " " << rows;
-      EXPECT_EQ(b.bytes, b.rows_i + Aligned(rows * i * 2));
+      SCOPED_TRACE(::testing::Message()
+                   << s.hidden << ", " << s.intermediate << " x"
+                   << s.element_bytes << ", A=" << rows);
+      const MoeCapacity c =
+          Capacity(rows, s.hidden, s.intermediate, s.element_bytes);
+      const MoeDeviceBuffers b = LayoutFor(c);
+      int64_t end = 0;
+      for (const int64_t bytes :
+           {int64_t{4 * 8}, int64_t{4 * 9}, 4 * rows, 4 * rows,
+            int64_t{sizeof(plan::WorkItem)} * MaxWorkItems(rows, 8, 16),
+            int64_t{1024}}) {
+        end += Aligned(bytes);
+      }
+      EXPECT_EQ(b.rows_h, end);
+      EXPECT_EQ(b.rows_i, end + Aligned(rows * s.hidden * s.element_bytes));
+      EXPECT_EQ(b.bytes,
+                b.rows_i + Aligned(rows * s.intermediate * s.element_bytes));
     }
   }
-  // Routing only: nothing for rows.
-  EXPECT_EQ(LayoutFor(Capacity(64, 0, 0)).rows_q_bytes, 0);
 }
 
-TEST(MoeDeviceWorkspaceTest, NarrowHiddenRowsReserveTheE4m3Intermediate) {
-  // Mixtral-8x7B (H 4096, I 14336) and H 256, I 128 (2I + 4 > H).
-  for (const auto& [h, i] : {std::pair{4096, 14336}, std::pair{256, 128}}) {
-    for (const int64_t rows : {1, 7, 4096}) {
-      const MoeDeviceBuffers b = LayoutFor(Capacity(rows, h, i));
-      const int64_t scale_rows = (rows + 3) / 4 * 4;
-      EXPECT_EQ(b.rows_q_bytes, rows * i + 4 * scale_rows) << h << " " << rows;
-      EXPECT_EQ(b.rows_q, b.rows_i + Aligned(rows * i * 2));
-      EXPECT_EQ(b.bytes, b.rows_q + Aligned(b.rows_q_bytes));
-    }
-  }
-}
-
-// Whichever placement, no launch reads a buffer another part of it writes:
-// Pack writes a (read by gate|up), gate|up writes gate_up (read by the
-// second Pack), that Pack writes h (read by the down GEMM, which writes
-// rows_h whole).
+// No launch reads a buffer another part of it writes: Pack writes a (read
+// by gate|up), gate|up writes gate_up (read by the second Pack), that Pack
+// writes h (read by the down GEMM, which writes rows_h whole).
 TEST(MoeDeviceWorkspaceTest, PerTokenRowsDoNotOverlapTheirReaders) {
   struct Case {
     int64_t rows, hidden, intermediate, element_bytes;
-    bool gate_up_in_rows_h;
   };
+  // DeepSeek-V3, H = 2I + 128 at A = 1, 4 and 17, f32 rows (the bf16 step
+  // they admit: H 768, I 256).
   for (const Case& c :
-       {Case{4096, 7168, 2048, 2, true}, Case{4, 512, 128, 2, true},
-        Case{1, 512, 128, 2, true}, Case{4096, 4096, 14336, 2, false},
-        Case{17, 256, 128, 2, false}, Case{17, 256, 128, 4, false}}) {
+       {Case{4096, 7168, 2048, 2}, Case{4, 384, 128, 2}, Case{1, 384, 128, 2},
+        Case{17, 384, 128, 4}, Case{17, 640, 256, 2}}) {
     SCOPED_TRACE(::testing::Message()
                  << c.rows << " x " << c.hidden << ", " << c.intermediate
                  << " x" << c.element_bytes);
@@ -92,47 +98,50 @@ TEST(MoeDeviceWorkspaceTest, PerTokenRowsDoNotOverlapTheirReaders) {
     absl::StatusOr<MoePerTokenFp8Rows> p = PerTokenFp8RowsOf(b, h, i);
     TAILOR_ASSERT_OK(p.status());
     const int64_t scales = 4 * ((c.rows + 3) / 4 * 4);
-    const intptr_t a_end = Offset(b, p->a_scales) + scales;
     const intptr_t gate_up = Offset(b, p->gate_up);
-    const intptr_t gate_up_end = gate_up + 2 * c.rows * i;
-    const intptr_t h_at = Offset(b, p->h);
-    const intptr_t h_end = Offset(b, p->h_scales) + scales;
+    const intptr_t rows_h_end = b.rows_h + c.rows * c.hidden * c.element_bytes;
+    const intptr_t rows_i_end =
+        b.rows_i + c.rows * c.intermediate * c.element_bytes;
     EXPECT_EQ(Offset(b, p->a), b.rows_h);
     EXPECT_EQ(Offset(b, p->a_scales), b.rows_h + c.rows * h);
-    EXPECT_EQ(Offset(b, p->h_scales), h_at + c.rows * i);
+    // gate|up reads a and its scales, writes gate_up right after them.
+    EXPECT_EQ(gate_up, Offset(b, p->a_scales) + scales);
+    EXPECT_LE(gate_up + 2 * c.rows * i, rows_h_end);
+    // The second Pack writes h outside rows_h (the down GEMM's output).
+    EXPECT_EQ(Offset(b, p->h), b.rows_i);
+    EXPECT_EQ(Offset(b, p->h_scales), b.rows_i + c.rows * i);
+    EXPECT_LE(Offset(b, p->h_scales) + scales, rows_i_end);
     EXPECT_EQ(p->rows, c.rows);
-    const intptr_t rows_h_end = b.rows_h + c.rows * c.hidden * c.element_bytes;
-    // a before gate_up (gate|up reads one, writes the other).
-    EXPECT_LE(a_end, gate_up);
-    // gate_up and h apart (the second Pack), h outside rows_h (the down
-    // GEMM's output), each inside its buffer.
-    EXPECT_TRUE(gate_up_end <= h_at || h_end <= gate_up);
-    EXPECT_GE(h_at, rows_h_end);
-    if (c.gate_up_in_rows_h) {
-      EXPECT_LE(gate_up_end, rows_h_end);
-      EXPECT_EQ(h_at, b.rows_i);
-      EXPECT_LE(h_end, b.rows_i + c.rows * c.intermediate * c.element_bytes);
-    } else {
-      EXPECT_EQ(gate_up, b.rows_i);
-      EXPECT_EQ(h_at, b.rows_q);
-      EXPECT_LE(h_end, b.rows_q + b.rows_q_bytes);
-    }
     // TMA and vector loads: 16-byte aligned starts.
-    for (const intptr_t at : {gate_up, h_at, Offset(b, p->h_scales)}) {
-      EXPECT_EQ(at % 16, 0);
+    for (const intptr_t at :
+         {gate_up, Offset(b, p->a_scales), Offset(b, p->h_scales)}) {
+      EXPECT_EQ(at % 16, 0) << at;
     }
   }
 }
 
-TEST(MoeDeviceWorkspaceTest, PerTokenRowsWithoutRoomFail) {
-  MoeDeviceBuffers b = Placed(Capacity(64, 256, 128));
-  ASSERT_GT(b.rows_q_bytes, 0);
-  b.rows_q_bytes = 0;  // as a layout that never reserved it
-  EXPECT_THAT(PerTokenFp8RowsOf(b, 256, 128).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "ws: reserved without room for per-channel FP8 "
-                       "intermediates of I = 128; call moe::ReserveWorkspace "
-                       "with this step's limits"));
+// H <= 2I (Mixtral-8x7B; H = 2I exactly): the bf16 rows do not fit the
+// hidden rows and nothing else is reserved for them.
+TEST(MoeDeviceWorkspaceTest, PerTokenRowsWithoutRoomNameTheRule) {
+  EXPECT_THAT(
+      PerTokenFp8RowsOf(Placed(Capacity(64, 4096, 14336)), 4096, 14336)
+          .status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               "quant.mode: per-channel FP8 Experts on a device keeps its "
+               "bf16 gate|up rows in the workspace's hidden rows after the "
+               "e4m3 input, which needs H > 2 * I on a workspace reserved "
+               "for this H (A * H + 4 * S + 2 * A * I <= the hidden rows' "
+               "bytes); got H=4096, I=14336, A=64, S=64: 2097408 > 524288 "
+               "bytes (block and per-tensor mode run this shape)"));
+  EXPECT_THAT(
+      PerTokenFp8RowsOf(Placed(Capacity(17, 256, 128)), 256, 128).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               "quant.mode: per-channel FP8 Experts on a device keeps its "
+               "bf16 gate|up rows in the workspace's hidden rows after the "
+               "e4m3 input, which needs H > 2 * I on a workspace reserved "
+               "for this H (A * H + 4 * S + 2 * A * I <= the hidden rows' "
+               "bytes); got H=256, I=128, A=17, S=20: 8784 > 8704 bytes "
+               "(block and per-tensor mode run this shape)"));
 }
 
 }  // namespace
