@@ -480,10 +480,13 @@ enum class Activation : uint8_t { kSilu = 0 };
 // Pack over its rows follows (one launch more). H and I must be multiples
 // of 128 in block mode. On a device (CUDA sm_80 and newer): every mode, H
 // and I multiples of 128, bf16 hidden and out, on a Workspace reserved for H
-// and I with dtype bf16, whose buffers hold the e4m3 intermediates and their
-// scales (per channel, where 2I + 4 > H or so, the reservation adds an e4m3
-// [T * k, I] buffer for them): the same launches as the bf16 path (per
-// channel one more), no allocation, no sync (graph-capturable).
+// and I with dtype bf16, whose buffers (the bf16 path's sizes) hold the
+// e4m3 intermediates and their scales: the same launches as the bf16 path
+// (per channel one more), no allocation, no sync (graph-capturable). Per
+// channel the bf16 gate|up rows share the hidden rows with the e4m3 input,
+// which needs H > 2 * I on a Workspace reserved for this H (DeepSeek-V3,
+// Qwen3-30B-A3B; not Mixtral-8x7B): elsewhere FailedPrecondition naming the
+// rule, before anything is written.
 struct ExpertsQuantization {
   ScaleMode mode = ScaleMode::kNone;
   TensorRef w13_scale;
