@@ -3,9 +3,10 @@
 // gate|up GEMM quantizing its silu_and_mul output, the down GEMM and
 // Combine, on a reserved device workspace; block mode, per-tensor mode
 // (static activation scales) and per-channel mode (per-token activation
-// scales: the gate|up GEMM writes bf16, a per-token Pack quantizes it, both
-// placements of those rows in the workspace); the per-token Pack bit for
-// bit against the host quantizer. Against f64 on the dequantized inputs
+// scales: the gate|up GEMM writes bf16 rows into the workspace's hidden
+// rows, a per-token Pack quantizes them; where they do not fit, H <= 2I, the
+// exact error before anything is written); the per-token Pack bit for bit
+// against the host quantizer. Against f64 on the dequantized inputs
 // (ReferenceFp8Experts) over awkward per-expert counts
 // (empty experts, 1, 127, 128, 129, 577, every token in one expert, T = 0),
 // top-k routing at T in {1, 127, 128, 129, 577}, every tile the cost model
@@ -41,9 +42,11 @@ constexpr double kTolerance = 2e-2;
 
 constexpr Fp8LayerDims kSmall = {8, 256, 128};  // two K blocks, one
 constexpr Fp8LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
-// Per channel: H >= 2I + 4 puts the bf16 gate|up rows in the workspace's
-// hidden rows (kSmall and kWide take the extra e4m3 buffer instead).
+// Per channel on a device needs H > 2I (the bf16 gate|up rows share the
+// workspace's hidden rows): kNarrow, and kNarrowWide with two gate|up N
+// tiles and H an odd multiple of 128; kSmall and kWide (H = 2I) fail.
 constexpr Fp8LayerDims kNarrow = {8, 512, 128};
+constexpr Fp8LayerDims kNarrowWide = {16, 640, 256};
 
 const char* ModeFeature(ScaleMode mode) {
   return mode == ScaleMode::kBlock        ? "block"
@@ -200,12 +203,11 @@ TEST_P(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
 // Per channel (vLLM's use_fp8_w8a8 with per-channel weight scales): the
 // Pack quantizes each token by its row's amax, the gate|up GEMM writes bf16
 // silu_and_mul rows, a per-token Pack quantizes them, the down GEMM scales
-// by row and channel. kNarrow keeps the bf16 rows in the hidden buffer,
-// kWide and kSmall in the intermediate one (an extra e4m3 buffer); awkward
-// counts, top-k routing, T = 0.
+// by row and channel; the shapes whose hidden rows hold the bf16 rows
+// (H > 2I); awkward counts, top-k routing, T = 0.
 TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
-  for (const Fp8LayerDims& dims : {kNarrow, kWide}) {
+  for (const Fp8LayerDims& dims : {kNarrow, kNarrowWide}) {
     for (int64_t tokens : {1, 17, 129, 577}) {
       SCOPED_TRACE(absl::StrCat("T=", tokens, " H=", dims.hidden,
                                 " I=", dims.intermediate));
@@ -221,7 +223,7 @@ TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeMatchesTheReference) {
        {std::vector<int64_t>{0, 1, 127, 128, 129, 0, 577, 17},
         std::vector<int64_t>(8, 0)}) {
     SCOPED_TRACE(absl::StrCat("counts ", counts[1], ",", counts[2]));
-    RunAndCheck(MakeLayer(rng, kSmall, IdsWithCounts(rng, counts),
+    RunAndCheck(MakeLayer(rng, kNarrow, IdsWithCounts(rng, counts),
                           ScaleMode::kPerChannel));
   }
 }
@@ -290,10 +292,8 @@ TEST_P(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
   CheckGraphReplays(ScaleMode::kBlock, kSmall);
 }
 
-// The same with per-token scales: the extra Pack is captured too, in both
-// placements of the bf16 rows.
+// The same with per-token scales: the extra Pack is captured too.
 TEST_P(MoeFp8ExpertsCudaTest, PerChannelGraphReplaysEveryTokenCount) {
-  CheckGraphReplays(ScaleMode::kPerChannel, kSmall);
   CheckGraphReplays(ScaleMode::kPerChannel, kNarrow);
 }
 
@@ -487,6 +487,41 @@ TEST_P(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   Workspace none;
   EXPECT_EQ(Experts(runtime(), d.Args(), none).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Per channel where the hidden rows cannot hold the bf16 gate|up rows
+// (H = 2I here; Mixtral-8x7B's H < 2I likewise): FailedPrecondition naming
+// the rule and the numbers, before Route: the workspace stays unrouted, out
+// keeps its NaN poison, nothing compiles. Block mode runs the same shape.
+TEST_P(MoeFp8ExpertsCudaTest, PerChannelWithoutRoomFailsBeforeRouting) {
+  std::mt19937_64 rng(TestSeed());
+  const Fp8Layer layer =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
+                ScaleMode::kPerChannel);
+  DeviceLayer d = Upload(layer);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
+  const StatsSnapshot before = runtime().stats();
+  // A = 17 * 2 reserved rows, S = 36: 34 * 256 + 4 * 36 + 2 * 34 * 128
+  // bytes against 34 * 256 * 2.
+  EXPECT_THAT(Experts(runtime(), d.Args(), ws),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "quant.mode: per-channel FP8 Experts on a device keeps "
+                       "its bf16 gate|up rows in the workspace's hidden rows "
+                       "after the e4m3 input, which needs H > 2 * I on a "
+                       "workspace reserved for this H (A * H + 4 * S + 2 * A "
+                       "* I <= the hidden rows' bytes); got H=256, I=128, "
+                       "A=34, S=36: 17552 > 17408 bytes (block and per-tensor "
+                       "mode run this shape)"));
+  EXPECT_FALSE(ws.routed());
+  EXPECT_EQ(runtime().stats().compiles, before.compiles);
+  const HostTensor out = d.out.Download();
+  for (int64_t i = 0; i < 17 * kSmall.hidden; ++i) {
+    ASSERT_TRUE(std::isnan(out.at(i))) << i;
+  }
+  const Fp8Layer block =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform));
+  RunAndCheck(block);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8ExpertsCudaTest,
