@@ -24,9 +24,9 @@ read from them as vLLM does: block_shape [128, 128] -> block scales
 quantized per token in 1 x 128 groups); one scale per expert -> per tensor
 (a1_scale and a2_scale, the static activation scales, required); else per
 channel (w1_scale [E, 2I] or [E, 2I, 1], activations per token). CPU
-runtimes run every mode; CUDA runtimes (sm_80 and newer) run block and
-per-tensor mode and raise NotImplementedError (tailor.UnimplementedError)
-for per-channel mode.
+runtimes and CUDA runtimes (sm_80 and newer) run every mode; per channel
+on CUDA needs H > 2 * I (its bf16 intermediate shares the workspace's
+hidden rows), else raises tailor.FailedPreconditionError naming the rule.
 
 Shapes (vLLM's): hidden_states [T, H] bf16 | f32, w1 [E, 2I, H] (gate rows,
 then up), w2 [E, H, I], topk_weights [T, k] (any float dtype: f32 is used),

@@ -473,13 +473,20 @@ enum class Activation : uint8_t { kSilu = 0 };
 // (x/128 = ceil(x / 128); vLLM's w1_scale is w13_scale). Activations are
 // quantized where they already move: Pack quantizes hidden (1 x 128 groups
 // in block mode, per token in per-channel mode, by a1_scale per tensor) and,
-// in block mode, the gate/up GEMM's silu_and_mul epilogue quantizes its
-// output for the down projection. H and I must be multiples of 128 in
-// block mode. On a device (CUDA sm_80 and newer): block or per-tensor mode,
-// H and I multiples of 128, bf16 hidden and out, on a Workspace reserved for
-// H and I with dtype bf16, whose row buffers hold the e4m3 intermediates and
-// their scales: the same launches as the bf16 path, no allocation, no sync
-// (graph-capturable); per-channel mode is Unimplemented there.
+// in block and per-tensor mode, the gate/up GEMM's silu_and_mul epilogue
+// quantizes its output for the down projection (on the host per tensor: a
+// requantizing Pack of f32 rows). In per-channel mode the silu_and_mul is
+// written in the activation dtype, as vLLM does, and a per-token quantizing
+// Pack over its rows follows (one launch more). H and I must be multiples
+// of 128 in block mode. On a device (CUDA sm_80 and newer): every mode, H
+// and I multiples of 128, bf16 hidden and out, on a Workspace reserved for H
+// and I with dtype bf16, whose buffers (the bf16 path's sizes) hold the
+// e4m3 intermediates and their scales: the same launches as the bf16 path
+// (per channel one more), no allocation, no sync (graph-capturable). Per
+// channel the bf16 gate|up rows share the hidden rows with the e4m3 input,
+// which needs H > 2 * I on a Workspace reserved for this H (DeepSeek-V3,
+// Qwen3-30B-A3B; not Mixtral-8x7B): elsewhere FailedPrecondition naming the
+// rule, before anything is written.
 struct ExpertsQuantization {
   ScaleMode mode = ScaleMode::kNone;
   TensorRef w13_scale;

@@ -105,6 +105,8 @@ constexpr GenericKernelInfo kTable[kNumGenericKernels] = {
      "MoeFp8Pack<0, tailor::cuda::kMoeFp8BlockScaled>"},
     {OpKind::kMoePack, "tailor_generic_moe_fp8_pack_per_tensor",
      "moe/fp8_pack.cuh", "MoeFp8Pack<0, tailor::cuda::kMoeFp8PerTensor>"},
+    {OpKind::kMoePack, "tailor_generic_moe_fp8_pack_per_token",
+     "moe/fp8_pack.cuh", "MoeFp8Pack<0, tailor::cuda::kMoeFp8PerChannel>"},
     {OpKind::kMoeGroupedGemm, "tailor_generic_moe_fp8_gemm_block",
      "moe/fp8_grouped_gemm_sm80.cuh",
      "MoeFp8GroupedGemmMma<0, 0, 0, 0, tailor::cuda::kMoeFp8BlockScaled>"},

@@ -28,7 +28,7 @@
 //   attention.ragged_ PrefillMergeKernel<T, D,      bf16, f16 x D 64/128/256
 //     merge           runtime tile rows>
 //   moe.pack (FP8)    MoeFp8Pack<runtime H, mode>   bf16 -> e4m3: block,
-//                                                   per tensor
+//                                                   per tensor, per token
 //   moe.grouped_gemm  MoeFp8GroupedGemmMma<runtime  e4m3: block, per tensor
 //     (FP8)           N, K, tile rows, epilogue,    x none, silu_and_mul,
 //                     mode> (mma.sync; serves the   quantizing silu_and_mul;
@@ -85,7 +85,8 @@ enum class GenericKernelId : int {
   kRaggedMergeF16D256,
   kFp8PackBlock,  // MoeFp8Pack<0, mode>
   kFp8PackPerTensor,
-  kFp8GemmBlockNone,  // MoeFp8GroupedGemmMma<0, 0, 0, epilogue, mode>
+  kFp8PackPerChannel,  // per-token scales
+  kFp8GemmBlockNone,   // MoeFp8GroupedGemmMma<0, 0, 0, epilogue, mode>
   kFp8GemmBlockSiluAndMul,
   kFp8GemmBlockQuant,  // the quantizing silu_and_mul epilogue
   kFp8GemmPerTensorNone,

@@ -22,6 +22,17 @@ int64_t MaxWorkItems(int64_t assignments, int64_t experts, int64_t tile_rows) {
   return assignments / tile_rows + std::min(experts, assignments);
 }
 
+namespace {
+
+// Bytes of a per-channel step's e4m3 input and per-token scales at the
+// start of rows_h: A * H (a multiple of 128 for H a multiple of 128) and
+// f32 [S], S = A rounded up to 4, so what follows starts 16-byte aligned.
+int64_t PackedInputBytes(int64_t rows, int64_t hidden) {
+  return rows * hidden + 4 * ((rows + 3) / 4 * 4);
+}
+
+}  // namespace
+
 MoeDeviceBuffers LayoutFor(const MoeCapacity& c) {
   MoeDeviceBuffers b;
   b.capacity = c;
@@ -53,6 +64,35 @@ MoeFp8DeviceRows Fp8DeviceRowsOf(const MoeDeviceBuffers& b, int64_t hidden,
           .h_scales = reinterpret_cast<float*>(i_base + rows * intermediate),
           .rows = rows,
           .scale_rows = (rows + 3) / 4 * 4};
+}
+
+absl::StatusOr<MoePerTokenFp8Rows> PerTokenFp8RowsOf(const MoeDeviceBuffers& b,
+                                                     int64_t hidden,
+                                                     int64_t intermediate) {
+  const int64_t rows = b.capacity.assignments;
+  const int64_t rows_h_bytes =
+      rows * b.capacity.hidden * b.capacity.element_bytes;
+  const int64_t needed =
+      PackedInputBytes(rows, hidden) + 2 * rows * intermediate;
+  if (needed > rows_h_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "quant.mode: per-channel FP8 Experts on a device keeps its bf16 "
+        "gate|up rows in the workspace's hidden rows after the e4m3 input, "
+        "which needs H > 2 * I on a workspace reserved for this H (A * H + 4 "
+        "* S + 2 * A * I <= the hidden rows' bytes); got H=",
+        hidden, ", I=", intermediate, ", A=", rows, ", S=", (rows + 3) / 4 * 4,
+        ": ", needed, " > ", rows_h_bytes,
+        " bytes (block and per-tensor mode run this shape)"));
+  }
+  char* h_base = static_cast<char*>(b.at(b.rows_h));
+  char* i_base = static_cast<char*>(b.at(b.rows_i));
+  return MoePerTokenFp8Rows{
+      .a = reinterpret_cast<uint8_t*>(h_base),
+      .a_scales = reinterpret_cast<float*>(h_base + rows * hidden),
+      .gate_up = h_base + PackedInputBytes(rows, hidden),
+      .h = reinterpret_cast<uint8_t*>(i_base),
+      .h_scales = reinterpret_cast<float*>(i_base + rows * intermediate),
+      .rows = rows};
 }
 
 absl::Status CheckFits(const MoeDeviceBuffers& buffers,

@@ -17,8 +17,10 @@
 // does not fit fails with FailedPrecondition instead of allocating.
 //
 // FP8 Experts (bf16 activations, block mode) keep their e4m3 rows and 1 x 128
-// scales in the same two buffers, which hold them with room to spare
+// scales in rows_h and rows_i, which hold them with room to spare
 // (A * X + X / 128 * S * 4 <= 2 * A * X bytes): see MoeFp8DeviceRows.
+// Per-channel mode adds no buffer either: its bf16 intermediate rows share
+// rows_h with the e4m3 input where they fit (MoePerTokenFp8Rows).
 #ifndef TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
 #define TAILOR_OPS_MOE_DEVICE_WORKSPACE_H_
 
@@ -87,6 +89,31 @@ struct MoeFp8DeviceRows {
 };
 MoeFp8DeviceRows Fp8DeviceRowsOf(const MoeDeviceBuffers& buffers,
                                  int64_t hidden, int64_t intermediate);
+
+// The intermediates of a per-channel Experts step (per-token activation
+// scales): the bf16 silu_and_mul of the gate|up GEMM is quantized by a
+// separate per-token Pack (a row's scale needs the amax of all I columns),
+// so it lives beside its e4m3 copy, in the buffers bf16 steps reserve:
+//   a, a_scales   e4m3 [A, H] + f32 [S] per-token scales     at rows_h
+//   gate_up       bf16 [A, I] right after them (16-byte aligned) in rows_h
+//   h, h_scales   e4m3 [A, I] + f32 [S]                      at rows_i
+//   (then the down GEMM's bf16 [A, H] output at rows_h: a and gate_up dead)
+// That needs A * H + 4 * S + 2 * A * I <= rows_h's bytes: on a bf16
+// workspace reserved for this H (H and I multiples of 128), exactly
+// H > 2 * I (DeepSeek-V3 7168 > 2 * 2048, Qwen3-30B-A3B 2048 > 2 * 768; not
+// Mixtral-8x7B, 4096 < 2 * 14336). FailedPrecondition naming that rule and
+// the numbers otherwise, computed from the reservation alone, so Experts
+// checks it before Route writes anything. A = the reserved T * k.
+struct MoePerTokenFp8Rows {
+  uint8_t* a = nullptr;
+  float* a_scales = nullptr;  // [S]
+  void* gate_up = nullptr;    // bf16 [A, I]
+  uint8_t* h = nullptr;
+  float* h_scales = nullptr;  // [S]
+  int64_t rows = 0;           // A
+};
+absl::StatusOr<MoePerTokenFp8Rows> PerTokenFp8RowsOf(
+    const MoeDeviceBuffers& buffers, int64_t hidden, int64_t intermediate);
 
 // The layout of a block for `capacity` (base null, bytes = the total).
 MoeDeviceBuffers LayoutFor(const MoeCapacity& capacity);

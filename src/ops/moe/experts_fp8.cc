@@ -1,7 +1,22 @@
 // moe::Experts with FP8 weights: Route -> quantizing Pack -> FP8 gate|up
 // GEMM -> (requantize) -> FP8 down GEMM -> Combine, on a host workspace
-// (buffers grown to fit) or a reserved device workspace (block mode: the
-// intermediates in its row buffers, no allocation, no sync).
+// (buffers grown to fit) or a reserved device workspace (the intermediates
+// in its row buffers, no allocation, no sync).
+//
+// The down projection's input by mode: block and (on a device) per tensor,
+// the gate|up epilogue quantizes its silu_and_mul output itself. Per
+// channel (per-token activation scales, vLLM's use_fp8_w8a8 with
+// per-channel weights), a row's scale needs the amax of all I columns,
+// which span the gate|up GEMM's N tiles: the GEMM writes the silu_and_mul in
+// the activation dtype (vLLM's intermediate_cache2) and a per-token
+// quantizing Pack over those rows in order reads it back, one launch more
+// than the fused epilogues. On a device those bf16 rows live in the
+// workspace's hidden rows after the e4m3 input (bf16 steps' workspace sizes
+// stay as they are), so per channel runs there only where H > 2 * I
+// (MoePerTokenFp8Rows; FailedPrecondition before Route otherwise). The next
+// step is a per-channel mode that needs no extra room: the gate|up
+// epilogue max-reduces each row's amax atomically and the down GEMM's
+// loader quantizes, dropping the bf16 rows, the launch and the round trip.
 #include "ops/moe/experts_fp8.h"
 
 #include <cstddef>
@@ -131,14 +146,18 @@ absl::StatusOr<Fp8Dims> ValidateFp8Experts(const moe::ExpertsArgs& args,
 // The intermediates of one step: host vectors (grown to fit) or views of
 // the device workspace's row buffers (ops/moe/device_workspace.h).
 struct Fp8Rows {
-  uint8_t* a;               // [R, H] e4m3 packed input
-  float* a_scales;          // [H/128, S] | [R] | unused
-  void* gate_up;            // [R, I] f32: gemm1's output, requantized
-  uint8_t* h;               // [R, I] e4m3 down-projection input
-  float* h_scales;          // [I/128, S] | [R] | unused
-  void* down;               // [R, H] dtype: gemm2's output
-  const int32_t* identity;  // [R] (requantizing Pack)
-  int64_t scale_rows;       // S >= R: the block scales' row stride
+  uint8_t* a;           // [R, H] e4m3 packed input
+  float* a_scales;      // [H/128, S] | [R] | unused
+  void* gate_up;        // [R, I] gate_up_dtype: gemm1's output,
+                        // requantized
+  DType gate_up_dtype;  // f32; per channel: the activation dtype
+  uint8_t* h;           // [R, I] e4m3 down-projection input
+  float* h_scales;      // [I/128, S] | [R] | unused
+  void* down;           // [R, H] dtype: gemm2's output
+  // [R] (requantizing Pack); null on a device, whose Pack reads the rows in
+  // order (PackLaunch::rows_in_order).
+  const int32_t* identity;
+  int64_t scale_rows;  // S >= R: the block scales' row stride
   // Rows the buffers hold when more than R (a device workspace's reserved
   // T * k: the GEMMs describe them whole, the same every step); else 0.
   int64_t row_capacity;
@@ -165,9 +184,14 @@ Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
                 static_cast<int32_t>(from));
     }
   }
+  // Per channel the intermediate is in the activation dtype (as vLLM and
+  // the device); per tensor in f32 (as the device's quantizing epilogue).
+  const DType gate_up_dtype =
+      mode == ScaleMode::kPerChannel ? dtype : DType::kF32;
   return Fp8Rows{.a = w.fp8_rows_h.data(),
                  .a_scales = w.fp8_scales_h.data(),
                  .gate_up = w.rows_i.data(),
+                 .gate_up_dtype = gate_up_dtype,
                  .h = w.fp8_rows_i.data(),
                  .h_scales = w.fp8_scales_i.data(),
                  .down = w.rows_h.data(),
@@ -176,9 +200,11 @@ Fp8Rows GrowFp8Rows(const Fp8Dims& d, ScaleMode mode, DType dtype,
                  .row_capacity = 0};
 }
 
-// A device step's intermediates, in the reserved bf16 row buffers (block
-// and per-tensor mode; per tensor no scale buffer is used).
-absl::StatusOr<Fp8Rows> DeviceFp8Rows(const Fp8Dims& d, MoeWorkspace& w) {
+// A device step's intermediates, in the reserved row buffers (block and
+// per-tensor mode: rows_h and rows_i, per tensor no scale buffer is used;
+// per channel: PerTokenFp8RowsOf).
+absl::StatusOr<Fp8Rows> DeviceFp8Rows(const Fp8Dims& d, ScaleMode mode,
+                                      MoeWorkspace& w) {
   const MoeDeviceBuffers& b = *w.device;
   TAILOR_RETURN_IF_ERROR(CheckFits(b, {.assignments = w.num_rows,
                                        .experts = w.num_experts,
@@ -186,10 +212,25 @@ absl::StatusOr<Fp8Rows> DeviceFp8Rows(const Fp8Dims& d, MoeWorkspace& w) {
                                        .intermediate = d.intermediate,
                                        .element_bytes = 2,
                                        .tile_rows = w.tile_rows}));
+  if (mode == ScaleMode::kPerChannel) {
+    TAILOR_ASSIGN_OR_RETURN(const MoePerTokenFp8Rows p,
+                            PerTokenFp8RowsOf(b, d.hidden, d.intermediate));
+    return Fp8Rows{.a = p.a,
+                   .a_scales = p.a_scales,
+                   .gate_up = p.gate_up,
+                   .gate_up_dtype = DType::kBF16,
+                   .h = p.h,
+                   .h_scales = p.h_scales,
+                   .down = b.at(b.rows_h),
+                   .identity = nullptr,
+                   .scale_rows = p.rows,
+                   .row_capacity = p.rows};
+  }
   const MoeFp8DeviceRows f = Fp8DeviceRowsOf(b, d.hidden, d.intermediate);
   return Fp8Rows{.a = f.a,
                  .a_scales = f.a_scales,
                  .gate_up = nullptr,
+                 .gate_up_dtype = DType::kF32,
                  .h = f.h,
                  .h_scales = f.h_scales,
                  .down = b.at(b.rows_h),
@@ -208,12 +249,6 @@ absl::Status ExpectDeviceFp8Step(const moe::ExpertsArgs& args,
         "quantizing Pack reads bf16), got ",
         DTypeName(args.hidden.dtype)));
   }
-  if (args.quant.mode == ScaleMode::kPerChannel) {
-    return absl::UnimplementedError(
-        "quant.mode: FP8 Experts on a device runs block and per-tensor mode; "
-        "per-channel mode's per-token activation scales are not implemented "
-        "there (moe::GroupedGemm runs per-channel mode)");
-  }
   // The kernels' K blocks and N tiles (block mode checked this already).
   if (d.hidden % 128 != 0 || d.intermediate % 128 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -222,6 +257,22 @@ absl::Status ExpectDeviceFp8Step(const moe::ExpertsArgs& args,
         d.hidden % 128 != 0 ? d.hidden : d.intermediate));
   }
   return absl::OkStatus();
+}
+
+// Per channel on a device: the step's bf16 gate|up rows fit the reserved
+// hidden rows (PerTokenFp8RowsOf's rule), checked before Route writes
+// anything. A step beyond its reservation reports the limit it exceeds
+// first; a workspace not reserved on this device is Route's to report.
+absl::Status ExpectPerChannelRoom(const Fp8Dims& d, Device device,
+                                  const moe::Workspace& ws) {
+  const MoeWorkspace* w = WorkspaceImplOf(ws);
+  if (w == nullptr || !w->device || !(w->device->device == device)) {
+    return absl::OkStatus();
+  }
+  TAILOR_RETURN_IF_ERROR(CheckFits(*w->device, {.hidden = d.hidden,
+                                                .intermediate = d.intermediate,
+                                                .element_bytes = 2}));
+  return PerTokenFp8RowsOf(*w->device, d.hidden, d.intermediate).status();
 }
 
 // One FP8 step's launches over routed workspace `w`.
@@ -245,11 +296,11 @@ struct Fp8Step {
   // `permutation` into e4m3 `q` and its scales, on the step's stream (a
   // launch on the legacy stream escapes a caller's graph capture) with the
   // scale row stride the GEMMs read (a device workspace pads it to its
-  // reserved rows, rounded up to 4).
+  // reserved rows, rounded up to 4). `rows_in_order`: row r reads x[r].
   absl::Status Quantize(const void* x, DType x_dtype, int64_t dim,
                         int64_t tokens, int64_t topk,
                         const int32_t* permutation, uint8_t* q, float* scales,
-                        const float* static_scale) {
+                        const float* static_scale, bool rows_in_order = false) {
     return kernels.Pack(engine, {.dtype = x_dtype,
                                  .hidden_dim = dim,
                                  .rows = w.num_rows,
@@ -262,7 +313,8 @@ struct Fp8Step {
                                  .scale_mode = mode(),
                                  .a_scales = scales,
                                  .static_scale = static_scale,
-                                 .scale_rows = rows.scale_rows});
+                                 .scale_rows = rows.scale_rows,
+                                 .rows_in_order = rows_in_order});
   }
 
   // e4m3 a [R, K] x w -> c (`c_dtype`; e4m3 with 1 x 128 scales when so).
@@ -298,9 +350,22 @@ struct Fp8Step {
     return absl::OkStatus();
   }
 
+  // The requantizing Pack of gate|up's rows (in expert order already): on
+  // the host through the identity permutation, on a device in order over
+  // the Route's permutation (it marks the rows in use).
+  absl::Status Requantize(const int32_t* permutation) {
+    const float* a2 = Scale(args.quant.a2_scale);
+    if (rows.identity != nullptr) {
+      return Quantize(rows.gate_up, rows.gate_up_dtype, d.intermediate,
+                      w.num_rows, 1, rows.identity, rows.h, rows.h_scales, a2);
+    }
+    return Quantize(rows.gate_up, rows.gate_up_dtype, d.intermediate, d.tokens,
+                    w.topk, permutation, rows.h, rows.h_scales, a2,
+                    /*rows_in_order=*/true);
+  }
+
   // Pack -> gate|up (block, and per tensor on a device: the quantizing
-  // epilogue; else f32 rows and a requantizing Pack in expert order) ->
-  // down.
+  // epilogue; else gate_up rows and a requantizing Pack) -> down.
   absl::Status Run(const int32_t* permutation) {
     const moe::ExpertsQuantization& q = args.quant;
     // Per tensor, the GEMMs read the static scales the Pack divided by.
@@ -319,13 +384,11 @@ struct Fp8Step {
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
                                   rows.a, a_scales, args.w13, q.w13_scale,
                                   DType::kF8E4M3, rows.h, nullptr, h_scales));
-    } else {  // f32 rows: quantized from f32 as block mode's epilogue does
+    } else {  // gate_up rows (Fp8Rows::gate_up_dtype), then quantized
       TAILOR_RETURN_IF_ERROR(Gemm(n1, d.hidden, moe::Epilogue::kSiluAndMul,
                                   rows.a, a_scales, args.w13, q.w13_scale,
-                                  DType::kF32, rows.gate_up, nullptr));
-      TAILOR_RETURN_IF_ERROR(Quantize(rows.gate_up, DType::kF32, d.intermediate,
-                                      w.num_rows, 1, rows.identity, rows.h,
-                                      rows.h_scales, Scale(q.a2_scale)));
+                                  rows.gate_up_dtype, rows.gate_up, nullptr));
+      TAILOR_RETURN_IF_ERROR(Requantize(permutation));
     }
     return Gemm(d.hidden, d.intermediate, moe::Epilogue::kNone, rows.h,
                 h_scales, args.w2, q.w2_scale, dtype(), rows.down, nullptr);
@@ -342,7 +405,12 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
   TAILOR_ASSIGN_OR_RETURN(const Fp8Dims d,
                           ValidateFp8Experts(args, *kernels, dev));
   const bool on_device = dev.type != DeviceType::kCpu;
-  if (on_device) TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args, d));
+  if (on_device) {
+    TAILOR_RETURN_IF_ERROR(ExpectDeviceFp8Step(args, d));
+    if (args.quant.mode == ScaleMode::kPerChannel) {
+      TAILOR_RETURN_IF_ERROR(ExpectPerChannelRoom(d, dev, ws));
+    }
+  }
   TAILOR_RETURN_IF_ERROR(moe::Route(runtime,
                                     {.topk_ids = args.topk_ids,
                                      .num_experts = d.experts,
@@ -354,7 +422,7 @@ absl::Status Fp8Experts(Runtime& runtime, const moe::ExpertsArgs& args,
   MoeWorkspace& w = *WorkspaceImplOf(ws);
   Fp8Rows rows = {};
   if (on_device) {
-    TAILOR_ASSIGN_OR_RETURN(rows, DeviceFp8Rows(d, w));
+    TAILOR_ASSIGN_OR_RETURN(rows, DeviceFp8Rows(d, args.quant.mode, w));
   } else {
     rows = GrowFp8Rows(d, args.quant.mode, args.hidden.dtype, w);
   }

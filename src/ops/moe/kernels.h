@@ -69,6 +69,10 @@ struct PackLaunch {
   float* a_scales = nullptr;
   const float* static_scale = nullptr;  // [1]
   int64_t scale_rows = 0;               // kBlock: >= rows
+  // Row r reads hidden[r] ([rows, H], already expert-sorted: FP8 Experts'
+  // down-projection input on a device), the permutation only marking the
+  // rows in use; the CUDA quantizing Pack only (others refuse it).
+  bool rows_in_order = false;
 };
 
 // One option of a kernel family, for moe::GemmChoice::features: `key`

@@ -62,23 +62,27 @@ inline constexpr int kMoeFp8BlockScaled = 3;
 inline constexpr int kMoeEpilogueSiluAndMulQuant = 2;
 
 // Quantizing Pack: a[r, :] = e4m3(hidden[permutation[r] / topk, :] / scale)
-// with one scale per 128 columns (runtime/cuda/fp8.cuh's rule; per tensor:
-// the static static_scale[0]), for entries in [0, tokens * topk); other rows
-// are left untouched.
+// (rows_in_order: hidden[r, :], rows already expert-sorted, e.g. the down
+// projection's bf16 input) with one scale per 128 columns, per row (per
+// channel mode: per-token scales) or the static static_scale[0] (per
+// tensor), by runtime/cuda/fp8.cuh's rule, for entries in [0, tokens *
+// topk); other rows are left untouched.
 struct MoeFp8PackParams {
-  const void* hidden;         // [tokens, H] bf16
+  const void* hidden;         // [tokens, H] bf16 ([rows, H]: rows_in_order)
   const int* permutation;     // [rows]
   void* a;                    // [rows, H] e4m3
-  float* a_scales;            // block: [H / 128, scale_rows]
+  float* a_scales;            // block: [H / 128, scale_rows]; per token: [rows]
   const float* static_scale;  // per tensor: [1]
   int rows;
   int tokens;
   int topk;
-  int hidden_dim;  // H (generic)
-  int scale_rows;  // MoeFp8ScaleRows(capacity of a)
+  int hidden_dim;     // H (generic)
+  int scale_rows;     // MoeFp8ScaleRows(capacity of a)
+  int rows_in_order;  // 1: row r reads hidden[r, :]
 };
 // Pack: warps of kMoeFp8PackGroupsPerWarp groups (8 lanes x 16 elements
-// each), grid (rows, ceil(H / 128 / groups per block)).
+// each), grid (rows, ceil(H / 128 / groups per block)); per token (grid
+// (rows, 1)) the CTA's 128 lanes walk the row in 2048-column strides.
 inline constexpr int kMoeFp8PackThreads = 128;
 inline constexpr int kMoeFp8PackLanesPerGroup = 8;
 inline constexpr int kMoeFp8PackGroupsPerWarp = 32 / kMoeFp8PackLanesPerGroup;

@@ -41,7 +41,7 @@ TEST(GenericKernelTable, EntriesAreUniqueAndNamedForTheirFamily) {
     EXPECT_TRUE(entries.insert(info.entry).second) << info.entry;
     EXPECT_TRUE(absl::StrContains(GenericKernelsSource(), info.entry));
   }
-  EXPECT_EQ(entries.size(), 44u);
+  EXPECT_EQ(entries.size(), 45u);
   EXPECT_EQ(
       std::string(GenericKernelInfoOf(GenericKernelId::kDecodeF16D256).entry),
       "tailor_generic_decode_f16_d256");

@@ -41,18 +41,23 @@ void RunAndCheck(Fp8Layer& layer, const std::string& what) {
 
 // ---- correctness -----------------------------------------------------------
 
-TEST(Fp8ExpertsTest, BlockModeMatchesTheReferenceOnAwkwardCounts) {
+// Block mode, and per channel (per-token scales of the hidden rows and of
+// the bf16 silu_and_mul rows, which a second Pack quantizes, as on a device).
+TEST(Fp8ExpertsTest, BlockAndPerChannelMatchTheReferenceOnAwkwardCounts) {
   std::mt19937_64 rng(TestSeed());
   const std::vector<std::vector<int64_t>> grids = {
       {0, 1, 127, 128, 129, 0, 577, 17},  // empty experts, T-1, T, T+1
       {0, 0, 0, 200, 0, 0, 0, 0},         // every token in one expert
       {0, 0, 0, 0, 0, 0, 0, 0},           // T = 0
   };
-  for (const std::vector<int64_t>& counts : grids) {
-    Fp8Layer layer = MakeLayer(rng, ScaleMode::kBlock, DType::kBF16, 8,
-                               IdsWithCounts(rng, counts));
-    RunAndCheck(layer, absl::StrCat("counts ", counts[0], ",", counts[1], ",",
-                                    counts[3], " T=", layer.tokens()));
+  for (ScaleMode mode : {ScaleMode::kBlock, ScaleMode::kPerChannel}) {
+    for (const std::vector<int64_t>& counts : grids) {
+      Fp8Layer layer =
+          MakeLayer(rng, mode, DType::kBF16, 8, IdsWithCounts(rng, counts));
+      RunAndCheck(layer, absl::StrCat("mode ", static_cast<int>(mode),
+                                      " counts ", counts[0], ",", counts[1],
+                                      ",", counts[3], " T=", layer.tokens()));
+    }
   }
 }
 

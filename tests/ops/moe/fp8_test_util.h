@@ -116,8 +116,10 @@ struct Fp8ExpertsInputs {
 };
 
 // f64 on the dequantized inputs: x quantized as the Pack does, gate|up in
-// f64, silu_and_mul rounded to f32 and quantized as the kernels do (the
-// down projection's input is e4m3), then the down GEMM and the combine.
+// f64, silu_and_mul rounded to f32 (per channel: to the activation dtype,
+// vLLM's intermediate, which the per-token Pack reads) and quantized as the
+// kernels do (the down projection's input is e4m3), then the down GEMM and
+// the combine.
 // Only the first `valid_tokens` tokens (-1: all) are routed; the others
 // stay zero.
 inline std::vector<double> ReferenceFp8Experts(const Fp8ExpertsInputs& in,
@@ -125,6 +127,8 @@ inline std::vector<double> ReferenceFp8Experts(const Fp8ExpertsInputs& in,
   const int64_t tokens = in.hidden.ref().dims[0], h = in.hidden.ref().dims[1];
   const int64_t topk = in.ids.ref().dims[1], i_dim = in.w2.q.ref().dims[2];
   const int64_t routed = valid_tokens < 0 ? tokens : valid_tokens;
+  const bool bf16_intermediate = in.mode == ScaleMode::kPerChannel &&
+                                 in.hidden.ref().dtype == DType::kBF16;
   std::vector<float> x(static_cast<size_t>(tokens * h));
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = static_cast<float>(in.hidden.at(static_cast<int64_t>(i)));
@@ -150,6 +154,7 @@ inline std::vector<double> ReferenceFp8Experts(const Fp8ExpertsInputs& in,
       }
       for (int64_t i = 0; i < i_dim; ++i) {
         act[i] = static_cast<float>(Silu(gu[i]) * gu[i_dim + i]);
+        if (bf16_intermediate) act[i] = Bf16ToFloat(FloatToBf16(act[i]));
       }
       const std::vector<double> hd = QuantizeRows(
           act, 1, i_dim, in.mode, in.a2_scale, q.data(), act_scales.data(), 1);

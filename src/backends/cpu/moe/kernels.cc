@@ -104,6 +104,10 @@ absl::StatusOr<std::shared_ptr<Kernel>> CpuMoeKernels::KernelFor(
 }
 
 absl::Status CpuMoeKernels::Pack(Engine& engine, const PackLaunch& launch) {
+  if (launch.rows_in_order) {
+    return absl::UnimplementedError(
+        "rows_in_order: only cuda's quantizing Pack reads rows in order");
+  }
   if (launch.scale_mode != moe::ScaleMode::kNone) {
     return Fp8Pack(engine, launch, &GeneratePack);
   }

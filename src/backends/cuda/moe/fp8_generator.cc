@@ -79,9 +79,11 @@ absl::Status ExpectFp8GemmShape(const MoeGemmSpec& spec) {
 
 absl::StatusOr<KernelSource> GenerateFp8Pack(const MoePackSpec& spec) {
   if (spec.scale_mode != moe::ScaleMode::kBlock &&
-      spec.scale_mode != moe::ScaleMode::kPerTensor) {
+      spec.scale_mode != moe::ScaleMode::kPerTensor &&
+      spec.scale_mode != moe::ScaleMode::kPerChannel) {
     return Invalid("scale_mode",
-                   "cuda's quantizing Pack is block (3) or per tensor (1)",
+                   "cuda's quantizing Pack is block (3), per channel (2, "
+                   "per-token scales) or per tensor (1)",
                    static_cast<int>(spec.scale_mode));
   }
   if (spec.dtype != DType::kBF16) {

@@ -15,8 +15,9 @@
 namespace tailor::cuda {
 
 // MoeFp8Pack<H[, mode]>: bf16 hidden quantized in 1 x 128 groups (block
-// mode) or by a static scale (per tensor). InvalidArgument naming the field
-// for another scale mode or dtype, or H % 128 != 0.
+// mode), per row (per channel: per-token scales) or by a static scale (per
+// tensor). InvalidArgument naming the field for another scale mode or dtype,
+// or H % 128 != 0.
 absl::StatusOr<tailor::internal::KernelSource> GenerateFp8Pack(
     const tailor::internal::MoePackSpec& spec);
 

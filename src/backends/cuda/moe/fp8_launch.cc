@@ -1,8 +1,8 @@
 // The FP8 (e4m3) launches, kernels built from their typed specs
 // (backends/cuda/moe/fp8_generator.h):
 //   Pack         bf16 hidden -> e4m3 rows and 1 x 128 scales in the layout
-//                the GEMM's A-scale map loads (per tensor: a static scale);
-//                sm_80+
+//                the GEMM's A-scale map loads (per tensor: a static scale;
+//                per channel: per-token scales, a row's amax); sm_80+
 //   GroupedGemm  every scale mode. sm_90a: tensor maps over e4m3 A and W
 //                (and, in block mode, A's scales), the bf16 kernel's work
 //                list and tile order; no split-K (a unit's partials would
@@ -153,12 +153,7 @@ int64_t Fp8PortableUnits(const GroupedGemmLaunch& l) {
 // What the quantizing Pack needs beyond the op front's rules.
 absl::Status ExpectFp8Pack(const PackLaunch& l) {
   const bool block = l.scale_mode == moe::ScaleMode::kBlock;
-  if (!block && l.scale_mode != moe::ScaleMode::kPerTensor) {
-    return absl::UnimplementedError(
-        "quant.mode: cuda's quantizing Pack runs block and per-tensor mode "
-        "(per-token scales are not implemented)");
-  }
-  if (!block && l.static_scale == nullptr) {
+  if (l.scale_mode == moe::ScaleMode::kPerTensor && l.static_scale == nullptr) {
     return absl::InvalidArgumentError(
         "quant.a1_scale: required in per-tensor mode (the static activation "
         "scale, [1] f32)");
@@ -186,7 +181,9 @@ absl::Status ExpectFp8Pack(const PackLaunch& l) {
 // The generic FP8 kernels (generic_kernel_table.h) of a Pack and a GEMM.
 GenericKernelId GenericFp8PackId(moe::ScaleMode mode) {
   return mode == moe::ScaleMode::kBlock ? GenericKernelId::kFp8PackBlock
-                                        : GenericKernelId::kFp8PackPerTensor;
+         : mode == moe::ScaleMode::kPerTensor
+             ? GenericKernelId::kFp8PackPerTensor
+             : GenericKernelId::kFp8PackPerChannel;
 }
 
 // Per channel has no quantizing epilogue (ExpectFp8Launch refuses it).
@@ -224,13 +221,17 @@ absl::Status CudaMoeKernels::Fp8Pack(tailor::internal::Engine& engine,
                               .tokens = static_cast<int>(l.tokens),
                               .topk = static_cast<int>(l.topk),
                               .hidden_dim = static_cast<int>(l.hidden_dim),
-                              .scale_rows = static_cast<int>(l.scale_rows)};
+                              .scale_rows = static_cast<int>(l.scale_rows),
+                              .rows_in_order = l.rows_in_order ? 1 : 0};
+  // Per token, one CTA walks its row (the row's amax before any store).
   const int64_t groups = l.hidden_dim / kMoeFp8Block;
+  const bool per_token = l.scale_mode == moe::ScaleMode::kPerChannel;
   LaunchConfig config;
-  config.grid = {
-      .x = static_cast<uint32_t>(l.rows),
-      .y = static_cast<uint32_t>((groups + kMoeFp8PackGroupsPerBlock - 1) /
-                                 kMoeFp8PackGroupsPerBlock)};
+  config.grid = {.x = static_cast<uint32_t>(l.rows),
+                 .y = per_token ? 1u
+                                : static_cast<uint32_t>(
+                                      (groups + kMoeFp8PackGroupsPerBlock - 1) /
+                                      kMoeFp8PackGroupsPerBlock)};
   config.block = {.x = static_cast<uint32_t>(kMoeFp8PackThreads)};
   config.stream = l.stream;
   config.overlap_predecessor = MoeOverlapsPredecessor(l.rows);

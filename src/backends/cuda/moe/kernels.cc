@@ -520,6 +520,10 @@ absl::StatusOr<RouteErrors> CudaMoeKernels::TakeRouteErrors(Engine&,
 
 absl::Status CudaMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
   if (l.scale_mode != moe::ScaleMode::kNone) return Fp8Pack(engine, l);
+  if (l.rows_in_order) {
+    return absl::UnimplementedError(
+        "rows_in_order: only cuda's quantizing Pack reads rows in order");
+  }
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key = PackKey(engine.target(), l.dtype, l.hidden_dim);
   const MoePackParams p = gpu::MoePackParamsOf(l);

@@ -119,10 +119,9 @@ class CudaMoeKernels final : public tailor::internal::MoeKernels {
   int32_t DefaultTileRows(int64_t assignments, int64_t experts,
                           int64_t max_expert_rows) const override;
   int32_t MaxTileRows() const override { return kMaxTileRows; }
-  // FP8: every scale mode (GroupedGemm; Experts runs block and per-tensor
-  // mode on a device) on every device (sm_80+): the Hopper kernels on
-  // sm_90a, the portable mma.sync kernel elsewhere or with moe.gemm=
-  // portable.
+  // FP8: every scale mode (GroupedGemm and Experts) on every device
+  // (sm_80+): the Hopper kernels on sm_90a, the portable mma.sync kernel
+  // elsewhere or with moe.gemm=portable.
   absl::Status SupportsScaleMode(moe::ScaleMode mode) const override;
   int64_t RouteScratchBytes(int64_t max_assignments,
                             int64_t num_experts) const override;

@@ -241,6 +241,10 @@ absl::StatusOr<RouteErrors> HipMoeKernels::TakeRouteErrors(Engine&,
 // ---- executors --------------------------------------------------------------
 
 absl::Status HipMoeKernels::Pack(Engine& engine, const PackLaunch& l) {
+  if (l.rows_in_order) {
+    return absl::UnimplementedError(
+        "rows_in_order: only cuda's quantizing Pack reads rows in order");
+  }
   if (l.rows == 0) return absl::OkStatus();
   const SpecKey key =
       MoePackSpec{.dtype = l.dtype, .hidden = l.hidden_dim}.ToKey(

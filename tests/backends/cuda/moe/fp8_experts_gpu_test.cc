@@ -1,9 +1,13 @@
 // moe::Experts with FP8 (e4m3) weights on a CUDA sm_80+ device, end to end
 // through the public entry: the device Route, the quantizing Pack, the
 // gate|up GEMM quantizing its silu_and_mul output, the down GEMM and
-// Combine, on a reserved device workspace; block mode, and per-tensor mode
-// (static activation scales; per channel is refused there). Against f64 on the
-// dequantized inputs (ReferenceFp8Experts) over awkward per-expert counts
+// Combine, on a reserved device workspace; block mode, per-tensor mode
+// (static activation scales) and per-channel mode (per-token activation
+// scales: the gate|up GEMM writes bf16 rows into the workspace's hidden
+// rows, a per-token Pack quantizes them; where they do not fit, H <= 2I, the
+// exact error before anything is written); the per-token Pack bit for bit
+// against the host quantizer. Against f64 on the dequantized inputs
+// (ReferenceFp8Experts) over awkward per-expert counts
 // (empty experts, 1, 127, 128, 129, 577, every token in one expert, T = 0),
 // top-k routing at T in {1, 127, 128, 129, 577}, every tile the cost model
 // picks, outputs NaN-poisoned first; steps of many T on one workspace
@@ -12,13 +16,17 @@
 // Both GEMM kernels (the parameter: tuning keys), and the generic kernels
 // alone (background JIT with JIT disabled: zero compiles), as they serve
 // either path's cold keys. Skips without a device.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/internals.h"
 #include "ops/moe/cuda_test_util.h"
 #include "ops/moe/fp8_test_util.h"
+#include "ops/moe/kernels.h"
 
 namespace tailor::moe::testing {
 namespace {
@@ -34,6 +42,17 @@ constexpr double kTolerance = 2e-2;
 
 constexpr Fp8LayerDims kSmall = {8, 256, 128};  // two K blocks, one
 constexpr Fp8LayerDims kWide = {16, 512, 256};  // two gate|up N tiles
+// Per channel on a device needs H > 2I (the bf16 gate|up rows share the
+// workspace's hidden rows): kNarrow, and kNarrowWide with two gate|up N
+// tiles and H an odd multiple of 128; kSmall and kWide (H = 2I) fail.
+constexpr Fp8LayerDims kNarrow = {8, 512, 128};
+constexpr Fp8LayerDims kNarrowWide = {16, 640, 256};
+
+const char* ModeFeature(ScaleMode mode) {
+  return mode == ScaleMode::kBlock        ? "block"
+         : mode == ScaleMode::kPerChannel ? "per_channel"
+                                          : "per_tensor";
+}
 
 // bf16 activations: what Experts on a device takes.
 Fp8Layer MakeLayer(std::mt19937_64& rng, const Fp8LayerDims& dims,
@@ -103,6 +122,10 @@ class MoeFp8ExpertsCudaTest
             .policy = policy};
   }
 
+  // Captures one step of `mode` in a CUDA graph and replays it with new
+  // data and token counts.
+  void CheckGraphReplays(ScaleMode mode, const Fp8LayerDims& dims);
+
   // Runs the layer once on a fresh workspace and checks out against the
   // reference and the kernels that ran.
   void RunAndCheck(const Fp8Layer& layer, RoutingPolicy policy = {}) {
@@ -122,7 +145,7 @@ class MoeFp8ExpertsCudaTest
         EXPECT_EQ(g.kernel.rfind(ExpectedKernel(), 0), 0u)
             << ws.plan().ToString();
         EXPECT_EQ(g.Feature("scale_mode").value_or(""),
-                  layer.mode == ScaleMode::kBlock ? "block" : "per_tensor");
+                  ModeFeature(layer.mode));
       }
     }
   }
@@ -177,24 +200,32 @@ TEST_P(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
   RunAndCheck(empty);
 }
 
-// Per channel needs per-token activation scales of whole rows: not on a
-// device yet, refused before anything runs.
-TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeIsUnimplementedOnADevice) {
+// Per channel (vLLM's use_fp8_w8a8 with per-channel weight scales): the
+// Pack quantizes each token by its row's amax, the gate|up GEMM writes bf16
+// silu_and_mul rows, a per-token Pack quantizes them, the down GEMM scales
+// by row and channel; the shapes whose hidden rows hold the bf16 rows
+// (H > 2I); awkward counts, top-k routing, T = 0.
+TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
-  const Fp8Layer layer =
-      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
-                ScaleMode::kPerChannel);
-  DeviceLayer d = Upload(layer);
-  Workspace ws;
-  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
-  const absl::Status status = Experts(runtime(), d.Args(), ws);
-  EXPECT_THAT(status,
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       "quant.mode: FP8 Experts on a device runs block and "
-                       "per-tensor mode; per-channel mode's per-token "
-                       "activation scales are not implemented there "
-                       "(moe::GroupedGemm runs per-channel mode)"));
-  EXPECT_FALSE(ws.routed());
+  for (const Fp8LayerDims& dims : {kNarrow, kNarrowWide}) {
+    for (int64_t tokens : {1, 17, 129, 577}) {
+      SCOPED_TRACE(absl::StrCat("T=", tokens, " H=", dims.hidden,
+                                " I=", dims.intermediate));
+      const Fp8Layer layer = MakeLayer(
+          rng, dims,
+          RandomTopkIds(rng, tokens, 4, dims.experts,
+                        tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
+          ScaleMode::kPerChannel);
+      RunAndCheck(layer);
+    }
+  }
+  for (const std::vector<int64_t>& counts :
+       {std::vector<int64_t>{0, 1, 127, 128, 129, 0, 577, 17},
+        std::vector<int64_t>(8, 0)}) {
+    SCOPED_TRACE(absl::StrCat("counts ", counts[1], ",", counts[2]));
+    RunAndCheck(MakeLayer(rng, kNarrow, IdsWithCounts(rng, counts),
+                          ScaleMode::kPerChannel));
+  }
 }
 
 // Every tile class: the swap-AB decode tiles (8, 16, 32), 64 and 128 rows,
@@ -258,12 +289,25 @@ TEST_P(MoeFp8ExpertsCudaTest, StepsOfEveryTEncodeNoNewDescriptors) {
 // One step captured in a CUDA graph replays with new data, routing and
 // token counts (valid_tokens) in the captured buffers, compiling nothing.
 TEST_P(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
+  CheckGraphReplays(ScaleMode::kBlock, kSmall);
+}
+
+// The same with per-token scales: the extra Pack is captured too.
+TEST_P(MoeFp8ExpertsCudaTest, PerChannelGraphReplaysEveryTokenCount) {
+  CheckGraphReplays(ScaleMode::kPerChannel, kNarrow);
+}
+
+void MoeFp8ExpertsCudaTest::CheckGraphReplays(ScaleMode mode,
+                                              const Fp8LayerDims& dims) {
+  SCOPED_TRACE(absl::StrCat(ModeFeature(mode), " H=", dims.hidden,
+                            " I=", dims.intermediate));
   std::mt19937_64 rng(TestSeed());
   constexpr int64_t kBucket = 64, kTopk = 2;
   cuda::testing::TestStream stream(api());
   ASSERT_TRUE(stream.ok());
   const Fp8Layer first = MakeLayer(
-      rng, kSmall, RandomTopkIds(rng, kBucket, kTopk, 8, Spread::kUniform));
+      rng, dims,
+      RandomTopkIds(rng, kBucket, kTopk, dims.experts, Spread::kUniform), mode);
   DeviceLayer d = Upload(first);
   HostTensor count(DType::kI32, {1});
   count.i32()[0] = kBucket;
@@ -293,9 +337,10 @@ TEST_P(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
         std::uniform_int_distribution<int64_t>(0, kBucket)(rng);
     SCOPED_TRACE(absl::StrCat("replay ", replay, " T=", tokens));
     const Fp8Layer step = MakeLayer(
-        rng, kSmall,
-        RandomTopkIds(rng, kBucket, kTopk, 8,
-                      replay % 2 ? Spread::kUniform : Spread::kOneExpert));
+        rng, dims,
+        RandomTopkIds(rng, kBucket, kTopk, dims.experts,
+                      replay % 2 ? Spread::kUniform : Spread::kOneExpert),
+        mode);
     d.hidden.Upload(step.hidden);
     d.ids.Upload(step.ids);
     d.weights.Upload(step.weights);
@@ -315,6 +360,92 @@ TEST_P(MoeFp8ExpertsCudaTest, GraphReplaysEveryTokenCountOfItsBucket) {
   EXPECT_EQ(runtime().stats().compiles, before.compiles);
   api().cuGraphExecDestroy(exec);
   api().cuGraphDestroy(graph);
+}
+
+// ---- the per-token quantizing Pack, bit for bit -----------------------------
+
+// Rows of a few binades (row t scaled by 2^(t % 7 - 3)) and an all-zero
+// row, so per-token scales differ row to row and the epsilon rule runs.
+HostTensor PerTokenRows(std::mt19937_64& rng, int64_t rows, int64_t h) {
+  HostTensor x(DType::kBF16, {rows, h});
+  x.FillRandom(rng, 2.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < h; ++c) {
+      x.set(r * h + c, r == 3 ? 0.0 : std::ldexp(x.at(r * h + c), r % 7 - 3));
+    }
+  }
+  return x;
+}
+
+// The Pack through the backend's launch (moe::Experts' only caller): rows
+// gathered through a permutation with a -1 tail, or read in order (the
+// down projection's input), against internal::Fp8Quantize with one block a
+// row; bytes and scales bit for bit; rows past the tail untouched. H of one
+// CTA stride, past it (17 groups), and a long row.
+TEST_P(MoeFp8ExpertsCudaTest, PerTokenPackIsBitExact) {
+  std::mt19937_64 rng(TestSeed());
+  constexpr int64_t kTokens = 37, kTopk = 2, kTail = 5;
+  constexpr int64_t kRows = kTokens * kTopk + kTail;
+  absl::StatusOr<internal::MoeKernels*> kernels =
+      internal::MoeKernelsOf(runtime(), "test");
+  TAILOR_ASSERT_OK(kernels.status());
+  HostTensor permutation(DType::kI32, {kRows});
+  for (int64_t r = 0; r < kRows; ++r) {
+    permutation.i32()[r] = r < kTokens * kTopk ? static_cast<int32_t>(r) : -1;
+  }
+  std::shuffle(permutation.i32(), permutation.i32() + kTokens * kTopk, rng);
+  DeviceTensor d_permutation = ToDevice(permutation);
+  for (const int64_t h : {int64_t{128}, int64_t{2176}, int64_t{4096}}) {
+    for (const bool in_order : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("H=", h, in_order ? " in order" : " gathered"));
+      const HostTensor x = PerTokenRows(rng, in_order ? kRows : kTokens, h);
+      HostTensor a(DType::kF8E4M3, {kRows, h});
+      std::memset(const_cast<void*>(a.ref().data), 0xab, kRows * h);
+      HostTensor scales(DType::kF32, {kRows});
+      scales.Poison();
+      DeviceTensor d_x = ToDevice(x), d_a = ToDevice(a),
+                   d_scales = ToDevice(scales);
+      TAILOR_ASSERT_OK(
+          (*kernels)->Pack(internal::EngineOf(runtime()),
+                           {.dtype = DType::kBF16,
+                            .hidden_dim = h,
+                            .rows = kRows,
+                            .tokens = kTokens,
+                            .topk = kTopk,
+                            .hidden = d_x.ref().data,
+                            .permutation = d_permutation.ref().as<int32_t>(),
+                            .a = d_a.ref().data,
+                            .scale_mode = ScaleMode::kPerChannel,
+                            .a_scales = d_scales.ref().as<float>(),
+                            .scale_rows = kRows,
+                            .rows_in_order = in_order}));
+      const HostTensor got = d_a.Download(), got_scales = d_scales.Download();
+      const auto* got_bytes = static_cast<const uint8_t*>(got.ref().data);
+      std::vector<uint8_t> want(static_cast<size_t>(h));
+      for (int64_t r = 0; r < kRows; ++r) {
+        const int32_t entry = permutation.i32()[r];
+        if (entry < 0) {  // untouched
+          EXPECT_TRUE(std::isnan(got_scales.at(r))) << r;
+          EXPECT_EQ(got_bytes[r * h], 0xab) << r;
+          EXPECT_EQ(got_bytes[r * h + h - 1], 0xab) << r;
+          continue;
+        }
+        const int64_t source = in_order ? r : entry / kTopk;
+        const auto* row =
+            static_cast<const uint16_t*>(x.ref().data) + source * h;
+        float want_scale = 0;
+        TAILOR_ASSERT_OK(internal::Fp8Quantize(
+            TensorRef::Contiguous(row, DType::kBF16, {1, h}), {1, h},
+            want.data(), {&want_scale, 0, 0}));
+        EXPECT_EQ(static_cast<float>(got_scales.at(r)), want_scale) << r;
+        EXPECT_EQ(std::memcmp(got_bytes + r * h, want.data(), h), 0) << r;
+        if (HasFailure()) return;
+      }
+    }
+  }
+  if (GetParam().generic_only) {
+    EXPECT_EQ(runtime().stats().compiles, 0u);
+  }
 }
 
 // ---- argument rules of a device step ----------------------------------------
@@ -356,6 +487,41 @@ TEST_P(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
   Workspace none;
   EXPECT_EQ(Experts(runtime(), d.Args(), none).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Per channel where the hidden rows cannot hold the bf16 gate|up rows
+// (H = 2I here; Mixtral-8x7B's H < 2I likewise): FailedPrecondition naming
+// the rule and the numbers, before Route: the workspace stays unrouted, out
+// keeps its NaN poison, nothing compiles. Block mode runs the same shape.
+TEST_P(MoeFp8ExpertsCudaTest, PerChannelWithoutRoomFailsBeforeRouting) {
+  std::mt19937_64 rng(TestSeed());
+  const Fp8Layer layer =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform),
+                ScaleMode::kPerChannel);
+  DeviceLayer d = Upload(layer);
+  Workspace ws;
+  TAILOR_ASSERT_OK(ReserveWorkspace(runtime(), Limits(layer), ws));
+  const StatsSnapshot before = runtime().stats();
+  // A = 17 * 2 reserved rows, S = 36: 34 * 256 + 4 * 36 + 2 * 34 * 128
+  // bytes against 34 * 256 * 2.
+  EXPECT_THAT(Experts(runtime(), d.Args(), ws),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "quant.mode: per-channel FP8 Experts on a device keeps "
+                       "its bf16 gate|up rows in the workspace's hidden rows "
+                       "after the e4m3 input, which needs H > 2 * I on a "
+                       "workspace reserved for this H (A * H + 4 * S + 2 * A "
+                       "* I <= the hidden rows' bytes); got H=256, I=128, "
+                       "A=34, S=36: 17552 > 17408 bytes (block and per-tensor "
+                       "mode run this shape)"));
+  EXPECT_FALSE(ws.routed());
+  EXPECT_EQ(runtime().stats().compiles, before.compiles);
+  const HostTensor out = d.out.Download();
+  for (int64_t i = 0; i < 17 * kSmall.hidden; ++i) {
+    ASSERT_TRUE(std::isnan(out.at(i))) << i;
+  }
+  const Fp8Layer block =
+      MakeLayer(rng, kSmall, RandomTopkIds(rng, 17, 2, 8, Spread::kUniform));
+  RunAndCheck(block);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MoeFp8ExpertsCudaTest,

@@ -4,8 +4,8 @@
 // whole and at tensor-parallel 8, Qwen3-30B-A3B; the quantizing gate|up
 // epilogue, the bf16 down projection, swap-AB decode tiles) with ptxas -v
 // (registers printed; no spills), the per-tensor and per-channel variants
-// (scales applied to the accumulators), the quantizing Pack (block and per
-// tensor); and the generator names the field of a key it cannot build.
+// (scales applied to the accumulators), the quantizing Pack (block, per
+// tensor, per token); and the generator names the field of a key it cannot build.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/moe/fp8_generator.h"
 #include "backends/cuda/moe/kernels.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_report_test_util.h"
@@ -178,7 +179,11 @@ TEST_F(Fp8NvrtcTest, QuantizingPackCompiles) {
   for (const auto& [hidden, mode] :
        {std::pair{int64_t{7168}, moe::ScaleMode::kBlock},
         std::pair{int64_t{2048}, moe::ScaleMode::kBlock},
-        std::pair{int64_t{4096}, moe::ScaleMode::kPerTensor}}) {
+        std::pair{int64_t{4096}, moe::ScaleMode::kPerTensor},
+        // Per token: the Pack of the hidden states and of the down
+        // projection's bf16 input (Mixtral's and Qwen3-30B-A3B's I).
+        std::pair{int64_t{14336}, moe::ScaleMode::kPerChannel},
+        std::pair{int64_t{768}, moe::ScaleMode::kPerChannel}}) {
     for (const char* arch : {"sm_80", "sm_90a"}) {
       const SpecKey key =
           MoePackSpec{
@@ -237,15 +242,16 @@ TEST(Fp8GeneratorTest, KeysTheTemplatesCannotBuildNameTheirField) {
       StatusIs(code,
                "dtype: cuda's quantizing Pack reads bf16 (2), "
                "got 1"));
+  // (A key without a scale mode is the bf16 Pack's: the generator's own
+  // rule, called directly.)
   EXPECT_THAT(
-      GenerateMoeKernel(MoePackSpec{.dtype = DType::kBF16,
-                                    .hidden = 256,
-                                    .scale_mode = moe::ScaleMode::kPerChannel}
-                            .ToKey(kHopper))
+      GenerateFp8Pack(MoePackSpec{.dtype = DType::kBF16,
+                                  .hidden = 256,
+                                  .scale_mode = static_cast<moe::ScaleMode>(5)})
           .status(),
       StatusIs(code,
-               "scale_mode: cuda's quantizing Pack is block (3) or per "
-               "tensor (1), got 2"));
+               "scale_mode: cuda's quantizing Pack is block (3), per channel "
+               "(2, per-token scales) or per tensor (1), got 5"));
 }
 
 }  // namespace
