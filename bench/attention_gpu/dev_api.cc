@@ -114,6 +114,15 @@ bool Encode5(tailor::cuda::TensorMap* map, int dtype, const void* base,
   return true;
 }
 
+CUtensorMapL2promotion L2PromotionFromEnv(const char* variable) {
+  const char* v = std::getenv(variable);
+  const std::string s = v == nullptr ? "none" : v;
+  if (s == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  if (s == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  if (s == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+}
+
 }  // namespace tailor::attention_dev
 
 namespace {
@@ -122,6 +131,7 @@ using tailor::attention_dev::CudaOk;
 using tailor::attention_dev::Encode5;
 using tailor::attention_dev::Fail;
 using tailor::attention_dev::KernelRow;
+using tailor::attention_dev::L2PromotionFromEnv;
 
 const KernelRow* FindPrefill(const TadRunArgs& a) {
   int count = 0;
@@ -192,17 +202,6 @@ std::string CheckRunArgs(const TadRunArgs& a) {
   return "";
 }
 
-// The cache maps' L2 promotion: the library's none, or
-// $TAD_PREFILL_L2_PROMOTION = none | 64 | 128 | 256 for A/B runs.
-CUtensorMapL2promotion CacheL2PromotionFromEnv() {
-  const char* v = std::getenv("TAD_PREFILL_L2_PROMOTION");
-  const std::string s = v == nullptr ? "none" : v;
-  if (s == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  if (s == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-  if (s == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-}
-
 bool EncodeMaps(const TadRunArgs& a, tailor::cuda::PrefillParams& p,
                 char* error, int error_len) {
   const auto u = [](long long v) { return static_cast<cuuint64_t>(v); };
@@ -240,7 +239,8 @@ bool EncodeMaps(const TadRunArgs& a, tailor::cuda::PrefillParams& p,
   const cuuint64_t v_strides[4] = {u(a.v_stride_token * 2), 128,
                                    u(a.v_stride_head * 2),
                                    u(a.v_stride_page * 2)};
-  const CUtensorMapL2promotion promotion = CacheL2PromotionFromEnv();
+  const CUtensorMapL2promotion promotion =
+      L2PromotionFromEnv("TAD_PREFILL_L2_PROMOTION");
   return Encode5(&p.k_map, a.dtype, a.k_cache, kv_dims, k_strides, kv_box,
                  promotion, "k_map", error, error_len) &&
          Encode5(&p.v_map, a.dtype, a.v_cache, kv_dims, v_strides, kv_box,
@@ -487,8 +487,8 @@ const char* tad_variants(void) {
         s += std::string(rows[i].dtype == 0 ? "bf16" : "f16") + " " +
              std::to_string(rows[i].head_dim) + " " +
              std::to_string(rows[i].pack) + " " +
-             std::to_string(rows[i].page_size) +
-             DesignSuffix(rows[i].design) + "\n";
+             std::to_string(rows[i].page_size) + DesignSuffix(rows[i].design) +
+             "\n";
       }
     }
     return s;

@@ -27,6 +27,10 @@ bool Encode5(tailor::cuda::TensorMap* map, int dtype, const void* base,
              const cuuint32_t (&box)[5], CUtensorMapL2promotion promotion,
              const char* what, char* error, int error_len);
 
+// The cache maps' L2 promotion: the library's (none), or $variable = none |
+// 64 | 128 | 256 for A/B runs.
+CUtensorMapL2promotion L2PromotionFromEnv(const char* variable);
+
 }  // namespace tailor::attention_dev
 
 #endif  // TAILOR_BENCH_ATTENTION_GPU_DEV_COMMON_H_

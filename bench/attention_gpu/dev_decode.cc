@@ -41,6 +41,7 @@ using tailor::attention_dev::CudaOk;
 using tailor::attention_dev::Encode5;
 using tailor::attention_dev::Fail;
 using tailor::attention_dev::KernelRow;
+using tailor::attention_dev::L2PromotionFromEnv;
 
 // The backend's constants (decode_kernels.cc / .h).
 constexpr int kItemCostTokens = 128;
@@ -165,17 +166,6 @@ const KernelRow* FindDecode(const TadDecodeRunArgs& a) {
   return nullptr;
 }
 
-// The cache maps' L2 promotion: the library's none, or
-// $TAD_DECODE_L2_PROMOTION = none | 64 | 128 | 256 for A/B runs.
-CUtensorMapL2promotion L2PromotionFromEnv() {
-  const char* v = std::getenv("TAD_DECODE_L2_PROMOTION");
-  const std::string s = v == nullptr ? "none" : v;
-  if (s == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  if (s == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-  if (s == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-}
-
 // The cache maps (decode_params.h): box {64, tokens, D / 64, heads, 1}.
 bool EncodeCacheMaps(const TadDecodeRunArgs& a, tc::DecodeKernelParams& p,
                      char* error, int error_len) {
@@ -190,7 +180,8 @@ bool EncodeCacheMaps(const TadDecodeRunArgs& a, tc::DecodeKernelParams& p,
   const cuuint64_t v_strides[4] = {u(a.v_stride_token * 2), 128,
                                    u(a.v_stride_head * 2),
                                    u(a.v_stride_page * 2)};
-  const CUtensorMapL2promotion promotion = L2PromotionFromEnv();
+  const CUtensorMapL2promotion promotion =
+      L2PromotionFromEnv("TAD_DECODE_L2_PROMOTION");
   const cuuint32_t box[5] = {64, tokens,
                              static_cast<cuuint32_t>(a.head_dim / 64), 1, 1};
   if (!Encode5(&p.k_map, a.dtype, a.k_cache, dims, k_strides, box, promotion,

@@ -184,6 +184,20 @@ TEST(GenericKernelKeys, RunTimeSourcesCompileWithNvrtc) {
 // page size) compile without spills for both cubins of the image.
 using GenericNvrtcTest = testing::NvrtcReportTest<&GenerateGenericKernel>;
 
+// Prints one compile's registers and spill bytes beside its entry and arch;
+// every generic kernel reports registers and spills nothing.
+void ExpectNoSpills(const NvrtcCompiler::Output& out, const char* entry,
+                    const char* arch) {
+  const int regs = testing::LogNumber(out.log, R"(Used (\d+) registers)");
+  const int stores = testing::LogNumber(out.log, R"((\d+) bytes spill stores)");
+  const int loads = testing::LogNumber(out.log, R"((\d+) bytes spill loads)");
+  std::printf("%-50s %6s regs %3d spill %d/%d\n", entry, arch, regs, stores,
+              loads);
+  EXPECT_GT(regs, 0) << out.log;
+  EXPECT_EQ(stores, 0) << out.log;
+  EXPECT_EQ(loads, 0) << out.log;
+}
+
 TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
   const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_80"};
   for (const char* arch : {"sm_80", "sm_90"}) {
@@ -194,16 +208,7 @@ TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
       absl::StatusOr<NvrtcCompiler::Output> out =
           Compile(GenericKernelKey(target, Id(i)), arch);
       TAILOR_ASSERT_OK(out.status());
-      const int regs = testing::LogNumber(out->log, R"(Used (\d+) registers)");
-      const int stores =
-          testing::LogNumber(out->log, R"((\d+) bytes spill stores)");
-      const int loads =
-          testing::LogNumber(out->log, R"((\d+) bytes spill loads)");
-      std::printf("%-40s %6s regs %3d spill %d/%d\n", info.entry, arch, regs,
-                  stores, loads);
-      EXPECT_GT(regs, 0) << out->log;
-      EXPECT_EQ(stores, 0) << out->log;
-      EXPECT_EQ(loads, 0) << out->log;
+      ExpectNoSpills(*out, info.entry, arch);
       EXPECT_THAT(out->ptx, HasSubstr("mma.sync.aligned.m16n8k16"));
     }
   }
@@ -224,16 +229,7 @@ TEST_F(GenericNvrtcTest, Fp8KernelsCompileWithoutSpills) {
       absl::StatusOr<NvrtcCompiler::Output> out =
           Compile(GenericKernelKey(target, Id(i)), arch);
       TAILOR_ASSERT_OK(out.status());
-      const int regs = testing::LogNumber(out->log, R"(Used (\d+) registers)");
-      const int stores =
-          testing::LogNumber(out->log, R"((\d+) bytes spill stores)");
-      const int loads =
-          testing::LogNumber(out->log, R"((\d+) bytes spill loads)");
-      std::printf("%-50s %6s regs %3d spill %d/%d\n", info.entry, arch, regs,
-                  stores, loads);
-      EXPECT_GT(regs, 0) << out->log;
-      EXPECT_EQ(stores, 0) << out->log;
-      EXPECT_EQ(loads, 0) << out->log;
+      ExpectNoSpills(*out, info.entry, arch);
       const bool gemm = info.op == OpKind::kMoeGroupedGemm;
       EXPECT_EQ(absl::StrContains(out->ptx, "mma.sync.aligned.m16n8k16"), gemm);
       EXPECT_EQ(absl::StrContains(out->ptx, "cvt.rn.f16x2.e4m3x2"),
