@@ -81,7 +81,10 @@ def test_fp8_fused_experts_matches_torch(mode):
         kwargs["block_shape"] = [128, 128]
         qa1 = qa2 = lambda v: quantize(v, 128)
     elif mode == "per_channel":
-        qa1 = qa2 = lambda v: quantize(v, v.shape[1])
+        # Per token; the intermediate in the activation dtype first, as
+        # vLLM's intermediate_cache2 and tailor's per-channel step.
+        qa1 = lambda v: quantize(v, v.shape[1])  # noqa: E731
+        qa2 = lambda v: quantize(v.to(x.dtype), v.shape[1])  # noqa: E731
     else:
         a1, a2 = torch.tensor(0.01), torch.tensor(0.05)
         kwargs.update(a1_scale=a1, a2_scale=a2)

@@ -34,7 +34,10 @@ ToolRun Cache(const std::string& dir, std::vector<std::string> args) {
 // Fills `dir` with the small profile's kernels. They are compiled once per
 // build of the tools (ctest runs every test in its own process) and copied:
 // a folder per tailor-warmup binary, so that entries of an older build
-// (stale, kept beside the new ones) are never counted.
+// (stale, kept beside the new ones) are never counted. The profile is
+// written beside `dir`, not into the shared folder: tests run in parallel,
+// and one rewriting a shared profile while another's tailor-warmup reads it
+// gave that one a truncated file.
 void FillCache(const std::string& dir) {
   const std::string shared =
       absl::StrCat(TAILOR_TOOLS_TEST_CACHE_DIR, "/",
@@ -42,7 +45,7 @@ void FillCache(const std::string& dir) {
                        .time_since_epoch()
                        .count());
   std::filesystem::create_directories(shared);
-  std::string profile = shared + "/../small-profile.json";
+  const std::string profile = dir + "-small-profile.json";
   WriteTextFile(profile, SmallProfileJson());
   ToolRun run = RunTool({TAILOR_WARMUP_PATH, "--profile", profile,
                          "--cache-dir", shared, "--quiet"});
