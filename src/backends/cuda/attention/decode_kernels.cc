@@ -19,6 +19,7 @@
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
+#include "backends/gpu/attention_launch.h"
 #include "backends/gpu/error_words.h"
 #include "core/logging.h"
 #include "ops/attention/decode_spec.h"
@@ -145,19 +146,8 @@ DecodeKernelParams ParamsOf(const DecodeLaunch& l, int64_t max_partials) {
   p.q_stride_b = l.q_stride_b;
   p.q_stride_h = l.q_stride_h;
   p.q_rows = l.q_rows;
-  p.k_cache = l.k_cache;
-  p.v_cache = l.v_cache;
-  p.k_stride_page = l.k_strides[0];
-  p.k_stride_token = l.k_strides[1];
-  p.k_stride_head = l.k_strides[2];
-  p.v_stride_page = l.v_strides[0];
-  p.v_stride_token = l.v_strides[1];
-  p.v_stride_head = l.v_strides[2];
-  p.block_table = l.block_table;
-  p.block_table_stride = l.block_table_stride;
+  gpu::CopyPagedCaches(l, p);
   p.page_indptr = l.page_indptr;
-  p.max_pages = static_cast<int>(l.max_pages);
-  p.num_pages = static_cast<int>(l.num_pages);
   p.seq_lens = l.seq_lens;
   p.out = l.out;
   p.out_stride_b = l.out_stride_b;

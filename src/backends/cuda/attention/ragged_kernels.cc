@@ -14,6 +14,7 @@
 #include "backends/cuda/generic_kernels.h"
 #include "backends/cuda/tma/tensor_map_check.h"
 #include "backends/cuda/tma/tensor_map_spec.h"
+#include "backends/gpu/attention_launch.h"
 #include "backends/gpu/error_words.h"
 #include "core/env.h"
 #include "ops/attention/ragged_spec.h"
@@ -455,24 +456,13 @@ void FillParams(const RaggedLaunch& l, PrefillParams& p) {
   p.q = l.q;
   p.q_stride_token = l.q_stride_token;
   p.q_stride_head = l.q_stride_head;
-  p.k_cache = l.k_cache;
-  p.k_stride_page = l.k_strides[0];
-  p.k_stride_token = l.k_strides[1];
-  p.k_stride_head = l.k_strides[2];
-  p.v_cache = l.v_cache;
-  p.v_stride_page = l.v_strides[0];
-  p.v_stride_token = l.v_strides[1];
-  p.v_stride_head = l.v_strides[2];
+  gpu::CopyPagedCaches(l, p);
   p.out = l.out;
   p.out_stride_token = l.out_stride_token;
   p.out_stride_head = l.out_stride_head;
   p.lse = l.lse;
   p.lse_stride_token = l.lse_stride_token;
-  p.block_table = l.block_table;
-  p.block_table_stride = l.block_table_stride;
   p.page_indptr = l.page_indptr;
-  p.max_pages = static_cast<int>(l.max_pages);
-  p.num_pages = static_cast<int>(l.num_pages);
   p.items = reinterpret_cast<const PrefillWorkItem*>(l.work.items);
   p.worker_begin = l.work.worker_begin;
   p.partial_out = l.work.partial_out;
@@ -567,18 +557,8 @@ absl::Status CudaRaggedKernels::LaunchMerge(Engine& engine,
           engine, merge_key,
           engine.GeneratorFor(merge_key.op, &GenerateCudaRagged),
           GenericIdOf(GenericKernelId::kRaggedMergeBf16D64, l.shape)));
-  const PrefillMergeParams merge_params = {
-      .groups = reinterpret_cast<const PrefillMergeGroup*>(l.work.merge_groups),
-      .num_groups = l.work.num_merge_groups,
-      .partial_out = l.work.partial_out,
-      .partial_lse = l.work.partial_lse,
-      .out = l.out,
-      .out_stride_token = l.out_stride_token,
-      .out_stride_head = l.out_stride_head,
-      .lse = l.lse,
-      .lse_stride_token = l.lse_stride_token,
-      .pack = l.config.head_pack,
-      .tile_rows = l.config.tile_rows};
+  const PrefillMergeParams merge_params =
+      gpu::RaggedMergeParamsOf(l, l.config.tile_rows);
   LaunchConfig merge_config;
   merge_config.grid.x = static_cast<uint32_t>(l.config.num_workers);
   merge_config.block.x = kMergeThreads;

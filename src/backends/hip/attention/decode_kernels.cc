@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/gpu/attention_launch.h"
 #include "backends/gpu/error_words.h"
 #include "ops/attention/decode_spec.h"
 #include "plan/decode_plan.h"
@@ -42,18 +43,7 @@ HipDecodeParams ParamsOf(const DecodeLaunch& l) {
   p.q = l.q;
   p.q_stride_b = l.q_stride_b;
   p.q_stride_h = l.q_stride_h;
-  p.k_cache = l.k_cache;
-  p.v_cache = l.v_cache;
-  p.k_stride_page = l.k_strides[0];
-  p.k_stride_token = l.k_strides[1];
-  p.k_stride_head = l.k_strides[2];
-  p.v_stride_page = l.v_strides[0];
-  p.v_stride_token = l.v_strides[1];
-  p.v_stride_head = l.v_strides[2];
-  p.block_table = l.block_table;
-  p.block_table_stride = l.block_table_stride;
-  p.max_pages = static_cast<int>(l.max_pages);
-  p.num_pages = static_cast<int>(l.num_pages);
+  gpu::CopyPagedCaches(l, p);
   p.seq_lens = l.seq_lens;
   p.out = l.out;
   p.out_stride_b = l.out_stride_b;

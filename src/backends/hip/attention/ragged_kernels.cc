@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/gpu/attention_launch.h"
 #include "backends/gpu/error_words.h"
 #include "ops/attention/ragged_spec.h"
 #include "tailor/status.h"
@@ -49,19 +50,8 @@ HipRaggedParams ParamsOf(const RaggedLaunch& l) {
   p.q = l.q;
   p.q_stride_token = l.q_stride_token;
   p.q_stride_head = l.q_stride_head;
-  p.k_cache = l.k_cache;
-  p.v_cache = l.v_cache;
-  p.k_stride_page = l.k_strides[0];
-  p.k_stride_token = l.k_strides[1];
-  p.k_stride_head = l.k_strides[2];
-  p.v_stride_page = l.v_strides[0];
-  p.v_stride_token = l.v_strides[1];
-  p.v_stride_head = l.v_strides[2];
-  p.block_table = l.block_table;
-  p.block_table_stride = l.block_table_stride;
-  p.max_pages = static_cast<int>(l.max_pages);
+  gpu::CopyPagedCaches(l, p);
   p.page_indptr = l.page_indptr;
-  p.num_pages = static_cast<int>(l.num_pages);
   p.out = l.out;
   p.out_stride_token = l.out_stride_token;
   p.out_stride_head = l.out_stride_head;
@@ -232,18 +222,8 @@ absl::Status HipRaggedKernels::Run(Engine& engine, const RaggedLaunch& l) {
       std::shared_ptr<Kernel> merge,
       engine.GetKernel(merge_key,
                        engine.GeneratorFor(merge_key.op, &GenerateHipRagged)));
-  const PrefillMergeParams merge_params = {
-      .groups = reinterpret_cast<const PrefillMergeGroup*>(l.work.merge_groups),
-      .num_groups = l.work.num_merge_groups,
-      .partial_out = l.work.partial_out,
-      .partial_lse = l.work.partial_lse,
-      .out = l.out,
-      .out_stride_token = l.out_stride_token,
-      .out_stride_head = l.out_stride_head,
-      .lse = l.lse,
-      .lse_stride_token = l.lse_stride_token,
-      .pack = l.config.head_pack,
-      .tile_rows = kHipRaggedTileRows};
+  const PrefillMergeParams merge_params =
+      gpu::RaggedMergeParamsOf(l, kHipRaggedTileRows);
   LaunchConfig merge_config;
   merge_config.grid.x = static_cast<uint32_t>(l.config.num_workers);
   merge_config.block.x = kHipRaggedMergeThreads;
