@@ -170,7 +170,8 @@ int fp8dev_pack(const void* hidden, const int* permutation, void* a,
                         .tokens = tokens,
                         .topk = topk,
                         .hidden_dim = hidden_dim,
-                        .scale_rows = scale_rows};
+                        .scale_rows = scale_rows,
+                        .rows_in_order = 0};
   const int groups = hidden_dim / tailor::cuda::kMoeFp8Block;
   const unsigned grid_y =
       (groups + tailor::cuda::kMoeFp8PackGroupsPerBlock - 1) /

@@ -32,6 +32,7 @@
 #include "runtime/cuda/numeric.cuh"
 #include "runtime/cuda/pipeline.cuh"
 #include "runtime/cuda/warp_mma.cuh"
+#include "runtime/cuda/warpgroup_turns.cuh"
 #include "runtime/cuda/wgmma.cuh"
 #include "runtime/cuda/wgmma_half.cuh"
 #include "templates/cuda/attention/prefill_params.h"
@@ -43,15 +44,11 @@ namespace tailor::cuda {
 inline constexpr int kPrefillScheduleBarrier = 1;
 inline constexpr int kPrefillWarpgroupBarrier = 3;
 
-// Waits for this warpgroup's turn to issue MMAs (the other one arrived).
-TAILOR_DEVICE void ScheduleSync(int wg) {
-  NamedBarrierSync<256>(kPrefillScheduleBarrier + wg);
-}
+using PrefillTurns = WarpgroupTurns<kPrefillScheduleBarrier>;
+// Waits for this warpgroup's turn to issue MMAs (the other one passed it).
+TAILOR_DEVICE void ScheduleSync(int wg) { PrefillTurns::Wait(wg); }
 // Gives the other warpgroup its turn.
-TAILOR_DEVICE void ScheduleArrive(int wg) {
-  asm volatile("bar.arrive %0, 256;" ::"r"(kPrefillScheduleBarrier + 1 - wg)
-               : "memory");
-}
+TAILOR_DEVICE void ScheduleArrive(int wg) { PrefillTurns::Pass(1 - wg); }
 
 // The kernel's waits, named for the checked build's report.
 enum PrefillWaitSite : int {

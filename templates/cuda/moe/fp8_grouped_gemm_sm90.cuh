@@ -29,7 +29,9 @@
 // the same CTA's two consumers finish a split tile.
 //
 // kN, kK: the model's N and K, or kMoeRuntimeDim (0) to read params n and k
-// (one kernel for every shape).
+// (one kernel for every shape). kOrderedWaves: the consumers issue their
+// wgmma waves in turns (fp8_mainloop_sm90.cuh); off for the 128-row tile
+// at K < 1024, whose few K blocks a tile measured slower in turns.
 //
 // Params: MoeFp8GemmSm90Params (templates/cuda/moe/fp8_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_FP8_GROUPED_GEMM_SM90_CUH_
@@ -49,7 +51,8 @@
 namespace tailor::cuda {
 
 template <int kN, int kK, int kTileRows, int kEpilogue, int kSwapAB = 0,
-          int kScaleMode = kMoeFp8BlockScaled>
+          int kScaleMode = kMoeFp8BlockScaled,
+          bool kOrderedWaves = kK == 0 || kK >= 1024 || kTileRows <= 64>
 struct MoeFp8GroupedGemmSm90 {
   static_assert(kN >= 0 && kK >= 0,
                 "N and K are positive, or kMoeRuntimeDim (from the params)");
@@ -62,7 +65,7 @@ struct MoeFp8GroupedGemmSm90 {
   using Params = MoeFp8GemmSm90Params;
   using Mainloop =
       MoeFp8MainloopSm90<kTileRows, kSwapAB, kEpilogue != kMoeEpilogueNone,
-                         kScaleMode>;
+                         kScaleMode, kOrderedWaves>;
   using Epilogue = MoeFp8EpilogueSm90<Mainloop, kEpilogue>;
   static constexpr bool kGated = Epilogue::kGated;
   static constexpr bool kSwap = Mainloop::kSwap;
@@ -236,6 +239,7 @@ struct MoeFp8GroupedGemmSm90 {
     const int out_n = kGated ? n / 2 : n;
     PipelineCursor c;
     float acc[kAccumulators];
+    Mainloop::FirstTurn(consumer);
     for (;;) {
       WaitFull(ring, c);  // the tile's first fill names the tile
       const TileMessage m = Message(ring, c);
@@ -257,6 +261,7 @@ struct MoeFp8GroupedGemmSm90 {
       }
       Epilogue::Store(p, item, rows, m.n_tile, consumer, out_n, acc, exchange);
     }
+    Mainloop::LastTurn(consumer);
   }
 
   static void Run(const Params& p) {

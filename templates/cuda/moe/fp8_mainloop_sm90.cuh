@@ -43,13 +43,14 @@
 #include "runtime/cuda/numeric.cuh"
 #include "runtime/cuda/pipeline.cuh"
 #include "runtime/cuda/tma.cuh"
+#include "runtime/cuda/warpgroup_turns.cuh"
 #include "runtime/cuda/wgmma_fp8.cuh"
 #include "templates/cuda/moe/fp8_params.h"
 
 namespace tailor::cuda {
 
 template <int kTileRows, int kSwapAB, bool kGated,
-          int kScaleMode = kMoeFp8BlockScaled>
+          int kScaleMode = kMoeFp8BlockScaled, bool kOrderedWaves = true>
 struct MoeFp8MainloopSm90 {
   static_assert(kScaleMode == kMoeFp8PerTensor ||
                     kScaleMode == kMoeFp8PerChannel ||
@@ -171,9 +172,29 @@ struct MoeFp8MainloopSm90 {
     }
   }
 
+  // ---- consumer: the turns of the two consumers' waves -----------------------
+  // Named barriers 4 and 5 (0: __syncthreads; 1, 2: one consumer; 3: both,
+  // the epilogue's exchange). Both consumers issue the same waves (they
+  // share every tile), so the turns alternate strictly: consumer 1 hands
+  // consumer 0 the first, and after the last consumer 0 takes the one
+  // consumer 1 handed back, so no arrival is left.
+  using Turns = WarpgroupTurns<4>;
+  static void FirstTurn(int consumer) {
+    if (kOrderedWaves && consumer == 1) Turns::Pass(0);
+  }
+  static void LastTurn(int consumer) {
+    if (kOrderedWaves && consumer == 0) Turns::Wait(0);
+  }
+
   // ---- consumer: MMAs of one wave into the partial --------------------------
-  static void MmaWave(const unsigned char* stage, int consumer, int wave,
-                      float (&part)[kPartials]) {
+  // Issues the wave's wgmma steps as one group; with kOrderedWaves only in
+  // the consumer's turn, which it hands on once its warps have issued. Two
+  // consumers that issue at once finish at once and promote at once, with
+  // the tensor pipe idle; taking turns, each promotes while the other's
+  // wave runs.
+  static void IssueWave(const unsigned char* stage, int consumer, int wave,
+                        float (&part)[kPartials]) {
+    if constexpr (kOrderedWaves) Turns::Wait(consumer);
     const unsigned char* w_tile =
         stage + kABytes + BoxOf(consumer, wave, 0) * kBoxBytes;
     FenceAccumulators(part);
@@ -202,6 +223,11 @@ struct MoeFp8MainloopSm90 {
       }
     }
     WgmmaCommit();
+    if constexpr (kOrderedWaves) Turns::Pass(1 - consumer);
+  }
+
+  // Waits for the wave's group: `part` is complete.
+  static void FinishWave(float (&part)[kPartials]) {
     WgmmaWait<0>();
     FenceAccumulators(part);
   }
@@ -275,7 +301,8 @@ struct MoeFp8MainloopSm90 {
       }
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {
-        MmaWave(stage, consumer, v, part);
+        IssueWave(stage, consumer, v, part);
+        FinishWave(part);
         if (v == kWaves - 1 && leader) Release(ring, c);
         Promote(part, v, s[v], acc);
       }
