@@ -220,6 +220,32 @@ class Timer:
         self.warmup, self.reps = warmup, reps
         self.flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 
+    def interleaved(self, fns):
+        """name -> median us of each fn, timed rep by rep with the methods
+        interleaved, rep i starting at method i mod n: under the power limit a
+        method timed in a block of its own runs at the clocks of its moment
+        (the same kernel timed second read 3-8 % slower), here every method
+        sees the same ones."""
+        names = list(fns)
+        for _ in range(self.warmup):
+            for n in names:
+                fns[n]()
+        torch.cuda.synchronize()
+        ev = {n: [(torch.cuda.Event(enable_timing=True),
+                   torch.cuda.Event(enable_timing=True))
+                  for _ in range(self.reps)] for n in names}
+        for i in range(self.reps):
+            k = i % len(names) if names else 0
+            for n in names[k:] + names[:k]:
+                self.flush.fill_(i & 0xFF)
+                torch.cuda._sleep(400000)
+                ev[n][i][0].record()
+                fns[n]()
+                ev[n][i][1].record()
+        torch.cuda.synchronize()
+        return {n: float(np.median([s.elapsed_time(e) * 1e3 for s, e in ev[n]]))
+                for n in names}
+
     def us(self, fn):
         for _ in range(self.warmup):
             fn()

@@ -200,7 +200,7 @@ def sdpa_fn(case, step):
 def do_timing(case, fi, timer, ctx):
     import numpy as np
     import torch
-    from common import (check_seqs, compare, flashinfer_indices, flops, kv_bytes,
+    from common import (check_seqs, compare, flops, kv_bytes,
                         make_step, reference)
     gen = torch.Generator().manual_seed(4321)
     step = make_step(case, gen)
@@ -209,7 +209,7 @@ def do_timing(case, fi, timer, ctx):
     refs = reference(case, step, check_seqs(case), np.random.default_rng(0))
     res.update(compare(case, step, out, None, refs))
     res["plan"] = plan_summary(t.info)
-    res["tailor_us"] = timer.us(t.run)
+    timed = {"tailor_us": t.run}  # every method, timed interleaved at the end
     res["flops"] = flops(case)
     res["kv_bytes"] = kv_bytes(case)
     res["ok"] = res["rel_err"] < 1e-2 and res["nan_rows"] == 0
@@ -217,11 +217,11 @@ def do_timing(case, fi, timer, ctx):
         if case["kind"] in ("prefill", "mixed") and has_design(case, name):
             lt, lout, _ = run_tailor(case, step, with_lse=False, design=design)
             res[f"{name}_rel_err"] = compare(case, step, lout, None, refs)["rel_err"]
-            res[f"tailor_{name}_us"] = timer.us(lt.run)
+            timed[f"tailor_{name}_us"] = lt.run
             res["ok"] = res["ok"] and res[f"{name}_rel_err"] < 1e-2
     if case["kind"] in ("mixed", "decode"):
         try:
-            timed_split(case, step, refs, timer, res)
+            timed_split(case, step, refs, timed, res)
         except Exception as e:
             res["split_error"] = f"{type(e).__name__}: {e}"[:300]
     if case["kind"] == "mixed":  # tailor's prefill-only and decode-only parts
@@ -232,22 +232,24 @@ def do_timing(case, fi, timer, ctx):
         o2 = torch.empty_like(out)
         q2 = step["q"][case["q_lens"][0]:]
         dec.prepare(q2, step["k"], step["v"], step["table"][1:], o2[:q2.shape[0]])
-        res["tailor_prefill_part_us"] = timer.us(chunk.run)
-        res["tailor_decode_part_us"] = timer.us(dec.run)
+        timed["tailor_prefill_part_us"] = chunk.run
+        timed["tailor_decode_part_us"] = dec.run
     if fi is not None and case["d"] == 128 and case["dtype"] == "bf16":
-        fi_times(case, step, fi, timer, ctx, res)
+        fi_times(case, step, fi, timed, ctx, res)
     try:
         fn = sdpa_fn(case, step) if case["kind"] == "prefill" else None
         if fn is not None:
-            res["sdpa_us"] = timer.us(fn)
+            fn()
+            timed["sdpa_us"] = fn
     except Exception as e:
         res["sdpa_error"] = f"{type(e).__name__}: {e}"[:200]
+    res.update(timer.interleaved(timed))
     return res
 
 
-def timed_split(case, step, refs, timer, res):
+def timed_split(case, step, refs, timed, res):
     """Decode rows on the decode kernel (with the prefill rows, if any, on the
-    prefill kernel): checked against the reference, then timed."""
+    prefill kernel): checked against the reference, then added to `timed`."""
     import torch
     from common import compare
     out, _ = nan_outputs(case, step, False)
@@ -258,13 +260,14 @@ def timed_split(case, step, refs, timer, res):
     res["split_nan_rows"] = compare(case, step, out, None, refs)["nan_rows"]
     res["split_plan"] = launches[-1].summary()
     res["split_errors"] = [e for e in launches[-1].errors() if e is not None]
-    res["tailor_split_us"] = timer.us(fn)
+    timed["tailor_split_us"] = fn
     if len(launches) == 2:
-        res["tailor_split_decode_us"] = timer.us(launches[1].run)
+        timed["tailor_split_decode_us"] = launches[1].run
 
 
-def fi_times(case, step, fi, timer, ctx, res):
-    """FlashInfer's ways of running the same rows; errors recorded, not raised."""
+def fi_times(case, step, fi, timed, ctx, res):
+    """FlashInfer's ways of running the same rows, run once and added to
+    `timed`; errors recorded, not raised."""
     import torch
     from common import flashinfer_indices
     idx = flashinfer_indices(step, case)
@@ -275,7 +278,7 @@ def fi_times(case, step, fi, timer, ctx, res):
             _, o, fn = make()
             fn()
             torch.cuda.synchronize()
-            res[key] = timer.us(fn)
+            timed[key] = fn
         except Exception as e:
             res[key + "_error"] = f"{type(e).__name__}: {e}"[:300]
 
@@ -297,7 +300,7 @@ def fi_times(case, step, fi, timer, ctx, res):
             rows = torch.arange(case["q_lens"][0], sum(case["q_lens"]), device="cuda")
             _, _, df = fi_decode(fi, ctx["fi_ws2"], dcase, dstep,
                                  flashinfer_indices(dstep, dcase), True, rows)
-            res["fi_split_us"] = timer.us(lambda: (pf(), df()))
+            timed["fi_split_us"] = lambda: (pf(), df())
         except Exception as e:
             res["fi_split_error"] = f"{type(e).__name__}: {e}"[:300]
 
