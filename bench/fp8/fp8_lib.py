@@ -31,7 +31,7 @@ def sync():
 # Tile shapes of the kernels in moe_fp8_kernels.cu: name -> (plan tile rows,
 # A box rows, swap-AB).
 TILES = {"128": (128, 128, 0), "64": (64, 64, 0), "s32": (32, 32, 1),
-         "128u": (128, 128, 0), "64u": (64, 64, 0),
+         "128t": (128, 128, 0), "64u": (64, 64, 0),
          "s16": (16, 16, 1), "s8": (8, 8, 1)}
 EPILOGUES = ("plain", "silu", "quant")
 

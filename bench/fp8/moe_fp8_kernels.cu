@@ -22,15 +22,15 @@ FP8_GEMMS(quant, kMoeEpilogueSiluAndMulQuant)
 
 TAILOR_CUDA_ENTRY(tailor_fp8_pack, (tailor::cuda::MoeFp8Pack<0>))
 
-// The 128- and 64-row tiles with the consumers' waves unordered (both issue
-// at once): the A/B of the ordered waves.
-#define FP8_GEMM_UNORDERED(NAME, ROWS, EPILOGUE)                             \
+// The A/B of the consumers' waves in turns (kOrderedWaves; by default on for
+// the 64-row tile only): the 128-row tile with turns, the 64-row one without.
+#define FP8_GEMM_WAVES(NAME, ROWS, EPILOGUE, TURNS)                          \
   TAILOR_CUDA_ENTRY(NAME, (tailor::cuda::MoeFp8GroupedGemmSm90<              \
                               0, 0, ROWS, tailor::cuda::EPILOGUE, 0,         \
-                              tailor::cuda::kMoeFp8BlockScaled, false>))
-FP8_GEMM_UNORDERED(tailor_fp8_gemm_128u_plain, 128, kMoeEpilogueNone)
-FP8_GEMM_UNORDERED(tailor_fp8_gemm_128u_silu, 128, kMoeEpilogueSiluAndMul)
-FP8_GEMM_UNORDERED(tailor_fp8_gemm_128u_quant, 128, kMoeEpilogueSiluAndMulQuant)
-FP8_GEMM_UNORDERED(tailor_fp8_gemm_64u_plain, 64, kMoeEpilogueNone)
-FP8_GEMM_UNORDERED(tailor_fp8_gemm_64u_silu, 64, kMoeEpilogueSiluAndMul)
-FP8_GEMM_UNORDERED(tailor_fp8_gemm_64u_quant, 64, kMoeEpilogueSiluAndMulQuant)
+                              tailor::cuda::kMoeFp8BlockScaled, TURNS>))
+FP8_GEMM_WAVES(tailor_fp8_gemm_128t_plain, 128, kMoeEpilogueNone, true)
+FP8_GEMM_WAVES(tailor_fp8_gemm_128t_silu, 128, kMoeEpilogueSiluAndMul, true)
+FP8_GEMM_WAVES(tailor_fp8_gemm_128t_quant, 128, kMoeEpilogueSiluAndMulQuant, true)
+FP8_GEMM_WAVES(tailor_fp8_gemm_64u_plain, 64, kMoeEpilogueNone, false)
+FP8_GEMM_WAVES(tailor_fp8_gemm_64u_silu, 64, kMoeEpilogueSiluAndMul, false)
+FP8_GEMM_WAVES(tailor_fp8_gemm_64u_quant, 64, kMoeEpilogueSiluAndMulQuant, false)

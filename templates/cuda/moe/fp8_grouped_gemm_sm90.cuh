@@ -30,8 +30,9 @@
 //
 // kN, kK: the model's N and K, or kMoeRuntimeDim (0) to read params n and k
 // (one kernel for every shape). kOrderedWaves: the consumers issue their
-// wgmma waves in turns (fp8_mainloop_sm90.cuh); off for the 128-row tile
-// at K < 1024, whose few K blocks a tile measured slower in turns.
+// wgmma waves in turns (fp8_mainloop_sm90.cuh), on the 64-row tile, where
+// it measured faster; on the 128-row tile it measured even (slower at
+// short K), and the swap-AB tiles are not measured with it.
 //
 // Params: MoeFp8GemmSm90Params (templates/cuda/moe/fp8_params.h).
 #ifndef TAILOR_TEMPLATES_CUDA_MOE_FP8_GROUPED_GEMM_SM90_CUH_
@@ -52,7 +53,7 @@ namespace tailor::cuda {
 
 template <int kN, int kK, int kTileRows, int kEpilogue, int kSwapAB = 0,
           int kScaleMode = kMoeFp8BlockScaled,
-          bool kOrderedWaves = kK == 0 || kK >= 1024 || kTileRows <= 64>
+          bool kOrderedWaves = kSwapAB == 0 && kTileRows <= 64>
 struct MoeFp8GroupedGemmSm90 {
   static_assert(kN >= 0 && kK >= 0,
                 "N and K are positive, or kMoeRuntimeDim (from the params)");
