@@ -244,6 +244,15 @@ def do_timing(case, fi, timer, ctx):
     except Exception as e:
         res["sdpa_error"] = f"{type(e).__name__}: {e}"[:200]
     res.update(timer.interleaved(timed))
+    if os.environ.get("TAD_TIMING_CHECK") == "1":  # the protocols side by side
+        res.update({f"block_{k}": timer.us(fn) for k, fn in timed.items()})
+        res.update({f"again_{k}": v for k, v in timer.interleaved(timed).items()})
+    if os.environ.get("TAD_TIMING_PAIRS") == "1" and "tailor_split_us" in timed:
+        # The decode kernel interleaved with one other method at a time.
+        dk = timed["tailor_split_us"]
+        for other in [k for k in timed if k != "tailor_split_us"] + ["self"]:
+            pair = timer.interleaved({"dk": dk, "other": timed.get(other, dk)})
+            res[f"pair_{other}"] = pair["dk"]
     return res
 
 
