@@ -250,8 +250,24 @@ def do_timing(case, fi, timer, ctx):
     if os.environ.get("TAD_TIMING_PAIRS") == "1" and "tailor_split_us" in timed:
         # The decode kernel interleaved with one other method at a time.
         dk = timed["tailor_split_us"]
-        for other in [k for k in timed if k != "tailor_split_us"] + ["self"]:
-            pair = timer.interleaved({"dk": dk, "other": timed.get(other, dk)})
+        # Probes of what the other kernels disturb: a cuBLAS GEMM (large
+        # shared memory, TMA, much code) and a softmax (little of each).
+        a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(4096, 4096, device="cuda")
+        probes = {"mm": lambda: torch.mm(a, a), "softmax": lambda: torch.softmax(x, -1)}
+        try:  # and a kernel of ~100 KB of straight-line code, nothing else
+            body = " ".join(f"x = x * {1 + i * 1e-7:.9f}f + {i * 1e-7:.9f}f; "
+                            f"if (x > {1e30 + i:.1f}f) x = {i}.0f;" for i in range(2500))
+            big = torch.cuda.jiterator._create_jit_fn(
+                "template <typename T> T bigcode(T x) { " + body + " return x; }")
+            y = torch.randn(132 * 2048, device="cuda")
+            big(y)
+            probes["bigcode"] = lambda: big(y)
+        except Exception as e:
+            res["bigcode_error"] = f"{type(e).__name__}: {e}"[:200]
+        for other in [k for k in timed if k != "tailor_split_us"] + ["self"] + list(probes):
+            fn = probes.get(other, timed.get(other, dk))
+            pair = timer.interleaved({"dk": dk, "other": fn})
             res[f"pair_{other}"] = pair["dk"]
     return res
 

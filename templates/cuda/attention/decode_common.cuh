@@ -152,9 +152,21 @@ struct DecodeWarpState {
   }
 };
 
+// The soft-capped score, out of line: tanhf is some 20 instructions, and
+// inlined at each of a tile's scores it doubled the tile loop's code, which
+// a launch fetches cold from memory once other kernels ran (the decode
+// kernel's first tile and its merge are instruction-fetch bound then).
+static __device__ __noinline__ float DecodeCappedScore(float score_scale,
+                                                       float cap_scale,
+                                                       float dot) {
+  return score_scale * tanhf(dot * cap_scale);
+}
+
 // A scaled (and soft-capped) score in the log2 domain.
 TAILOR_DEVICE float DecodeScore(const DecodeKernelParams& p, float dot) {
-  if (p.cap_scale > 0) return p.score_scale * tanhf(dot * p.cap_scale);
+  if (p.cap_scale > 0) {
+    return DecodeCappedScore(p.score_scale, p.cap_scale, dot);
+  }
   return p.score_scale * dot;
 }
 
@@ -299,7 +311,7 @@ TAILOR_DEVICE void DecodeStore2(void* out, float x, float y) {
 //   A' = A 2^(M - M') + sum_i 2^(lse_i - M') O_i
 //   out = A' / S',  lse = (M' + log2 S') ln 2   (S' = 0: out 0, lse -inf)
 #ifndef TAILOR_DECODE_MERGE_LOADS
-#define TAILOR_DECODE_MERGE_LOADS 16
+#define TAILOR_DECODE_MERGE_LOADS 8
 #endif
 
 template <Half16 kType, int kHeadDim, int kGroup,
@@ -311,10 +323,12 @@ TAILOR_DEVICE void DecodeMergePieces(const DecodeKernelParams& p,
   constexpr int kMaxGroup = kGroup != kDecodeRuntimeDim ? kGroup : 16;
   constexpr int kPerThread = (kMaxGroup * kOctets + kThreads - 1) / kThreads;
   constexpr int kBlock = kPerThread < 4 ? kPerThread : 4;
-  // 16-byte partial loads in flight per thread (plus as many lse loads): 16
-  // keep the kernel at 142-160 registers (D=128); 32 would take 209-233,
-  // over the 204 that two CTAs an SM allow.
-  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=32 compares.
+  // 16-byte partial loads in flight per thread (plus as many lse loads): 8
+  // merge a pair of up to 8 pieces in one round trip. The unrolled loads
+  // are most of the merge's code, which a launch runs once and so fetches
+  // cold once other kernels ran; 16 doubled it, 32 would also take 209-233
+  // registers, over the 204 that two CTAs an SM allow.
+  // TAILOR_NVRTC_FLAGS=-DTAILOR_DECODE_MERGE_LOADS=16 compares.
   constexpr int kUnroll = TAILOR_DECODE_MERGE_LOADS / kBlock;
   // Every (block, k) names an output octet: no bounds check in the loop (a
   // check there, even one that never fails, keeps the loads of the unrolled
