@@ -113,6 +113,32 @@ class Timer:
             times.append(a.elapsed_time(b) * 1e3)
         return statistics.median(times)
 
+    def interleaved(self, fns):
+        """name -> median us of each fn, the fns timed rep by rep in a
+        rotating order (rep i starts at fn i mod n), so that every method of a
+        case sees the same clocks: timed in blocks, one after the other, a
+        later block ran at other clocks under the power limit (the attention
+        dev harness's Timer.interleaved, bench/results/attention_prefill_h200.txt
+        "Timing protocol")."""
+        names = list(fns)
+        for _ in range(self.warmup):
+            for name in names:
+                fns[name]()
+        times = {name: [] for name in names}
+        for i in range(self.reps):
+            k = i % len(names) if names else 0
+            for name in names[k:] + names[:k]:
+                self.flush.fill_(1)
+                torch.cuda._sleep(200_000)
+                a = torch.cuda.Event(enable_timing=True)
+                b = torch.cuda.Event(enable_timing=True)
+                a.record()
+                fns[name]()
+                b.record()
+                b.synchronize()
+                times[name].append(a.elapsed_time(b) * 1e3)
+        return {name: statistics.median(t) for name, t in times.items()}
+
 
 def rates(timer):
     m = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -149,10 +175,11 @@ def run_fi(fi, s, backend, decode):
     return out, (lambda: w.run(s["q"], s["kv"], out=out))
 
 
-def fi_split(fi, s, q_lens, kv_lens, timer):
+def fi_split(fi, s, q_lens, kv_lens):
     """A mixed step as FlashInfer serves it best: the prefill wrapper (fa3)
     over the sequences with q > 1 and the decode wrapper over the q = 1
-    rows, two launches timed together; None unless the step has both."""
+    rows, two launches as one function to time; None unless the step has
+    both."""
     pre = [b for b, q in enumerate(q_lens) if q > 1]
     dec = [b for b, q in enumerate(q_lens) if q == 1]
     if not pre or not dec:
@@ -161,7 +188,7 @@ def fi_split(fi, s, q_lens, kv_lens, timer):
     for seqs in (pre, dec):
         sub = step_subset(s, q_lens, kv_lens, seqs)
         parts.append(run_fi(fi, sub, "fa3", seqs is dec)[1])
-    return timer(lambda: [f() for f in parts])
+    return lambda: [f() for f in parts]
 
 
 def step_subset(s, q_lens, kv_lens, seqs):
@@ -197,8 +224,7 @@ def one_case(name, model, q_lens, kv_lens, fi, timer, gemm, copy):
     fn = run_tailor(s, q_lens, kv_lens)
     out = fn()
     torch.cuda.synchronize()
-    rec["tailor_us"] = timer(fn)
-    anchors = {}
+    timed = {"tailor": fn}  # every method, timed interleaved below
     if fi is not None:
         is_decode = max(q_lens) == 1
         for label, backend, dec in (("fa3", "fa3", False), ("fa2", "fa2", False),
@@ -209,13 +235,18 @@ def one_case(name, model, q_lens, kv_lens, fi, timer, gemm, copy):
                 ref, f = run_fi(fi, s, backend, dec)
                 f()
                 torch.cuda.synchronize()
-                anchors[label] = timer(f)
+                timed[label] = f
                 rec.setdefault("rel_vs_" + label, rel(out, ref))
             except Exception as e:  # an anchor that cannot run this case
                 rec[label + "_error"] = f"{type(e).__name__}: {e}"[:200]
-    split = fi_split(fi, s, q_lens, kv_lens, timer) if fi is not None else None
+    split = fi_split(fi, s, q_lens, kv_lens) if fi is not None else None
     if split is not None:
-        anchors["fi_split"] = split
+        split()
+        torch.cuda.synchronize()
+        timed["fi_split"] = split
+    times = timer.interleaved(timed)
+    rec["tailor_us"] = times.pop("tailor")
+    anchors = times
     rec.update({k + "_us": v for k, v in anchors.items()})
     if anchors:
         best = min(anchors, key=anchors.get)
