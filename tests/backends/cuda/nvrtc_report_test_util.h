@@ -1,12 +1,17 @@
 // NVRTC compile tests of generated kernels (no GPU needed, so they run in
-// CI): a fixture that compiles a key's source with ptxas -v, and the
-// numbers read back from its log (registers, spill bytes).
+// CI): a fixture that compiles a key's source with ptxas -v, the numbers
+// read back from its log (registers, spill bytes), and a kernel's code size
+// from the cubin (a short launch fetches its code from memory once other
+// kernels ran: bench/results/attention_prefill_h200.txt, "The decode
+// kernel's cold cost is instruction fetch").
 #ifndef TAILOR_TESTS_BACKENDS_CUDA_NVRTC_REPORT_TEST_UTIL_H_
 #define TAILOR_TESTS_BACKENDS_CUDA_NVRTC_REPORT_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <regex>
 #include <string>
@@ -54,6 +59,42 @@ inline int LogNumber(const std::string& log, const std::string& pattern) {
   std::smatch match;
   if (!std::regex_search(log, match, std::regex(pattern))) return -1;
   return std::stoi(match[1].str());
+}
+
+// Bytes of SASS in `cubin`: the sizes of its ".text.*" sections (the
+// kernel and any function it calls out of line; ELF64 little-endian, as
+// NVRTC writes it), or -1 when it is not such an ELF. Bounds-checked.
+inline long long CubinCodeBytes(const std::string& cubin) {
+  auto read = [&](uint64_t at, uint64_t bytes) -> std::optional<uint64_t> {
+    if (at > cubin.size() || bytes > cubin.size() - at) return std::nullopt;
+    uint64_t value = 0;
+    std::memcpy(&value, cubin.data() + at, bytes);  // little-endian host
+    return value;
+  };
+  if (cubin.size() < 64 || cubin.compare(0, 4, "\x7f" "ELF") != 0 ||
+      cubin[4] != 2 || cubin[5] != 1) {
+    return -1;
+  }
+  const auto sh_off = read(0x28, 8), sh_size = read(0x3a, 2),
+             sh_num = read(0x3c, 2), sh_strndx = read(0x3e, 2);
+  if (!sh_off || !sh_size || !sh_num || !sh_strndx || *sh_size < 64 ||
+      *sh_strndx >= *sh_num) {
+    return -1;
+  }
+  const auto names = read(*sh_off + *sh_strndx * *sh_size + 0x18, 8);
+  if (!names) return -1;
+  static constexpr char kText[] = ".text.";
+  long long total = 0;
+  for (uint64_t i = 0; i < *sh_num; ++i) {
+    const uint64_t header = *sh_off + i * *sh_size;
+    const auto name = read(header, 4), size = read(header + 0x20, 8);
+    if (!name || !size) return -1;
+    if (read(*names + *name, sizeof(kText) - 1) &&
+        cubin.compare(*names + *name, sizeof(kText) - 1, kText) == 0) {
+      total += static_cast<long long>(*size);
+    }
+  }
+  return total;
 }
 
 }  // namespace tailor::cuda::testing

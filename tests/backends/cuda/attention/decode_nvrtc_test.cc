@@ -82,8 +82,8 @@ using DecodeNvrtcTest = testing::NvrtcReportTest<&GenerateCudaDecode>;
 using testing::LogNumber;
 
 TEST_F(DecodeNvrtcTest, EveryVariantCompilesWithoutSpills) {
-  std::printf("%-50s %6s %5s %7s %7s\n", "variant", "stages", "regs",
-              "spill_st", "spill_ld");
+  std::printf("%-50s %6s %5s %7s %7s %7s\n", "variant", "stages", "regs",
+              "spill_st", "spill_ld", "code_kb");
   for (const Variant& v : Variants()) {
     SCOPED_TRACE(Describe(v));
     const SpecKey key = KeyOf(v);
@@ -93,8 +93,10 @@ TEST_F(DecodeNvrtcTest, EveryVariantCompilesWithoutSpills) {
     const int regs = LogNumber(out->log, R"(Used (\d+) registers)");
     const int spill_stores = LogNumber(out->log, R"((\d+) bytes spill stores)");
     const int spill_loads = LogNumber(out->log, R"((\d+) bytes spill loads)");
-    std::printf("%-50s %6d %5d %7d %7d\n", Describe(v).c_str(), key.tile.stages,
-                regs, spill_stores, spill_loads);
+    std::printf("%-50s %6d %5d %7d %7d %7.1f\n", Describe(v).c_str(),
+                key.tile.stages, regs, spill_stores, spill_loads,
+                testing::CubinCodeBytes(out->cubin) / 1024.0);
+    EXPECT_GT(testing::CubinCodeBytes(out->cubin), 0);
     EXPECT_GT(regs, 0) << out->log;
     EXPECT_EQ(spill_stores, 0) << out->log;
     EXPECT_EQ(spill_loads, 0) << out->log;

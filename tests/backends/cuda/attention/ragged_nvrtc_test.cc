@@ -54,7 +54,8 @@ TEST_F(RaggedNvrtcTest, AnchorAndEdgeVariantsCompileWithoutSpills) {
       {DType::kF16, 256, 16, 16, 32, RaggedMask::kCausalWindow,
        kPrefillTileRows},
   };
-  std::printf("%-55s %5s %8s %8s\n", "variant", "regs", "spill_st", "spill_ld");
+  std::printf("%-55s %5s %8s %8s %7s\n", "variant", "regs", "spill_st",
+              "spill_ld", "code_kb");
   for (const RaggedKernelSpec& spec : specs) {
     SCOPED_TRACE(spec.ToString());
     absl::StatusOr<NvrtcCompiler::Output> out = Compile(spec.Key(kHopper));
@@ -62,8 +63,8 @@ TEST_F(RaggedNvrtcTest, AnchorAndEdgeVariantsCompileWithoutSpills) {
     const int regs = LogNumber(out->log, R"(Used (\d+) registers)");
     const int stores = LogNumber(out->log, R"((\d+) bytes spill stores)");
     const int loads = LogNumber(out->log, R"((\d+) bytes spill loads)");
-    std::printf("%-55s %5d %8d %8d\n", spec.ToString().c_str(), regs, stores,
-                loads);
+    std::printf("%-55s %5d %8d %8d %7.1f\n", spec.ToString().c_str(), regs,
+                stores, loads, testing::CubinCodeBytes(out->cubin) / 1024.0);
     EXPECT_GT(regs, 0) << out->log;
     EXPECT_EQ(stores, 0) << out->log;
     EXPECT_EQ(loads, 0) << out->log;
@@ -144,8 +145,8 @@ TEST_F(RaggedNvrtcTest, PortableVariantsCompileWithoutSpills) {
        kPrefillSm80TileRows},
       {DType::kBF16, 256, 2, 2, 256, RaggedMask::kCausal, kPrefillSm80TileRows},
   };
-  std::printf("%-64s %6s %5s %8s %8s\n", "portable variant", "arch", "regs",
-              "spill_st", "spill_ld");
+  std::printf("%-64s %6s %5s %8s %8s %7s\n", "portable variant", "arch",
+              "regs", "spill_st", "spill_ld", "code_kb");
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const KeyTarget target = {.backend = BackendKind::kCuda, .arch = arch};
     for (RaggedKernelSpec spec : specs) {
@@ -157,8 +158,9 @@ TEST_F(RaggedNvrtcTest, PortableVariantsCompileWithoutSpills) {
       const int regs = LogNumber(out->log, R"(Used (\d+) registers)");
       const int stores = LogNumber(out->log, R"((\d+) bytes spill stores)");
       const int loads = LogNumber(out->log, R"((\d+) bytes spill loads)");
-      std::printf("%-64s %6s %5d %8d %8d\n", spec.ToString().c_str(), arch,
-                  regs, stores, loads);
+      std::printf("%-64s %6s %5d %8d %8d %7.1f\n", spec.ToString().c_str(),
+                  arch, regs, stores, loads,
+                  testing::CubinCodeBytes(out->cubin) / 1024.0);
       EXPECT_GT(regs, 0) << out->log;
       EXPECT_EQ(stores, 0) << out->log;
       EXPECT_EQ(loads, 0) << out->log;
