@@ -149,32 +149,39 @@ def floor_ms(counts, n, k, copy_tbps, fp8_tflops):
     return max(flops / fp8_tflops / 1e9, bytes_ / copy_tbps / 1e9)
 
 
-def time_tailor(lib, a_q, a_s, w_q, w_s, counts, epilogue, tiles, judge=None):
-    """(tile -> ms, the fastest tile, its output, tile -> error). With
-    `judge` (output -> rel err), the fastest tile among those within 5e-3."""
+def prepare_tile(lib, a_q, a_s, w_q, w_s, counts, epilogue, tile):
+    """Tile `tile`'s GEMM, launched once: (prepared GEMM, (c, c_s, plan)).
+    The GEMM holds the tensors' pointers only: keep the tuple alive until
+    it is freed."""
     rows, n = a_q.shape[0], w_q.shape[1]
     out_n = n // 2 if epilogue != "plain" else n
+    plan = Plan(counts, TILES[tile][0])
+    c_s = None
+    if epilogue == "quant":
+        c = torch.empty(max(rows, 1), out_n, dtype=torch.uint8, device=dev)
+        c_s = torch.empty(out_n // BLOCK, scale_rows(rows), device=dev)
+    else:
+        c = torch.empty(max(rows, 1), out_n, dtype=torch.bfloat16, device=dev)
+    g = lib.gemm(tile, epilogue, a_q, a_s, w_q, w_s, c, plan, c_s)
+    log(f"@@LAUNCH {tile}_{epilogue}")
+    g.launch()
+    sync()
+    return g, (c, c_s, plan)
+
+
+def time_tailor(lib, a_q, a_s, w_q, w_s, counts, epilogue, tiles, judge=None):
+    """(tile -> ms, the fastest tile, its output, tile -> error). With
+    `judge` (output -> rel err), the fastest tile among those within 5e-3.
+    Each tile is launched once and judged, then all are timed interleaved."""
     prepared, outs, errs = {}, {}, {}
-    for tile in tiles:  # each tile launched once and judged, then all timed
+    for tile in tiles:
         if f"{tile}_{epilogue}" in _excluded:
             continue
         try:
-            plan = Plan(counts, TILES[tile][0])
-            c_s = None
-            if epilogue == "quant":
-                c = torch.empty(max(rows, 1), out_n, dtype=torch.uint8, device=dev)
-                c_s = torch.empty(out_n // BLOCK, scale_rows(rows), device=dev)
-            else:
-                c = torch.empty(max(rows, 1), out_n, dtype=torch.bfloat16,
-                                device=dev)
-            g = lib.gemm(tile, epilogue, a_q, a_s, w_q, w_s, c, plan, c_s)
-            log(f"@@LAUNCH {tile}_{epilogue}")
-            g.launch()
-            sync()
-            prepared[tile] = g
-            outs[tile] = (c, c_s, plan)  # g holds their pointers only
+            prepared[tile], outs[tile] = prepare_tile(
+                lib, a_q, a_s, w_q, w_s, counts, epilogue, tile)
             if judge is not None:
-                errs[tile] = judge(c)
+                errs[tile] = judge(outs[tile][0])
         except Exception as ex:
             log(f"  tailor {tile} {epilogue}: {ex!r}")
             if fatal(ex):
@@ -197,8 +204,10 @@ def candidate_tiles(counts, tiles):
     return [t for t in tiles if mean <= limit.get(t, float("inf"))]
 
 
-def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
-    """name -> (ms, rel err on the sampled rows)."""
+def prepare_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
+    """name -> (function to time, rel err on the sampled rows), each anchor
+    run once and judged; the Triton kernel's config is the fastest of
+    fp8_anchors.TRITON_CONFIGS (its own tuning, timed here)."""
     out = {}
     avail = [m for m in avail if f"anchor_{m}" not in _excluded]
     if "scaled_mm_loop" in avail and sum(counts):
@@ -207,8 +216,7 @@ def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
             run, c, run_store = fp8_anchors.scaled_mm_loop(a_q, a_s, w_q, w_s,
                                                            counts)
             run_store()
-            err = rel_err(c[rows_idx].float(), ref)
-            out["scaled_mm_loop"] = (bench(run), err)
+            out["scaled_mm_loop"] = (run, rel_err(c[rows_idx].float(), ref))
         except Exception as ex:
             log(f"  scaled_mm_loop: {ex!r}")
             if fatal(ex):
@@ -217,8 +225,8 @@ def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
         log("@@LAUNCH anchor_grouped_rowwise")
         try:
             run = fp8_anchors.grouped_rowwise(*rowwise, counts)
-            err = rel_err(run()[rows_idx].float(), ref)
-            out["grouped_rowwise"] = (bench(run), err)
+            out["grouped_rowwise"] = (run,
+                                      rel_err(run()[rows_idx].float(), ref))
         except Exception as ex:
             log(f"  grouped_rowwise: {ex!r}")
             if fatal(ex):
@@ -234,13 +242,13 @@ def time_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx, rowwise, avail):
             if best is None or ms < best[0]:
                 run()
                 sync()
-                best = (ms, rel_err(c[rows_idx].float(), ref), cfg)
+                best = (ms, run, rel_err(c[rows_idx].float(), ref))
         except Exception as ex:
             log(f"  triton {cfg}: {ex!r}")
             if fatal(ex):
                 raise
     if best is not None:
-        out["triton_padded"] = best[:2]
+        out["triton_padded"] = best[1:]
     log("@@LAUNCH none")
     return out
 
@@ -299,10 +307,28 @@ def run_projection(lib, row, name, a_q, a_s, w_q, w_s, counts, ceil, args,
         rowwise = rowwise_for(a_q, a_s, rw_weights)
     except Exception as ex:
         log(f"  rowwise inputs: {ex!r}")
-    for m, (ms, err) in time_anchors(a_q, a_s, w_q, w_s, counts, ref,
-                                     rows_idx, rowwise, avail).items():
-        row[f"{name}_{m}_ms"] = ms
+    anchors = prepare_anchors(a_q, a_s, w_q, w_s, counts, ref, rows_idx,
+                              rowwise, avail)
+    for m, (_, err) in anchors.items():
         row[f"{name}_{m}_err"] = err
+    # tailor's best tile and the anchors, timed interleaved with each other
+    # (the tile table above was timed among the tiles).
+    fns = {f"anchor {m}": fn for m, (fn, _) in anchors.items()}
+    kept = None
+    if best is not None and f"{best}_plain" not in _excluded:
+        try:
+            kept = prepare_tile(lib, a_q, a_s, w_q, w_s, counts, "plain", best)
+            fns["tailor"] = kept[0].launch
+        except Exception as ex:
+            log(f"  tailor {best} plain: {ex!r}")
+            if fatal(ex):
+                raise
+    log("@@LAUNCH none")
+    for m, ms in bench_interleaved(fns).items():
+        key = "tailor" if m == "tailor" else m[len("anchor "):]
+        row[f"{name}_{key}_ms"] = ms
+    if kept is not None:
+        kept[0].free()
 
 
 def probe_anchors():
