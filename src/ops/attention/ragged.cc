@@ -204,16 +204,7 @@ internal::RaggedLaunch LaunchOf(const RunRaggedArgs& args,
   launch.q_rows = args.q.dims[0];
   launch.q_stride_token = args.q.strides[0];
   launch.q_stride_head = args.q.strides[1];
-  launch.k_cache = args.k_cache.data;
-  launch.v_cache = args.v_cache.data;
-  for (int i = 0; i < 3; ++i) {
-    launch.k_strides[i] = args.k_cache.strides[i];
-    launch.v_strides[i] = args.v_cache.strides[i];
-  }
-  launch.num_pages = args.k_cache.dims[0];
-  launch.block_table = args.block_table.as<int32_t>();
-  launch.block_table_stride = args.block_table.strides[0];
-  launch.max_pages = args.block_table.dims[args.block_table.rank - 1];
+  internal::CopyPagedCacheArgs(args, launch);
   if (args.page_indptr.has_value()) {
     launch.page_indptr = args.page_indptr->as<int32_t>();
   }

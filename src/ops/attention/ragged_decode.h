@@ -104,16 +104,12 @@ absl::StatusOr<DecodeErrors> TakeRaggedDecodeErrors(Runtime& runtime,
                                                     RaggedWorkspaceImpl& w,
                                                     void* stream);
 
-// The launch of `args` (attention::RunDecodeArgs or RunRaggedArgs: q, the
-// caches, a block table whose last dim is max_pages, out, lse, scale, soft
-// cap, stream) for `shape`: row b of q / out / lse, no work, no seq_lens.
-template <typename Args>
-DecodeLaunch DecodeLaunchOf(const Args& args, const DecodeShape& shape) {
-  DecodeLaunch l;
-  l.shape = shape;
-  l.q = args.q.data;
-  l.q_stride_b = args.q.strides[0];
-  l.q_stride_h = args.q.strides[1];
+// The paged caches of `args` (RunDecodeArgs or RunRaggedArgs: k_cache,
+// v_cache [num_pages, page_size, Hkv, D] with any strides of dims 0..2, a
+// block table whose last dim is max_pages) into `l` (a DecodeLaunch or
+// RaggedLaunch: their fields have the same names).
+template <typename Args, typename Launch>
+void CopyPagedCacheArgs(const Args& args, Launch& l) {
   l.k_cache = args.k_cache.data;
   l.v_cache = args.v_cache.data;
   for (int i = 0; i < 3; ++i) {
@@ -124,6 +120,19 @@ DecodeLaunch DecodeLaunchOf(const Args& args, const DecodeShape& shape) {
   l.block_table = args.block_table.template as<int32_t>();
   l.block_table_stride = args.block_table.strides[0];
   l.max_pages = args.block_table.dims[args.block_table.rank - 1];
+}
+
+// The launch of `args` (attention::RunDecodeArgs or RunRaggedArgs: q, the
+// caches, a block table whose last dim is max_pages, out, lse, scale, soft
+// cap, stream) for `shape`: row b of q / out / lse, no work, no seq_lens.
+template <typename Args>
+DecodeLaunch DecodeLaunchOf(const Args& args, const DecodeShape& shape) {
+  DecodeLaunch l;
+  l.shape = shape;
+  l.q = args.q.data;
+  l.q_stride_b = args.q.strides[0];
+  l.q_stride_h = args.q.strides[1];
+  CopyPagedCacheArgs(args, l);
   l.out = args.out.data;
   l.out_stride_b = args.out.strides[0];
   l.out_stride_h = args.out.strides[1];

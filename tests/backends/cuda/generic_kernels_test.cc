@@ -180,10 +180,6 @@ TEST(GenericKernelKeys, RunTimeSourcesCompileWithNvrtc) {
   }
 }
 
-// The generic ragged kernels (the portable kernel with runtime pack and
-// page size) compile without spills for both cubins of the image.
-using GenericNvrtcTest = testing::NvrtcReportTest<&GenerateGenericKernel>;
-
 // Prints one compile's registers and spill bytes beside its entry and arch;
 // every generic kernel reports registers and spills nothing.
 void ExpectNoSpills(const NvrtcCompiler::Output& out, const char* entry,
@@ -198,20 +194,37 @@ void ExpectNoSpills(const NvrtcCompiler::Output& out, const char* entry,
   EXPECT_EQ(loads, 0) << out.log;
 }
 
-TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
-  const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_80"};
-  for (const char* arch : {"sm_80", "sm_90"}) {
-    for (int i = static_cast<int>(GenericKernelId::kRaggedBf16D64);
-         i <= static_cast<int>(GenericKernelId::kRaggedF16D256); ++i) {
-      const GenericKernelInfo& info = GenericKernelInfoOf(Id(i));
-      SCOPED_TRACE(absl::StrCat(info.entry, " ", arch));
-      absl::StatusOr<NvrtcCompiler::Output> out =
-          Compile(GenericKernelKey(target, Id(i)), arch);
-      TAILOR_ASSERT_OK(out.status());
-      ExpectNoSpills(*out, info.entry, arch);
-      EXPECT_THAT(out->ptx, HasSubstr("mma.sync.aligned.m16n8k16"));
+class GenericNvrtcTest
+    : public testing::NvrtcReportTest<&GenerateGenericKernel> {
+ protected:
+  // Compiles the generic kernels [first, last] for both cubins of the image
+  // (sm_80, sm_90), expects each without spills, and hands it to
+  // check(info, arch, output).
+  template <typename Check>
+  void CompileEach(GenericKernelId first, GenericKernelId last, Check check) {
+    const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_80"};
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      for (int i = static_cast<int>(first); i <= static_cast<int>(last); ++i) {
+        const GenericKernelInfo& info = GenericKernelInfoOf(Id(i));
+        SCOPED_TRACE(absl::StrCat(info.entry, " ", arch));
+        absl::StatusOr<NvrtcCompiler::Output> out =
+            Compile(GenericKernelKey(target, Id(i)), arch);
+        TAILOR_ASSERT_OK(out.status());
+        ExpectNoSpills(*out, info.entry, arch);
+        check(info, std::string(arch), *out);
+      }
     }
   }
+};
+
+// The generic ragged kernels (the portable kernel with runtime pack and
+// page size) compile without spills for both cubins of the image.
+TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
+  CompileEach(GenericKernelId::kRaggedBf16D64, GenericKernelId::kRaggedF16D256,
+              [](const GenericKernelInfo&, const std::string&,
+                 const NvrtcCompiler::Output& out) {
+                EXPECT_THAT(out.ptx, HasSubstr("mma.sync.aligned.m16n8k16"));
+              });
 }
 
 // The generic FP8 kernels (the quantizing Pack with runtime H; the portable
@@ -219,23 +232,17 @@ TEST_F(GenericNvrtcTest, RaggedKernelsCompileWithoutSpills) {
 // epilogue) compile without spills for both cubins of the image; the GEMMs
 // run on mma.sync, sm_90 converts e4m3 with its cvt instructions.
 TEST_F(GenericNvrtcTest, Fp8KernelsCompileWithoutSpills) {
-  const KeyTarget target = {.backend = BackendKind::kCuda, .arch = "sm_80"};
-  for (const char* arch : {"sm_80", "sm_90"}) {
-    for (int i = static_cast<int>(GenericKernelId::kFp8PackBlock);
-         i <= static_cast<int>(GenericKernelId::kFp8GemmPerChannelSiluAndMul);
-         ++i) {
-      const GenericKernelInfo& info = GenericKernelInfoOf(Id(i));
-      SCOPED_TRACE(absl::StrCat(info.entry, " ", arch));
-      absl::StatusOr<NvrtcCompiler::Output> out =
-          Compile(GenericKernelKey(target, Id(i)), arch);
-      TAILOR_ASSERT_OK(out.status());
-      ExpectNoSpills(*out, info.entry, arch);
-      const bool gemm = info.op == OpKind::kMoeGroupedGemm;
-      EXPECT_EQ(absl::StrContains(out->ptx, "mma.sync.aligned.m16n8k16"), gemm);
-      EXPECT_EQ(absl::StrContains(out->ptx, "cvt.rn.f16x2.e4m3x2"),
-                gemm && std::string(arch) == "sm_90");
-    }
-  }
+  CompileEach(GenericKernelId::kFp8PackBlock,
+              GenericKernelId::kFp8GemmPerChannelSiluAndMul,
+              [](const GenericKernelInfo& info, const std::string& arch,
+                 const NvrtcCompiler::Output& out) {
+                const bool gemm = info.op == OpKind::kMoeGroupedGemm;
+                EXPECT_EQ(
+                    absl::StrContains(out.ptx, "mma.sync.aligned.m16n8k16"),
+                    gemm);
+                EXPECT_EQ(absl::StrContains(out.ptx, "cvt.rn.f16x2.e4m3x2"),
+                          gemm && arch == "sm_90");
+              });
 }
 
 }  // namespace

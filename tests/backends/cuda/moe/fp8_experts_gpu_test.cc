@@ -122,6 +122,22 @@ class MoeFp8ExpertsCudaTest
             .policy = policy};
   }
 
+  // Runs `mode` with top-4 routing at T = 1, 17, 129 (every token on one
+  // expert) and 577 on layers of `dims`.
+  void CheckTokenCounts(std::mt19937_64& rng, const Fp8LayerDims& dims,
+                        ScaleMode mode) {
+    for (int64_t tokens : {1, 17, 129, 577}) {
+      SCOPED_TRACE(absl::StrCat("T=", tokens, " H=", dims.hidden,
+                                " I=", dims.intermediate));
+      const Fp8Layer layer = MakeLayer(
+          rng, dims,
+          RandomTopkIds(rng, tokens, 4, dims.experts,
+                        tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
+          mode);
+      RunAndCheck(layer);
+    }
+  }
+
   // Captures one step of `mode` in a CUDA graph and replays it with new
   // data and token counts.
   void CheckGraphReplays(ScaleMode mode, const Fp8LayerDims& dims);
@@ -185,15 +201,7 @@ TEST_P(MoeFp8ExpertsCudaTest, TopKRoutingAtAwkwardTokenCounts) {
 // accumulators; every tile kind the cost model picks, awkward counts.
 TEST_P(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
-  for (int64_t tokens : {1, 17, 129, 577}) {
-    SCOPED_TRACE(absl::StrCat("T=", tokens));
-    const Fp8Layer layer = MakeLayer(
-        rng, kWide,
-        RandomTopkIds(rng, tokens, 4, kWide.experts,
-                      tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
-        ScaleMode::kPerTensor);
-    RunAndCheck(layer);
-  }
+  CheckTokenCounts(rng, kWide, ScaleMode::kPerTensor);
   const Fp8Layer empty =
       MakeLayer(rng, kSmall, IdsWithCounts(rng, {0, 3, 0, 0, 128, 0, 1, 0}),
                 ScaleMode::kPerTensor);
@@ -208,16 +216,7 @@ TEST_P(MoeFp8ExpertsCudaTest, PerTensorModeMatchesTheReference) {
 TEST_P(MoeFp8ExpertsCudaTest, PerChannelModeMatchesTheReference) {
   std::mt19937_64 rng(TestSeed());
   for (const Fp8LayerDims& dims : {kNarrow, kNarrowWide}) {
-    for (int64_t tokens : {1, 17, 129, 577}) {
-      SCOPED_TRACE(absl::StrCat("T=", tokens, " H=", dims.hidden,
-                                " I=", dims.intermediate));
-      const Fp8Layer layer = MakeLayer(
-          rng, dims,
-          RandomTopkIds(rng, tokens, 4, dims.experts,
-                        tokens == 129 ? Spread::kOneExpert : Spread::kUniform),
-          ScaleMode::kPerChannel);
-      RunAndCheck(layer);
-    }
+    CheckTokenCounts(rng, dims, ScaleMode::kPerChannel);
   }
   for (const std::vector<int64_t>& counts :
        {std::vector<int64_t>{0, 1, 127, 128, 129, 0, 577, 17},
