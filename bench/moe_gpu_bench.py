@@ -25,9 +25,11 @@ H=7168 and E=8 k=2 H=4096: tailor's against the torch a server would write
 (stable argsort permutation, index_select, index_add_), in microseconds.
 
 Timing: CUDA events around one call after an L2 flush (bench()), median of
-repeats after warm-ups. With --rounds R the GEMM methods (tailor, grouped_mm,
-loop) are each timed R times, round after round, in the reverse order every
-other round, and keep their best median (the Triton anchor keeps the best
+repeats after warm-ups. The GEMM methods (tailor, grouped_mm, loop) are
+timed interleaved, rep by rep in a rotating order, so that every method sees
+the same clocks (--timing blocks: each in a block of its own, the order
+reversed every other round); with --rounds R each is timed R times and keeps
+its best median (the Triton anchor keeps the best
 of its config sweep): at large T an H100 runs at its 700 W power limit and
 its SM clock drifts by 10-20 % between back-to-back runs, so one median per
 method measures its place in the order as much as the method. The place
@@ -64,6 +66,7 @@ dev = torch.device("cuda")
 
 _flush = None
 _rounds = 1  # --rounds
+_timing = "interleaved"  # --timing
 _tile_rows = 0  # --tile-rows (0: the cost model's choice)
 _clean = None  # set by --l2 clean: a 256 MiB buffer read after each fill
 
@@ -97,6 +100,36 @@ def bench(fn, warm=5, iters=30):
         times.append(s.elapsed_time(e))
     times.sort()
     return times[len(times) // 2]  # ms
+
+
+def bench_interleaved(fns, warm=3, iters=20):
+    """name -> median ms of each fn, timed as bench() times one, but rep by
+    rep with the methods interleaved (rep i starts at method i mod n): a
+    method timed in a block of its own runs at the SM clock of its moment
+    under the power limit, here every method sees the same clocks."""
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    names = list(fns)
+    for _ in range(warm):
+        for n in names:
+            fns[n]()
+    torch.cuda.synchronize()
+    times = {n: [] for n in names}
+    for i in range(iters):
+        k = i % len(names)
+        for n in names[k:] + names[:k]:
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            _flush.zero_()
+            if _clean is not None:
+                _clean.sum()
+            s.record()
+            fns[n]()
+            e.record()
+            torch.cuda.synchronize()
+            times[n].append(s.elapsed_time(e))
+    return {n: sorted(v)[len(v) // 2] for n, v in times.items()}
 
 
 def ceilings():
@@ -169,6 +202,10 @@ def run_projection(tailors, row, name, a, w, counts, floor_ms, tpb):
     for m in order:
         bench(methods[m], 3, 20)
     for r in range(_rounds):
+        if _timing == "interleaved":
+            for m, ms in bench_interleaved(methods).items():
+                samples[m].append(ms)
+            continue
         for m in order if r % 2 == 0 else order[::-1]:
             samples[m].append(bench(methods[m], 3, 20))
     times = {m: min(v) for m, v in samples.items()}
@@ -328,6 +365,12 @@ def main():
                     help="time each GEMM method this many times, in turn "
                          "(reversed every other round), and keep its best "
                          "median (see the docstring)")
+    ap.add_argument("--timing", choices=["interleaved", "blocks"],
+                    default="interleaved",
+                    help="interleaved: each round times the GEMM methods rep "
+                         "by rep in a rotating order (bench_interleaved); "
+                         "blocks: each method's reps in a block of its own, "
+                         "the order reversed every other round")
     ap.add_argument("--consumers", choices=["auto", "both"], default="auto",
                     help="auto: one tailor method, the cost model's "
                          "consumer schedule; both: tailor_coop and tailor_pp, "
@@ -340,14 +383,15 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds: must be at least 1")
-    global _rounds, _tile_rows
+    global _rounds, _tile_rows, _timing
     _rounds = args.rounds
+    _timing = args.timing
     _tile_rows = args.tile_rows
     if args.l2 == "clean":
         global _clean
         _clean = torch.ones(64 << 20, dtype=torch.float32, device=dev)
     print(f"L2 before each rep: {args.l2}; rounds per GEMM method: "
-          f"{args.rounds}", flush=True)
+          f"{args.rounds}; timing: {args.timing}", flush=True)
     sys.path.insert(0, args.anchors)
     try:
         import triton_pad_to_block as tpb
