@@ -31,13 +31,8 @@ absl::Status ExpectOperand(absl::string_view name, const TensorRef& t, int rank,
   return absl::OkStatus();
 }
 
-absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
-                                int rank, Device device) {
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": dtype must be bf16 or f32, got ", DTypeName(t.dtype)));
-  }
-  TAILOR_RETURN_IF_ERROR(ExpectOperand(name, t, rank, t.dtype, device));
+absl::Status ExpectDeviceAligned(absl::string_view name, const TensorRef& t,
+                                 Device device) {
   constexpr uintptr_t kVectorBytes = 16;
   if (device.type != DeviceType::kCpu &&
       reinterpret_cast<uintptr_t>(t.data) % kVectorBytes != 0) {
@@ -45,6 +40,16 @@ absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
         name, ": data must be 16-byte aligned on ", DeviceName(device)));
   }
   return absl::OkStatus();
+}
+
+absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
+                                int rank, Device device) {
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": dtype must be bf16 or f32, got ", DTypeName(t.dtype)));
+  }
+  TAILOR_RETURN_IF_ERROR(ExpectOperand(name, t, rank, t.dtype, device));
+  return ExpectDeviceAligned(name, t, device);
 }
 
 absl::StatusOr<plan::PlanParams> ResolvePolicy(const moe::RoutingPolicy& policy,

@@ -24,8 +24,13 @@ namespace tailor::internal {
 absl::Status ExpectOperand(absl::string_view name, const TensorRef& t, int rank,
                            DType dtype, Device device);
 
-// ExpectOperand for an activation or weight: dtype bf16 or f32, and on a
-// GPU data 16-byte aligned (the kernels move 16-byte vectors).
+// On a GPU: data 16-byte aligned (the kernels move 16-byte vectors, TMA
+// boxes start on 16 bytes).
+absl::Status ExpectDeviceAligned(absl::string_view name, const TensorRef& t,
+                                 Device device);
+
+// ExpectOperand for an activation or weight: dtype bf16 or f32, and
+// ExpectDeviceAligned.
 absl::Status ExpectFloatOperand(absl::string_view name, const TensorRef& t,
                                 int rank, Device device);
 

@@ -15,7 +15,8 @@ absl::Status ExpectFp8Operand(absl::string_view name, const TensorRef& t,
         absl::StrCat(name, ": dtype must be f8e4m3 with a scale mode, got ",
                      DTypeName(t.dtype)));
   }
-  return ExpectOperand(name, t, rank, DType::kF8E4M3, device);
+  TAILOR_RETURN_IF_ERROR(ExpectOperand(name, t, rank, DType::kF8E4M3, device));
+  return ExpectDeviceAligned(name, t, device);
 }
 
 absl::Status ExpectScaleModeAndBlock(absl::string_view prefix,

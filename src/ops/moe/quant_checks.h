@@ -20,7 +20,9 @@ namespace tailor::internal {
 // ceil(x / 128): scale blocks along a dim of x elements.
 inline int64_t ScaleBlocks(int64_t x) { return (x + 127) / 128; }
 
-// The e4m3 operand `name`: f8e4m3, `rank` dims, contiguous, on `device`.
+// The e4m3 operand `name`: f8e4m3, `rank` dims, contiguous, on `device`,
+// and there 16-byte aligned (TMA loads it, or the epilogue stores 8-byte
+// vectors of it).
 absl::Status ExpectFp8Operand(absl::string_view name, const TensorRef& t,
                               int rank, Device device);
 

@@ -113,6 +113,61 @@ struct MoeFp8EpilogueSm90 {
     ConsumersSync();
   }
 
+  // 4 x 4 transpose across a quad of lanes: afterwards lane t's v[r] is
+  // lane r's v[t] before (two butterfly rounds of 2 x 2 blocks).
+  static void QuadTranspose(unsigned (&v)[4], int t) {
+    const bool odd = (t & 1) != 0, high = (t & 2) != 0;
+    // Selects, not a register index by lane (that would go to local memory).
+    unsigned s0 = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 1);
+    unsigned s1 = __shfl_xor_sync(0xffffffffu, odd ? v[2] : v[3], 1);
+    v[0] = odd ? s0 : v[0];
+    v[1] = odd ? v[1] : s0;
+    v[2] = odd ? s1 : v[2];
+    v[3] = odd ? v[3] : s1;
+    s0 = __shfl_xor_sync(0xffffffffu, high ? v[0] : v[2], 2);
+    s1 = __shfl_xor_sync(0xffffffffu, high ? v[1] : v[3], 2);
+    v[0] = high ? s0 : v[0];
+    v[2] = high ? v[2] : s0;
+    v[1] = high ? s1 : v[1];
+    v[3] = high ? v[3] : s1;
+  }
+
+  // Row half h of the consumer's tile. Lane t of a quad holds columns
+  // 8 j + 2 t, + 1 of the n8 groups j; transposed over 4 groups, lane t
+  // holds group 4 i + t's 8 columns and stores them at once: 16 bytes of
+  // bf16 or 8 of e4m3 (whole 32-byte sectors, a quarter of the stores of
+  // one pair each). Rows are 16-byte aligned: c is (ops/moe checks) and
+  // out_n is a multiple of 64.
+  static void StoreRow(const float (&acc)[kAccumulators], int h, int t,
+                       float scale, bool live, void* c, long long c_row,
+                       int col0, int out_n) {
+    static_assert(kOutGroups % 4 == 0, "whole quads of n8 groups");
+#pragma unroll
+    for (int i = 0; i < kOutGroups / 4; ++i) {
+      unsigned v[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float v0 = OutputOf(acc, 4 * i + r, h, 0);
+        const float v1 = OutputOf(acc, 4 * i + r, h, 1);
+        v[r] = kQuantized ? PackE4m3x2(Fp8Scaled(v0, scale),
+                                       Fp8Scaled(v1, scale))
+                          : PackBf16x2(v0, v1);
+      }
+      QuadTranspose(v, t);
+      const int col = col0 + 8 * (4 * i + t);
+      if (!live || col >= out_n) continue;
+      if constexpr (kQuantized) {
+        *reinterpret_cast<uint2*>(static_cast<unsigned char*>(c) +
+                                  c_row * out_n + col) =
+            make_uint2(v[0] | v[1] << 16, v[2] | v[3] << 16);
+      } else {
+        *reinterpret_cast<uint4*>(static_cast<unsigned short*>(c) +
+                                  c_row * out_n + col) =
+            make_uint4(v[0], v[1], v[2], v[3]);
+      }
+    }
+  }
+
   static void StoreRows(const Params& p, const MoeWorkItem& item, int rows,
                         int n_tile, int consumer, int out_n,
                         const float (&acc)[kAccumulators], float* exchange) {
@@ -132,29 +187,14 @@ struct MoeFp8EpilogueSm90 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 8 * h;
-      if (row >= rows) continue;
       const long long c_row = item.row_begin + row;
       if constexpr (kQuantized && !kStaticScale) {
-        if (t == 0 && (kSplitRows || consumer == 0)) {
+        if (row < rows && t == 0 && (kSplitRows || consumer == 0)) {
           p.c_scales[static_cast<long long>(n_tile) * p.c_scale_rows + c_row] =
               scale[h];
         }
       }
-#pragma unroll
-      for (int j = 0; j < kOutGroups; ++j) {
-        const int col = col0 + 8 * j + 2 * t;
-        if (col >= out_n) continue;
-        const float v0 = OutputOf(acc, j, h, 0), v1 = OutputOf(acc, j, h, 1);
-        if constexpr (kQuantized) {
-          unsigned short* c = reinterpret_cast<unsigned short*>(
-              static_cast<unsigned char*>(p.c) + c_row * out_n + col);
-          *c = PackE4m3x2(Fp8Scaled(v0, scale[h]), Fp8Scaled(v1, scale[h]));
-        } else {
-          unsigned* c = reinterpret_cast<unsigned*>(
-              static_cast<unsigned short*>(p.c) + c_row * out_n + col);
-          *c = PackBf16x2(v0, v1);
-        }
-      }
+      StoreRow(acc, h, t, scale[h], row < rows, p.c, c_row, col0, out_n);
     }
   }
 

@@ -473,6 +473,13 @@ TEST_P(MoeFp8ExpertsCudaTest, DeviceRulesNameTheArgument) {
                        "activations (the quantizing Pack reads bf16), got "
                        "f32"));
 
+  // e4m3 weights 8 bytes past a 16-byte boundary: TMA boxes start on 16.
+  args = d.Args();
+  args.w2.data = static_cast<unsigned char*>(args.w2.data) + 8;
+  EXPECT_THAT(Experts(runtime(), args, ws),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w2: data must be 16-byte aligned on ")));
+
   // A workspace reserved for a smaller intermediate size.
   Workspace small;
   WorkspaceLimits limits = Limits(layer);
