@@ -93,8 +93,8 @@ def work(s, q_lens, kv_lens):
 
 
 class Timer:
-    def __init__(self, reps, warmup):
-        self.reps, self.warmup = reps, warmup
+    def __init__(self, reps, warmup, interleave=True):
+        self.reps, self.warmup, self.interleave = reps, warmup, interleave
         self.flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 
     def __call__(self, fn):
@@ -158,6 +158,13 @@ def run_tailor(s, q_lens, kv_lens):
     return lambda: torch.ops.tailor.ragged_attention(q=s["q"], k_cache=k,
                                                      v_cache=v,
                                                      block_table=s["table"])[0]
+
+
+def tailor_plan():
+    """The summary of this thread's ragged plan on the current device."""
+    import tailor.torch_ops as ops
+    device = torch.device("cuda", torch.cuda.current_device())
+    return ops._local.ragged[str(device)][0].info()
 
 
 def run_fi(fi, s, backend, decode):
@@ -244,8 +251,10 @@ def one_case(name, model, q_lens, kv_lens, fi, timer, gemm, copy):
         split()
         torch.cuda.synchronize()
         timed["fi_split"] = split
-    times = timer.interleaved(timed)
+    times = (timer.interleaved(timed) if timer.interleave else
+             {name: timer(f) for name, f in timed.items()})
     rec["tailor_us"] = times.pop("tailor")
+    rec["tailor_plan"] = tailor_plan()
     anchors = times
     rec.update({k + "_us": v for k, v in anchors.items()})
     if anchors:
@@ -282,6 +291,11 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", help="substrings of the case names to run, "
                     "'|' between alternatives")
+    ap.add_argument("--timing", choices=["interleaved", "blocks"],
+                    default="interleaved",
+                    help="interleaved: a case's methods rep by rep in a "
+                         "rotating order; blocks: each method's reps in a "
+                         "block of its own (the former protocol)")
     args = ap.parse_args()
     try:
         import flashinfer as fi
@@ -289,7 +303,7 @@ def main():
         print(f"flashinfer unavailable ({type(e).__name__}: {e}): tailor only",
               file=sys.stderr)
         fi = None
-    timer = Timer(args.reps, args.warmup)
+    timer = Timer(args.reps, args.warmup, args.timing == "interleaved")
     gemm, copy = rates(timer)
     recs = []
     for name, model, q_lens, kv_lens in cases():

@@ -24,6 +24,7 @@
 #include "runtime/cuda/arch.cuh"
 #include "runtime/cuda/fp8.cuh"
 #include "runtime/cuda/numeric.cuh"
+#include "runtime/cuda/quad_transpose.cuh"
 #include "templates/cuda/moe/fp8_params.h"
 
 namespace tailor::cuda {
@@ -113,28 +114,9 @@ struct MoeFp8EpilogueSm90 {
     ConsumersSync();
   }
 
-  // 4 x 4 transpose across a quad of lanes: afterwards lane t's v[r] is
-  // lane r's v[t] before (two butterfly rounds of 2 x 2 blocks).
-  static void QuadTranspose(unsigned (&v)[4], int t) {
-    const bool odd = (t & 1) != 0, high = (t & 2) != 0;
-    // Selects, not a register index by lane (that would go to local memory).
-    unsigned s0 = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 1);
-    unsigned s1 = __shfl_xor_sync(0xffffffffu, odd ? v[2] : v[3], 1);
-    v[0] = odd ? s0 : v[0];
-    v[1] = odd ? v[1] : s0;
-    v[2] = odd ? s1 : v[2];
-    v[3] = odd ? v[3] : s1;
-    s0 = __shfl_xor_sync(0xffffffffu, high ? v[0] : v[2], 2);
-    s1 = __shfl_xor_sync(0xffffffffu, high ? v[1] : v[3], 2);
-    v[0] = high ? s0 : v[0];
-    v[2] = high ? v[2] : s0;
-    v[1] = high ? s1 : v[1];
-    v[3] = high ? v[3] : s1;
-  }
-
-  // Row half h of the consumer's tile. Lane t of a quad holds columns
-  // 8 j + 2 t, + 1 of the n8 groups j; transposed over 4 groups, lane t
-  // holds group 4 i + t's 8 columns and stores them at once: 16 bytes of
+  // Row half h of the consumer's tile. Transposed over 4 n8 groups
+  // (QuadTranspose), lane t holds group 4 i + t's 8 columns and stores them
+  // at once: 16 bytes of
   // bf16 or 8 of e4m3 (whole 32-byte sectors, a quarter of the stores of
   // one pair each). Rows are 16-byte aligned: c is (ops/moe checks) and
   // out_n is a multiple of 64.
@@ -153,7 +135,7 @@ struct MoeFp8EpilogueSm90 {
                                        Fp8Scaled(v1, scale))
                           : PackBf16x2(v0, v1);
       }
-      QuadTranspose(v, t);
+      QuadTranspose(v);
       const int col = col0 + 8 * (4 * i + t);
       if (!live || col >= out_n) continue;
       if constexpr (kQuantized) {
