@@ -80,26 +80,29 @@ def bench(fn, warm=5, iters=30):
     of dirty lines, whose write-back the timed kernels pay for (up to 50 MiB
     on an H100); with --l2 clean a 256 MiB read follows the fill, so L2 holds
     clean lines and every method pays for its own traffic only."""
-    global _flush
-    if _flush is None:
-        _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        _flush.zero_()
-        if _clean is not None:
-            _clean.sum()
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
+    times = sorted(timed_rep(fn) for _ in range(iters))
     return times[len(times) // 2]  # ms
+
+
+def timed_rep(fn):
+    """One rep of bench(): the L2 fill (and read with --l2 clean), then `fn`
+    between CUDA events; its ms."""
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    s = torch.cuda.Event(enable_timing=True)
+    e = torch.cuda.Event(enable_timing=True)
+    _flush.zero_()
+    if _clean is not None:
+        _clean.sum()
+    s.record()
+    fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e)
 
 
 def bench_interleaved(fns, warm=3, iters=20):
@@ -107,9 +110,6 @@ def bench_interleaved(fns, warm=3, iters=20):
     rep with the methods interleaved (rep i starts at method i mod n): a
     method timed in a block of its own runs at the SM clock of its moment
     under the power limit, here every method sees the same clocks."""
-    global _flush
-    if _flush is None:
-        _flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     names = list(fns)
     for _ in range(warm):
         for n in names:
@@ -119,16 +119,7 @@ def bench_interleaved(fns, warm=3, iters=20):
     for i in range(iters):
         k = i % len(names)
         for n in names[k:] + names[:k]:
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            _flush.zero_()
-            if _clean is not None:
-                _clean.sum()
-            s.record()
-            fns[n]()
-            e.record()
-            torch.cuda.synchronize()
-            times[n].append(s.elapsed_time(e))
+            times[n].append(timed_rep(fns[n]))
     return {n: sorted(v)[len(v) // 2] for n, v in times.items()}
 
 
