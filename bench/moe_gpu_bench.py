@@ -68,6 +68,7 @@ _flush = None
 _rounds = 1  # --rounds
 _timing = "interleaved"  # --timing
 _tile_rows = 0  # --tile-rows (0: the cost model's choice)
+_method_tile_rows = {}  # tailor method -> its tile rows (--tile-rows-ab)
 _clean = None  # set by --l2 clean: a 256 MiB buffer read after each fill
 
 
@@ -233,12 +234,13 @@ def moe_grid(rts, copy_tbps, gemm_tflops, models, tokens, tpb):
             active = int((counts > 0).sum())
             tailors = {}
             for m, rt in rts.items():
+                rows = _method_tile_rows.get(m, _tile_rows)
                 ws = tailor.moe.Workspace()
                 tailor.moe.reserve_workspace(rt, ws, max_tokens=T, topk=k,
                                              num_experts=E, dtype="bf16",
-                                             tile_rows=_tile_rows)
+                                             tile_rows=rows)
                 tailor.moe.route(rt, ids.to(dev, torch.int32), E, ws,
-                                 tile_rows=_tile_rows)
+                                 tile_rows=rows)
                 tailors[m] = (rt, ws)
             row = {"model": model, "T": T, "rows": R, "active": active,
                    "experts": E}
@@ -371,6 +373,9 @@ def main():
     ap.add_argument("--tile-rows", type=int, default=0,
                     help="tailor's routing tile rows (0: the cost model's "
                          "choice; 64 or 128 on Hopper compare the kernels)")
+    ap.add_argument("--tile-rows-ab", type=int, default=0,
+                    help="also time tailor_t<N>: the same runtime routed "
+                         "with tile rows N, interleaved with the others")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds: must be at least 1")
@@ -399,6 +404,10 @@ def main():
         rts = {"tailor_coop": runtime_with("moe.consumers=cooperative", cache),
                "tailor_pp": runtime_with("moe.consumers=pingpong", cache)}
     rt = next(iter(rts.values()))
+    if args.tile_rows_ab:
+        name = f"tailor_t{args.tile_rows_ab}"
+        rts[name] = rt
+        _method_tile_rows[name] = args.tile_rows_ab
     copy, gemm = ceilings()
     print(f"device {props.name} | tailor {rt.arch} | copy {copy:.2f} TB/s "
           f"(read+write) | dense bf16 GEMM {gemm:.0f} TFLOP/s | torch "
