@@ -475,11 +475,12 @@ struct RunRaggedArgs {
   TensorRef block_table;
   std::optional<TensorRef> page_indptr;  // [B' + 1] i32 (kv_indptr)
   // [B'] i32, the plan's kv_lens (vLLM's seq_lens on the device). Host
-  // backends check them against the plan before running. CUDA compares
-  // them on the device (one load per query tile or decode row) and reports
-  // a kv_lens[b] that differs through RaggedWorkspace::TakeErrors; the
-  // sequence's query tiles still attend the planned length, its decode row
-  // min(planned, kv_lens[b]) as RunDecode does. Unset: nothing to compare.
+  // backends check them against the plan before running. CUDA and HIP
+  // compare them on the device (one load per query tile or decode row) and
+  // report a kv_lens[b] that differs through RaggedWorkspace::TakeErrors;
+  // the sequence's query tiles still attend the planned length, its decode
+  // row min(planned, kv_lens[b]) as RunDecode does. Unset: nothing to
+  // compare.
   std::optional<TensorRef> kv_lens;
   TensorRef out;                  // [Σq', Hq, D] dtype of q; rows past Σq
                                   // untouched

@@ -100,10 +100,10 @@ struct RaggedLaunch {
   int64_t block_table_stride = 0;
   int64_t max_pages = 0;  // block_table.dims[1] (rank 1: dims[0])
   const int32_t* page_indptr = nullptr;  // [B' + 1] or null
-  // [B'] the caller's KV lengths, or null. CUDA's tile kernels compare
-  // kv_lens[b] with the planned length and record a mismatch
+  // [B'] the caller's KV lengths, or null. The CUDA and HIP tile kernels
+  // compare kv_lens[b] with the planned length and record a mismatch
   // (RaggedErrors::bad_kv_len); their tiles attend the planned length.
-  // Host kernels ignore it (the front checks it), so does HIP's.
+  // Host kernels ignore it (the front checks it).
   const int32_t* kv_lens = nullptr;
   void* out = nullptr;  // [Σq', Hq, D]
   int64_t out_stride_token = 0, out_stride_head = 0;

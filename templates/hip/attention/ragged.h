@@ -306,6 +306,17 @@ struct HipRaggedAttention {
     const int first = p.worker_begin[blockIdx.x];
     const int last = p.worker_begin[blockIdx.x + 1];
     for (int i = first; i < last; ++i) RunItem(p, p.items[i], lds, row, lane4);
+    // Each item's planned KV length against the device's, one load per
+    // item, after the tiles (which attend the planned length).
+    if (p.kv_lens == nullptr) return;
+    for (int i = first + threadIdx.x; i < last; i += kHipRaggedThreads) {
+      const PrefillWorkItem item = p.items[i];
+      const int device_len = p.kv_lens[item.seq];
+      if (device_len != item.kv_len) {
+        RecordRaggedError(p.errors, kPrefillErrorBadKvLen, item.seq,
+                          device_len);
+      }
+    }
   }
 };
 

@@ -19,6 +19,7 @@
 
 namespace tailor::hip {
 
+using ::tailor::cuda::kPrefillErrorBadKvLen;
 using ::tailor::cuda::kPrefillErrorBadPage;
 using ::tailor::cuda::kPrefillErrorWords;
 using ::tailor::cuda::PrefillMergeGroup;
@@ -62,6 +63,9 @@ struct HipRaggedParams {
   int max_pages;           // block_table's last dim
   const int* page_indptr;  // [B + 1] or null (page_table.cuh)
   int num_pages;
+  // [B] the caller's KV lengths, or null: each item's planned kv_len is
+  // compared with its sequence's, a mismatch recorded in the error words.
+  const int* kv_lens;
   void* out;  // [tokens, Hq, D]
   long long out_stride_token, out_stride_head;
   float* lse;  // [tokens, Hq] natural log, or null

@@ -5,9 +5,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "backends/hip/hip_backend.h"
 #include "backends/hip/moe/kernels.h"
@@ -16,6 +20,7 @@
 #include "tailor/ops/attention.h"
 #include "tailor/ops/moe.h"
 #include "tailor/runtime.h"
+#include "tailor/status.h"
 #include "templates/hip/moe/params.h"
 #include "test_util.h"
 
@@ -27,6 +32,7 @@ using tailor::internal::KernelSource;
 using tailor::internal::LaunchConfig;
 using tailor::internal::OpKind;
 using tailor::internal::SpecKey;
+using tailor::testing::StatusIs;
 
 // The device backend, or a skip naming why there is none.
 #define TAILOR_HIP_BACKEND_OR_SKIP(var)                                 \
@@ -212,31 +218,115 @@ TensorRef OnHip(TensorRef t, void* data) {
   return t;
 }
 
-// attention::RunRagged on a HIP runtime (the SIMT ragged kernel and its
-// merge) against the fp64 reference: a mixed step (prefill chunks over
-// prefixes, decode and speculative rows, an empty sequence, a split long
-// sequence), NaN in unowned cache pages and poisoned outputs; bf16 and
-// f16, head dims 64 / 128 / 256, pages of 1, 3 and 16, window and soft cap.
-TEST(HipGpuTest, RaggedAttentionMatchesTheReference) {
-  TAILOR_HIP_BACKEND_OR_SKIP(backend);
-  (void)backend;
+// A HIP runtime for the attention tests, or a failure.
+std::unique_ptr<Runtime> HipRuntime() {
   Runtime::Options options;
   options.backend = BackendKind::kHip;
   options.log_level = "error";
   absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  return runtime.ok() ? *std::move(runtime) : nullptr;
+}
+
+// One ragged step of `c` on a HIP runtime: the batch uploaded (NaN in
+// unowned cache pages, poisoned outputs), reserved, planned and run, with
+// `device_kv_lens` (when given) as RunRaggedArgs::kv_lens.
+class HipRaggedStep {
+ public:
+  HipRaggedStep(Runtime& runtime, const HipRuntimeApi& api,
+                const attention::testing::RaggedCase& c)
+      : runtime_(runtime),
+        c_(c),
+        p_(attention::testing::BuildRaggedBatch(c)),
+        o_(attention::testing::PoisonedOutputs(p_)),
+        q_(api, p_.q.data(), p_.q.size() * 2),
+        k_(api, p_.k.data(), p_.k.size() * 2),
+        v_(api, p_.v.data(), p_.v.size() * 2),
+        table_(api, p_.block_table.data(), p_.block_table.size() * 4),
+        out_(api, o_.out.data(), o_.out.size() * 2),
+        lse_(api, o_.lse.data(), o_.lse.size() * 4) {}
+
+  absl::Status Run(const std::vector<int32_t>* device_kv_lens = nullptr,
+                   const HipBytes* lens = nullptr) {
+    attention::RunRaggedArgs args = attention::testing::RunArgsOf(p_, o_);
+    args.q = OnHip(args.q, q_.data());
+    args.k_cache = OnHip(args.k_cache, k_.data());
+    args.v_cache = OnHip(args.v_cache, v_.data());
+    args.block_table = OnHip(args.block_table, table_.data());
+    args.out = OnHip(args.out, out_.data());
+    args.lse = OnHip(*args.lse, lse_.data());
+    args.kv_lens = std::nullopt;  // the plan's lengths
+    if (device_kv_lens != nullptr) {
+      args.kv_lens = OnHip(
+          TensorRef::Contiguous(nullptr, DType::kI32,
+                                {static_cast<int64_t>(device_kv_lens->size())}),
+          lens->data());
+    }
+    TAILOR_RETURN_IF_ERROR(attention::ReserveRaggedWorkspace(
+        runtime_,
+        {.max_batch = c_.batch(),
+         .max_tokens = c_.total_q(),
+         .num_qo_heads = c_.num_qo_heads,
+         .num_kv_heads = c_.num_kv_heads,
+         .head_dim = c_.head_dim,
+         .page_size = c_.page_size,
+         .dtype = c_.dtype,
+         .causal = c_.causal,
+         .window_left = c_.window_left},
+        ws_));
+    TAILOR_RETURN_IF_ERROR(attention::PlanRagged(
+        runtime_, attention::testing::PlanArgsOf(p_), ws_));
+    return attention::RunRagged(runtime_, args, ws_);
+  }
+
+  attention::RaggedWorkspace& ws() { return ws_; }
+
+  // The outputs against the fp64 reference.
+  void ExpectMatchesTheReference() {
+    out_.Download(o_.out.data());
+    lse_.Download(o_.lse.data());
+    const attention::testing::Errors err = attention::testing::CompareRagged(
+        p_,
+        attention::testing::RaggedReference(
+            p_, 1.0 / std::sqrt(static_cast<double>(c_.head_dim))),
+        o_.out, &o_.lse);
+    EXPECT_LE(err.out_rel, 1e-2) << err.worst << " | " << ws_.plan().ToString();
+    EXPECT_LE(err.lse_abs, 2e-2);
+  }
+
+ private:
+  Runtime& runtime_;
+  attention::testing::RaggedCase c_;
+  attention::testing::RaggedBatch p_;
+  attention::testing::Outputs o_;
+  HipBytes q_, k_, v_, table_, out_, lse_;
+  attention::RaggedWorkspace ws_;
+};
+
+// A mixed step: prefill chunks over prefixes, decode and speculative rows,
+// an empty sequence, a split long sequence.
+attention::testing::RaggedCase MixedStep() {
+  return {.q_lens = {200, 1, 1, 4, 0, 31, 65, 577, 17, 64},
+          .kv_lens = {700, 1000, 33, 260, 9, 31, 100, 577, 4000, 20000},
+          .num_qo_heads = 8,
+          .num_kv_heads = 2,
+          .head_dim = 128,
+          .shared_prefix_pages = 2,
+          .padding_rows = 5,
+          .seed = 21};
+}
+
+// attention::RunRagged on a HIP runtime (the SIMT ragged kernel and its
+// merge) against the fp64 reference: the mixed step, NaN in unowned cache
+// pages and poisoned outputs; bf16 and f16, head dims 64 / 128 / 256, pages
+// of 1, 3 and 16, window and soft cap.
+TEST(HipGpuTest, RaggedAttentionMatchesTheReference) {
+  TAILOR_HIP_BACKEND_OR_SKIP(backend);
+  (void)backend;
+  const std::unique_ptr<Runtime> runtime = HipRuntime();
+  ASSERT_NE(runtime, nullptr);
   const HipRuntimeApi& api = **LoadHipRuntimeApi();
-  using attention::testing::RaggedCase;
-  const RaggedCase mixed = {
-      .q_lens = {200, 1, 1, 4, 0, 31, 65, 577, 17, 64},
-      .kv_lens = {700, 1000, 33, 260, 9, 31, 100, 577, 4000, 20000},
-      .num_qo_heads = 8,
-      .num_kv_heads = 2,
-      .head_dim = 128,
-      .shared_prefix_pages = 2,
-      .padding_rows = 5,
-      .seed = 21};
-  std::vector<RaggedCase> cases(3, mixed);
+  std::vector<attention::testing::RaggedCase> cases(3, MixedStep());
   cases[1].dtype = DType::kF16;
   cases[1].head_dim = 64;
   cases[1].page_size = 3;
@@ -246,49 +336,46 @@ TEST(HipGpuTest, RaggedAttentionMatchesTheReference) {
   cases[2].num_qo_heads = 16;
   cases[2].soft_cap = 30.0f;
   cases[2].causal = false;
-  for (const RaggedCase& c : cases) {
+  for (const attention::testing::RaggedCase& c : cases) {
     SCOPED_TRACE(c.ToString().substr(0, 90));
-    attention::testing::RaggedBatch p = attention::testing::BuildRaggedBatch(c);
-    attention::testing::Outputs o = attention::testing::PoisonedOutputs(p);
-    attention::RunRaggedArgs args = attention::testing::RunArgsOf(p, o);
-    HipBytes q(api, p.q.data(), p.q.size() * 2),
-        k(api, p.k.data(), p.k.size() * 2), v(api, p.v.data(), p.v.size() * 2),
-        table(api, p.block_table.data(), p.block_table.size() * 4),
-        out(api, o.out.data(), o.out.size() * 2),
-        lse(api, o.lse.data(), o.lse.size() * 4);
-    args.q = OnHip(args.q, q.data());
-    args.k_cache = OnHip(args.k_cache, k.data());
-    args.v_cache = OnHip(args.v_cache, v.data());
-    args.block_table = OnHip(args.block_table, table.data());
-    args.out = OnHip(args.out, out.data());
-    args.lse = OnHip(*args.lse, lse.data());
-    args.kv_lens = std::nullopt;  // the plan's lengths
-    attention::RaggedWorkspace ws;
-    TAILOR_ASSERT_OK(
-        attention::ReserveRaggedWorkspace(**runtime,
-                                          {.max_batch = c.batch(),
-                                           .max_tokens = c.total_q(),
-                                           .num_qo_heads = c.num_qo_heads,
-                                           .num_kv_heads = c.num_kv_heads,
-                                           .head_dim = c.head_dim,
-                                           .page_size = c.page_size,
-                                           .dtype = c.dtype,
-                                           .causal = c.causal,
-                                           .window_left = c.window_left},
-                                          ws));
-    TAILOR_ASSERT_OK(attention::PlanRagged(
-        **runtime, attention::testing::PlanArgsOf(p), ws));
-    TAILOR_ASSERT_OK(attention::RunRagged(**runtime, args, ws));
-    TAILOR_ASSERT_OK(ws.TakeErrors(**runtime, nullptr));
-    out.Download(o.out.data());
-    lse.Download(o.lse.data());
-    const attention::testing::Errors err = attention::testing::CompareRagged(
-        p,
-        attention::testing::RaggedReference(
-            p, 1.0 / std::sqrt(static_cast<double>(c.head_dim))),
-        o.out, &o.lse);
-    EXPECT_LE(err.out_rel, 1e-2) << err.worst << " | " << ws.plan().ToString();
-    EXPECT_LE(err.lse_abs, 2e-2);
+    HipRaggedStep step(*runtime, api, c);
+    TAILOR_ASSERT_OK(step.Run());
+    TAILOR_ASSERT_OK(step.ws().TakeErrors(*runtime, nullptr));
+    step.ExpectMatchesTheReference();
+  }
+}
+
+// Device KV lengths (RunRaggedArgs::kv_lens) that differ from the plan:
+// TakeErrors reports the lowest with the host check's text, then nothing;
+// the tiles attend the planned length, so the step still matches the
+// reference. Equal lengths report nothing.
+TEST(HipGpuTest, RaggedDeviceKvLengthsThatDifferAreReported) {
+  TAILOR_HIP_BACKEND_OR_SKIP(backend);
+  (void)backend;
+  const std::unique_ptr<Runtime> runtime = HipRuntime();
+  ASSERT_NE(runtime, nullptr);
+  const HipRuntimeApi& api = **LoadHipRuntimeApi();
+  const attention::testing::RaggedCase c = MixedStep();
+  for (const auto& [seq, delta] : {std::pair<int, int32_t>{0, 0},
+                                   {0, 1}, {7, -2}, {9, 5}}) {
+    SCOPED_TRACE(::testing::Message() << "seq " << seq << " delta " << delta);
+    std::vector<int32_t> device_lens = c.kv_lens;
+    device_lens[seq] += delta;
+    const HipBytes lens(api, device_lens.data(), device_lens.size() * 4);
+    HipRaggedStep step(*runtime, api, c);
+    TAILOR_ASSERT_OK(step.Run(&device_lens, &lens));
+    if (delta == 0) {
+      TAILOR_EXPECT_OK(step.ws().TakeErrors(*runtime, nullptr));
+    } else {
+      EXPECT_THAT(step.ws().TakeErrors(*runtime, nullptr),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           absl::StrCat("kv_lens[", seq, "]: ",
+                                        device_lens[seq], " differs from ",
+                                        c.kv_lens[seq],
+                                        ", the length PlanRagged planned")));
+      TAILOR_EXPECT_OK(step.ws().TakeErrors(*runtime, nullptr));  // cleared
+    }
+    step.ExpectMatchesTheReference();
   }
 }
 

@@ -52,6 +52,7 @@ HipRaggedParams ParamsOf(const RaggedLaunch& l) {
   p.q_stride_head = l.q_stride_head;
   gpu::CopyPagedCaches(l, p);
   p.page_indptr = l.page_indptr;
+  p.kv_lens = l.kv_lens;
   p.out = l.out;
   p.out_stride_token = l.out_stride_token;
   p.out_stride_head = l.out_stride_head;
@@ -196,6 +197,8 @@ absl::StatusOr<RaggedErrors> HipRaggedKernels::TakeErrors(Engine&,
   RaggedErrors errors;
   errors.bad_page =
       gpu::DecodeErrorWordAs<RaggedErrors::Bad>(words[kPrefillErrorBadPage]);
+  errors.bad_kv_len =
+      gpu::DecodeErrorWordAs<RaggedErrors::Bad>(words[kPrefillErrorBadKvLen]);
   return errors;
 }
 
