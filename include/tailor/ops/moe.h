@@ -40,7 +40,8 @@
 //   (row-major), live on the runtime's device (Runtime::device()), and hold
 //   the listed dtype. Activations and weights are bf16 or f32 (one dtype per
 //   call); indices are i32; routing weights f32. Accumulation is always f32.
-//   On CUDA, activation and weight data must be 16-byte aligned.
+//   On CUDA, activation and weight data must be 16-byte aligned, e4m3 data
+//   (FP8 activations, weights and quantized outputs) included.
 // - Index tensors (permutation, inverse, offsets) are int32: T * k must be
 //   at most 2^31 - 1. Element offsets inside kernels are int64, so R * H and
 //   E * N * K are not limited by int32.
