@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
+#include "ops/attention/ragged_host_test_util.h"
 #include "ops/attention/ragged_test_util.h"
 #include "tailor/ops/attention.h"
 
@@ -17,6 +18,7 @@ using attention::testing::BuildRaggedBatch;
 using attention::testing::CompareRagged;
 using attention::testing::Errors;
 using attention::testing::KvLayout;
+using attention::testing::LimitsOf;
 using attention::testing::RaggedBatch;
 using attention::testing::RaggedCase;
 using attention::testing::RaggedReference;
@@ -32,17 +34,7 @@ class RaggedConformance : public BackendTest {
     Runtime& rt = runtime();
     attention::RaggedWorkspace ws;
     const absl::Status reserved =
-        attention::ReserveRaggedWorkspace(rt,
-                                          {.max_batch = c.batch(),
-                                           .max_tokens = c.total_q(),
-                                           .num_qo_heads = c.num_qo_heads,
-                                           .num_kv_heads = c.num_kv_heads,
-                                           .head_dim = c.head_dim,
-                                           .page_size = c.page_size,
-                                           .dtype = c.dtype,
-                                           .causal = c.causal,
-                                           .window_left = c.window_left},
-                                          ws);
+        attention::ReserveRaggedWorkspace(rt, LimitsOf(c), ws);
     if (absl::IsUnimplemented(reserved)) GTEST_SKIP() << reserved;
     TAILOR_ASSERT_OK(reserved);
     Buffer q(rt, p.q.size() * 2), k(rt, p.k.size() * 2), v(rt, p.v.size() * 2);

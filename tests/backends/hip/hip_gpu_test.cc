@@ -263,17 +263,7 @@ class HipRaggedStep {
           lens->data());
     }
     TAILOR_RETURN_IF_ERROR(attention::ReserveRaggedWorkspace(
-        runtime_,
-        {.max_batch = c_.batch(),
-         .max_tokens = c_.total_q(),
-         .num_qo_heads = c_.num_qo_heads,
-         .num_kv_heads = c_.num_kv_heads,
-         .head_dim = c_.head_dim,
-         .page_size = c_.page_size,
-         .dtype = c_.dtype,
-         .causal = c_.causal,
-         .window_left = c_.window_left},
-        ws_));
+        runtime_, attention::testing::LimitsOf(c_), ws_));
     TAILOR_RETURN_IF_ERROR(attention::PlanRagged(
         runtime_, attention::testing::PlanArgsOf(p_), ws_));
     return attention::RunRagged(runtime_, args, ws_);

@@ -27,6 +27,21 @@ inline Outputs PoisonedOutputs(const RaggedBatch& p) {
                                 kPoisonLse)};
 }
 
+// The workspace limits of case c's layer, for plans of up to `batch`
+// sequences and `tokens` queries (default: c's own).
+inline RaggedLimits LimitsOf(const RaggedCase& c, int64_t batch = -1,
+                             int64_t tokens = -1) {
+  return {.max_batch = batch < 0 ? c.batch() : batch,
+          .max_tokens = tokens < 0 ? c.total_q() : tokens,
+          .num_qo_heads = c.num_qo_heads,
+          .num_kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim,
+          .page_size = c.page_size,
+          .dtype = c.dtype,
+          .causal = c.causal,
+          .window_left = c.window_left};
+}
+
 inline PlanRaggedArgs PlanArgsOf(const RaggedBatch& p) {
   const RaggedCase& c = p.c;
   return PlanRaggedArgs{

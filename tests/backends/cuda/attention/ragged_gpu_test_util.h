@@ -178,18 +178,6 @@ class RaggedGpuTest : public ::testing::Test {
   }
   Runtime& runtime() { return env_->runtime(); }
 
-  RaggedLimits LimitsOf(const RaggedCase& c, int64_t batch, int64_t tokens) {
-    return {.max_batch = batch,
-            .max_tokens = tokens,
-            .num_qo_heads = c.num_qo_heads,
-            .num_kv_heads = c.num_kv_heads,
-            .head_dim = c.head_dim,
-            .page_size = c.page_size,
-            .dtype = c.dtype,
-            .causal = c.causal,
-            .window_left = c.window_left};
-  }
-
   // Plans and runs one case on `rt` (default: the test's runtime); returns
   // its errors and leaves its plan's summary in last_plan_, the time
   // RunRagged took to return in last_run_ms_.
