@@ -116,10 +116,9 @@ struct MoeFp8EpilogueSm90 {
 
   // Row half h of the consumer's tile. Transposed over 4 n8 groups
   // (QuadTranspose), lane t holds group 4 i + t's 8 columns and stores them
-  // at once: 16 bytes of
-  // bf16 or 8 of e4m3 (whole 32-byte sectors, a quarter of the stores of
-  // one pair each). Rows are 16-byte aligned: c is (ops/moe checks) and
-  // out_n is a multiple of 64.
+  // at once: 16 bytes of bf16 or 8 of e4m3 (whole 32-byte sectors, a
+  // quarter of the stores of one pair each). Rows are 16-byte aligned: c is
+  // (ops/moe checks) and out_n is a multiple of 64.
   static void StoreRow(const float (&acc)[kAccumulators], int h, int t,
                        float scale, bool live, void* c, long long c_row,
                        int col0, int out_n) {
