@@ -7,6 +7,7 @@
 #ifndef TAILOR_TESTS_BACKENDS_CUDA_NVRTC_REPORT_TEST_UTIL_H_
 #define TAILOR_TESTS_BACKENDS_CUDA_NVRTC_REPORT_TEST_UTIL_H_
 
+#include <elf.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -62,36 +63,35 @@ inline int LogNumber(const std::string& log, const std::string& pattern) {
 }
 
 // Bytes of SASS in `cubin`: the sizes of its ".text.*" sections (the
-// kernel and any function it calls out of line; ELF64 little-endian, as
-// NVRTC writes it), or -1 when it is not such an ELF. Bounds-checked.
+// kernel and any function it calls out of line; a 64-bit little-endian ELF,
+// as NVRTC writes it), or -1 when it is not such an ELF. Bounds-checked.
 inline long long CubinCodeBytes(const std::string& cubin) {
-  auto read = [&](uint64_t at, uint64_t bytes) -> std::optional<uint64_t> {
-    if (at > cubin.size() || bytes > cubin.size() - at) return std::nullopt;
-    uint64_t value = 0;
-    std::memcpy(&value, cubin.data() + at, bytes);  // little-endian host
-    return value;
+  auto read = [&](uint64_t at, auto& out) {
+    if (at > cubin.size() || sizeof(out) > cubin.size() - at) return false;
+    std::memcpy(&out, cubin.data() + at, sizeof(out));
+    return true;
   };
-  if (cubin.size() < 64 || cubin.compare(0, 4, "\x7f" "ELF") != 0 ||
-      cubin[4] != 2 || cubin[5] != 1) {
+  Elf64_Ehdr elf;
+  if (!read(0, elf) || std::memcmp(elf.e_ident, ELFMAG, SELFMAG) != 0 ||
+      elf.e_ident[EI_CLASS] != ELFCLASS64 ||
+      elf.e_ident[EI_DATA] != ELFDATA2LSB ||
+      elf.e_shentsize != sizeof(Elf64_Shdr) || elf.e_shstrndx >= elf.e_shnum) {
     return -1;
   }
-  const auto sh_off = read(0x28, 8), sh_size = read(0x3a, 2),
-             sh_num = read(0x3c, 2), sh_strndx = read(0x3e, 2);
-  if (!sh_off || !sh_size || !sh_num || !sh_strndx || *sh_size < 64 ||
-      *sh_strndx >= *sh_num) {
-    return -1;
-  }
-  const auto names = read(*sh_off + *sh_strndx * *sh_size + 0x18, 8);
-  if (!names) return -1;
+  auto section = [&](uint64_t i, Elf64_Shdr& out) {
+    return read(elf.e_shoff + i * sizeof(Elf64_Shdr), out);
+  };
+  Elf64_Shdr names;
+  if (!section(elf.e_shstrndx, names)) return -1;
   static constexpr char kText[] = ".text.";
   long long total = 0;
-  for (uint64_t i = 0; i < *sh_num; ++i) {
-    const uint64_t header = *sh_off + i * *sh_size;
-    const auto name = read(header, 4), size = read(header + 0x20, 8);
-    if (!name || !size) return -1;
-    if (read(*names + *name, sizeof(kText) - 1) &&
-        cubin.compare(*names + *name, sizeof(kText) - 1, kText) == 0) {
-      total += static_cast<long long>(*size);
+  for (uint64_t i = 0; i < elf.e_shnum; ++i) {
+    Elf64_Shdr s;
+    char prefix[sizeof(kText) - 1];
+    if (!section(i, s)) return -1;
+    if (read(names.sh_offset + s.sh_name, prefix) &&
+        std::memcmp(prefix, kText, sizeof(prefix)) == 0) {
+      total += static_cast<long long>(s.sh_size);
     }
   }
   return total;
