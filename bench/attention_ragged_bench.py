@@ -100,18 +100,20 @@ class Timer:
     def __call__(self, fn):
         for _ in range(self.warmup):
             fn()
-        times = []
-        for _ in range(self.reps):
-            self.flush.fill_(1)
-            torch.cuda._sleep(200_000)
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3)
-        return statistics.median(times)
+        return statistics.median(self.rep(fn) for _ in range(self.reps))
+
+    def rep(self, fn):
+        """One timed rep: the L2 fill, 200 us of GPU sleep that hides the
+        host's launch work, then `fn` between CUDA events; its us."""
+        self.flush.fill_(1)
+        torch.cuda._sleep(200_000)
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) * 1e3
 
     def interleaved(self, fns):
         """name -> median us of each fn, the fns timed rep by rep in a
@@ -128,15 +130,7 @@ class Timer:
         for i in range(self.reps):
             k = i % len(names) if names else 0
             for name in names[k:] + names[:k]:
-                self.flush.fill_(1)
-                torch.cuda._sleep(200_000)
-                a = torch.cuda.Event(enable_timing=True)
-                b = torch.cuda.Event(enable_timing=True)
-                a.record()
-                fns[name]()
-                b.record()
-                b.synchronize()
-                times[name].append(a.elapsed_time(b) * 1e3)
+                times[name].append(self.rep(fns[name]))
         return {name: statistics.median(t) for name, t in times.items()}
 
 
