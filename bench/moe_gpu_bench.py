@@ -24,21 +24,18 @@ Part 2, the memory-bound ops per step (route + pack + combine) for E=256 k=8
 H=7168 and E=8 k=2 H=4096: tailor's against the torch a server would write
 (stable argsort permutation, index_select, index_add_), in microseconds.
 
-Timing: CUDA events around one call after an L2 flush (bench()), median of
-repeats after warm-ups. The GEMM methods (tailor, grouped_mm, loop) are
-timed interleaved, rep by rep in a rotating order, so that every method sees
-the same clocks (--timing blocks: each in a block of its own, the order
-reversed every other round); with --rounds R each is timed R times and keeps
-its best median (the Triton anchor keeps the best
-of its config sweep): at large T an H100 runs at its 700 W power limit and
-its SM clock drifts by 10-20 % between back-to-back runs, so one median per
-method measures its place in the order as much as the method. The place
-alone moved one tailor launch by up to 10 % (two runtimes with the same
-kernel, timed in turn: the first read faster in either order), hence the
-reversal; use an even R. The cause: the first method timed after a pause
-(tailor's kernels compiling, the GPU idle) runs on a cool GPU, so every
-projection starts with an untimed round of every method
-(bench/results/moe_gpu_h100.txt, "Method order"). Usage, on the GPU machine from the repository root
+Timing: CUDA events around one call after an L2 flush (timed_rep()), median
+of repeats after warm-ups. At large T the GPU runs at its power limit and its
+SM clock drifts by 10-20 % between back-to-back runs, so a method timed in a
+block of its own measures its moment as much as itself. The GEMM methods
+(tailor, grouped_mm, loop) are therefore timed interleaved, rep by rep in a
+rotating order (bench_interleaved), and every method sees the same clocks;
+with --rounds R each keeps its best median of R such rounds (the Triton
+anchor keeps the best of its config sweep). --timing blocks is the former
+protocol: each method in a block of its own, the order reversed every other
+round (use an even R), since the first method timed after a pause ran on a
+cool GPU (bench/results/moe_gpu_h100.txt, "Method order"); in both, every
+projection starts with an untimed round of every method. Usage, on the GPU machine from the repository root
 (scripts/gpu-bench-moe does this):
   PYTHONPATH=python TAILOR_LIBRARY=<libtailor_c.so> \\
     python3 bench/moe_gpu_bench.py --anchors .anchors [--models m ...]
