@@ -230,7 +230,8 @@ std::unique_ptr<Runtime> HipRuntime() {
 
 // One ragged step of `c` on a HIP runtime: the batch uploaded (NaN in
 // unowned cache pages, poisoned outputs), reserved, planned and run, with
-// `device_kv_lens` (when given) as RunRaggedArgs::kv_lens.
+// `device_kv_lens` ([B] i32 on the device, when given) as
+// RunRaggedArgs::kv_lens.
 class HipRaggedStep {
  public:
   HipRaggedStep(Runtime& runtime, const HipRuntimeApi& api,
@@ -246,8 +247,7 @@ class HipRaggedStep {
         out_(api, o_.out.data(), o_.out.size() * 2),
         lse_(api, o_.lse.data(), o_.lse.size() * 4) {}
 
-  absl::Status Run(const std::vector<int32_t>* device_kv_lens = nullptr,
-                   const HipBytes* lens = nullptr) {
+  absl::Status Run(const HipBytes* device_kv_lens = nullptr) {
     attention::RunRaggedArgs args = attention::testing::RunArgsOf(p_, o_);
     args.q = OnHip(args.q, q_.data());
     args.k_cache = OnHip(args.k_cache, k_.data());
@@ -258,9 +258,8 @@ class HipRaggedStep {
     args.kv_lens = std::nullopt;  // the plan's lengths
     if (device_kv_lens != nullptr) {
       args.kv_lens = OnHip(
-          TensorRef::Contiguous(nullptr, DType::kI32,
-                                {static_cast<int64_t>(device_kv_lens->size())}),
-          lens->data());
+          TensorRef::Contiguous(nullptr, DType::kI32, {c_.batch()}),
+          device_kv_lens->data());
     }
     TAILOR_RETURN_IF_ERROR(attention::ReserveRaggedWorkspace(
         runtime_, attention::testing::LimitsOf(c_), ws_));
@@ -353,7 +352,7 @@ TEST(HipGpuTest, RaggedDeviceKvLengthsThatDifferAreReported) {
     device_lens[seq] += delta;
     const HipBytes lens(api, device_lens.data(), device_lens.size() * 4);
     HipRaggedStep step(*runtime, api, c);
-    TAILOR_ASSERT_OK(step.Run(&device_lens, &lens));
+    TAILOR_ASSERT_OK(step.Run(&lens));
     if (delta == 0) {
       TAILOR_EXPECT_OK(step.ws().TakeErrors(*runtime, nullptr));
     } else {
