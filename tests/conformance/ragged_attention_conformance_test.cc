@@ -19,6 +19,7 @@ using attention::testing::CompareRagged;
 using attention::testing::Errors;
 using attention::testing::KvLayout;
 using attention::testing::LimitsOf;
+using attention::testing::PlanArgsOf;
 using attention::testing::RaggedBatch;
 using attention::testing::RaggedCase;
 using attention::testing::RaggedReference;
@@ -48,19 +49,7 @@ class RaggedConformance : public BackendTest {
     out.Upload(std::vector<uint16_t>(out_elems + 1, 0x7fc3));
     lse.Upload(std::vector<float>(c.rows() * c.num_qo_heads, 12345.0f));
 
-    attention::PlanRaggedArgs plan = {
-        .q_indptr = TensorRef::Contiguous(p.q_indptr.data(), DType::kI32,
-                                          {c.batch() + 1}),
-        .kv_lens =
-            TensorRef::Contiguous(p.kv_lens.data(), DType::kI32, {c.batch()}),
-        .page_size = c.page_size,
-        .num_qo_heads = c.num_qo_heads,
-        .num_kv_heads = c.num_kv_heads,
-        .head_dim = c.head_dim,
-        .dtype = c.dtype,
-        .causal = c.causal,
-        .window_left = c.window_left};
-    TAILOR_ASSERT_OK(attention::PlanRagged(rt, plan, ws));
+    TAILOR_ASSERT_OK(attention::PlanRagged(rt, PlanArgsOf(p), ws));
     attention::RunRaggedArgs args;
     const Device device = rt.device();
     args.q = p.QRef(q.data(), device);
